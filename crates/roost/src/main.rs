@@ -1,0 +1,26 @@
+//! The `roost` command: thin subcommands over the roost libraries.
+
+mod run;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// roost lets unmodified programs use distributed storage, with no privileges.
+#[derive(Parser)]
+#[command(name = "roost", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a program with a private namespace (ptrace + seccomp interposition).
+    Run(run::RunArgs),
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Run(args) => run::main(args),
+    }
+}
