@@ -1,2 +1,21 @@
 //! The namespace: the mount table, logical path resolution and the `Driver` interface through
 //! which every path operation of a traced program goes. Local files are the first driver.
+//!
+//! Paths are byte strings (`Vec<u8>`), as the kernel sees them. A *logical* path is what the
+//! traced program names; a *physical* path is where a driver finds it. [`Namespace::resolve`]
+//! walks a logical path (symlinks and `..` in the logical namespace, results cached) and maps
+//! it through the longest matching mount.
+
+pub mod driver;
+pub mod mount;
+pub mod mountfile;
+pub mod path;
+pub mod resolve;
+
+pub use driver::{Driver, LocalDriver, Stat};
+pub use mount::{Mapped, Mount, MountTable, Target};
+pub use mountfile::{parse_mount_file, parse_mount_spec, MountFileError};
+pub use resolve::{Namespace, Resolved};
+
+/// An errno value (positive), as returned by failed operations.
+pub type Errno = i32;

@@ -1,0 +1,226 @@
+//! The mount table: logical prefixes mapped to a driver and a root inside it, or to `DENY`
+//! (EACCES) or `ENOENT` (absent). Longest prefix wins; a mount may name a directory or a single
+//! file; `/` may be remapped. Unmatched paths map to themselves on the local driver.
+
+use crate::driver::{Driver, LocalDriver};
+use crate::path::{normalize, strip_prefix};
+use std::sync::Arc;
+
+/// Where a logical prefix goes.
+#[derive(Clone)]
+pub enum Target {
+    /// Paths below the prefix live at `root` + rest inside `driver`.
+    Driver {
+        driver: Arc<dyn Driver>,
+        root: Vec<u8>,
+    },
+    /// Every path below the prefix fails with EACCES.
+    Deny,
+    /// Every path below the prefix is absent (ENOENT).
+    Enoent,
+}
+
+impl Target {
+    /// A directory or file of the local file system.
+    pub fn local(root: impl Into<Vec<u8>>) -> Target {
+        Target::Driver {
+            driver: Arc::new(LocalDriver),
+            root: normalize(&root.into()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Driver { driver, root } => {
+                write!(f, "{}:{}", driver.name(), String::from_utf8_lossy(root))
+            }
+            Target::Deny => f.write_str("DENY"),
+            Target::Enoent => f.write_str("ENOENT"),
+        }
+    }
+}
+
+/// One mapping of the table.
+#[derive(Clone, Debug)]
+pub struct Mount {
+    /// The logical prefix (absolute, normalised).
+    pub logical: Vec<u8>,
+    pub target: Target,
+}
+
+/// The result of mapping one logical path.
+pub enum Mapped<'a> {
+    /// The object lives at `path` inside `driver`; `mount` is the table index (None: unmapped).
+    At {
+        driver: &'a dyn Driver,
+        path: Vec<u8>,
+        mount: Option<usize>,
+    },
+    Deny,
+    Enoent,
+}
+
+impl Mapped<'_> {
+    /// The path the kernel can use directly, when the driver is local.
+    pub fn local_path(&self) -> Option<&[u8]> {
+        match self {
+            Mapped::At { driver, path, .. } if driver.is_local() => Some(path),
+            _ => None,
+        }
+    }
+
+    /// The mount index, for "same mount?" decisions (EXDEV across drivers).
+    pub fn mount(&self) -> Option<usize> {
+        match self {
+            Mapped::At { mount, .. } => *mount,
+            _ => None,
+        }
+    }
+}
+
+/// The mount table, kept sorted longest prefix first.
+#[derive(Clone, Default, Debug)]
+pub struct MountTable {
+    mounts: Vec<Mount>,
+}
+
+static LOCAL: LocalDriver = LocalDriver;
+
+impl MountTable {
+    pub fn new() -> MountTable {
+        MountTable::default()
+    }
+
+    /// Adds a mapping; a later mapping of the same prefix replaces the earlier one.
+    pub fn add(&mut self, logical: &[u8], target: Target) {
+        let logical = normalize(logical);
+        self.mounts.retain(|m| m.logical != logical);
+        self.mounts.push(Mount { logical, target });
+        self.mounts
+            .sort_by(|a, b| b.logical.len().cmp(&a.logical.len()));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.mounts.is_empty()
+    }
+
+    pub fn mounts(&self) -> &[Mount] {
+        &self.mounts
+    }
+
+    /// True when some mount covers `path` (the agent's fast path skips everything else).
+    pub fn covers(&self, path: &[u8]) -> bool {
+        self.mounts
+            .iter()
+            .any(|m| strip_prefix(path, &m.logical).is_some())
+    }
+
+    /// Maps an absolute, walked logical path through the longest matching mount.
+    pub fn map(&self, logical: &[u8]) -> Mapped<'_> {
+        for (i, m) in self.mounts.iter().enumerate() {
+            if let Some(rest) = strip_prefix(logical, &m.logical) {
+                return match &m.target {
+                    Target::Deny => Mapped::Deny,
+                    Target::Enoent => Mapped::Enoent,
+                    Target::Driver { driver, root } => {
+                        let mut path = root.clone();
+                        if path == b"/" && !rest.is_empty() {
+                            path.clear();
+                        }
+                        path.extend_from_slice(rest);
+                        Mapped::At {
+                            driver: driver.as_ref(),
+                            path,
+                            mount: Some(i),
+                        }
+                    }
+                };
+            }
+        }
+        Mapped::At {
+            driver: &LOCAL,
+            path: logical.to_vec(),
+            mount: None,
+        }
+    }
+
+    /// Maps a local physical path back to a logical one (for dirfds, `/proc/*/cwd|exe|fd`):
+    /// the local mount with the longest matching root wins; an unmatched path is itself unless
+    /// `/` is remapped, in which case it lies outside the namespace and is returned unchanged.
+    pub fn reverse(&self, physical: &[u8]) -> Vec<u8> {
+        let mut best: Option<(&Mount, &[u8], usize)> = None;
+        for m in &self.mounts {
+            if let Target::Driver { driver, root } = &m.target {
+                if !driver.is_local() {
+                    continue;
+                }
+                if let Some(rest) = strip_prefix(physical, root) {
+                    if best.is_none_or(|(_, _, len)| root.len() > len) {
+                        best = Some((m, rest, root.len()));
+                    }
+                }
+            }
+        }
+        if let Some((m, rest, _)) = best {
+            let mut out = m.logical.clone();
+            if out == b"/" && !rest.is_empty() {
+                out.clear();
+            }
+            out.extend_from_slice(rest);
+            return out;
+        }
+        physical.to_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local(m: Mapped<'_>) -> Vec<u8> {
+        m.local_path().expect("local").to_vec()
+    }
+
+    #[test]
+    fn longest_prefix_wins() {
+        let mut t = MountTable::new();
+        t.add(b"/data", Target::local("/tmp/d"));
+        t.add(b"/data/special", Target::local("/srv/s"));
+        assert_eq!(local(t.map(b"/data/x")), b"/tmp/d/x");
+        assert_eq!(local(t.map(b"/data/special/y")), b"/srv/s/y");
+        assert_eq!(local(t.map(b"/data")), b"/tmp/d");
+        assert_eq!(local(t.map(b"/database")), b"/database");
+    }
+
+    #[test]
+    fn root_can_be_remapped_and_files_mounted() {
+        let mut t = MountTable::new();
+        t.add(b"/", Target::local("/chroot"));
+        t.add(b"/etc/motd", Target::local("/tmp/motd"));
+        assert_eq!(local(t.map(b"/bin/sh")), b"/chroot/bin/sh");
+        assert_eq!(local(t.map(b"/")), b"/chroot");
+        assert_eq!(local(t.map(b"/etc/motd")), b"/tmp/motd");
+        assert_eq!(t.reverse(b"/chroot/usr"), b"/usr");
+        assert_eq!(t.reverse(b"/tmp/motd"), b"/etc/motd");
+    }
+
+    #[test]
+    fn deny_and_enoent_targets() {
+        let mut t = MountTable::new();
+        t.add(b"/secret", Target::Deny);
+        t.add(b"/gone", Target::Enoent);
+        assert!(matches!(t.map(b"/secret/k"), Mapped::Deny));
+        assert!(matches!(t.map(b"/gone"), Mapped::Enoent));
+        assert!(t.covers(b"/gone/x") && !t.covers(b"/gonex"));
+    }
+
+    #[test]
+    fn reverse_maps_into_mounts() {
+        let mut t = MountTable::new();
+        t.add(b"/data", Target::local("/tmp/d"));
+        assert_eq!(t.reverse(b"/tmp/d/sub"), b"/data/sub");
+        assert_eq!(t.reverse(b"/usr/bin"), b"/usr/bin");
+    }
+}

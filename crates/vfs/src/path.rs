@@ -1,0 +1,90 @@
+//! Lexical helpers on byte paths: joining, splitting into components and prefix tests. No
+//! system calls here.
+
+/// Joins `base` (absolute) and `rel`: `rel` wins if it is absolute.
+pub fn join(base: &[u8], rel: &[u8]) -> Vec<u8> {
+    if rel.first() == Some(&b'/') {
+        return rel.to_vec();
+    }
+    let mut out = Vec::with_capacity(base.len() + rel.len() + 1);
+    out.extend_from_slice(base);
+    if out.last() != Some(&b'/') {
+        out.push(b'/');
+    }
+    out.extend_from_slice(rel);
+    out
+}
+
+/// The non-empty components of `path` (`.` kept, `..` kept: the walk gives them meaning).
+pub fn components(path: &[u8]) -> impl DoubleEndedIterator<Item = &[u8]> {
+    path.split(|&b| b == b'/').filter(|c| !c.is_empty())
+}
+
+/// Lexically normalises an absolute path: collapses `//`, drops `.`, applies `..`. Only for
+/// mount-table entries, whose meaning is lexical; traced paths go through the walk instead.
+pub fn normalize(path: &[u8]) -> Vec<u8> {
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for c in components(path) {
+        match c {
+            b"." => {}
+            b".." => {
+                parts.pop();
+            }
+            _ => parts.push(c),
+        }
+    }
+    let mut out = Vec::with_capacity(path.len());
+    for p in &parts {
+        out.push(b'/');
+        out.extend_from_slice(p);
+    }
+    if out.is_empty() {
+        out.push(b'/');
+    }
+    out
+}
+
+/// If `path` is `prefix` or lies below it (on a component boundary), the rest after the
+/// prefix: empty, or starting with `/`.
+pub fn strip_prefix<'a>(path: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
+    if prefix == b"/" {
+        return Some(if path == b"/" { &path[1..] } else { path });
+    }
+    let rest = path.strip_prefix(prefix)?;
+    if rest.is_empty() || rest[0] == b'/' {
+        Some(rest)
+    } else {
+        None
+    }
+}
+
+/// True when the path has a `..` component (the kernel would climb physically).
+pub fn has_dotdot(path: &[u8]) -> bool {
+    components(path).any(|c| c == b"..")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_keeps_absolute_rel() {
+        assert_eq!(join(b"/a", b"/b"), b"/b");
+        assert_eq!(join(b"/a", b"b/c"), b"/a/b/c");
+        assert_eq!(join(b"/", b"b"), b"/b");
+    }
+
+    #[test]
+    fn normalize_applies_dots() {
+        assert_eq!(normalize(b"/a//b/./../c/"), b"/a/c");
+        assert_eq!(normalize(b"/.."), b"/");
+    }
+
+    #[test]
+    fn strip_prefix_respects_component_boundaries() {
+        assert_eq!(strip_prefix(b"/data/x", b"/data"), Some(&b"/x"[..]));
+        assert_eq!(strip_prefix(b"/data", b"/data"), Some(&b""[..]));
+        assert_eq!(strip_prefix(b"/database", b"/data"), None);
+        assert_eq!(strip_prefix(b"/x/y", b"/"), Some(&b"/x/y"[..]));
+    }
+}
