@@ -99,7 +99,7 @@ impl MountTable {
         self.mounts.retain(|m| m.logical != logical);
         self.mounts.push(Mount { logical, target });
         self.mounts
-            .sort_by(|a, b| b.logical.len().cmp(&a.logical.len()));
+            .sort_by_key(|m| std::cmp::Reverse(m.logical.len()));
     }
 
     pub fn is_empty(&self) -> bool {
@@ -157,7 +157,7 @@ impl MountTable {
                     continue;
                 }
                 if let Some(rest) = strip_prefix(physical, root) {
-                    if best.is_none_or(|(_, _, len)| root.len() > len) {
+                    if best.map_or(true, |(_, _, len)| root.len() > len) {
                         best = Some((m, rest, root.len()));
                     }
                 }
