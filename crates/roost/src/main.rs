@@ -1,6 +1,7 @@
 //! The `roost` command: thin subcommands over the roost libraries.
 
 mod run;
+mod serve;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -17,10 +18,13 @@ struct Cli {
 enum Command {
     /// Run a program with a private namespace (ptrace + seccomp interposition).
     Run(run::RunArgs),
+    /// Export a directory over the Chirp protocol, with authentication and ACLs.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run(args) => run::main(args),
+        Command::Serve(args) => serve::main(args),
     }
 }

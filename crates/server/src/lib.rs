@@ -1,2 +1,19 @@
 //! `roost serve`: a Chirp file server exporting one directory as a jail, with authentication,
 //! per-directory ACLs and limits.
+//!
+//! - [`jail`]: path resolution that cannot leave the export.
+//! - [`acl`]: per-directory access control lists.
+//! - [`export`]: every name operation, checked and carried out.
+//! - [`auth`]: the authentication handshake and its methods.
+//! - [`session`]: one client's request loop; [`listener`]: accepting clients.
+
+pub mod acl;
+pub mod auth;
+pub mod digest;
+pub mod export;
+pub mod jail;
+pub mod listener;
+pub mod log;
+pub mod session;
+
+pub use listener::{Limits, Server};

@@ -1,0 +1,191 @@
+//! `roost serve`: exports a directory over the Chirp protocol.
+
+use clap::Args;
+use roost_server::acl::Acl;
+use roost_server::auth::{self, AuthConfig, Method};
+use roost_server::export::Export;
+use roost_server::log::{self, Level};
+use roost_server::{Limits, Server};
+use roost_wire::Rights;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Options of `roost serve`.
+#[derive(Args)]
+#[command(after_help = "\
+The first line on standard output names the address and port, e.g.
+  roost serve: listening on 0.0.0.0:9094, exporting /srv/data
+
+Subjects look like address:127.0.0.1, hostname:*.example.org, unix:alice, hmac:buildbot;
+'*' matches anything. Rights are letters: r read, w write, l list, d delete,
+p put (create new files only), a admin (change the ACL), x execute.
+
+Examples:
+  roost serve /srv/data --acl 'address:127.0.0.1=rwldpa'
+  roost serve --port 0 --key build=/etc/roost/build.key --acl hmac:build=rwl /srv/data")]
+pub struct ServeArgs {
+    /// The directory to export; clients see it as `/` and can never leave it.
+    pub dir: PathBuf,
+    /// The address to listen on.
+    #[arg(long, default_value = "0.0.0.0", value_name = "ADDR")]
+    pub listen: IpAddr,
+    /// The TCP port; 0 picks a free one.
+    #[arg(long, short, default_value_t = roost_wire::DEFAULT_PORT)]
+    pub port: u16,
+    /// Grant SUBJECT these RIGHTS in the root ACL, used when DIR has no ACL of its own
+    /// (repeatable). Without any, only the server's own unix user has access.
+    #[arg(long = "acl", value_name = "SUBJECT=RIGHTS")]
+    pub acls: Vec<String>,
+    /// Authentication methods to accept, in any order (repeatable):
+    /// hmac, unix, hostname, address. Default: all of them.
+    #[arg(long = "auth", value_name = "METHOD")]
+    pub auth: Vec<String>,
+    /// A shared secret for the hmac method: key NAME, secret read from FILE (repeatable).
+    #[arg(long = "key", value_name = "NAME=FILE")]
+    pub keys: Vec<String>,
+    /// Directory for the unix method's challenge files.
+    #[arg(long, default_value = "/tmp", value_name = "DIR")]
+    pub challenge_dir: PathBuf,
+    /// Most clients connected at once.
+    #[arg(long, default_value_t = Limits::default().max_connections)]
+    pub max_connections: usize,
+    /// Disconnect clients idle for this many seconds.
+    #[arg(long, default_value_t = Limits::default().idle_timeout.as_secs(), value_name = "SECONDS")]
+    pub idle_timeout: u64,
+    /// Disconnect clients that stall mid-message for this many seconds.
+    #[arg(long, default_value_t = Limits::default().stall_timeout.as_secs(), value_name = "SECONDS")]
+    pub stall_timeout: u64,
+    /// Largest payload one request may carry, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_message, value_name = "BYTES")]
+    pub max_message: u64,
+    /// How much to log on standard error: error, info (a line per connection) or debug
+    /// (a line per request).
+    #[arg(long, default_value = "info", value_name = "LEVEL")]
+    pub log_level: String,
+}
+
+pub fn main(args: ServeArgs) -> ExitCode {
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("roost serve: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: ServeArgs) -> Result<(), String> {
+    let level = Level::parse(&args.log_level).ok_or_else(|| {
+        format!(
+            "--log-level {}: expected error, info or debug",
+            args.log_level
+        )
+    })?;
+    log::set_level(level);
+    let root_acl = root_acl(&args.acls)?;
+    let auth = auth_config(&args)?;
+    let limits = Limits {
+        max_connections: args.max_connections,
+        idle_timeout: Duration::from_secs(args.idle_timeout),
+        stall_timeout: Duration::from_secs(args.stall_timeout.max(1)),
+        max_message: args.max_message,
+        ..Limits::default()
+    };
+    let export = Export::new(&args.dir, root_acl)
+        .map_err(|e| format!("cannot export {}: {e}", args.dir.display()))?;
+    if !args.acls.is_empty() && export.has_own_acl(&roost_server::jail::JailPath::root()) {
+        eprintln!(
+            "roost serve: note: {} has its own ACL; --acl is used only for a directory without one",
+            args.dir.display()
+        );
+    }
+    let addr = SocketAddr::new(args.listen, args.port);
+    let server = Server::bind(addr, export, auth, limits).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+            " (choose another --port, or 0 for any)"
+        } else {
+            ""
+        };
+        format!("cannot listen on {addr}: {e}{hint}")
+    })?;
+    let bound = server.local_addr().map_err(|e| e.to_string())?;
+    let dir = std::fs::canonicalize(&args.dir).unwrap_or(args.dir.clone());
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(
+        stdout,
+        "roost serve: listening on {bound}, exporting {}",
+        dir.display()
+    );
+    let _ = stdout.flush();
+    drop(stdout);
+    log::event(
+        Level::Info,
+        "start",
+        &[("addr", &bound), ("export", &dir.display())],
+    );
+    server.run().map_err(|e| e.to_string())
+}
+
+/// The root ACL from `--acl` options, or the server's own unix user with every right.
+fn root_acl(specs: &[String]) -> Result<Acl, String> {
+    let mut acl = Acl::default();
+    for spec in specs {
+        let (subject, rights) = spec
+            .rsplit_once('=')
+            .ok_or_else(|| format!("--acl {spec}: expected SUBJECT=RIGHTS, e.g. unix:alice=rwl"))?;
+        if subject.is_empty() || subject.contains(char::is_whitespace) {
+            return Err(format!(
+                "--acl {spec}: the subject must be one word, e.g. address:10.0.0.*"
+            ));
+        }
+        let rights = Rights::parse(rights).map_err(|_| {
+            format!("--acl {spec}: '{rights}' is not a set of rights (letters rwldpax)")
+        })?;
+        acl.set(subject, rights);
+    }
+    if specs.is_empty() {
+        let me = auth::user_name(unsafe { libc::geteuid() })
+            .ok_or("the server's own user has no name")?;
+        acl.set(
+            &format!("unix:{me}"),
+            Rights::parse("rwldpax").expect("valid rights"),
+        );
+    }
+    Ok(acl)
+}
+
+fn auth_config(args: &ServeArgs) -> Result<AuthConfig, String> {
+    let mut config = AuthConfig {
+        challenge_dir: args.challenge_dir.clone(),
+        ..AuthConfig::default()
+    };
+    if !args.auth.is_empty() {
+        config.methods = args
+            .auth
+            .iter()
+            .map(|m| {
+                Method::parse(m)
+                    .ok_or_else(|| format!("--auth {m}: expected hmac, unix, hostname or address"))
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    for spec in &args.keys {
+        let (name, file) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("--key {spec}: expected NAME=FILE"))?;
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            return Err(format!("--key {spec}: the key name must be one word"));
+        }
+        let secret =
+            std::fs::read(file).map_err(|e| format!("--key {spec}: cannot read {file}: {e}"))?;
+        let secret = secret.strip_suffix(b"\n").unwrap_or(&secret).to_vec();
+        if secret.is_empty() {
+            return Err(format!("--key {spec}: {file} is empty"));
+        }
+        config.keys.insert(name.to_string(), secret);
+    }
+    Ok(config)
+}

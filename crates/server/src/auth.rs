@@ -1,0 +1,409 @@
+//! The server side of Chirp authentication.
+//!
+//! The client offers one method name a line; the server answers `no` to methods it does not
+//! run, or `yes` and then the method's own exchange. On success the server sends
+//! `yes\n<method>\n<name>\n` and the connection's subject is `<method>:<name>`.
+//!
+//! Methods: `address` (the peer's IP), `hostname` (reverse lookup confirmed by a forward one),
+//! `unix` (the client proves its local user by creating a file the server names), and `hmac`,
+//! roost's shared-secret method: the server sends a nonce, the client answers with a key name
+//! and HMAC-SHA256(secret, nonce); the secret never crosses the wire.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io::{self, BufRead, Write};
+use std::net::{IpAddr, ToSocketAddrs};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Longest line accepted during authentication.
+const AUTH_LINE_MAX: usize = 1024;
+
+/// Most methods one connection may try before it is dropped.
+const MAX_ATTEMPTS: usize = 16;
+
+/// An authentication method the server can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Address,
+    Hostname,
+    Unix,
+    Hmac,
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Address => "address",
+            Method::Hostname => "hostname",
+            Method::Unix => "unix",
+            Method::Hmac => "hmac",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Method> {
+        [
+            Method::Address,
+            Method::Hostname,
+            Method::Unix,
+            Method::Hmac,
+        ]
+        .into_iter()
+        .find(|m| m.name() == name)
+    }
+}
+
+/// What the server accepts, and the secrets behind `hmac`.
+#[derive(Clone, Debug)]
+pub struct AuthConfig {
+    pub methods: Vec<Method>,
+    /// Key name to secret, for `hmac`.
+    pub keys: HashMap<String, Vec<u8>>,
+    /// Where `unix` challenge files are created.
+    pub challenge_dir: PathBuf,
+    /// How long the client has to create a `unix` challenge file.
+    pub challenge_timeout: Duration,
+}
+
+impl Default for AuthConfig {
+    fn default() -> AuthConfig {
+        AuthConfig {
+            methods: vec![
+                Method::Hmac,
+                Method::Unix,
+                Method::Hostname,
+                Method::Address,
+            ],
+            keys: HashMap::new(),
+            challenge_dir: PathBuf::from("/tmp"),
+            challenge_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Runs the handshake; `Ok(Some(subject))` on success, `Ok(None)` if the client gave up.
+pub fn accept<R: BufRead, W: Write>(
+    config: &AuthConfig,
+    peer: IpAddr,
+    reader: &mut R,
+    writer: &mut W,
+) -> io::Result<Option<String>> {
+    for _ in 0..MAX_ATTEMPTS {
+        let Some(offer) = read_line(reader)? else {
+            return Ok(None);
+        };
+        let method = Method::parse(offer.trim()).filter(|m| config.methods.contains(m));
+        let Some(method) = method else {
+            send(writer, "no\n")?;
+            continue;
+        };
+        send(writer, "yes\n")?;
+        let outcome = match method {
+            Method::Address => Outcome::Accepted(peer.to_string()),
+            Method::Hostname => {
+                confirmed_hostname(peer).map_or(Outcome::Rejected, Outcome::Accepted)
+            }
+            Method::Unix => unix_challenge(config, reader, writer)?,
+            Method::Hmac => hmac_challenge(config, reader, writer)?,
+        };
+        match outcome {
+            Outcome::Accepted(name) => {
+                let name = sanitize(&name);
+                send(writer, &format!("yes\nyes\n{}\n{}\n", method.name(), name))?;
+                return Ok(Some(format!("{}:{}", method.name(), name)));
+            }
+            Outcome::Rejected => send(writer, "no\n")?,
+            Outcome::Abandoned => {}
+        }
+    }
+    Ok(None)
+}
+
+/// How one method's exchange ended.
+enum Outcome {
+    /// The client proved this name.
+    Accepted(String),
+    /// The client's proof failed; the server says `no`.
+    Rejected,
+    /// The client gave up within the exchange (it said so itself); nothing more is sent.
+    Abandoned,
+}
+
+/// Spaces and unprintable bytes in subjects become `_`, as cctools does.
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .collect()
+}
+
+fn send<W: Write>(writer: &mut W, text: &str) -> io::Result<()> {
+    writer.write_all(text.as_bytes())?;
+    writer.flush()
+}
+
+/// One line without its newline; `None` at end of stream. Over-long lines are an error.
+fn read_line<R: BufRead>(reader: &mut R) -> io::Result<Option<String>> {
+    let mut line = Vec::new();
+    let mut limited = io::Read::take(&mut *reader, AUTH_LINE_MAX as u64 + 1);
+    let n = limited.read_until(b'\n', &mut line)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if line.last() != Some(&b'\n') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "authentication line too long or cut short",
+        ));
+    }
+    line.pop();
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    String::from_utf8(line).map(Some).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "authentication line is not UTF-8",
+        )
+    })
+}
+
+/// The peer's name by reverse lookup, kept only if that name resolves back to the peer.
+fn confirmed_hostname(peer: IpAddr) -> Option<String> {
+    let name = reverse_lookup(peer)?;
+    let forward = (name.as_str(), 0).to_socket_addrs().ok()?;
+    forward.into_iter().any(|a| a.ip() == peer).then_some(name)
+}
+
+fn reverse_lookup(peer: IpAddr) -> Option<String> {
+    let addr: std::net::SocketAddr = (peer, 0).into();
+    let (storage, len) = socket_addr_to_raw(&addr);
+    let mut host = [0 as libc::c_char; 1025];
+    let r = unsafe {
+        libc::getnameinfo(
+            &storage as *const libc::sockaddr_storage as *const libc::sockaddr,
+            len,
+            host.as_mut_ptr(),
+            host.len() as libc::socklen_t,
+            std::ptr::null_mut(),
+            0,
+            libc::NI_NAMEREQD,
+        )
+    };
+    if r != 0 {
+        return None;
+    }
+    let name = unsafe { std::ffi::CStr::from_ptr(host.as_ptr()) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+fn socket_addr_to_raw(addr: &std::net::SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        std::net::SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in, sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        std::net::SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in6, sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
+}
+
+/// The `unix` method: name a fresh path, wait for the client's "yes", and take the owner of
+/// the regular file it created there. Unlike cctools, the file is examined with `lstat`, so a
+/// symlink planted at the path cannot lend the client the identity of the link's target.
+fn unix_challenge<R: BufRead, W: Write>(
+    config: &AuthConfig,
+    reader: &mut R,
+    writer: &mut W,
+) -> io::Result<Outcome> {
+    let path = config.challenge_dir.join(format!(
+        "roost-challenge.{}.{}",
+        std::process::id(),
+        hex(&random_bytes::<8>())
+    ));
+    let cpath = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    unsafe { libc::unlink(cpath.as_ptr()) };
+    send(writer, &format!("{}\n", path.display()))?;
+    let answer = read_line(reader)?;
+    let mut outcome = Outcome::Abandoned;
+    if answer.as_deref() == Some("yes") {
+        outcome = Outcome::Rejected;
+        let deadline = std::time::Instant::now() + config.challenge_timeout;
+        loop {
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            if unsafe { libc::lstat(cpath.as_ptr(), &mut st) } == 0 {
+                if st.st_mode & libc::S_IFMT == libc::S_IFREG {
+                    if let Some(user) = user_name(st.st_uid) {
+                        outcome = Outcome::Accepted(user);
+                    }
+                }
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    unsafe { libc::unlink(cpath.as_ptr()) };
+    Ok(outcome)
+}
+
+/// The login name of `uid`, if it has one.
+pub fn user_name(uid: libc::uid_t) -> Option<String> {
+    let mut buf = vec![0 as libc::c_char; 4096];
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    let r = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result) };
+    if r != 0 || result.is_null() {
+        return None;
+    }
+    Some(
+        unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+/// The `hmac` method: a fresh nonce out, `<key> <hex mac>` back, compared in constant time.
+fn hmac_challenge<R: BufRead, W: Write>(
+    config: &AuthConfig,
+    reader: &mut R,
+    writer: &mut W,
+) -> io::Result<Outcome> {
+    let nonce = hex(&random_bytes::<32>());
+    send(writer, &format!("{nonce}\n"))?;
+    let Some(answer) = read_line(reader)? else {
+        return Ok(Outcome::Abandoned);
+    };
+    let mut words = answer.split_whitespace();
+    let (Some(key), Some(mac_hex), None) = (words.next(), words.next(), words.next()) else {
+        return Ok(Outcome::Rejected);
+    };
+    let (Some(secret), Some(mac)) = (config.keys.get(key), unhex(mac_hex)) else {
+        return Ok(Outcome::Rejected);
+    };
+    let mut expected =
+        Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length");
+    expected.update(nonce.as_bytes());
+    Ok(match expected.verify_slice(&mac) {
+        Ok(()) => Outcome::Accepted(key.to_string()),
+        Err(_) => Outcome::Rejected,
+    })
+}
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut buf = [0u8; N];
+    let mut filled = 0;
+    while filled < N {
+        let n = unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), N - filled, 0) };
+        if n > 0 {
+            filled += n as usize;
+        } else if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            panic!("getrandom failed: {}", io::Error::last_os_error());
+        }
+    }
+    buf
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    fn run(config: &AuthConfig, client: &str) -> (Option<String>, String) {
+        let mut reader = Cursor::new(client.as_bytes().to_vec());
+        let mut out = Vec::new();
+        let subject = accept(config, "127.0.0.1".parse().unwrap(), &mut reader, &mut out).unwrap();
+        (subject, String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn refuses_unknown_methods_then_accepts_address() {
+        let (subject, out) = run(&AuthConfig::default(), "kerberos\naddress\n");
+        assert_eq!(subject.as_deref(), Some("address:127.0.0.1"));
+        assert_eq!(out, "no\nyes\nyes\nyes\naddress\n127.0.0.1\n");
+    }
+
+    #[test]
+    fn disabled_methods_are_refused() {
+        let config = AuthConfig {
+            methods: vec![Method::Unix],
+            ..AuthConfig::default()
+        };
+        let (subject, out) = run(&config, "address\n");
+        assert_eq!(subject, None);
+        assert_eq!(out, "no\n");
+    }
+
+    #[test]
+    fn hmac_rejects_a_wrong_mac_and_unknown_keys() {
+        let mut config = AuthConfig::default();
+        config.keys.insert("build".into(), b"s3cret".to_vec());
+        let (subject, _) = run(&config, &format!("hmac\nbuild {}\n", "00".repeat(32)));
+        assert_eq!(subject, None);
+        let (subject, _) = run(&config, "hmac\nnobody 00\n");
+        assert_eq!(subject, None);
+    }
+
+    #[test]
+    fn over_long_lines_are_an_error() {
+        let mut reader = Cursor::new(vec![b'a'; 5000]);
+        let mut out = Vec::new();
+        assert!(accept(
+            &AuthConfig::default(),
+            "127.0.0.1".parse().unwrap(),
+            &mut reader,
+            &mut out
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        assert_eq!(
+            unhex(&hex(&[0, 1, 254, 255])).unwrap(),
+            vec![0, 1, 254, 255]
+        );
+        assert!(unhex("0g").is_none());
+        assert!(unhex("abc").is_none());
+    }
+}

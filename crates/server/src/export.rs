@@ -1,0 +1,872 @@
+//! The exported tree as clients see it: every name operation, checked against the ACLs and
+//! carried out inside the jail.
+//!
+//! Which directory's ACL decides follows cctools: rights on a name come from the directory
+//! that really holds it (after following symlinks, so a link cannot lend the rights of the
+//! directory it sits in to a file elsewhere), rights on a directory from the directory itself,
+//! and the delete right always from the directory holding the name.
+
+use crate::acl::{Acl, AclStore};
+use crate::jail::{cvt, Jail, JailPath, ACL_FILE_NAME};
+use roost_wire::Rights;
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Why an operation failed: an errno, and for ACL refusals the right that was missing.
+#[derive(Debug)]
+pub struct OpError {
+    pub errno: i32,
+    /// For a refusal by ACL: the right needed and the directory whose ACL refused it.
+    pub needs: Option<(u8, JailPath)>,
+}
+
+impl OpError {
+    pub fn errno(errno: i32) -> OpError {
+        OpError { errno, needs: None }
+    }
+
+    /// A human explanation, e.g. `needs 'w' on /data`.
+    pub fn explain(&self) -> Option<String> {
+        self.needs
+            .as_ref()
+            .map(|(r, dir)| format!("needs '{}' on {}", Rights::new(*r).to_text(), dir.display()))
+    }
+}
+
+impl From<io::Error> for OpError {
+    fn from(e: io::Error) -> OpError {
+        OpError::errno(e.raw_os_error().unwrap_or(libc::EIO))
+    }
+}
+
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", io::Error::from_raw_os_error(self.errno))?;
+        if let Some(why) = self.explain() {
+            write!(f, " ({why})")?;
+        }
+        Ok(())
+    }
+}
+
+pub type OpResult<T> = Result<T, OpError>;
+
+/// A name resolved to where it really lives: the directory holding it (after following
+/// symlinks in the path), an `O_PATH` descriptor of that directory, and the final name.
+struct Name {
+    dir_fd: OwnedFd,
+    dir: JailPath,
+    name: CString,
+}
+
+/// An existing object opened `O_PATH`, with its real location in the export.
+pub struct Object {
+    pub fd: OwnedFd,
+    pub stat: libc::stat,
+    /// The real path, after following symlinks.
+    pub real: JailPath,
+}
+
+impl Object {
+    pub fn is_dir(&self) -> bool {
+        self.stat.st_mode & libc::S_IFMT == libc::S_IFDIR
+    }
+
+    /// The directory whose ACL governs this object: itself for a directory, else its parent.
+    fn governing_dir(&self) -> JailPath {
+        if self.is_dir() {
+            self.real.clone()
+        } else {
+            self.real.parent()
+        }
+    }
+
+    /// A path through `/proc` that reaches this object, for calls with no `f*` form that
+    /// accepts an `O_PATH` descriptor (chmod, utimes, xattrs).
+    fn proc_path(&self) -> CString {
+        CString::new(format!("/proc/self/fd/{}", self.fd.as_raw_fd())).expect("no NUL")
+    }
+}
+
+/// The export: its jail, where it lives on the host, and its ACLs.
+pub struct Export {
+    jail: Jail,
+    host_root: PathBuf,
+    acls: AclStore,
+}
+
+impl Export {
+    /// Exports `dir`. `root_acl` governs the root when it has no ACL file of its own.
+    pub fn new(dir: &Path, root_acl: Acl) -> io::Result<Export> {
+        let host_root = std::fs::canonicalize(dir)?;
+        if !host_root.is_dir() {
+            return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+        }
+        let jail = Jail::open(&host_root)?;
+        Ok(Export {
+            jail,
+            host_root,
+            acls: AclStore::new(root_acl),
+        })
+    }
+
+    pub fn jail(&self) -> &Jail {
+        &self.jail
+    }
+
+    pub fn acls(&self) -> &AclStore {
+        &self.acls
+    }
+
+    /// Whether `dir` has an ACL file of its own.
+    pub fn has_own_acl(&self, dir: &JailPath) -> bool {
+        let Ok(fd) = self
+            .jail
+            .open_path(dir, libc::O_PATH | libc::O_DIRECTORY, 0)
+        else {
+            return false;
+        };
+        let name = CString::new(ACL_FILE_NAME).expect("no NUL");
+        let mut st = zeroed_stat();
+        unsafe {
+            libc::fstatat(
+                fd.as_raw_fd(),
+                name.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            ) == 0
+        }
+    }
+
+    // ---- resolution -------------------------------------------------------------------------
+
+    /// Where a descriptor really is inside the export.
+    fn real_path(&self, fd: RawFd) -> OpResult<JailPath> {
+        let link = std::fs::read_link(format!("/proc/self/fd/{fd}"))?;
+        let rel = link
+            .strip_prefix(&self.host_root)
+            .map_err(|_| OpError::errno(libc::EACCES))?;
+        Ok(JailPath::new(rel.as_os_str().as_bytes())?)
+    }
+
+    /// Opens an existing object `O_PATH`, following symlinks (inside the jail) or not.
+    pub fn object(&self, path: &JailPath, follow: bool) -> OpResult<Object> {
+        if follow {
+            let fd = self.jail.open_path(path, libc::O_PATH, 0)?;
+            let stat = fstat(fd.as_raw_fd())?;
+            let real = self.real_path(fd.as_raw_fd())?;
+            return Ok(Object { fd, stat, real });
+        }
+        let name = self.name(path)?;
+        let fd = cvt(unsafe {
+            libc::openat(
+                name.dir_fd.as_raw_fd(),
+                name.name.as_ptr(),
+                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        })?;
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let stat = fstat(fd.as_raw_fd())?;
+        let real = name.dir.join(name.name.to_bytes());
+        Ok(Object { fd, stat, real })
+    }
+
+    /// Resolves the directory holding `path` (following symlinks up to it, never the final name).
+    fn name(&self, path: &JailPath) -> OpResult<Name> {
+        let (dir_fd, name) = self.jail.parent(path)?;
+        let dir = self.real_path(dir_fd.as_raw_fd())?;
+        Ok(Name { dir_fd, dir, name })
+    }
+
+    // ---- ACL checks -------------------------------------------------------------------------
+
+    /// Fails with EACCES unless `subject` holds every right in `needs` on directory `dir`.
+    pub fn require(&self, subject: &str, dir: &JailPath, needs: u8) -> OpResult<()> {
+        if self.acls.rights(&self.jail, dir, subject)?.allows(needs) {
+            Ok(())
+        } else {
+            Err(OpError {
+                errno: libc::EACCES,
+                needs: Some((needs, dir.clone())),
+            })
+        }
+    }
+
+    fn has(&self, subject: &str, dir: &JailPath, needs: u8) -> OpResult<bool> {
+        Ok(self.acls.rights(&self.jail, dir, subject)?.allows(needs))
+    }
+
+    /// The ACL check for an object that may not exist yet: its governing directory if it
+    /// exists, else the directory that would hold it.
+    fn require_on(
+        &self,
+        subject: &str,
+        path: &JailPath,
+        follow: bool,
+        needs: u8,
+    ) -> OpResult<Option<Object>> {
+        match self.object(path, follow) {
+            Ok(obj) => {
+                self.require(subject, &obj.governing_dir(), needs)?;
+                Ok(Some(obj))
+            }
+            Err(e) if e.errno == libc::ENOENT => {
+                let name = self.name(path)?;
+                self.require(subject, &name.dir, needs)?;
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Checks `needs` on an existing object and returns it.
+    fn checked(&self, subject: &str, path: &JailPath, follow: bool, needs: u8) -> OpResult<Object> {
+        Ok(self
+            .require_on(subject, path, follow, needs)?
+            .expect("require_on returns objects or errors"))
+    }
+
+    // ---- operations -------------------------------------------------------------------------
+
+    /// Opens a file for a client. `flags` are `O_*` open flags.
+    pub fn open(&self, subject: &str, path: &JailPath, flags: i32, mode: u32) -> OpResult<File> {
+        let accmode = flags & libc::O_ACCMODE;
+        let mut needs = 0u8;
+        if accmode == libc::O_RDONLY || accmode == libc::O_RDWR {
+            needs |= Rights::READ;
+        }
+        if accmode != libc::O_RDONLY || flags & (libc::O_TRUNC | libc::O_CREAT) != 0 {
+            needs |= Rights::WRITE;
+        }
+        let mut flags = flags;
+        match self.object(path, true) {
+            Ok(obj) if obj.is_dir() => {
+                if accmode != libc::O_RDONLY {
+                    return Err(OpError::errno(libc::EISDIR));
+                }
+                self.require(subject, &obj.real, Rights::LIST)?;
+            }
+            Ok(obj) => {
+                let dir = obj.governing_dir();
+                if !self.has(subject, &dir, needs)? {
+                    if flags & libc::O_CREAT != 0 && self.has(subject, &dir, Rights::PUT)? {
+                        return Err(OpError::errno(libc::EEXIST));
+                    }
+                    return Err(OpError {
+                        errno: libc::EACCES,
+                        needs: Some((needs, dir)),
+                    });
+                }
+            }
+            Err(e) if e.errno == libc::ENOENT && flags & libc::O_CREAT != 0 => {
+                let name = self.name(path)?;
+                if !self.has(subject, &name.dir, needs)? {
+                    // The put right creates new files, and nothing more.
+                    self.require(subject, &name.dir, Rights::PUT)?;
+                    flags |= libc::O_EXCL;
+                }
+            }
+            Err(e) if e.errno == libc::ENOENT => {
+                let name = self.name(path)?;
+                self.require(subject, &name.dir, needs)?;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
+        let fd = self.jail.open_path(path, flags, mode)?;
+        Ok(File::from(fd))
+    }
+
+    pub fn stat(&self, subject: &str, path: &JailPath) -> OpResult<libc::stat> {
+        Ok(self.checked(subject, path, true, Rights::LIST)?.stat)
+    }
+
+    pub fn lstat(&self, subject: &str, path: &JailPath) -> OpResult<libc::stat> {
+        Ok(self.checked(subject, path, false, Rights::LIST)?.stat)
+    }
+
+    pub fn statfs(&self, subject: &str, path: &JailPath) -> OpResult<libc::statfs> {
+        let obj = self.checked(subject, path, true, Rights::LIST)?;
+        let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+        cvt(unsafe { libc::fstatfs(obj.fd.as_raw_fd(), &mut buf) })?;
+        Ok(buf)
+    }
+
+    /// `access(2)` with `mode` of R_OK/W_OK/X_OK/F_OK, checked against ACL and file mode.
+    pub fn access(&self, subject: &str, path: &JailPath, mode: i32) -> OpResult<()> {
+        let obj = self.object(path, true)?;
+        let mut needs = 0u8;
+        if mode & libc::R_OK != 0 {
+            needs |= Rights::READ;
+        }
+        if mode & libc::W_OK != 0 {
+            needs |= Rights::WRITE;
+        }
+        if mode & libc::X_OK != 0 {
+            needs |= if obj.is_dir() {
+                Rights::LIST
+            } else {
+                Rights::EXECUTE
+            };
+        }
+        if needs == 0 {
+            needs = Rights::LIST;
+        }
+        self.require(subject, &obj.governing_dir(), needs)?;
+        cvt(unsafe {
+            libc::faccessat(
+                libc::AT_FDCWD,
+                obj.proc_path().as_ptr(),
+                mode,
+                libc::AT_EACCESS,
+            )
+        })?;
+        Ok(())
+    }
+
+    pub fn chmod(&self, subject: &str, path: &JailPath, mode: u32) -> OpResult<()> {
+        let obj = self.checked(subject, path, true, Rights::WRITE)?;
+        cvt(unsafe { libc::chmod(obj.proc_path().as_ptr(), mode & 0o7777) })?;
+        Ok(())
+    }
+
+    /// Ownership is checked like cctools does and then left alone: every file of an export
+    /// belongs to the server's own user, and a client must never give files away as root.
+    pub fn chown(&self, subject: &str, path: &JailPath, follow: bool) -> OpResult<()> {
+        self.checked(subject, path, follow, Rights::WRITE)?;
+        Ok(())
+    }
+
+    pub fn truncate(&self, subject: &str, path: &JailPath, length: i64) -> OpResult<()> {
+        if length < 0 {
+            return Err(OpError::errno(libc::EINVAL));
+        }
+        let obj = self.checked(subject, path, true, Rights::WRITE)?;
+        if obj.is_dir() {
+            return Err(OpError::errno(libc::EISDIR));
+        }
+        let file = self
+            .jail
+            .open_path(&obj.real, libc::O_WRONLY | libc::O_NOFOLLOW, 0)?;
+        cvt(unsafe { libc::ftruncate(file.as_raw_fd(), length) })?;
+        Ok(())
+    }
+
+    pub fn utime(&self, subject: &str, path: &JailPath, atime: i64, mtime: i64) -> OpResult<()> {
+        let obj = self.checked(subject, path, true, Rights::WRITE)?;
+        let times = [
+            libc::timespec {
+                tv_sec: atime,
+                tv_nsec: 0,
+            },
+            libc::timespec {
+                tv_sec: mtime,
+                tv_nsec: 0,
+            },
+        ];
+        cvt(unsafe {
+            libc::utimensat(libc::AT_FDCWD, obj.proc_path().as_ptr(), times.as_ptr(), 0)
+        })?;
+        Ok(())
+    }
+
+    pub fn unlink(&self, subject: &str, path: &JailPath) -> OpResult<()> {
+        let name = self.name(path)?;
+        self.require(subject, &name.dir, Rights::DELETE)?;
+        cvt(unsafe { libc::unlinkat(name.dir_fd.as_raw_fd(), name.name.as_ptr(), 0) })?;
+        Ok(())
+    }
+
+    /// Removes an empty directory, with the ACL file it may hold.
+    pub fn rmdir(&self, subject: &str, path: &JailPath) -> OpResult<()> {
+        let name = self.name(path)?;
+        self.require(subject, &name.dir, Rights::DELETE)?;
+        remove_empty_dir(name.dir_fd.as_raw_fd(), &name.name)?;
+        self.acls.invalidate();
+        Ok(())
+    }
+
+    /// Removes a whole tree. Nothing below is followed: children are named relative to their
+    /// directory's descriptor and opened with `O_NOFOLLOW`.
+    pub fn rmall(&self, subject: &str, path: &JailPath) -> OpResult<()> {
+        let name = self.name(path)?;
+        self.require(subject, &name.dir, Rights::DELETE)?;
+        remove_tree(name.dir_fd.as_raw_fd(), &name.name)?;
+        self.acls.invalidate();
+        Ok(())
+    }
+
+    pub fn rename(&self, subject: &str, from: &JailPath, to: &JailPath) -> OpResult<()> {
+        let old = self.name(from)?;
+        let new = self.name(to)?;
+        self.require(subject, &old.dir, Rights::READ | Rights::DELETE)?;
+        self.require(subject, &new.dir, Rights::WRITE)?;
+        cvt(unsafe {
+            libc::renameat(
+                old.dir_fd.as_raw_fd(),
+                old.name.as_ptr(),
+                new.dir_fd.as_raw_fd(),
+                new.name.as_ptr(),
+            )
+        })?;
+        self.acls.invalidate();
+        Ok(())
+    }
+
+    pub fn link(&self, subject: &str, from: &JailPath, to: &JailPath) -> OpResult<()> {
+        let old = self.name(from)?;
+        let new = self.name(to)?;
+        self.require(subject, &old.dir, Rights::READ | Rights::WRITE)?;
+        self.require(subject, &new.dir, Rights::WRITE)?;
+        cvt(unsafe {
+            libc::linkat(
+                old.dir_fd.as_raw_fd(),
+                old.name.as_ptr(),
+                new.dir_fd.as_raw_fd(),
+                new.name.as_ptr(),
+                0,
+            )
+        })?;
+        Ok(())
+    }
+
+    /// Creates a symlink. Its target is stored as given: it may say anything, since every
+    /// later access through it is resolved inside the jail and checked again.
+    pub fn symlink(&self, subject: &str, target: &[u8], path: &JailPath) -> OpResult<()> {
+        let target = CString::new(target).map_err(|_| OpError::errno(libc::EINVAL))?;
+        let name = self.name(path)?;
+        self.require(subject, &name.dir, Rights::WRITE)?;
+        cvt(unsafe {
+            libc::symlinkat(target.as_ptr(), name.dir_fd.as_raw_fd(), name.name.as_ptr())
+        })?;
+        Ok(())
+    }
+
+    pub fn readlink(&self, subject: &str, path: &JailPath) -> OpResult<Vec<u8>> {
+        let name = self.name(path)?;
+        self.require(subject, &name.dir, Rights::READ)?;
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        let n = unsafe {
+            libc::readlinkat(
+                name.dir_fd.as_raw_fd(),
+                name.name.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error().into());
+        }
+        buf.truncate(n as usize);
+        Ok(buf)
+    }
+
+    /// Creates a directory holding a copy of its parent's ACL.
+    pub fn mkdir(&self, subject: &str, path: &JailPath, mode: u32) -> OpResult<()> {
+        let name = self.name(path)?;
+        self.require(subject, &name.dir, Rights::WRITE)?;
+        cvt(unsafe { libc::mkdirat(name.dir_fd.as_raw_fd(), name.name.as_ptr(), mode & 0o7777) })?;
+        let inherited = self.acls.effective(&self.jail, &name.dir)?;
+        let created = name.dir.join(name.name.to_bytes());
+        if let Err(e) = self.acls.store(&self.jail, &created, &inherited) {
+            // A directory without its ACL would be governed differently than promised.
+            let _ = remove_empty_dir(name.dir_fd.as_raw_fd(), &name.name);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// The names in a directory (without the hidden ACL file), each with its `lstat` when
+    /// `with_stat` is set.
+    pub fn list(
+        &self,
+        subject: &str,
+        path: &JailPath,
+        with_stat: bool,
+    ) -> OpResult<Vec<(Vec<u8>, Option<libc::stat>)>> {
+        let obj = self.object(path, true)?;
+        if !obj.is_dir() {
+            return Err(OpError::errno(libc::ENOTDIR));
+        }
+        self.require(subject, &obj.real, Rights::LIST)?;
+        let dirfd = self
+            .jail
+            .open_path(&obj.real, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        // `.` and `..` come first, as cctools lists them; the root's `..` is the root itself,
+        // so nothing about the host directory above the export leaks out.
+        let mut out = vec![(b".".to_vec(), with_stat.then_some(obj.stat))];
+        let parent_stat = if obj.real.is_root() {
+            obj.stat
+        } else {
+            fstat_at(&dirfd, c"..")?
+        };
+        out.push((b"..".to_vec(), with_stat.then_some(parent_stat)));
+        for name in read_dir_names(&dirfd)? {
+            if name.starts_with(ACL_FILE_NAME) {
+                continue;
+            }
+            let stat = if with_stat {
+                let cname = CString::new(name.clone()).expect("directory entries hold no NUL");
+                match fstat_at(&dirfd, &cname) {
+                    Ok(st) => Some(st),
+                    Err(_) => continue, // vanished while listing
+                }
+            } else {
+                None
+            };
+            out.push((name, stat));
+        }
+        Ok(out)
+    }
+
+    /// Opens a file for reading as a whole (getfile, md5, hash).
+    pub fn open_read(&self, subject: &str, path: &JailPath) -> OpResult<(File, libc::stat)> {
+        let obj = self.checked(subject, path, true, Rights::READ)?;
+        if obj.is_dir() {
+            return Err(OpError::errno(libc::EISDIR));
+        }
+        let fd = self
+            .jail
+            .open_path(&obj.real, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
+        Ok((File::from(fd), obj.stat))
+    }
+
+    /// Starts replacing (or creating) a whole file: data goes to a hidden temporary file that
+    /// [`Upload::commit`] renames into place, so a transfer cut short never destroys the old
+    /// contents.
+    pub fn begin_put(&self, subject: &str, path: &JailPath, mode: u32) -> OpResult<Upload> {
+        let name = self.name(path)?;
+        let exists = unsafe {
+            let mut st = zeroed_stat();
+            libc::fstatat(
+                name.dir_fd.as_raw_fd(),
+                name.name.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            ) == 0
+        };
+        if !self.has(subject, &name.dir, Rights::WRITE)? {
+            if exists && self.has(subject, &name.dir, Rights::PUT)? {
+                return Err(OpError::errno(libc::EEXIST));
+            }
+            self.require(
+                subject,
+                &name.dir,
+                if exists { Rights::WRITE } else { Rights::PUT },
+            )?;
+        }
+        let tmp = CString::new(format!(
+            "{}.put.{}.{}",
+            String::from_utf8_lossy(ACL_FILE_NAME),
+            std::process::id(),
+            next_unique()
+        ))
+        .expect("no NUL");
+        let fd = cvt(unsafe {
+            libc::openat(
+                name.dir_fd.as_raw_fd(),
+                tmp.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                mode & 0o7777,
+            )
+        })?;
+        let file = unsafe { File::from_raw_fd(fd) };
+        Ok(Upload {
+            file,
+            dir_fd: name.dir_fd,
+            tmp,
+            name: name.name,
+            committed: false,
+        })
+    }
+
+    // ---- ACLs -------------------------------------------------------------------------------
+
+    /// The ACL governing directory `path`. Like cctools, anyone may read an ACL: knowing who
+    /// may do what is how users sort out their own permission problems.
+    pub fn getacl(&self, path: &JailPath) -> OpResult<Acl> {
+        let obj = self.object(path, true)?;
+        if !obj.is_dir() {
+            return Err(OpError::errno(libc::ENOTDIR));
+        }
+        Ok((*self.acls.effective(&self.jail, &obj.real)?).clone())
+    }
+
+    /// Gives `who` the rights `rights` on directory `path` (an empty set removes the entry).
+    pub fn setacl(
+        &self,
+        subject: &str,
+        path: &JailPath,
+        who: &str,
+        rights: Rights,
+    ) -> OpResult<()> {
+        let obj = self.admin_dir(subject, path)?;
+        let mut acl = (*self.acls.effective(&self.jail, &obj.real)?).clone();
+        acl.set(who, rights);
+        self.acls.store(&self.jail, &obj.real, &acl)?;
+        Ok(())
+    }
+
+    /// Replaces the ACL of `path` with one entry: the caller, with `rights` plus admin (so a
+    /// caller cannot lock themselves out).
+    pub fn resetacl(&self, subject: &str, path: &JailPath, rights: Rights) -> OpResult<()> {
+        let obj = self.admin_dir(subject, path)?;
+        let mut acl = Acl::default();
+        acl.set(
+            subject,
+            Rights {
+                bits: rights.bits | Rights::ADMIN,
+                ..rights
+            },
+        );
+        self.acls.store(&self.jail, &obj.real, &acl)?;
+        Ok(())
+    }
+
+    fn admin_dir(&self, subject: &str, path: &JailPath) -> OpResult<Object> {
+        let obj = self.object(path, true)?;
+        if !obj.is_dir() {
+            return Err(OpError::errno(libc::ENOTDIR));
+        }
+        self.require(subject, &obj.real, Rights::ADMIN)?;
+        Ok(obj)
+    }
+
+    // ---- extended attributes ----------------------------------------------------------------
+
+    pub fn getxattr(
+        &self,
+        subject: &str,
+        path: &JailPath,
+        follow: bool,
+        attr: &CStr,
+    ) -> OpResult<Vec<u8>> {
+        let obj = self.checked(subject, path, follow, Rights::READ)?;
+        xattr_get(&obj.proc_path(), attr)
+    }
+
+    pub fn listxattr(&self, subject: &str, path: &JailPath, follow: bool) -> OpResult<Vec<u8>> {
+        let obj = self.checked(subject, path, follow, Rights::READ)?;
+        xattr_list(&obj.proc_path())
+    }
+
+    pub fn setxattr(
+        &self,
+        subject: &str,
+        path: &JailPath,
+        follow: bool,
+        attr: &CStr,
+        value: &[u8],
+        flags: i32,
+    ) -> OpResult<()> {
+        let obj = self.checked(subject, path, follow, Rights::WRITE)?;
+        let p = obj.proc_path();
+        cvt(unsafe {
+            libc::setxattr(
+                p.as_ptr(),
+                attr.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                flags,
+            )
+        })?;
+        Ok(())
+    }
+
+    pub fn removexattr(
+        &self,
+        subject: &str,
+        path: &JailPath,
+        follow: bool,
+        attr: &CStr,
+    ) -> OpResult<()> {
+        let obj = self.checked(subject, path, follow, Rights::WRITE)?;
+        let p = obj.proc_path();
+        cvt(unsafe { libc::removexattr(p.as_ptr(), attr.as_ptr()) })?;
+        Ok(())
+    }
+}
+
+/// A whole-file upload in progress; dropped without [`Upload::commit`], it leaves no trace.
+pub struct Upload {
+    pub file: File,
+    dir_fd: OwnedFd,
+    tmp: CString,
+    name: CString,
+    committed: bool,
+}
+
+impl Upload {
+    /// Moves the finished file into place.
+    pub fn commit(mut self) -> OpResult<()> {
+        let dir = self.dir_fd.as_raw_fd();
+        cvt(unsafe { libc::renameat(dir, self.tmp.as_ptr(), dir, self.name.as_ptr()) })?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        if !self.committed {
+            unsafe { libc::unlinkat(self.dir_fd.as_raw_fd(), self.tmp.as_ptr(), 0) };
+        }
+    }
+}
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+fn next_unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+pub(crate) fn zeroed_stat() -> libc::stat {
+    unsafe { std::mem::zeroed() }
+}
+
+fn fstat_at(dir: &OwnedFd, name: &CStr) -> io::Result<libc::stat> {
+    let mut st = zeroed_stat();
+    cvt(unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })?;
+    Ok(st)
+}
+
+pub(crate) fn fstat(fd: RawFd) -> io::Result<libc::stat> {
+    let mut st = zeroed_stat();
+    cvt(unsafe { libc::fstat(fd, &mut st) })?;
+    Ok(st)
+}
+
+/// The entry names of an open directory, without `.` and `..`.
+fn read_dir_names(dirfd: &OwnedFd) -> io::Result<Vec<Vec<u8>>> {
+    let fd = cvt(unsafe { libc::dup(dirfd.as_raw_fd()) })?;
+    let dir = unsafe { libc::fdopendir(fd) };
+    if dir.is_null() {
+        let err = io::Error::last_os_error();
+        unsafe { libc::close(fd) };
+        return Err(err);
+    }
+    unsafe { libc::rewinddir(dir) };
+    let mut names = Vec::new();
+    loop {
+        let entry = unsafe { libc::readdir64(dir) };
+        if entry.is_null() {
+            break;
+        }
+        let name = unsafe { CStr::from_ptr((*entry).d_name.as_ptr()) }.to_bytes();
+        if name != b"." && name != b".." {
+            names.push(name.to_vec());
+        }
+    }
+    unsafe { libc::closedir(dir) };
+    Ok(names)
+}
+
+/// Removes directory `name` in `dir` if it holds nothing but its ACL file; the ACL file is
+/// put back if the directory turns out not to be removable.
+fn remove_empty_dir(dir: RawFd, name: &CStr) -> io::Result<()> {
+    let fd = cvt(unsafe {
+        libc::openat(
+            dir,
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    })?;
+    let sub = unsafe { OwnedFd::from_raw_fd(fd) };
+    let names = read_dir_names(&sub)?;
+    if names.iter().any(|n| !n.starts_with(ACL_FILE_NAME)) {
+        return Err(io::Error::from_raw_os_error(libc::ENOTEMPTY));
+    }
+    for n in &names {
+        let c = CString::new(n.clone()).expect("no NUL");
+        unsafe { libc::unlinkat(sub.as_raw_fd(), c.as_ptr(), 0) };
+    }
+    cvt(unsafe { libc::unlinkat(dir, name.as_ptr(), libc::AT_REMOVEDIR) })?;
+    Ok(())
+}
+
+/// Removes `name` in `dir` and everything below it without following symlinks.
+fn remove_tree(dir: RawFd, name: &CStr) -> io::Result<()> {
+    let fd = unsafe {
+        libc::openat(
+            dir,
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            // Not a directory (or a symlink to one): remove the name itself.
+            Some(libc::ENOTDIR) | Some(libc::ELOOP) => {
+                cvt(unsafe { libc::unlinkat(dir, name.as_ptr(), 0) }).map(drop)
+            }
+            _ => Err(err),
+        };
+    }
+    let sub = unsafe { OwnedFd::from_raw_fd(fd) };
+    for child in read_dir_names(&sub)? {
+        let c = CString::new(child).expect("no NUL");
+        remove_tree(sub.as_raw_fd(), &c)?;
+    }
+    cvt(unsafe { libc::unlinkat(dir, name.as_ptr(), libc::AT_REMOVEDIR) })?;
+    Ok(())
+}
+
+/// Reads an attribute, growing the buffer if it changes size between the two calls.
+fn xattr_get(path: &CStr, attr: &CStr) -> OpResult<Vec<u8>> {
+    loop {
+        let size = unsafe { libc::getxattr(path.as_ptr(), attr.as_ptr(), std::ptr::null_mut(), 0) };
+        if size < 0 {
+            return Err(io::Error::last_os_error().into());
+        }
+        let mut buf = vec![0u8; size as usize];
+        let n = unsafe {
+            libc::getxattr(
+                path.as_ptr(),
+                attr.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if n >= 0 {
+            buf.truncate(n as usize);
+            return Ok(buf);
+        }
+        if io::Error::last_os_error().raw_os_error() != Some(libc::ERANGE) {
+            return Err(io::Error::last_os_error().into());
+        }
+    }
+}
+
+/// Lists attribute names (NUL-separated, as the kernel gives them).
+fn xattr_list(path: &CStr) -> OpResult<Vec<u8>> {
+    loop {
+        let size = unsafe { libc::listxattr(path.as_ptr(), std::ptr::null_mut(), 0) };
+        if size < 0 {
+            return Err(io::Error::last_os_error().into());
+        }
+        let mut buf = vec![0u8; size as usize];
+        let n = unsafe { libc::listxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            buf.truncate(n as usize);
+            return Ok(buf);
+        }
+        if io::Error::last_os_error().raw_os_error() != Some(libc::ERANGE) {
+            return Err(io::Error::last_os_error().into());
+        }
+    }
+}

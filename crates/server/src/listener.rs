@@ -1,0 +1,151 @@
+//! Accepting connections: one thread per client (small stacks, so a thousand idle clients
+//! stay cheap), a cap on concurrent connections, and a log line when each one ends.
+
+use crate::auth::AuthConfig;
+use crate::export::Export;
+use crate::log::{self, Level};
+use crate::session;
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Limits that protect the server from clients, careless or hostile.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Clients connected at once; more are turned away.
+    pub max_connections: usize,
+    /// A client silent for this long is disconnected.
+    pub idle_timeout: Duration,
+    /// A client that stops in the middle of a message for this long is disconnected.
+    pub stall_timeout: Duration,
+    /// Longest request line, in bytes (Chirp's own limit is 1024).
+    pub max_line: usize,
+    /// Largest payload a single request may carry or ask for, in bytes.
+    pub max_message: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: 4096,
+            idle_timeout: Duration::from_secs(3600),
+            stall_timeout: Duration::from_secs(60),
+            max_line: 1024,
+            max_message: 1 << 30,
+        }
+    }
+}
+
+/// Everything a connection needs, shared by all of them.
+pub struct Shared {
+    pub export: Export,
+    pub auth: AuthConfig,
+    pub limits: Limits,
+    connections: AtomicUsize,
+}
+
+/// A bound server, ready to run.
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+/// Each connection thread's stack: requests are handled with heap buffers, so this is plenty.
+const CONNECTION_STACK: usize = 256 * 1024;
+
+impl Server {
+    pub fn bind(
+        addr: SocketAddr,
+        export: Export,
+        auth: AuthConfig,
+        limits: Limits,
+    ) -> io::Result<Server> {
+        let listener = TcpListener::bind(addr)?;
+        let shared = Arc::new(Shared {
+            export,
+            auth,
+            limits,
+            connections: AtomicUsize::new(0),
+        });
+        Ok(Server { listener, shared })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until the process ends.
+    pub fn run(self) -> io::Result<()> {
+        loop {
+            let (stream, peer) = match self.listener.accept() {
+                Ok(pair) => pair,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) => {
+                    log::event(Level::Error, "accept", &[("error", &e)]);
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log::event(Level::Error, "accept", &[("error", &e)]);
+                    continue;
+                }
+            };
+            let active = self.shared.connections.fetch_add(1, Ordering::AcqRel) + 1;
+            if active > self.shared.limits.max_connections {
+                self.shared.connections.fetch_sub(1, Ordering::AcqRel);
+                log::event(
+                    Level::Error,
+                    "refused",
+                    &[
+                        ("peer", &peer),
+                        ("reason", &"too many connections"),
+                        ("limit", &self.shared.limits.max_connections),
+                    ],
+                );
+                continue;
+            }
+            let shared = self.shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("conn {peer}"))
+                .stack_size(CONNECTION_STACK)
+                .spawn(move || {
+                    connection(&shared, stream, peer);
+                    shared.connections.fetch_sub(1, Ordering::AcqRel);
+                });
+            if let Err(e) = spawned {
+                self.shared.connections.fetch_sub(1, Ordering::AcqRel);
+                log::event(Level::Error, "refused", &[("peer", &peer), ("error", &e)]);
+            }
+        }
+    }
+}
+
+/// Runs one client's session, containing any panic to this connection.
+fn connection(shared: &Shared, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let started = std::time::Instant::now();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        session::serve(shared, stream, peer)
+    }));
+    let elapsed_ms = started.elapsed().as_millis();
+    match outcome {
+        Ok(summary) => log::event(
+            Level::Info,
+            "disconnect",
+            &[
+                ("peer", &peer),
+                ("subject", &summary.subject.as_deref().unwrap_or("-")),
+                ("requests", &summary.requests),
+                ("ms", &elapsed_ms),
+                ("reason", &summary.reason),
+            ],
+        ),
+        Err(_) => log::event(
+            Level::Error,
+            "panic",
+            &[("peer", &peer), ("ms", &elapsed_ms)],
+        ),
+    }
+}
