@@ -86,6 +86,13 @@ impl Object {
         }
     }
 
+    /// Opens this very object with `flags` (through its `/proc` magic link, so no path is
+    /// resolved again).
+    pub fn reopen(&self, flags: i32) -> io::Result<File> {
+        let fd = cvt(unsafe { libc::open(self.proc_path().as_ptr(), flags | libc::O_CLOEXEC) })?;
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
     /// A path through `/proc` that reaches this object, for calls with no `f*` form that
     /// accepts an `O_PATH` descriptor (chmod, utimes, xattrs).
     fn proc_path(&self) -> CString {
@@ -243,13 +250,16 @@ impl Export {
         if accmode != libc::O_RDONLY || flags & (libc::O_TRUNC | libc::O_CREAT) != 0 {
             needs |= Rights::WRITE;
         }
-        let mut flags = flags;
+        // Check and use refer to the same inode: an existing object is checked through an
+        // O_PATH descriptor and then reopened through it, a new one is created relative to
+        // the directory descriptor that was checked. Swapping a symlink in between gains nothing.
         match self.object(path, true) {
             Ok(obj) if obj.is_dir() => {
                 if accmode != libc::O_RDONLY {
                     return Err(OpError::errno(libc::EISDIR));
                 }
                 self.require(subject, &obj.real, Rights::LIST)?;
+                Ok(obj.reopen(flags & !(libc::O_CREAT | libc::O_EXCL))?)
             }
             Ok(obj) => {
                 let dir = obj.governing_dir();
@@ -262,24 +272,36 @@ impl Export {
                         needs: Some((needs, dir)),
                     });
                 }
+                if flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL {
+                    return Err(OpError::errno(libc::EEXIST));
+                }
+                Ok(obj.reopen(flags & !(libc::O_CREAT | libc::O_EXCL))?)
             }
             Err(e) if e.errno == libc::ENOENT && flags & libc::O_CREAT != 0 => {
                 let name = self.name(path)?;
+                let mut flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC;
                 if !self.has(subject, &name.dir, needs)? {
                     // The put right creates new files, and nothing more.
                     self.require(subject, &name.dir, Rights::PUT)?;
                     flags |= libc::O_EXCL;
                 }
+                let fd = cvt(unsafe {
+                    libc::openat(
+                        name.dir_fd.as_raw_fd(),
+                        name.name.as_ptr(),
+                        flags,
+                        mode & 0o7777,
+                    )
+                })?;
+                Ok(unsafe { File::from_raw_fd(fd) })
             }
             Err(e) if e.errno == libc::ENOENT => {
                 let name = self.name(path)?;
                 self.require(subject, &name.dir, needs)?;
-                return Err(e);
+                Err(e)
             }
-            Err(e) => return Err(e),
+            Err(e) => Err(e),
         }
-        let fd = self.jail.open_path(path, flags, mode)?;
-        Ok(File::from(fd))
     }
 
     pub fn stat(&self, subject: &str, path: &JailPath) -> OpResult<libc::stat> {
@@ -350,9 +372,7 @@ impl Export {
         if obj.is_dir() {
             return Err(OpError::errno(libc::EISDIR));
         }
-        let file = self
-            .jail
-            .open_path(&obj.real, libc::O_WRONLY | libc::O_NOFOLLOW, 0)?;
+        let file = obj.reopen(libc::O_WRONLY)?;
         cvt(unsafe { libc::ftruncate(file.as_raw_fd(), length) })?;
         Ok(())
     }
@@ -494,9 +514,7 @@ impl Export {
             return Err(OpError::errno(libc::ENOTDIR));
         }
         self.require(subject, &obj.real, Rights::LIST)?;
-        let dirfd = self
-            .jail
-            .open_path(&obj.real, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        let dirfd = OwnedFd::from(obj.reopen(libc::O_RDONLY | libc::O_DIRECTORY)?);
         // `.` and `..` come first, as cctools lists them; the root's `..` is the root itself,
         // so nothing about the host directory above the export leaks out.
         let mut out = vec![(b".".to_vec(), with_stat.then_some(obj.stat))];
@@ -530,10 +548,7 @@ impl Export {
         if obj.is_dir() {
             return Err(OpError::errno(libc::EISDIR));
         }
-        let fd = self
-            .jail
-            .open_path(&obj.real, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?;
-        Ok((File::from(fd), obj.stat))
+        Ok((obj.reopen(libc::O_RDONLY)?, obj.stat))
     }
 
     /// Starts replacing (or creating) a whole file: data goes to a hidden temporary file that

@@ -1,0 +1,195 @@
+//! Test support for `roost serve`: start the real binary on an ephemeral port and talk the
+//! Chirp protocol to it byte by byte.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running `roost serve` over a temporary export directory.
+pub struct TestServer {
+    child: Child,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+    pub log: PathBuf,
+}
+
+impl TestServer {
+    /// Starts a server exporting a fresh directory, with extra command-line arguments.
+    pub fn start(args: &[&str]) -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        TestServer::start_in(dir, args)
+    }
+
+    pub fn start_in(dir: tempfile::TempDir, args: &[&str]) -> TestServer {
+        let log = dir.path().with_extension("log");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_roost"))
+            .arg("serve")
+            .arg(dir.path())
+            .args(["--listen", "127.0.0.1", "--port", "0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("start roost serve");
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut first)
+            .expect("first line");
+        let port = first
+            .split("127.0.0.1:")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in first line {first:?}"));
+        TestServer {
+            child,
+            port,
+            dir,
+            log,
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A connection authenticated by address.
+    pub fn connect(&self) -> Raw {
+        let mut raw = Raw::connect(self.port);
+        raw.auth_ok("address");
+        raw
+    }
+
+    /// True while the server process runs.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// A raw Chirp connection.
+pub struct Raw {
+    pub reader: BufReader<TcpStream>,
+    pub writer: TcpStream,
+}
+
+impl Raw {
+    pub fn connect(port: u16) -> Raw {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Raw {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+        }
+    }
+
+    /// Runs a cctools-style handshake for `method` with no method-specific exchange (address,
+    /// hostname) and returns the subject, or `None` if refused.
+    pub fn auth(&mut self, method: &str) -> Option<String> {
+        self.send(format!("{method}\n").as_bytes());
+        if self.line() != b"yes" {
+            return None;
+        }
+        if self.line() != b"yes" {
+            return None;
+        }
+        assert_eq!(self.line(), b"yes");
+        let kind = String::from_utf8(self.line()).unwrap();
+        let name = String::from_utf8(self.line()).unwrap();
+        Some(format!("{kind}:{name}"))
+    }
+
+    pub fn auth_ok(&mut self, method: &str) -> String {
+        self.auth(method)
+            .unwrap_or_else(|| panic!("{method} authentication refused"))
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).expect("send");
+    }
+
+    /// One line without its newline.
+    pub fn line(&mut self) -> Vec<u8> {
+        let mut line = Vec::new();
+        self.reader.read_until(b'\n', &mut line).expect("read line");
+        assert_eq!(
+            line.pop(),
+            Some(b'\n'),
+            "connection closed mid-reply: {line:?}"
+        );
+        line
+    }
+
+    pub fn result(&mut self) -> i64 {
+        let line = self.line();
+        String::from_utf8_lossy(&line)
+            .parse()
+            .unwrap_or_else(|_| panic!("not a result line: {:?}", String::from_utf8_lossy(&line)))
+    }
+
+    /// Sends a request line (newline added) and returns its result.
+    pub fn rpc(&mut self, line: &str) -> i64 {
+        self.send(format!("{line}\n").as_bytes());
+        self.result()
+    }
+
+    /// Sends a request line and its payload, returns the result.
+    pub fn rpc_with(&mut self, line: &str, payload: &[u8]) -> i64 {
+        let mut bytes = format!("{line}\n").into_bytes();
+        bytes.extend_from_slice(payload);
+        self.send(&bytes);
+        self.result()
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut buf = vec![0u8; n];
+        self.reader.read_exact(&mut buf).expect("read payload");
+        buf
+    }
+
+    /// Lines up to the empty line that ends a listing.
+    pub fn list(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        loop {
+            let line = self.line();
+            if line.is_empty() {
+                return out;
+            }
+            out.push(String::from_utf8(line).unwrap());
+        }
+    }
+
+    /// True once the server has closed the connection.
+    pub fn closed(&mut self) -> bool {
+        let mut buf = [0u8; 1];
+        matches!(self.reader.read(&mut buf), Ok(0) | Err(_))
+    }
+}
+
+/// Percent-encodes a path for a request line.
+pub fn enc(path: &str) -> String {
+    let mut out = Vec::new();
+    roost_wire::url::encode_into(path.as_bytes(), &mut out);
+    String::from_utf8(out).unwrap()
+}
+
+/// The Chirp error code for an errno.
+pub fn code(errno: i32) -> i64 {
+    roost_wire::ErrorCode::from_errno(errno).as_i64()
+}
