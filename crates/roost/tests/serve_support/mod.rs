@@ -63,6 +63,28 @@ impl TestServer {
         raw
     }
 
+    /// A connection authenticated with the hmac key `name`, whose secret is the name
+    /// reversed (see [`TestServer::with_keys`]).
+    pub fn connect_as(&self, name: &str) -> Raw {
+        let mut raw = Raw::connect(self.port);
+        let secret: String = name.chars().rev().collect();
+        let subject = raw.auth_hmac(name, secret.as_bytes());
+        assert_eq!(subject.as_deref(), Some(format!("hmac:{name}").as_str()));
+        raw
+    }
+
+    /// Arguments that give the server an hmac key per name, each secret the name reversed.
+    pub fn with_keys(dir: &Path, names: &[&str]) -> Vec<String> {
+        let mut args = Vec::new();
+        for name in names {
+            let file = dir.join(format!("{name}.key"));
+            std::fs::write(&file, name.chars().rev().collect::<String>()).unwrap();
+            args.push("--key".to_string());
+            args.push(format!("{name}={}", file.display()));
+        }
+        args
+    }
+
     /// True while the server process runs.
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().expect("try_wait").is_none()
@@ -113,6 +135,32 @@ impl Raw {
         let kind = String::from_utf8(self.line()).unwrap();
         let name = String::from_utf8(self.line()).unwrap();
         Some(format!("{kind}:{name}"))
+    }
+
+    /// roost's `hmac` method with key `name` and `secret`; the subject, or `None` if refused.
+    pub fn auth_hmac(&mut self, name: &str, secret: &[u8]) -> Option<String> {
+        use hmac::Mac;
+        self.send(b"hmac\n");
+        if self.line() != b"yes" {
+            return None;
+        }
+        let nonce = self.line();
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).unwrap();
+        mac.update(&nonce);
+        let hex: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        self.send(format!("{name} {hex}\n").as_bytes());
+        if self.line() != b"yes" {
+            return None;
+        }
+        assert_eq!(self.line(), b"yes");
+        let kind = String::from_utf8(self.line()).unwrap();
+        let subject = String::from_utf8(self.line()).unwrap();
+        Some(format!("{kind}:{subject}"))
     }
 
     pub fn auth_ok(&mut self, method: &str) -> String {
