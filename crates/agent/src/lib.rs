@@ -1,2 +1,20 @@
-//! The interposition agent behind `roost run`: a seccomp filter that traps only path and fd
-//! bookkeeping calls, one ptrace stop loop, and syscall handlers grouped by class.
+//! The interposition agent behind `roost run`: a seccomp filter that traps only the calls
+//! roost must see, one ptrace stop loop, tracee memory access, per-thread cwd and address
+//! space state, and syscall handlers grouped by class. Paths go through `roost_vfs`.
+//!
+//! Layout: `arch` (registers, syscall numbers), `syscalls` (what each trapped call is),
+//! `filter` (the BPF program), `spawn` (start and seize), `tracer` (the loop), `task`,
+//! `memory`, `handlers::{path, exec, procfs, socket}`, `trace` (--trace/--summary).
+
+pub mod arch;
+pub mod filter;
+pub mod handlers;
+pub mod memory;
+pub mod spawn;
+pub mod syscalls;
+pub mod task;
+pub mod trace;
+pub mod tracer;
+
+pub use spawn::SpawnError;
+pub use tracer::{run, Options};

@@ -1,17 +1,143 @@
-//! `roost run`: runs a program under the interposition agent.
+//! `roost run`: runs a program under the interposition agent with a private namespace built
+//! from `--mount` and `--mount-file`. Thin: parsing and error reporting only.
 
 use clap::Args;
+use roost_agent::Options;
+use roost_vfs::{parse_mount_file, parse_mount_spec, Mapped, MountTable, Namespace};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Options of `roost run`.
 #[derive(Args)]
 pub struct RunArgs {
+    /// Map a logical path to a physical one (or DENY / ENOENT); repeatable.
+    #[arg(long = "mount", value_name = "LOGICAL=PHYSICAL")]
+    pub mounts: Vec<String>,
+    /// Read mappings from FILE: one `LOGICAL PHYSICAL` a line, `#` comments, $VAR expanded.
+    #[arg(long = "mount-file", value_name = "FILE")]
+    pub mount_files: Vec<PathBuf>,
+    /// Write one JSON line per trapped call to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Print a table of calls by operation and by path prefix at exit.
+    #[arg(long)]
+    pub summary: bool,
     /// The program and its arguments.
-    #[arg(required = true, trailing_var_arg = true)]
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,
 }
 
+fn bytes(s: &str) -> Vec<u8> {
+    s.as_bytes().to_vec()
+}
+
+/// Builds the mount table: files first, then `--mount` arguments (later ones win).
+fn mount_table(args: &RunArgs, cwd: &std::path::Path) -> Result<MountTable, String> {
+    let mut table = MountTable::new();
+    for file in &args.mount_files {
+        let name = file.display().to_string();
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{name}: {e}"))?;
+        let env = |v: &str| std::env::var(v).ok();
+        for (logical, target) in
+            parse_mount_file(&name, &text, &env, cwd).map_err(|e| e.to_string())?
+        {
+            table.add(&logical, target);
+        }
+    }
+    for spec in &args.mounts {
+        let (logical, target) = parse_mount_spec(spec, cwd).map_err(|e| e.to_string())?;
+        table.add(&logical, target);
+    }
+    Ok(table)
+}
+
+/// Whether a logical path names an executable regular file in the namespace.
+fn executable(ns: &mut Namespace, logical: &[u8]) -> Result<(), i32> {
+    let walked = ns.walk(logical, true)?;
+    let physical = match ns.map(&walked.logical) {
+        Mapped::Deny => return Err(libc::EACCES),
+        Mapped::Enoent => return Err(libc::ENOENT),
+        m => m.local_path().ok_or(libc::ENOSYS)?.to_vec(),
+    };
+    let driver = roost_vfs::LocalDriver;
+    use roost_vfs::Driver;
+    let st = driver.stat(&physical)?;
+    if st.is_dir() {
+        return Err(libc::EACCES);
+    }
+    driver.access(&physical, libc::X_OK)
+}
+
+/// Finds the program as a shell would: a name with a slash is a path, others search $PATH,
+/// all in the logical namespace. Errors carry the shell's message and exit code.
+fn find_program(ns: &mut Namespace, name: &str, cwd: &[u8]) -> Result<Vec<u8>, (String, u8)> {
+    let absolute = |p: &[u8]| roost_vfs::path::join(cwd, p);
+    if name.contains('/') {
+        let logical = absolute(name.as_bytes());
+        return match executable(ns, &logical) {
+            Ok(()) => Ok(logical),
+            Err(libc::ENOENT) | Err(libc::ENOTDIR) => {
+                Err((format!("{name}: No such file or directory"), 127))
+            }
+            Err(_) => Err((format!("{name}: Permission denied"), 126)),
+        };
+    }
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut denied = None;
+    for dir in path.split(':') {
+        let dir = if dir.is_empty() { "." } else { dir };
+        let candidate = absolute(&roost_vfs::path::join(dir.as_bytes(), name.as_bytes()));
+        match executable(ns, &candidate) {
+            Ok(()) => return Ok(candidate),
+            Err(libc::ENOENT) | Err(libc::ENOTDIR) => {}
+            Err(_) => denied = Some(candidate),
+        }
+    }
+    match denied {
+        Some(_) => Err((format!("{name}: Permission denied"), 126)),
+        None => Err((format!("{name}: command not found"), 127)),
+    }
+}
+
 pub fn main(args: RunArgs) -> ExitCode {
-    eprintln!("roost run: the agent is not built yet; cannot run {:?}", args.command);
-    ExitCode::from(2)
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let table = match mount_table(&args, &cwd) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("roost run: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut ns = Namespace::new(table);
+    let cwd_bytes = cwd.into_os_string().into_encoded_bytes();
+    let logical_cwd = roost_agent::handlers::logical_of_physical(&ns, &cwd_bytes);
+    let program = match find_program(&mut ns, &args.command[0], &logical_cwd) {
+        Ok(p) => p,
+        Err((msg, code)) => {
+            eprintln!("roost: {msg}");
+            return ExitCode::from(code);
+        }
+    };
+    let trace: Option<Box<dyn std::io::Write>> = match &args.trace {
+        None => None,
+        Some(f) => match std::fs::File::create(f) {
+            Ok(file) => Some(Box::new(std::io::BufWriter::new(file))),
+            Err(e) => {
+                eprintln!("roost run: --trace {}: {e}", f.display());
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let argv: Vec<Vec<u8>> = args.command.iter().map(|a| bytes(a)).collect();
+    let options = Options {
+        trace,
+        summary: args.summary,
+    };
+    match roost_agent::run(ns, &program, &argv, options) {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("roost run: {e}");
+            ExitCode::from(125)
+        }
+    }
 }

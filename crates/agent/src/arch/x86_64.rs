@@ -1,0 +1,201 @@
+//! x86-64: the register file as ptrace sees it, the syscall ABI (number in `orig_rax`,
+//! arguments in rdi, rsi, rdx, r10, r8, r9, result in rax, a 2-byte `syscall` instruction) and
+//! the syscall numbers the agent names.
+
+use std::io;
+
+/// `AUDIT_ARCH_X86_64`, checked first by the seccomp filter.
+pub const AUDIT_ARCH: u32 = 0xC000_003E;
+/// x32 syscalls carry this bit; the filter refuses them.
+pub const FOREIGN_SYSCALL_BIT: u32 = 0x4000_0000;
+/// Length of the `syscall` instruction (to re-execute a syscall).
+const SYSCALL_INSN_LEN: u64 = 2;
+
+/// A stopped thread's registers.
+#[derive(Clone)]
+pub struct Regs(libc::user_regs_struct);
+
+impl Regs {
+    /// Reads the registers of a ptrace-stopped thread.
+    pub fn get(pid: i32) -> io::Result<Regs> {
+        // SAFETY: the kernel fills the plain-data struct.
+        let mut r: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::ptrace(libc::PTRACE_GETREGS, pid, 0, &mut r as *mut _) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Regs(r))
+    }
+
+    /// Writes them back.
+    pub fn set(&self, pid: i32) -> io::Result<()> {
+        // SAFETY: the struct is valid for reading by the kernel.
+        let rc = unsafe { libc::ptrace(libc::PTRACE_SETREGS, pid, 0, &self.0 as *const _) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// The syscall number (at a seccomp or syscall stop).
+    pub fn nr(&self) -> i64 {
+        self.0.orig_rax as i64
+    }
+
+    pub fn set_nr(&mut self, nr: i64) {
+        self.0.orig_rax = nr as u64;
+    }
+
+    pub fn arg(&self, i: usize) -> u64 {
+        let r = &self.0;
+        [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9][i]
+    }
+
+    pub fn set_arg(&mut self, i: usize, v: u64) {
+        let r = &mut self.0;
+        let slot = match i {
+            0 => &mut r.rdi,
+            1 => &mut r.rsi,
+            2 => &mut r.rdx,
+            3 => &mut r.r10,
+            4 => &mut r.r8,
+            _ => &mut r.r9,
+        };
+        *slot = v;
+    }
+
+    /// The syscall result (at a syscall-exit stop).
+    pub fn ret(&self) -> i64 {
+        self.0.rax as i64
+    }
+
+    pub fn set_ret(&mut self, v: i64) {
+        self.0.rax = v as u64;
+    }
+
+    /// Makes the thread skip the syscall and see `ret` as its result (at a seccomp stop).
+    pub fn skip_with(&mut self, ret: i64) {
+        self.0.orig_rax = u64::MAX;
+        self.0.rax = ret as u64;
+    }
+
+    /// Rewinds to re-execute the syscall `nr` (at a syscall-exit stop).
+    pub fn restart(&mut self, nr: i64) {
+        self.0.rip -= SYSCALL_INSN_LEN;
+        self.0.rax = nr as u64;
+        self.0.orig_rax = nr as u64;
+    }
+}
+
+/// Syscall numbers the agent's tables name. Sources: `asm/unistd_64.h` of Linux 6.18.
+pub const NUMBERS: &[(&str, i64)] = &[
+    ("read", 0),
+    ("open", 2),
+    ("stat", 4),
+    ("lstat", 6),
+    ("mmap", 9),
+    ("access", 21),
+    ("connect", 42),
+    ("sendto", 44),
+    ("sendmsg", 46),
+    ("bind", 49),
+    ("clone", 56),
+    ("fork", 57),
+    ("vfork", 58),
+    ("execve", 59),
+    ("truncate", 76),
+    ("getcwd", 79),
+    ("chdir", 80),
+    ("fchdir", 81),
+    ("rename", 82),
+    ("mkdir", 83),
+    ("rmdir", 84),
+    ("creat", 85),
+    ("link", 86),
+    ("unlink", 87),
+    ("symlink", 88),
+    ("readlink", 89),
+    ("chmod", 90),
+    ("chown", 92),
+    ("lchown", 94),
+    ("utime", 132),
+    ("mknod", 133),
+    ("uselib", 134),
+    ("statfs", 137),
+    ("pivot_root", 155),
+    ("chroot", 161),
+    ("acct", 163),
+    ("mount", 165),
+    ("umount2", 166),
+    ("swapon", 167),
+    ("swapoff", 168),
+    ("quotactl", 179),
+    ("setxattr", 188),
+    ("lsetxattr", 189),
+    ("getxattr", 191),
+    ("lgetxattr", 192),
+    ("listxattr", 194),
+    ("llistxattr", 195),
+    ("removexattr", 197),
+    ("lremovexattr", 198),
+    ("utimes", 235),
+    ("inotify_add_watch", 254),
+    ("openat", 257),
+    ("mkdirat", 258),
+    ("mknodat", 259),
+    ("fchownat", 260),
+    ("futimesat", 261),
+    ("newfstatat", 262),
+    ("unlinkat", 263),
+    ("renameat", 264),
+    ("linkat", 265),
+    ("symlinkat", 266),
+    ("readlinkat", 267),
+    ("fchmodat", 268),
+    ("faccessat", 269),
+    ("utimensat", 280),
+    ("fanotify_mark", 301),
+    ("name_to_handle_at", 303),
+    ("sendmmsg", 307),
+    ("renameat2", 316),
+    ("execveat", 322),
+    ("statx", 332),
+    ("io_uring_setup", 425),
+    ("open_tree", 428),
+    ("move_mount", 429),
+    ("fsopen", 430),
+    ("fsconfig", 431),
+    ("fsmount", 432),
+    ("fspick", 433),
+    ("clone3", 435),
+    ("openat2", 437),
+    ("faccessat2", 439),
+    ("mount_setattr", 442),
+    ("fchmodat2", 452),
+    ("setxattrat", 463),
+    ("getxattrat", 464),
+    ("listxattrat", 465),
+    ("removexattrat", 466),
+    ("open_tree_attr", 467),
+    ("file_getattr", 468),
+    ("file_setattr", 469),
+];
+
+/// The number of a named syscall, if the table knows it.
+pub fn number(name: &str) -> Option<i64> {
+    NUMBERS.iter().find(|(n, _)| *n == name).map(|&(_, nr)| nr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for (name, nr) in NUMBERS {
+            assert!(seen.insert(nr), "{name} reuses {nr}");
+        }
+        assert_eq!(number("openat2"), Some(437));
+    }
+}

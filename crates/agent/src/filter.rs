@@ -1,0 +1,141 @@
+//! The seccomp-bpf program, built from the agent's syscall table: check the architecture
+//! first, refuse x32, then one comparison per listed syscall number (returning TRACE for the
+//! trapped ones and ERRNO for the refused ones), and ALLOW for everything else. The program
+//! depends only on the architecture and the syscall number, so the kernel's seccomp action
+//! cache answers the allowed syscalls without running it.
+
+use crate::arch;
+use std::io;
+
+const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_JEQ_K: u16 = 0x15;
+const BPF_JGE_K: u16 = 0x35;
+const BPF_RET_K: u16 = 0x06;
+/// Offsets in `struct seccomp_data`.
+const OFFSET_NR: u32 = 0;
+const OFFSET_ARCH: u32 = 4;
+
+pub const RET_ALLOW: u32 = 0x7fff_0000;
+pub const RET_TRACE: u32 = 0x7ff0_0000;
+pub const RET_ERRNO: u32 = 0x0005_0000;
+
+/// What the filter answers for one syscall number.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Verdict {
+    Trace,
+    Errno(i32),
+}
+
+fn stmt(code: u16, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+fn ret(v: Verdict) -> libc::sock_filter {
+    stmt(
+        BPF_RET_K,
+        match v {
+            Verdict::Trace => RET_TRACE,
+            Verdict::Errno(e) => RET_ERRNO | (e as u32 & 0xffff),
+        },
+    )
+}
+
+/// Builds the program for `rules` (syscall number, verdict).
+pub fn build(rules: &[(u32, Verdict)]) -> Vec<libc::sock_filter> {
+    let enosys = Verdict::Errno(libc::ENOSYS);
+    let mut p = vec![
+        stmt(BPF_LD_W_ABS, OFFSET_ARCH),
+        jump(BPF_JEQ_K, arch::AUDIT_ARCH, 1, 0),
+        ret(enosys),
+        stmt(BPF_LD_W_ABS, OFFSET_NR),
+        jump(BPF_JGE_K, arch::FOREIGN_SYSCALL_BIT, 0, 1),
+        ret(enosys),
+    ];
+    for &(nr, verdict) in rules {
+        p.push(jump(BPF_JEQ_K, nr, 0, 1));
+        p.push(ret(verdict));
+    }
+    p.push(stmt(BPF_RET_K, RET_ALLOW));
+    p
+}
+
+/// Installs `program` in the calling thread: `PR_SET_NO_NEW_PRIVS`, then the filter. Only
+/// raw syscalls: this runs in the forked child before exec.
+pub fn install(program: &[libc::sock_filter]) -> Result<(), (&'static str, i32)> {
+    let prog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_ptr() as *mut _,
+    };
+    // SAFETY: prctl with plain integer and pointer arguments; `prog` outlives the call.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(("prctl(PR_SET_NO_NEW_PRIVS)", errno()));
+        }
+        if libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &prog as *const libc::sock_fprog,
+        ) != 0
+        {
+            return Err(("seccomp filter", errno()));
+        }
+    }
+    Ok(())
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tiny interpreter for the instructions `build` emits.
+    fn run(p: &[libc::sock_filter], arch: u32, nr: u32) -> u32 {
+        let mut acc = 0u32;
+        let mut pc = 0usize;
+        loop {
+            let i = p[pc];
+            match i.code {
+                BPF_LD_W_ABS => acc = if i.k == OFFSET_ARCH { arch } else { nr },
+                BPF_JEQ_K | BPF_JGE_K => {
+                    let taken = if i.code == BPF_JEQ_K {
+                        acc == i.k
+                    } else {
+                        acc >= i.k
+                    };
+                    pc += usize::from(if taken { i.jt } else { i.jf });
+                }
+                BPF_RET_K => return i.k,
+                c => panic!("unexpected opcode {c:#x}"),
+            }
+            pc += 1;
+        }
+    }
+
+    #[test]
+    fn traps_listed_allows_rest_refuses_foreign() {
+        let p = build(&[(257, Verdict::Trace), (425, Verdict::Errno(libc::ENOSYS))]);
+        assert_eq!(run(&p, arch::AUDIT_ARCH, 257), RET_TRACE);
+        assert_eq!(run(&p, arch::AUDIT_ARCH, 39), RET_ALLOW);
+        assert_eq!(
+            run(&p, arch::AUDIT_ARCH, 425),
+            RET_ERRNO | libc::ENOSYS as u32
+        );
+        assert_eq!(run(&p, 0x4000_0003, 257), RET_ERRNO | libc::ENOSYS as u32);
+        assert_eq!(
+            run(&p, arch::AUDIT_ARCH, 0x4000_0000 | 257),
+            RET_ERRNO | libc::ENOSYS as u32
+        );
+    }
+}

@@ -1,0 +1,284 @@
+//! execve / execveat (and fexecve): the program, its nested `#!` interpreters (with their
+//! optional argument) and its ELF `PT_INTERP` loader are all resolved through the namespace.
+//! When an interpreter or loader lives elsewhere physically, the agent performs what the
+//! kernel would: it execs the interpreter (or the loader, with `--argv0`) directly with the
+//! argument vector the kernel would have built, so the kernel never resolves a logical path.
+
+use super::{fd_path, logical_of_physical, Action, Arg, Ctx, Decision, Scratch, AT_FDCWD};
+use crate::memory;
+use crate::syscalls::AT_EMPTY_PATH;
+use roost_vfs::path::join;
+use roost_vfs::{Driver, LocalDriver, Mapped};
+
+/// Linux follows at most this many nested interpreters.
+const MAX_INTERPRETERS: usize = 4;
+/// The longest argv the agent rewrites (the slot holds the pointer array).
+const MAX_ARGS: usize = 6000;
+const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
+
+/// A `#!` line: the interpreter and its optional single argument.
+pub fn parse_shebang(head: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    let line = head.strip_prefix(b"#!")?;
+    let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+    let trim = |s: &[u8]| -> Vec<u8> {
+        let start = s
+            .iter()
+            .position(|b| !b" \t\r".contains(b))
+            .unwrap_or(s.len());
+        let end = s
+            .iter()
+            .rposition(|b| !b" \t\r".contains(b))
+            .map_or(start, |e| e + 1);
+        s[start..end.max(start)].to_vec()
+    };
+    let line = trim(line);
+    if line.is_empty() {
+        return None;
+    }
+    match line.iter().position(|b| b" \t".contains(b)) {
+        Some(sp) => {
+            let arg = trim(&line[sp..]);
+            Some((line[..sp].to_vec(), (!arg.is_empty()).then_some(arg)))
+        }
+        None => Some((line, None)),
+    }
+}
+
+/// The `PT_INTERP` path of a 64-bit little-endian ELF file, if it has one.
+pub fn elf_interpreter(driver: &dyn Driver, path: &[u8], head: &[u8]) -> Option<Vec<u8>> {
+    if head.len() < 64 || &head[..4] != b"\x7fELF" || head[4] != 2 || head[5] != 1 {
+        return None;
+    }
+    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8"));
+    let phoff = u64_at(head, 0x20);
+    let phentsize = u16_at(head, 0x36);
+    let phnum = u16_at(head, 0x38);
+    if phentsize < 56 || phnum == 0 || phnum > 256 {
+        return None;
+    }
+    let table = driver.pread(path, phoff, phentsize * phnum).ok()?;
+    for ph in table.chunks_exact(phentsize) {
+        if u32::from_le_bytes(ph[..4].try_into().expect("4")) == 3 {
+            let (off, len) = (u64_at(ph, 8), u64_at(ph, 32) as usize);
+            let mut s = driver.pread(path, off, len.min(4096)).ok()?;
+            while s.last() == Some(&0) {
+                s.pop();
+            }
+            return Some(s);
+        }
+    }
+    None
+}
+
+/// Resolves a program path to (logical, physical), following symlinks.
+fn locate(ctx: &mut Ctx<'_>, logical_in: &[u8], follow: bool) -> Result<(Vec<u8>, Vec<u8>), i32> {
+    let walked = ctx.ns.walk(logical_in, follow)?;
+    let physical = match ctx.ns.map(&walked.logical) {
+        Mapped::Deny => return Err(libc::EACCES),
+        Mapped::Enoent => return Err(libc::ENOENT),
+        m => m.local_path().ok_or(libc::ENOSYS)?.to_vec(),
+    };
+    Ok((walked.logical, physical))
+}
+
+/// Handles execve (`dirfd`/`flags` None) and execveat.
+pub fn handle(
+    ctx: &mut Ctx<'_>,
+    dirfd_arg: Option<usize>,
+    path_arg: usize,
+    argv_arg: usize,
+    flags_arg: Option<usize>,
+) -> Decision {
+    let flags = flags_arg.map_or(0, |i| ctx.regs.arg(i));
+    let path = match ctx.read_path(ctx.regs.arg(path_arg)) {
+        Ok(p) => p,
+        Err(e) => return Decision::fail(e),
+    };
+    let dirfd = dirfd_arg.map_or(AT_FDCWD, |i| ctx.int_arg(i));
+    // The name the program gave, and its absolute logical form.
+    let logical_in = if path.is_empty() {
+        if flags & AT_EMPTY_PATH == 0 {
+            return Decision::fail(libc::ENOENT);
+        }
+        match fd_path(ctx.pid, dirfd) {
+            Some(p) => logical_of_physical(ctx.ns, &p),
+            None => return Decision::pass(), // memfd or deleted file: the kernel's business
+        }
+    } else if path[0] == b'/' {
+        path.clone()
+    } else if dirfd == AT_FDCWD {
+        join(&ctx.fs.logical, &path)
+    } else {
+        match fd_path(ctx.pid, dirfd) {
+            Some(p) => join(&logical_of_physical(ctx.ns, &p), &path),
+            None => return Decision::pass(),
+        }
+    };
+    let as_passed = if path.is_empty() {
+        logical_in.clone()
+    } else {
+        path.clone()
+    };
+    let (mut logical, mut physical) =
+        match locate(ctx, &logical_in, flags & AT_SYMLINK_NOFOLLOW == 0) {
+            Ok(x) => x,
+            Err(e) => return Decision::fail(e),
+        };
+    let driver = LocalDriver;
+    // Arguments the kernel would put before argv[1..], and the new argv[0].
+    let mut front: Vec<Vec<u8>> = Vec::new();
+    let mut argv0: Option<Vec<u8>> = None;
+    let mut name = as_passed;
+    let mut loader: Option<(Vec<u8>, Vec<u8>)> = None;
+    for depth in 0..=MAX_INTERPRETERS {
+        let head = match driver.read_head(&physical, 1024) {
+            Ok(h) => h,
+            Err(_) => break, // the kernel reports EACCES/ENOENT itself
+        };
+        if let Some((interp, opt)) = parse_shebang(&head) {
+            if depth == MAX_INTERPRETERS {
+                return Decision::fail(libc::ELOOP);
+            }
+            let mut prefix: Vec<Vec<u8>> = opt.into_iter().collect();
+            prefix.push(name);
+            prefix.append(&mut front);
+            front = prefix;
+            argv0 = Some(interp.clone());
+            let interp_logical = join(&ctx.fs.logical, &interp);
+            match locate(ctx, &interp_logical, true) {
+                Ok((l, p)) => (logical, physical) = (l, p),
+                Err(e) => return Decision::fail(e),
+            }
+            name = interp;
+            continue;
+        }
+        if let Some(interp) = elf_interpreter(&driver, &physical, &head) {
+            match locate(ctx, &join(b"/", &interp), true) {
+                Ok((l, p)) if p != interp => loader = Some((l, p)),
+                Ok(_) => {}
+                Err(e) => return Decision::fail(e),
+            }
+        }
+        break;
+    }
+    let mut d = Decision::pass();
+    d.logical = Some(logical.clone());
+    d.physical = Some(physical.clone());
+    d.exe = Some(logical);
+    let kernel_view = if path.first() == Some(&b'/') {
+        Some(&path)
+    } else {
+        None
+    };
+    if argv0.is_none() && loader.is_none() {
+        if kernel_view == Some(&physical) {
+            return d;
+        }
+        let mut scratch = Scratch::default();
+        let off = scratch.push_cstr(&physical);
+        d.action = exec_rewrite(
+            scratch, off, None, dirfd_arg, path_arg, argv_arg, flags_arg, flags,
+        );
+        return d;
+    }
+    // Rebuild argv: [argv0, front..., argv[1..]] or, through the loader,
+    // [loader, --argv0, argv0, program, front..., argv[1..]].
+    let old_argv = match memory::read_ptr_array(ctx.pid, ctx.regs.arg(argv_arg), MAX_ARGS) {
+        Ok(v) => v,
+        Err(e) => return Decision::fail(e.raw_os_error().unwrap_or(libc::EFAULT)),
+    };
+    let mut scratch = Scratch::default();
+    let mut words: Vec<Arg> = Vec::new();
+    let argv0 = match argv0 {
+        Some(a) => Arg::Scratch(scratch.push_cstr(&a)),
+        None => Arg::Value(old_argv.first().copied().unwrap_or(0)),
+    };
+    let exec_path = match &loader {
+        Some((loader_logical, loader_physical)) => {
+            words.push(Arg::Scratch(scratch.push_cstr(loader_logical)));
+            words.push(Arg::Scratch(scratch.push_cstr(b"--argv0")));
+            words.push(argv0);
+            words.push(Arg::Scratch(scratch.push_cstr(&physical)));
+            loader_physical.clone()
+        }
+        None => {
+            words.push(argv0);
+            physical
+        }
+    };
+    for s in &front {
+        words.push(Arg::Scratch(scratch.push_cstr(s)));
+    }
+    words.extend(old_argv.iter().skip(1).map(|&p| Arg::Value(p)));
+    let path_off = scratch.push_cstr(&exec_path);
+    let argv_off = scratch.push_words(&words, true);
+    d.action = exec_rewrite(
+        scratch,
+        path_off,
+        Some(argv_off),
+        dirfd_arg,
+        path_arg,
+        argv_arg,
+        flags_arg,
+        flags,
+    );
+    d
+}
+
+/// The argument changes of a rewritten exec: an absolute path (dirfd AT_FDCWD, no
+/// AT_EMPTY_PATH) and optionally a new argv.
+#[allow(clippy::too_many_arguments)]
+fn exec_rewrite(
+    scratch: Scratch,
+    path_off: usize,
+    argv_off: Option<usize>,
+    dirfd_arg: Option<usize>,
+    path_arg: usize,
+    argv_arg: usize,
+    flags_arg: Option<usize>,
+    flags: u64,
+) -> Action {
+    let mut args = vec![(path_arg, Arg::Scratch(path_off))];
+    if let Some(off) = argv_off {
+        args.push((argv_arg, Arg::Scratch(off)));
+    }
+    if let Some(i) = dirfd_arg {
+        args.push((i, Arg::Value(AT_FDCWD as u64)));
+    }
+    if let Some(i) = flags_arg {
+        args.push((i, Arg::Value(flags & !AT_EMPTY_PATH)));
+    }
+    Action::Rewrite { scratch, args }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shebang_lines() {
+        assert_eq!(
+            parse_shebang(b"#!/bin/sh\necho"),
+            Some((b"/bin/sh".to_vec(), None))
+        );
+        assert_eq!(
+            parse_shebang(b"#! /usr/bin/env  python3 -u \n"),
+            Some((b"/usr/bin/env".to_vec(), Some(b"python3 -u".to_vec())))
+        );
+        assert_eq!(parse_shebang(b"#!\n"), None);
+        assert_eq!(parse_shebang(b"\x7fELF"), None);
+    }
+
+    #[test]
+    fn finds_the_elf_interpreter_of_a_real_binary() {
+        let sh = b"/bin/sh";
+        let head = LocalDriver.read_head(sh, 1024).unwrap();
+        let interp = elf_interpreter(&LocalDriver, sh, &head).expect("dynamic /bin/sh");
+        assert!(
+            interp.starts_with(b"/lib"),
+            "{}",
+            String::from_utf8_lossy(&interp)
+        );
+    }
+}

@@ -1,0 +1,273 @@
+//! Syscall handlers, one module per class (paths, exec, procfs/cwd, sockets). A handler looks
+//! at a thread stopped at a seccomp stop and returns a [`Decision`]: let the call pass, rewrite
+//! some arguments to point at data in the thread's scratch slot, fail it, or emulate it. The
+//! tracer applies the decision; handlers never touch ptrace themselves.
+
+pub mod exec;
+pub mod path;
+pub mod procfs;
+pub mod socket;
+
+use crate::arch::Regs;
+use crate::memory;
+use crate::task::{AfterExit, Fs};
+use roost_vfs::path::{has_dotdot, join};
+use roost_vfs::{Mapped, Namespace};
+
+pub const AT_FDCWD: i64 = -100;
+
+/// What a handler sees of the stopped thread.
+pub struct Ctx<'a> {
+    pub pid: i32,
+    pub regs: &'a Regs,
+    pub ns: &'a mut Namespace,
+    pub fs: &'a Fs,
+    /// The logical executable of the thread's process, when known.
+    pub exe: Option<&'a [u8]>,
+}
+
+impl Ctx<'_> {
+    /// A syscall argument read as an `int` (dirfds, flags).
+    pub fn int_arg(&self, i: usize) -> i64 {
+        self.regs.arg(i) as i32 as i64
+    }
+
+    pub fn read_path(&self, ptr: u64) -> Result<Vec<u8>, i32> {
+        memory::read_cstr(self.pid, ptr, memory::PATH_MAX)
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EFAULT))
+    }
+}
+
+/// A value for a rewritten argument.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arg {
+    Value(u64),
+    /// The address of this offset in the thread's scratch slot.
+    Scratch(usize),
+}
+
+/// Bytes to place in the scratch slot, with the positions of words that hold scratch
+/// addresses (filled in once the slot address is known).
+#[derive(Default, Debug)]
+pub struct Scratch {
+    pub bytes: Vec<u8>,
+    relocations: Vec<(usize, usize)>,
+}
+
+impl Scratch {
+    /// Appends a NUL-terminated string; returns its offset.
+    pub fn push_cstr(&mut self, s: &[u8]) -> usize {
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(s);
+        self.bytes.push(0);
+        at
+    }
+
+    /// Appends raw bytes, 8-aligned; returns their offset.
+    pub fn push_bytes(&mut self, b: &[u8]) -> usize {
+        while self.bytes.len() % 8 != 0 {
+            self.bytes.push(0);
+        }
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(b);
+        at
+    }
+
+    /// Appends an array of words (NULL-terminated when `nul`); returns its offset.
+    pub fn push_words(&mut self, words: &[Arg], nul: bool) -> usize {
+        let at = self.push_bytes(&[]);
+        for w in words.iter().chain(nul.then_some(&Arg::Value(0))) {
+            match *w {
+                Arg::Value(v) => self.bytes.extend_from_slice(&v.to_ne_bytes()),
+                Arg::Scratch(off) => {
+                    self.relocations.push((self.bytes.len(), off));
+                    self.bytes.extend_from_slice(&0u64.to_ne_bytes());
+                }
+            }
+        }
+        at
+    }
+
+    /// Patches a word at `at` to hold the scratch address of `off`.
+    pub fn relocate(&mut self, at: usize, off: usize) {
+        self.relocations.push((at, off));
+    }
+
+    /// The final bytes for a slot at `base`.
+    pub fn finish(mut self, base: u64) -> Vec<u8> {
+        for (at, off) in std::mem::take(&mut self.relocations) {
+            self.bytes[at..at + 8].copy_from_slice(&(base + off as u64).to_ne_bytes());
+        }
+        self.bytes
+    }
+}
+
+/// What the tracer does with a trapped call.
+#[derive(Debug)]
+pub enum Action {
+    Pass,
+    /// Write `scratch` into the thread's slot and set these arguments.
+    Rewrite {
+        scratch: Scratch,
+        args: Vec<(usize, Arg)>,
+    },
+    /// Skip the call; it fails with this errno.
+    Fail(i32),
+    /// Skip the call; write these bytes into the thread's memory and return `ret`.
+    Emulate {
+        ret: i64,
+        writes: Vec<(u64, Vec<u8>)>,
+    },
+}
+
+/// A handler's answer.
+#[derive(Debug)]
+pub struct Decision {
+    pub action: Action,
+    pub after: Option<AfterExit>,
+    /// For traces: the first path, logical and physical.
+    pub logical: Option<Vec<u8>>,
+    pub physical: Option<Vec<u8>>,
+    /// For execve: the logical executable.
+    pub exe: Option<Vec<u8>>,
+}
+
+impl Decision {
+    pub fn new(action: Action) -> Decision {
+        Decision {
+            action,
+            after: None,
+            logical: None,
+            physical: None,
+            exe: None,
+        }
+    }
+
+    pub fn pass() -> Decision {
+        Decision::new(Action::Pass)
+    }
+
+    pub fn fail(errno: i32) -> Decision {
+        Decision::new(Action::Fail(errno))
+    }
+}
+
+/// A path resolved in the namespace.
+#[derive(Debug, PartialEq)]
+pub enum Resolution {
+    /// The kernel would find the right object with the path as given.
+    Pass {
+        logical: Vec<u8>,
+    },
+    /// The call must use this absolute physical path instead.
+    Rewrite {
+        logical: Vec<u8>,
+        physical: Vec<u8>,
+        followed_symlink: bool,
+    },
+    Fail(i32),
+}
+
+impl Resolution {
+    pub fn logical(&self) -> Option<&[u8]> {
+        match self {
+            Resolution::Pass { logical } | Resolution::Rewrite { logical, .. } => Some(logical),
+            Resolution::Fail(_) => None,
+        }
+    }
+}
+
+/// The path an open fd of `pid` names, if it is a path.
+pub fn fd_path(pid: i32, fd: i64) -> Option<Vec<u8>> {
+    let p = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+    let b = p.into_os_string().into_encoded_bytes();
+    (b.first() == Some(&b'/')).then_some(b)
+}
+
+/// The logical name of a local physical path (for dirfds, `/proc/*/cwd`, ...).
+pub fn logical_of_physical(ns: &Namespace, physical: &[u8]) -> Vec<u8> {
+    if ns.table().covers(physical) {
+        ns.table().reverse(physical)
+    } else {
+        physical.to_vec()
+    }
+}
+
+/// Resolves `path` (relative to `dirfd`, or the cwd) for a call that follows a final
+/// symlink or not. Paths no mount can affect pass untouched without any lookup.
+pub fn resolve_path(
+    ctx: &mut Ctx<'_>,
+    dirfd: Option<i64>,
+    path: &[u8],
+    follow: bool,
+) -> Resolution {
+    let dirfd = dirfd.unwrap_or(AT_FDCWD);
+    let relative = path.first() != Some(&b'/');
+    let (logical_in, base_physical) = if !relative {
+        (path.to_vec(), None)
+    } else if dirfd == AT_FDCWD {
+        (join(&ctx.fs.logical, path), Some(ctx.fs.physical.clone()))
+    } else {
+        match fd_path(ctx.pid, dirfd) {
+            Some(p) => (join(&logical_of_physical(ctx.ns, &p), path), Some(p)),
+            None => {
+                return Resolution::Pass {
+                    logical: path.to_vec(),
+                }
+            }
+        }
+    };
+    if !has_dotdot(path) && !ctx.ns.table().covers(&logical_in) {
+        return Resolution::Pass {
+            logical: logical_in,
+        };
+    }
+    let walked = match ctx.ns.walk(&logical_in, follow) {
+        Ok(w) => w,
+        Err(e) => return Resolution::Fail(e),
+    };
+    let mut physical = match ctx.ns.map(&walked.logical) {
+        Mapped::Deny => return Resolution::Fail(libc::EACCES),
+        Mapped::Enoent => return Resolution::Fail(libc::ENOENT),
+        m => match m.local_path() {
+            Some(p) => p.to_vec(),
+            None => return Resolution::Fail(libc::ENOSYS),
+        },
+    };
+    if path.ends_with(b"/") && !physical.ends_with(b"/") {
+        physical.push(b'/');
+    }
+    let kernel_view = match &base_physical {
+        Some(base) => join(base, path),
+        None => path.to_vec(),
+    };
+    if !walked.followed_symlink && !has_dotdot(path) && physical == kernel_view {
+        return Resolution::Pass {
+            logical: walked.logical,
+        };
+    }
+    Resolution::Rewrite {
+        logical: walked.logical,
+        physical,
+        followed_symlink: walked.followed_symlink,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scratch_relocates_pointer_words() {
+        let mut s = Scratch::default();
+        let a = s.push_cstr(b"ab");
+        let arr = s.push_words(&[Arg::Scratch(a), Arg::Value(7)], true);
+        assert_eq!(arr % 8, 0);
+        let bytes = s.finish(0x1000);
+        let word =
+            |i: usize| u64::from_ne_bytes(bytes[arr + 8 * i..arr + 8 * i + 8].try_into().unwrap());
+        assert_eq!(word(0), 0x1000 + a as u64);
+        assert_eq!(word(1), 7);
+        assert_eq!(word(2), 0);
+    }
+}

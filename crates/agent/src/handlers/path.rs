@@ -1,0 +1,170 @@
+//! The generic path class: every syscall whose spec lists path arguments (open family, stat
+//! family, access, mkdir, unlink, rename, link, symlink, chmod, chown, utime, xattr, statfs,
+//! inotify, fanotify, name_to_handle_at, ...). Each path is resolved; rewritten ones go into
+//! the scratch slot with their dirfd set to AT_FDCWD.
+
+use super::{resolve_path, Action, Arg, Ctx, Decision, Resolution, Scratch, AT_FDCWD};
+use crate::memory;
+use crate::syscalls::{Follow, PathArg};
+use crate::task::AfterExit;
+
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const RESOLVE_BENEATH: u64 = 0x08;
+const RESOLVE_IN_ROOT: u64 = 0x10;
+
+/// Whether a final symlink is followed, for `open`-style flags.
+fn open_follows(flags: u64) -> bool {
+    let excl = (libc::O_CREAT | libc::O_EXCL) as u64;
+    flags & libc::O_NOFOLLOW as u64 == 0 && flags & excl != excl
+}
+
+/// Reads openat2's `struct open_how` (flags, mode, resolve).
+fn open_how(ctx: &Ctx<'_>, arg: usize) -> Result<[u64; 3], i32> {
+    let b = memory::read(ctx.pid, ctx.regs.arg(arg), 24).map_err(|_| libc::EFAULT)?;
+    if b.len() < 24 {
+        return Err(libc::EFAULT);
+    }
+    let w = |i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    Ok([w(0), w(1), w(2)])
+}
+
+fn follows(ctx: &Ctx<'_>, f: Follow) -> Result<bool, i32> {
+    Ok(match f {
+        Follow::Always => true,
+        Follow::Never => false,
+        Follow::UnlessFlag(arg, flag) => ctx.regs.arg(arg) & flag == 0,
+        Follow::IfFlag(arg, flag) => ctx.regs.arg(arg) & flag != 0,
+        Follow::OpenFlags(arg) => open_follows(ctx.regs.arg(arg)),
+        Follow::OpenHow(arg) => open_follows(open_how(ctx, arg)?[0]),
+    })
+}
+
+/// Handles a call whose spec lists `args`.
+pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -> Decision {
+    let mut resolved: Vec<(PathArg, Resolution)> = Vec::with_capacity(args.len());
+    for &arg in args {
+        let ptr = ctx.regs.arg(arg.path);
+        if ptr == 0 {
+            // NULL: names the dirfd where allowed, EFAULT otherwise; the kernel decides.
+            continue;
+        }
+        let path = match ctx.read_path(ptr) {
+            Ok(p) => p,
+            Err(e) => return Decision::fail(e),
+        };
+        if path.is_empty() {
+            // AT_EMPTY_PATH names the dirfd itself; otherwise the kernel answers ENOENT.
+            continue;
+        }
+        let follow = match follows(ctx, arg.follow) {
+            Ok(f) => f,
+            Err(e) => return Decision::fail(e),
+        };
+        let dirfd = arg.dirfd.map(|i| ctx.int_arg(i));
+        let r = resolve_path(ctx, dirfd, &path, follow);
+        if let Resolution::Fail(e) = r {
+            return Decision::fail(e);
+        }
+        resolved.push((arg, r));
+    }
+    if cross && resolved.len() == 2 {
+        if let Some(e) = cross_device(ctx, &resolved) {
+            return Decision::fail(e);
+        }
+    }
+    let mut d = Decision::pass();
+    if mutates {
+        d.after = Some(AfterExit::Invalidate);
+    }
+    if let Some((_, r)) = resolved.first() {
+        d.logical = r.logical().map(<[u8]>::to_vec);
+        d.physical = match r {
+            Resolution::Rewrite { physical, .. } => Some(physical.clone()),
+            _ => d.logical.clone(),
+        };
+    }
+    let mut scratch = Scratch::default();
+    let mut new_args = Vec::new();
+    for (arg, r) in &resolved {
+        if let Resolution::Rewrite {
+            physical,
+            followed_symlink,
+            ..
+        } = r
+        {
+            let off = scratch.push_cstr(physical);
+            new_args.push((arg.path, Arg::Scratch(off)));
+            if let Some(i) = arg.dirfd {
+                new_args.push((i, Arg::Value(AT_FDCWD as u64)));
+            }
+            if let Follow::OpenHow(how_arg) = arg.follow {
+                match rewrite_open_how(ctx, how_arg, *followed_symlink, &mut scratch) {
+                    Ok(Some(off)) => new_args.push((how_arg, Arg::Scratch(off))),
+                    Ok(None) => {}
+                    Err(e) => return Decision::fail(e),
+                }
+            }
+        }
+    }
+    if !new_args.is_empty() {
+        d.action = Action::Rewrite {
+            scratch,
+            args: new_args,
+        };
+    }
+    d
+}
+
+/// Two-path calls (rename, link) must stay inside one driver; different local file systems
+/// are the kernel's to refuse (it answers EXDEV itself).
+fn cross_device(ctx: &Ctx<'_>, resolved: &[(PathArg, Resolution)]) -> Option<i32> {
+    let driver = |r: &Resolution| {
+        r.logical().map(|l| match ctx.ns.map(l) {
+            roost_vfs::Mapped::At { driver, .. } => driver.name(),
+            _ => "none",
+        })
+    };
+    let a = driver(&resolved[0].1)?;
+    let b = driver(&resolved[1].1)?;
+    (a != b).then_some(libc::EXDEV)
+}
+
+/// openat2 with a rewritten (absolute) path: RESOLVE_BENEATH/IN_ROOT would refuse it, so the
+/// agent checks them itself and hands the kernel a copy of `open_how` without them.
+fn rewrite_open_how(
+    ctx: &Ctx<'_>,
+    arg: usize,
+    followed_symlink: bool,
+    scratch: &mut Scratch,
+) -> Result<Option<usize>, i32> {
+    let [flags, mode, resolve] = open_how(ctx, arg)?;
+    if resolve & RESOLVE_NO_SYMLINKS != 0 && followed_symlink {
+        return Err(libc::ELOOP);
+    }
+    if resolve & (RESOLVE_BENEATH | RESOLVE_IN_ROOT) == 0 {
+        return Ok(None);
+    }
+    let path = ctx.read_path(ctx.regs.arg(1))?;
+    if path.first() == Some(&b'/') || roost_vfs::path::has_dotdot(&path) || followed_symlink {
+        return Err(libc::EXDEV);
+    }
+    let resolve = resolve & !(RESOLVE_BENEATH | RESOLVE_IN_ROOT);
+    let bytes: Vec<u8> = [flags, mode, resolve]
+        .iter()
+        .flat_map(|w| w.to_ne_bytes())
+        .collect();
+    Ok(Some(scratch.push_bytes(&bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_flags_decide_following() {
+        assert!(open_follows(libc::O_RDONLY as u64));
+        assert!(open_follows(libc::O_CREAT as u64));
+        assert!(!open_follows((libc::O_CREAT | libc::O_EXCL) as u64));
+        assert!(!open_follows(libc::O_NOFOLLOW as u64));
+    }
+}

@@ -1,0 +1,180 @@
+//! The working directory and the magic links that reveal paths: getcwd and
+//! `readlink(/proc/<pid>/{exe,cwd,fd/N})` answer logical paths; chdir and fchdir keep the
+//! virtual cwd in step with the kernel's.
+
+use super::{fd_path, logical_of_physical, path, resolve_path, Action, Ctx, Decision, Resolution};
+use crate::syscalls::PathArg;
+use crate::task::AfterExit;
+
+/// The magic link a `/proc` path names, with the pid it belongs to.
+#[derive(Debug, PartialEq)]
+enum Magic {
+    Exe(Option<i32>),
+    Cwd(Option<i32>),
+    Fd(Option<i32>, i64),
+}
+
+/// Parses `/proc/{self,thread-self,PID}[/task/TID]/{exe,cwd,fd/N}`; `None` pid means the
+/// caller itself.
+fn parse_magic(path: &[u8]) -> Option<Magic> {
+    let s = std::str::from_utf8(path).ok()?;
+    let rest = s.strip_prefix("/proc/")?;
+    let (who, rest) = rest.split_once('/')?;
+    let mut pid = match who {
+        "self" | "thread-self" => None,
+        n => Some(n.parse::<i32>().ok()?),
+    };
+    let mut rest = rest;
+    if let Some(r) = rest.strip_prefix("task/") {
+        let (tid, r) = r.split_once('/')?;
+        pid = Some(tid.parse().ok()?);
+        rest = r;
+    }
+    match rest {
+        "exe" => Some(Magic::Exe(pid)),
+        "cwd" => Some(Magic::Cwd(pid)),
+        r => Some(Magic::Fd(pid, r.strip_prefix("fd/")?.parse().ok()?)),
+    }
+}
+
+fn kernel_link(pid: i32, what: &str) -> Option<Vec<u8>> {
+    std::fs::read_link(format!("/proc/{pid}/{what}"))
+        .ok()
+        .map(|p| p.into_os_string().into_encoded_bytes())
+}
+
+/// readlink / readlinkat.
+pub fn readlink(
+    ctx: &mut Ctx<'_>,
+    dirfd: Option<usize>,
+    path_arg: usize,
+    buf: usize,
+    size: usize,
+) -> Decision {
+    let path = match ctx.read_path(ctx.regs.arg(path_arg)) {
+        Ok(p) => p,
+        Err(e) => return Decision::fail(e),
+    };
+    let magic = if ctx.ns.table().is_empty() {
+        None
+    } else {
+        parse_magic(&path)
+    };
+    let Some(magic) = magic else {
+        let spec = [PathArg {
+            dirfd,
+            path: path_arg,
+            follow: crate::syscalls::Follow::Never,
+            empty_flag: None,
+            null_ok: false,
+        }];
+        return path::handle(ctx, &spec, false, false);
+    };
+    let me = ctx.pid;
+    let value = match magic {
+        Magic::Exe(None) if ctx.exe.is_some() => ctx.exe.map(<[u8]>::to_vec),
+        Magic::Cwd(None) => Some(ctx.fs.logical.clone()),
+        Magic::Exe(p) => {
+            kernel_link(p.unwrap_or(me), "exe").map(|l| logical_of_physical(ctx.ns, &l))
+        }
+        Magic::Cwd(Some(p)) => kernel_link(p, "cwd").map(|l| logical_of_physical(ctx.ns, &l)),
+        Magic::Fd(p, fd) => match fd_path(p.unwrap_or(me), fd) {
+            Some(l) => Some(logical_of_physical(ctx.ns, &l)),
+            None => return Decision::pass(), // pipes, sockets: nothing to translate
+        },
+    };
+    let Some(mut value) = value else {
+        return Decision::pass();
+    };
+    value.truncate(ctx.regs.arg(size) as usize);
+    let mut d = Decision::new(Action::Emulate {
+        ret: value.len() as i64,
+        writes: vec![(ctx.regs.arg(buf), value.clone())],
+    });
+    d.logical = Some(path);
+    d.physical = Some(value);
+    d
+}
+
+/// getcwd: the logical cwd when it differs from the kernel's.
+pub fn getcwd(ctx: &mut Ctx<'_>) -> Decision {
+    if ctx.fs.logical == ctx.fs.physical {
+        return Decision::pass();
+    }
+    let mut bytes = ctx.fs.logical.clone();
+    bytes.push(0);
+    if (ctx.regs.arg(1) as usize) < bytes.len() {
+        return Decision::fail(libc::ERANGE);
+    }
+    let mut d = Decision::new(Action::Emulate {
+        ret: bytes.len() as i64,
+        writes: vec![(ctx.regs.arg(0), bytes)],
+    });
+    d.logical = Some(ctx.fs.logical.clone());
+    d
+}
+
+/// chdir: resolve like any path, then record the new cwd at the exit stop.
+pub fn chdir(ctx: &mut Ctx<'_>) -> Decision {
+    let path = match ctx.read_path(ctx.regs.arg(0)) {
+        Ok(p) => p,
+        Err(e) => return Decision::fail(e),
+    };
+    let resolution = resolve_path(ctx, None, &path, true);
+    if let Resolution::Fail(e) = resolution {
+        return Decision::fail(e);
+    }
+    let spec = [PathArg {
+        dirfd: None,
+        path: 0,
+        follow: crate::syscalls::Follow::Always,
+        empty_flag: None,
+        null_ok: false,
+    }];
+    let mut d = path::handle(ctx, &spec, false, false);
+    let logical = match resolution {
+        Resolution::Rewrite { logical, .. } => Some(logical),
+        _ => None,
+    };
+    d.after = Some(AfterExit::Chdir(logical));
+    d
+}
+
+/// fchdir: the kernel decides; the logical cwd is derived at the exit stop.
+pub fn fchdir() -> Decision {
+    let mut d = Decision::pass();
+    d.after = Some(AfterExit::Chdir(None));
+    d
+}
+
+/// The cwd after a successful chdir/fchdir of `pid`.
+pub fn cwd_after_chdir(
+    ns: &roost_vfs::Namespace,
+    pid: i32,
+    logical: Option<Vec<u8>>,
+) -> Option<crate::task::Fs> {
+    let physical = kernel_link(pid, "cwd")?;
+    let logical = logical.unwrap_or_else(|| logical_of_physical(ns, &physical));
+    Some(crate::task::Fs { logical, physical })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_magic_links() {
+        assert_eq!(parse_magic(b"/proc/self/exe"), Some(Magic::Exe(None)));
+        assert_eq!(
+            parse_magic(b"/proc/thread-self/cwd"),
+            Some(Magic::Cwd(None))
+        );
+        assert_eq!(parse_magic(b"/proc/42/fd/3"), Some(Magic::Fd(Some(42), 3)));
+        assert_eq!(
+            parse_magic(b"/proc/1/task/7/exe"),
+            Some(Magic::Exe(Some(7)))
+        );
+        assert_eq!(parse_magic(b"/proc/self/maps"), None);
+        assert_eq!(parse_magic(b"/tmp/exe"), None);
+    }
+}

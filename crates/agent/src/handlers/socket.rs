@@ -1,0 +1,137 @@
+//! AF_UNIX socket paths: bind, connect and sendto name a `sockaddr_un`; sendmsg and sendmmsg
+//! carry one in each `msghdr`. Pathname addresses are resolved like any path; abstract and
+//! non-Unix addresses pass untouched.
+
+use super::{resolve_path, Action, Arg, Ctx, Decision, Resolution, Scratch};
+use crate::memory;
+
+const SUN_PATH_MAX: usize = 108;
+const MSGHDR_LEN: usize = 56;
+const MMSGHDR_LEN: usize = 64;
+
+/// The new `sockaddr_un` bytes for the address at `addr` (`len` bytes), if it must change.
+fn translate(ctx: &mut Ctx<'_>, addr: u64, len: u64, follow: bool) -> Result<Option<Vec<u8>>, i32> {
+    if addr == 0 || len <= 2 || len > 110 {
+        return Ok(None);
+    }
+    let sa = memory::read(ctx.pid, addr, len as usize).map_err(|_| libc::EFAULT)?;
+    if sa.len() < 3 || u16::from_ne_bytes([sa[0], sa[1]]) != libc::AF_UNIX as u16 || sa[2] == 0 {
+        return Ok(None);
+    }
+    let raw = &sa[2..];
+    let path = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
+    match resolve_path(ctx, None, path, follow) {
+        Resolution::Pass { .. } => Ok(None),
+        Resolution::Fail(e) => Err(e),
+        Resolution::Rewrite { physical, .. } => {
+            if physical.len() >= SUN_PATH_MAX {
+                return Err(libc::ENAMETOOLONG);
+            }
+            let mut out = sa[..2].to_vec();
+            out.extend_from_slice(&physical);
+            out.push(0);
+            Ok(Some(out))
+        }
+    }
+}
+
+/// bind / connect / sendto.
+pub fn sockaddr(ctx: &mut Ctx<'_>, addr_arg: usize, len_arg: usize, follow: bool) -> Decision {
+    let (addr, len) = (ctx.regs.arg(addr_arg), ctx.regs.arg(len_arg));
+    match translate(ctx, addr, len, follow) {
+        Err(e) => Decision::fail(e),
+        Ok(None) => Decision::pass(),
+        Ok(Some(sa)) => {
+            let mut scratch = Scratch::default();
+            let new_len = sa.len() as u64;
+            let off = scratch.push_bytes(&sa);
+            let mut d = Decision::new(Action::Rewrite {
+                scratch,
+                args: vec![
+                    (addr_arg, Arg::Scratch(off)),
+                    (len_arg, Arg::Value(new_len)),
+                ],
+            });
+            d.physical = Some(sa[2..sa.len() - 1].to_vec());
+            d
+        }
+    }
+}
+
+/// Rewrites the name of the `msghdr` at `hdr` (bytes `msg`) into `scratch`; returns the
+/// offset of the patched copy, or None when the name needs no change.
+fn patch_msghdr(
+    ctx: &mut Ctx<'_>,
+    msg: &[u8],
+    scratch: &mut Scratch,
+) -> Result<Option<usize>, i32> {
+    let name = u64::from_ne_bytes(msg[..8].try_into().expect("8"));
+    let namelen = u32::from_ne_bytes(msg[8..12].try_into().expect("4"));
+    let Some(sa) = translate(ctx, name, u64::from(namelen), true)? else {
+        return Ok(None);
+    };
+    let sa_off = scratch.push_bytes(&sa);
+    let mut copy = msg.to_vec();
+    copy[8..12].copy_from_slice(&(sa.len() as u32).to_ne_bytes());
+    let at = scratch.push_bytes(&copy);
+    scratch.relocate(at, sa_off);
+    Ok(Some(at))
+}
+
+/// sendmsg.
+pub fn sendmsg(ctx: &mut Ctx<'_>) -> Decision {
+    let hdr = ctx.regs.arg(1);
+    let msg = match memory::read(ctx.pid, hdr, MSGHDR_LEN) {
+        Ok(m) if m.len() == MSGHDR_LEN => m,
+        _ => return Decision::pass(),
+    };
+    let mut scratch = Scratch::default();
+    match patch_msghdr(ctx, &msg, &mut scratch) {
+        Err(e) => Decision::fail(e),
+        Ok(None) => Decision::pass(),
+        Ok(Some(off)) => Decision::new(Action::Rewrite {
+            scratch,
+            args: vec![(1, Arg::Scratch(off))],
+        }),
+    }
+}
+
+/// sendmmsg: every message's name is checked; the vector is copied only when one changes.
+pub fn sendmmsg(ctx: &mut Ctx<'_>) -> Decision {
+    let (vec, vlen) = (ctx.regs.arg(1), ctx.regs.arg(2).min(1024) as usize);
+    let bytes = match memory::read(ctx.pid, vec, vlen * MMSGHDR_LEN) {
+        Ok(b) if b.len() == vlen * MMSGHDR_LEN => b,
+        _ => return Decision::pass(),
+    };
+    let mut scratch = Scratch::default();
+    let mut copy = bytes.clone();
+    let mut changed = false;
+    let mut patches = Vec::new();
+    for i in 0..vlen {
+        let msg = &bytes[i * MMSGHDR_LEN..i * MMSGHDR_LEN + MSGHDR_LEN];
+        let name = u64::from_ne_bytes(msg[..8].try_into().expect("8"));
+        let namelen = u32::from_ne_bytes(msg[8..12].try_into().expect("4"));
+        match translate(ctx, name, u64::from(namelen), true) {
+            Err(e) => return Decision::fail(e),
+            Ok(None) => {}
+            Ok(Some(sa)) => {
+                changed = true;
+                let sa_off = scratch.push_bytes(&sa);
+                copy[i * MMSGHDR_LEN + 8..i * MMSGHDR_LEN + 12]
+                    .copy_from_slice(&(sa.len() as u32).to_ne_bytes());
+                patches.push((i * MMSGHDR_LEN, sa_off));
+            }
+        }
+    }
+    if !changed {
+        return Decision::pass();
+    }
+    let at = scratch.push_bytes(&copy);
+    for (pos, sa_off) in patches {
+        scratch.relocate(at + pos, sa_off);
+    }
+    Decision::new(Action::Rewrite {
+        scratch,
+        args: vec![(1, Arg::Scratch(at))],
+    })
+}

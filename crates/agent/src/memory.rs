@@ -1,0 +1,127 @@
+//! Tracee memory: `process_vm_readv`/`process_vm_writev`, falling back to `/proc/PID/mem`
+//! (which also writes through read-only mappings) when they fail.
+
+use std::fs::OpenOptions;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+const PAGE: u64 = 4096;
+/// The longest path the agent reads (PATH_MAX).
+pub const PATH_MAX: usize = 4096;
+
+fn vm_read(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut _,
+        iov_len: buf.len(),
+    };
+    // SAFETY: the local iovec covers `buf`; the remote one is only read by the kernel.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+fn mem_file(pid: i32, write: bool) -> io::Result<std::fs::File> {
+    OpenOptions::new()
+        .read(true)
+        .write(write)
+        .open(format!("/proc/{pid}/mem"))
+}
+
+/// Reads `len` bytes at `addr` (short only at an unmapped page).
+pub fn read(pid: i32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let n = match vm_read(pid, addr, &mut buf) {
+        Ok(n) => n,
+        Err(_) => mem_file(pid, false)?.read_at(&mut buf, addr)?,
+    };
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// Reads a NUL-terminated string at `addr` (without the NUL), page by page, up to `max`.
+pub fn read_cstr(pid: i32, addr: u64, max: usize) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut at = addr;
+    while out.len() < max {
+        let chunk = (PAGE - at % PAGE) as usize;
+        let bytes = read(pid, at, chunk)?;
+        if bytes.is_empty() {
+            return Err(io::Error::from_raw_os_error(libc::EFAULT));
+        }
+        if let Some(nul) = bytes.iter().position(|&b| b == 0) {
+            out.extend_from_slice(&bytes[..nul]);
+            return Ok(out);
+        }
+        out.extend_from_slice(&bytes);
+        at += bytes.len() as u64;
+    }
+    Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG))
+}
+
+/// Reads the NULL-terminated pointer array at `addr` (argv), at most `max` entries.
+pub fn read_ptr_array(pid: i32, addr: u64, max: usize) -> io::Result<Vec<u64>> {
+    let mut out = Vec::new();
+    let mut at = addr;
+    loop {
+        let chunk = ((PAGE - at % PAGE) as usize).max(8) / 8 * 8;
+        let bytes = read(pid, at, chunk)?;
+        if bytes.len() < 8 {
+            return Err(io::Error::from_raw_os_error(libc::EFAULT));
+        }
+        for w in bytes.chunks_exact(8) {
+            let p = u64::from_ne_bytes(w.try_into().expect("8 bytes"));
+            if p == 0 {
+                return Ok(out);
+            }
+            out.push(p);
+            if out.len() > max {
+                return Err(io::Error::from_raw_os_error(libc::E2BIG));
+            }
+        }
+        at += (bytes.len() / 8 * 8) as u64;
+    }
+}
+
+/// Writes `data` at `addr`.
+pub fn write(pid: i32, addr: u64, data: &[u8]) -> io::Result<()> {
+    let local = libc::iovec {
+        iov_base: data.as_ptr() as *mut _,
+        iov_len: data.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut _,
+        iov_len: data.len(),
+    };
+    // SAFETY: the local iovec covers `data`, which the kernel only reads.
+    let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+    if n == data.len() as isize {
+        return Ok(());
+    }
+    mem_file(pid, true)?.write_all_at(data, addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_and_writes_own_memory() {
+        let pid = std::process::id() as i32;
+        let s = b"hello\0world".to_vec();
+        assert_eq!(read_cstr(pid, s.as_ptr() as u64, 100).unwrap(), b"hello");
+        let mut target = vec![0u8; 4];
+        write(pid, target.as_mut_ptr() as u64, b"abcd").unwrap();
+        assert_eq!(std::hint::black_box(&target), b"abcd");
+        let strs = [s.as_ptr() as u64, 0];
+        assert_eq!(
+            read_ptr_array(pid, strs.as_ptr() as u64, 10).unwrap(),
+            vec![strs[0]]
+        );
+    }
+}

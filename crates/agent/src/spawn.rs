@@ -1,0 +1,144 @@
+//! Starting the traced program: fork; the child installs the seccomp filter (after
+//! `PR_SET_NO_NEW_PRIVS`), reports success and waits; the parent seizes it with
+//! `PTRACE_SEIZE` and lets it exec. Failures are reported with an explanation (ptrace or
+//! seccomp forbidden, e.g. inside a container).
+
+use crate::filter;
+use std::ffi::CString;
+use std::fmt;
+use std::io;
+
+/// Why the program could not be started under the agent.
+#[derive(Debug)]
+pub enum SpawnError {
+    Fork(io::Error),
+    /// The child could not set up the filter: the step and errno.
+    Filter(&'static str, i32),
+    /// PTRACE_SEIZE failed with this errno.
+    Ptrace(i32),
+}
+
+impl fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpawnError::Fork(e) => write!(f, "cannot fork: {e}"),
+            SpawnError::Filter(step, errno) => write!(
+                f,
+                "cannot install the seccomp filter ({step}: {}); roost run needs seccomp-bpf \
+                 (Linux >= 3.5 with CONFIG_SECCOMP_FILTER, not disabled by a container profile)",
+                io::Error::from_raw_os_error(*errno)
+            ),
+            SpawnError::Ptrace(errno) => write!(
+                f,
+                "ptrace is not available here (PTRACE_SEIZE: {}). roost run traces programs \
+                 with ptrace; containers often forbid it (docker: --cap-add=SYS_PTRACE or \
+                 --security-opt seccomp=unconfined) and /proc/sys/kernel/yama/ptrace_scope = 3 \
+                 disables it entirely",
+                io::Error::from_raw_os_error(*errno)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {}
+
+const OPTIONS: libc::c_int = libc::PTRACE_O_EXITKILL
+    | libc::PTRACE_O_TRACESECCOMP
+    | libc::PTRACE_O_TRACEFORK
+    | libc::PTRACE_O_TRACEVFORK
+    | libc::PTRACE_O_TRACECLONE
+    | libc::PTRACE_O_TRACEEXEC
+    | libc::PTRACE_O_TRACESYSGOOD;
+
+fn pipe() -> io::Result<[libc::c_int; 2]> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fds)
+}
+
+/// Only async-signal-safe calls: runs in the forked child.
+unsafe fn child(
+    status_w: libc::c_int,
+    go_r: libc::c_int,
+    program: &CString,
+    argv: &[*const libc::c_char],
+    bpf: &[libc::sock_filter],
+) -> ! {
+    let mut report = [0u8; 8];
+    if let Err((_, errno)) = filter::install(bpf) {
+        report[..4].copy_from_slice(&1u32.to_ne_bytes());
+        report[4..].copy_from_slice(&(errno as u32).to_ne_bytes());
+    }
+    libc::write(status_w, report.as_ptr().cast(), 8);
+    let mut go = [0u8; 1];
+    if libc::read(go_r, go.as_mut_ptr().cast(), 1) != 1 {
+        libc::_exit(127);
+    }
+    libc::execv(program.as_ptr(), argv.as_ptr());
+    let errno = *libc::__errno_location();
+    let msg: &[u8] = if errno == libc::ENOENT {
+        b"roost: exec failed: No such file or directory\n"
+    } else {
+        b"roost: exec failed: Permission denied or bad executable\n"
+    };
+    libc::write(2, msg.as_ptr().cast(), msg.len());
+    libc::_exit(if errno == libc::ENOENT { 127 } else { 126 });
+}
+
+/// Forks, filters and seizes `program` (run with `argv`); returns the pid once it is traced
+/// and released to exec. `before_release` runs after the seize, before the child may exec.
+pub fn spawn(
+    program: &CString,
+    argv: &[CString],
+    bpf: &[libc::sock_filter],
+) -> Result<i32, SpawnError> {
+    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let [status_r, status_w] = pipe().map_err(SpawnError::Fork)?;
+    let [go_r, go_w] = pipe().map_err(SpawnError::Fork)?;
+    // SAFETY: the child only makes raw syscalls before exec.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(SpawnError::Fork(io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // SAFETY: see `child`.
+        unsafe { child(status_w, go_r, program, &ptrs, bpf) }
+    }
+    let close = |fd| {
+        // SAFETY: closing descriptors this function opened.
+        unsafe { libc::close(fd) };
+    };
+    close(status_w);
+    close(go_r);
+    let mut report = [0u8; 8];
+    // SAFETY: reading into a local buffer.
+    let n = unsafe { libc::read(status_r, report.as_mut_ptr().cast(), 8) };
+    close(status_r);
+    let kill = || {
+        // SAFETY: killing and reaping our own child.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+    };
+    if n != 8 || report[..4] != [0; 4] {
+        kill();
+        let errno = u32::from_ne_bytes(report[4..].try_into().expect("4")) as i32;
+        return Err(SpawnError::Filter("prctl", errno));
+    }
+    // SAFETY: plain ptrace request on our child.
+    if unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, OPTIONS as libc::c_ulong) } < 0 {
+        let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        kill();
+        close(go_w);
+        return Err(SpawnError::Ptrace(errno));
+    }
+    // SAFETY: writing one byte to our pipe.
+    unsafe { libc::write(go_w, [1u8].as_ptr().cast(), 1) };
+    close(go_w);
+    Ok(pid)
+}

@@ -1,0 +1,365 @@
+//! What the agent does with each syscall it traps, by name: which arguments are paths (and
+//! their dirfds), whether a final symlink is followed, which calls are refused outright (by the
+//! seccomp filter, with no stop at all) and which need special handlers. The numbers come from
+//! the `arch` module.
+
+/// How a path argument treats a final symlink.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Follow {
+    Always,
+    Never,
+    /// Not followed when `flags_arg & flag` (AT_SYMLINK_NOFOLLOW, IN_DONT_FOLLOW, ...).
+    UnlessFlag(usize, u64),
+    /// Followed only when `flags_arg & flag` (AT_SYMLINK_FOLLOW of linkat, name_to_handle_at).
+    IfFlag(usize, u64),
+    /// open/openat flags in this argument: O_NOFOLLOW or O_CREAT|O_EXCL name the link itself.
+    OpenFlags(usize),
+    /// openat2: a `struct open_how` pointer in this argument.
+    OpenHow(usize),
+}
+
+/// One path argument of a syscall.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PathArg {
+    /// The dirfd argument a relative path is resolved against (None: the cwd).
+    pub dirfd: Option<usize>,
+    /// The argument holding the path pointer.
+    pub path: usize,
+    pub follow: Follow,
+    /// `(flags argument, AT_EMPTY_PATH)`: an empty path then names the dirfd itself.
+    pub empty_flag: Option<(usize, u64)>,
+    /// A NULL pointer is legal and names the dirfd (utimensat, futimesat, fanotify_mark).
+    pub null_ok: bool,
+}
+
+/// The handling class of a trapped or refused syscall.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kind {
+    /// Path arguments to resolve and, when needed, rewrite. `mutates`: the call may change
+    /// which names are symlinks (the resolution cache is cleared after it). `cross`: a
+    /// two-path call that must stay within one driver (EXDEV otherwise).
+    Path {
+        args: &'static [PathArg],
+        mutates: bool,
+        cross: bool,
+    },
+    /// execve / execveat: program, `#!` interpreters and ELF interpreter through the namespace.
+    Exec {
+        dirfd: Option<usize>,
+        path: usize,
+        argv: usize,
+        flags: Option<usize>,
+    },
+    /// readlink(at): `/proc/<pid>/{exe,cwd,fd/N}` answer logical paths.
+    Readlink {
+        dirfd: Option<usize>,
+        path: usize,
+        buf: usize,
+        size: usize,
+    },
+    Getcwd,
+    Chdir,
+    Fchdir,
+    /// bind/connect/sendto: a `sockaddr` pointer and its length.
+    SockAddr {
+        addr: usize,
+        len: usize,
+        follow: bool,
+    },
+    /// sendmsg: a `struct msghdr` pointer.
+    SendMsg,
+    /// sendmmsg: a vector of `struct mmsghdr`.
+    SendMmsg,
+    /// Refused by the filter with this errno; never reaches the agent.
+    Refuse(i32),
+}
+
+const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
+const AT_SYMLINK_FOLLOW: u64 = 0x400;
+pub const AT_EMPTY_PATH: u64 = 0x1000;
+const IN_DONT_FOLLOW: u64 = 0x0200_0000;
+const FAN_MARK_DONT_FOLLOW: u64 = 0x4;
+
+const fn cwd(path: usize, follow: Follow) -> PathArg {
+    PathArg {
+        dirfd: None,
+        path,
+        follow,
+        empty_flag: None,
+        null_ok: false,
+    }
+}
+
+const fn at(dirfd: usize, path: usize, follow: Follow) -> PathArg {
+    PathArg {
+        dirfd: Some(dirfd),
+        path,
+        follow,
+        empty_flag: None,
+        null_ok: false,
+    }
+}
+
+const fn at_empty(dirfd: usize, path: usize, follow: Follow, flags: usize) -> PathArg {
+    PathArg {
+        dirfd: Some(dirfd),
+        path,
+        follow,
+        empty_flag: Some((flags, AT_EMPTY_PATH)),
+        null_ok: false,
+    }
+}
+
+const fn at_null(dirfd: usize, path: usize, follow: Follow, flags: Option<usize>) -> PathArg {
+    PathArg {
+        dirfd: Some(dirfd),
+        path,
+        follow,
+        empty_flag: match flags {
+            Some(f) => Some((f, AT_EMPTY_PATH)),
+            None => None,
+        },
+        null_ok: true,
+    }
+}
+
+const fn path(args: &'static [PathArg]) -> Kind {
+    Kind::Path {
+        args,
+        mutates: false,
+        cross: false,
+    }
+}
+
+const fn mutating(args: &'static [PathArg]) -> Kind {
+    Kind::Path {
+        args,
+        mutates: true,
+        cross: false,
+    }
+}
+
+const fn crossing(args: &'static [PathArg]) -> Kind {
+    Kind::Path {
+        args,
+        mutates: true,
+        cross: true,
+    }
+}
+
+use Follow::{Always, Never, UnlessFlag};
+
+const NOFOLLOW_3: Follow = UnlessFlag(3, AT_SYMLINK_NOFOLLOW);
+const NOFOLLOW_2: Follow = UnlessFlag(2, AT_SYMLINK_NOFOLLOW);
+const NOFOLLOW_4: Follow = UnlessFlag(4, AT_SYMLINK_NOFOLLOW);
+
+/// Every syscall the agent traps or refuses, by name.
+pub const SPECS: &[(&str, Kind)] = &[
+    ("open", path(&[cwd(0, Follow::OpenFlags(1))])),
+    ("creat", path(&[cwd(0, Always)])),
+    ("openat", path(&[at(0, 1, Follow::OpenFlags(2))])),
+    ("openat2", path(&[at(0, 1, Follow::OpenHow(2))])),
+    ("stat", path(&[cwd(0, Always)])),
+    ("lstat", path(&[cwd(0, Never)])),
+    ("newfstatat", path(&[at_empty(0, 1, NOFOLLOW_3, 3)])),
+    ("statx", path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
+    ("access", path(&[cwd(0, Always)])),
+    ("faccessat", path(&[at(0, 1, Always)])),
+    ("faccessat2", path(&[at_empty(0, 1, NOFOLLOW_3, 3)])),
+    (
+        "readlink",
+        Kind::Readlink {
+            dirfd: None,
+            path: 0,
+            buf: 1,
+            size: 2,
+        },
+    ),
+    (
+        "readlinkat",
+        Kind::Readlink {
+            dirfd: Some(0),
+            path: 1,
+            buf: 2,
+            size: 3,
+        },
+    ),
+    ("mkdir", path(&[cwd(0, Never)])),
+    ("mkdirat", path(&[at(0, 1, Never)])),
+    ("mknod", path(&[cwd(0, Never)])),
+    ("mknodat", path(&[at(0, 1, Never)])),
+    ("rmdir", mutating(&[cwd(0, Never)])),
+    ("unlink", mutating(&[cwd(0, Never)])),
+    ("unlinkat", mutating(&[at(0, 1, Never)])),
+    ("rename", crossing(&[cwd(0, Never), cwd(1, Never)])),
+    ("renameat", crossing(&[at(0, 1, Never), at(2, 3, Never)])),
+    ("renameat2", crossing(&[at(0, 1, Never), at(2, 3, Never)])),
+    ("link", crossing(&[cwd(0, Never), cwd(1, Never)])),
+    (
+        "linkat",
+        crossing(&[
+            at_empty(0, 1, Follow::IfFlag(4, AT_SYMLINK_FOLLOW), 4),
+            at(2, 3, Never),
+        ]),
+    ),
+    ("symlink", mutating(&[cwd(1, Never)])),
+    ("symlinkat", mutating(&[at(1, 2, Never)])),
+    ("chmod", path(&[cwd(0, Always)])),
+    ("fchmodat", path(&[at(0, 1, Always)])),
+    ("fchmodat2", path(&[at_empty(0, 1, NOFOLLOW_3, 3)])),
+    ("chown", path(&[cwd(0, Always)])),
+    ("lchown", path(&[cwd(0, Never)])),
+    ("fchownat", path(&[at_empty(0, 1, NOFOLLOW_4, 4)])),
+    ("truncate", path(&[cwd(0, Always)])),
+    ("utime", path(&[cwd(0, Always)])),
+    ("utimes", path(&[cwd(0, Always)])),
+    ("futimesat", path(&[at_null(0, 1, Always, None)])),
+    ("utimensat", path(&[at_null(0, 1, NOFOLLOW_3, Some(3))])),
+    ("chdir", Kind::Chdir),
+    ("fchdir", Kind::Fchdir),
+    ("getcwd", Kind::Getcwd),
+    ("chroot", path(&[cwd(0, Always)])),
+    (
+        "execve",
+        Kind::Exec {
+            dirfd: None,
+            path: 0,
+            argv: 1,
+            flags: None,
+        },
+    ),
+    (
+        "execveat",
+        Kind::Exec {
+            dirfd: Some(0),
+            path: 1,
+            argv: 2,
+            flags: Some(4),
+        },
+    ),
+    ("setxattr", path(&[cwd(0, Always)])),
+    ("lsetxattr", path(&[cwd(0, Never)])),
+    ("getxattr", path(&[cwd(0, Always)])),
+    ("lgetxattr", path(&[cwd(0, Never)])),
+    ("listxattr", path(&[cwd(0, Always)])),
+    ("llistxattr", path(&[cwd(0, Never)])),
+    ("removexattr", path(&[cwd(0, Always)])),
+    ("lremovexattr", path(&[cwd(0, Never)])),
+    ("setxattrat", path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
+    ("getxattrat", path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
+    ("listxattrat", path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
+    ("removexattrat", path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
+    ("file_getattr", path(&[at_empty(0, 1, NOFOLLOW_4, 4)])),
+    ("file_setattr", path(&[at_empty(0, 1, NOFOLLOW_4, 4)])),
+    ("statfs", path(&[cwd(0, Always)])),
+    ("uselib", path(&[cwd(0, Always)])),
+    (
+        "inotify_add_watch",
+        path(&[cwd(1, UnlessFlag(2, IN_DONT_FOLLOW))]),
+    ),
+    (
+        "fanotify_mark",
+        path(&[at_null(3, 4, UnlessFlag(1, FAN_MARK_DONT_FOLLOW), None)]),
+    ),
+    (
+        "name_to_handle_at",
+        path(&[at_empty(0, 1, Follow::IfFlag(4, AT_SYMLINK_FOLLOW), 4)]),
+    ),
+    (
+        "bind",
+        Kind::SockAddr {
+            addr: 1,
+            len: 2,
+            follow: false,
+        },
+    ),
+    (
+        "connect",
+        Kind::SockAddr {
+            addr: 1,
+            len: 2,
+            follow: true,
+        },
+    ),
+    (
+        "sendto",
+        Kind::SockAddr {
+            addr: 4,
+            len: 5,
+            follow: true,
+        },
+    ),
+    ("sendmsg", Kind::SendMsg),
+    ("sendmmsg", Kind::SendMmsg),
+    ("mount", Kind::Refuse(libc::EPERM)),
+    ("umount2", Kind::Refuse(libc::EPERM)),
+    ("pivot_root", Kind::Refuse(libc::EPERM)),
+    ("swapon", Kind::Refuse(libc::EPERM)),
+    ("swapoff", Kind::Refuse(libc::EPERM)),
+    ("acct", Kind::Refuse(libc::EPERM)),
+    ("quotactl", Kind::Refuse(libc::EPERM)),
+    ("open_tree", Kind::Refuse(libc::EPERM)),
+    ("open_tree_attr", Kind::Refuse(libc::EPERM)),
+    ("move_mount", Kind::Refuse(libc::EPERM)),
+    ("fsopen", Kind::Refuse(libc::EPERM)),
+    ("fsconfig", Kind::Refuse(libc::EPERM)),
+    ("fsmount", Kind::Refuse(libc::EPERM)),
+    ("fspick", Kind::Refuse(libc::EPERM)),
+    ("mount_setattr", Kind::Refuse(libc::EPERM)),
+    ("io_uring_setup", Kind::Refuse(libc::ENOSYS)),
+];
+
+/// The spec of a syscall by name.
+pub fn spec(name: &str) -> Option<Kind> {
+    SPECS.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
+}
+
+/// A syscall-number-indexed view of [`SPECS`], built once at start.
+pub struct Table {
+    by_nr: Vec<Option<(&'static str, Kind)>>,
+}
+
+impl Table {
+    pub fn new() -> Table {
+        let mut by_nr = vec![None; 1024];
+        for &(name, kind) in SPECS {
+            let nr =
+                crate::arch::number(name).unwrap_or_else(|| panic!("no syscall number for {name}"));
+            by_nr[nr as usize] = Some((name, kind));
+        }
+        Table { by_nr }
+    }
+
+    pub fn get(&self, nr: i64) -> Option<(&'static str, Kind)> {
+        usize::try_from(nr)
+            .ok()
+            .and_then(|i| self.by_nr.get(i).copied().flatten())
+    }
+
+    /// `(number, kind)` of every entry, for the seccomp filter.
+    pub fn entries(&self) -> impl Iterator<Item = (u32, Kind)> + '_ {
+        self.by_nr
+            .iter()
+            .enumerate()
+            .filter_map(|(nr, e)| e.map(|(_, k)| (nr as u32, k)))
+    }
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Table::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_spec_has_a_number() {
+        let t = Table::new();
+        assert_eq!(t.entries().count(), SPECS.len());
+        assert!(matches!(t.get(257), Some(("openat", Kind::Path { .. }))));
+        assert_eq!(t.get(39), None, "getpid is not trapped");
+    }
+}

@@ -1,0 +1,145 @@
+//! Per-thread state and the state threads share: the file-system context (the virtual cwd,
+//! shared under CLONE_FS) and the address space (the scratch area and the logical executable,
+//! shared under CLONE_VM, replaced at exec).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Instant;
+
+/// Size of the scratch area mapped into each address space.
+pub const SCRATCH_SIZE: u64 = 16 << 20;
+/// Each thread writes into its own slot of the scratch area.
+pub const SLOT_SIZE: u64 = 64 << 10;
+const SLOTS: usize = (SCRATCH_SIZE / SLOT_SIZE) as usize;
+
+/// The working directory, logical and physical (what the kernel holds).
+#[derive(Clone, Debug)]
+pub struct Fs {
+    pub logical: Vec<u8>,
+    pub physical: Vec<u8>,
+}
+
+/// One address space.
+#[derive(Debug, Default)]
+pub struct AddrSpace {
+    /// Where roost's scratch area is mapped, once mapped.
+    pub scratch: Option<u64>,
+    slots: HashMap<i32, usize>,
+    free: Vec<usize>,
+    next: usize,
+    /// The logical path of the executable, when roost resolved it at exec.
+    pub exe: Option<Vec<u8>>,
+}
+
+impl AddrSpace {
+    pub fn new(exe: Option<Vec<u8>>) -> AddrSpace {
+        AddrSpace {
+            exe,
+            ..AddrSpace::default()
+        }
+    }
+
+    /// A copy for a forked child: same mappings, no slots in use.
+    pub fn forked(&self) -> AddrSpace {
+        AddrSpace {
+            scratch: self.scratch,
+            exe: self.exe.clone(),
+            ..AddrSpace::default()
+        }
+    }
+
+    /// The address of `tid`'s slot (the area must be mapped).
+    pub fn slot(&mut self, tid: i32) -> Option<u64> {
+        let base = self.scratch?;
+        let index = match self.slots.get(&tid) {
+            Some(&i) => i,
+            None => {
+                let i = match self.free.pop() {
+                    Some(i) => i,
+                    None if self.next < SLOTS => {
+                        self.next += 1;
+                        self.next - 1
+                    }
+                    // More concurrent threads than slots: share one (rare; documented).
+                    None => tid as usize % SLOTS,
+                };
+                self.slots.insert(tid, i);
+                i
+            }
+        };
+        Some(base + index as u64 * SLOT_SIZE)
+    }
+
+    /// Frees `tid`'s slot when the thread is gone.
+    pub fn release(&mut self, tid: i32) {
+        if let Some(i) = self.slots.remove(&tid) {
+            if !self.slots.values().any(|&j| j == i) {
+                self.free.push(i);
+            }
+        }
+    }
+}
+
+/// What to do at the syscall-exit stop that a handler asked for.
+#[derive(Clone, Debug)]
+pub enum AfterExit {
+    /// chdir succeeded: the new cwd is this logical path (None: derive it from the kernel).
+    Chdir(Option<Vec<u8>>),
+    /// The call may have changed names: forget cached resolutions.
+    Invalidate,
+    /// Nothing but the trace record.
+    Record,
+}
+
+/// A trapped call in flight (between its seccomp stop and its exit stop).
+#[derive(Debug)]
+pub struct InFlight {
+    pub after: AfterExit,
+    pub name: &'static str,
+    pub logical: Option<Vec<u8>>,
+    pub physical: Option<Vec<u8>>,
+    pub started: Instant,
+}
+
+/// One traced thread.
+pub struct Task {
+    pub fs: Rc<RefCell<Fs>>,
+    pub mm: Rc<RefCell<AddrSpace>>,
+    /// The exit stop this thread waits for, if any.
+    pub in_flight: Option<InFlight>,
+    /// The logical executable of an execve in progress.
+    pub pending_exe: Option<Vec<u8>>,
+    /// Created from a fork event; its first (PTRACE_EVENT_STOP) stop is still to come.
+    pub awaiting_first_stop: bool,
+}
+
+impl Task {
+    pub fn new(fs: Rc<RefCell<Fs>>, mm: Rc<RefCell<AddrSpace>>) -> Task {
+        Task {
+            fs,
+            mm,
+            in_flight: None,
+            pending_exe: None,
+            awaiting_first_stop: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_per_thread_and_reused() {
+        let mut mm = AddrSpace::new(None);
+        assert_eq!(mm.slot(10), None, "no slot before the area is mapped");
+        mm.scratch = Some(0x1000_0000);
+        let a = mm.slot(10).unwrap();
+        let b = mm.slot(11).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(mm.slot(10), Some(a));
+        mm.release(10);
+        assert_eq!(mm.slot(12), Some(a));
+    }
+}

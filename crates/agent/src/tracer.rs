@@ -1,0 +1,501 @@
+//! The stop loop: one thread owns ptrace and `waitpid(-1, __WALL)`. Seccomp stops go to the
+//! handlers; an exit stop is requested only when a result must be seen (chdir, calls that
+//! change names, tracing). Fork/clone events create task state (sharing cwd and address space
+//! as the clone flags say), exec events give the thread a fresh address space, signal stops
+//! re-inject their signal and group-stops are held with PTRACE_LISTEN so job control works.
+
+use crate::arch::{self, Regs};
+use crate::filter::{self, Verdict};
+use crate::handlers::{self, exec, path, procfs, socket, Action, Arg, Ctx, Decision};
+use crate::memory;
+use crate::spawn::{self, SpawnError};
+use crate::syscalls::{Kind, Table};
+use crate::task::{AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_SIZE, SLOT_SIZE};
+use crate::trace::{Record, Tracer};
+use roost_vfs::Namespace;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::ffi::CString;
+use std::io::{self, Write};
+use std::rc::Rc;
+use std::time::Instant;
+
+/// How a `roost run` session is set up.
+pub struct Options {
+    /// `--trace FILE`: where JSON lines go.
+    pub trace: Option<Box<dyn Write>>,
+    /// `--summary`: print the tables at exit.
+    pub summary: bool,
+}
+
+/// The agent's state for one session.
+struct Agent {
+    ns: Namespace,
+    table: Table,
+    tasks: HashMap<i32, Task>,
+    /// New threads whose first stop came before their parent's fork event.
+    parked: HashSet<i32>,
+    main: i32,
+    exit_code: Option<i32>,
+    tracer: Tracer,
+}
+
+fn ptrace(req: libc::c_uint, pid: i32, data: usize) -> io::Result<()> {
+    // SAFETY: requests with integer data only.
+    if unsafe { libc::ptrace(req, pid, 0, data) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn event_msg(pid: i32) -> u64 {
+    let mut msg: libc::c_ulong = 0;
+    // SAFETY: the kernel writes one c_ulong.
+    unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETEVENTMSG,
+            pid,
+            0,
+            &mut msg as *mut libc::c_ulong,
+        )
+    };
+    msg
+}
+
+fn wait(pid: i32) -> io::Result<(i32, i32)> {
+    let mut status = 0;
+    loop {
+        // SAFETY: plain waitpid.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+        if r >= 0 {
+            return Ok((r, status));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
+/// The seccomp rules: everything in the table when paths must be seen (a mount list, or
+/// tracing), otherwise only the refusals, which the filter answers without a stop.
+fn rules(table: &Table, full: bool) -> Vec<(u32, Verdict)> {
+    table
+        .entries()
+        .filter_map(|(nr, kind)| match kind {
+            Kind::Refuse(e) => Some((nr, Verdict::Errno(e))),
+            _ if full => Some((nr, Verdict::Trace)),
+            _ => None,
+        })
+        .collect()
+}
+
+const STOP_SIGNALS: [i32; 4] = [libc::SIGSTOP, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
+
+/// Runs `argv` (exec'ing `program`, a logical path) under the agent with namespace `ns`;
+/// returns the exit code as a shell reports it (128+N for death by signal N).
+pub fn run(
+    ns: Namespace,
+    program: &[u8],
+    argv: &[Vec<u8>],
+    options: Options,
+) -> Result<i32, SpawnError> {
+    let table = Table::new();
+    let tracer = Tracer::new(options.trace, options.summary);
+    let full = !ns.table().is_empty() || tracer.wants_results();
+    let bpf = filter::build(&rules(&table, full));
+    let cstr = |b: &[u8]| CString::new(b.to_vec()).unwrap_or_default();
+    let argv: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
+    let physical_cwd = std::env::current_dir()
+        .map(|p| p.into_os_string().into_encoded_bytes())
+        .unwrap_or_else(|_| b"/".to_vec());
+    let fs = Fs {
+        logical: handlers::logical_of_physical(&ns, &physical_cwd),
+        physical: physical_cwd,
+    };
+    // The tracer must not die of the terminal's signals meant for the program.
+    // SAFETY: setting dispositions of this process only (the child keeps its defaults).
+    let pid = spawn::spawn(&cstr(program), &argv, &bpf)?;
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+    let mut agent = Agent {
+        ns,
+        table,
+        tasks: HashMap::new(),
+        parked: HashSet::new(),
+        main: pid,
+        exit_code: None,
+        tracer,
+    };
+    agent.tasks.insert(
+        pid,
+        Task::new(
+            Rc::new(RefCell::new(fs)),
+            Rc::new(RefCell::new(AddrSpace::new(None))),
+        ),
+    );
+    agent.run_loop();
+    match agent.tracer.finish() {
+        Ok(Some(summary)) => eprint!("{summary}"),
+        Ok(None) => {}
+        Err(e) => eprintln!("roost: writing the trace: {e}"),
+    }
+    Ok(agent.exit_code.unwrap_or(1))
+}
+
+impl Agent {
+    fn run_loop(&mut self) {
+        loop {
+            let (pid, status) = match wait(-1) {
+                Ok(x) => x,
+                Err(_) => return, // ECHILD: every tracee is gone
+            };
+            self.dispatch(pid, status);
+        }
+    }
+
+    fn on_gone(&mut self, pid: i32, status: i32) {
+        if let Some(t) = self.tasks.remove(&pid) {
+            t.mm.borrow_mut().release(pid);
+        }
+        self.parked.remove(&pid);
+        if pid == self.main {
+            self.exit_code = Some(if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                128 + libc::WTERMSIG(status)
+            });
+        }
+    }
+
+    fn dispatch(&mut self, pid: i32, status: i32) {
+        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+            self.on_gone(pid, status);
+            return;
+        }
+        if !libc::WIFSTOPPED(status) {
+            return;
+        }
+        let sig = libc::WSTOPSIG(status);
+        let event = status >> 16;
+        let resumed = match (sig, event) {
+            (s, 0) if s == libc::SIGTRAP | 0x80 => self.on_syscall_exit(pid),
+            (libc::SIGTRAP, libc::PTRACE_EVENT_SECCOMP) => self.on_seccomp(pid),
+            (libc::SIGTRAP, libc::PTRACE_EVENT_FORK)
+            | (libc::SIGTRAP, libc::PTRACE_EVENT_VFORK)
+            | (libc::SIGTRAP, libc::PTRACE_EVENT_CLONE) => self.on_new_thread(pid),
+            (libc::SIGTRAP, libc::PTRACE_EVENT_EXEC) => self.on_exec(pid),
+            (s, libc::PTRACE_EVENT_STOP) => self.on_event_stop(pid, s),
+            (libc::SIGTRAP, e) if e != 0 => ptrace(libc::PTRACE_CONT, pid, 0),
+            (s, _) => ptrace(libc::PTRACE_CONT, pid, s as usize),
+        };
+        // ESRCH: the thread was killed meanwhile; its exit status follows.
+        let _ = resumed;
+    }
+
+    fn on_event_stop(&mut self, pid: i32, sig: i32) -> io::Result<()> {
+        match self.tasks.get_mut(&pid) {
+            None => {
+                // A new thread stopped before its parent's fork event: hold it until then.
+                self.parked.insert(pid);
+                Ok(())
+            }
+            Some(t) if t.awaiting_first_stop => {
+                t.awaiting_first_stop = false;
+                ptrace(libc::PTRACE_CONT, pid, 0)
+            }
+            Some(_) if STOP_SIGNALS.contains(&sig) => ptrace(libc::PTRACE_LISTEN, pid, 0),
+            Some(_) => ptrace(libc::PTRACE_CONT, pid, 0),
+        }
+    }
+
+    fn on_new_thread(&mut self, pid: i32) -> io::Result<()> {
+        let child = event_msg(pid) as i32;
+        let flags = match Regs::get(pid) {
+            Ok(regs) => match regs.nr() {
+                n if Some(n) == arch::number("clone") => regs.arg(0),
+                n if Some(n) == arch::number("clone3") => memory::read(pid, regs.arg(0), 8)
+                    .ok()
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(0, u64::from_ne_bytes),
+                n if Some(n) == arch::number("vfork") => {
+                    (libc::CLONE_VM | libc::CLONE_VFORK) as u64
+                }
+                _ => 0,
+            },
+            Err(_) => 0,
+        };
+        if let Some(parent) = self.tasks.get(&pid) {
+            let fs = if flags & libc::CLONE_FS as u64 != 0 {
+                Rc::clone(&parent.fs)
+            } else {
+                Rc::new(RefCell::new(parent.fs.borrow().clone()))
+            };
+            let mm = if flags & libc::CLONE_VM as u64 != 0 {
+                Rc::clone(&parent.mm)
+            } else {
+                Rc::new(RefCell::new(parent.mm.borrow().forked()))
+            };
+            let mut task = Task::new(fs, mm);
+            if self.parked.remove(&child) {
+                ptrace(libc::PTRACE_CONT, child, 0)?;
+            } else {
+                task.awaiting_first_stop = true;
+            }
+            self.tasks.insert(child, task);
+        }
+        ptrace(libc::PTRACE_CONT, pid, 0)
+    }
+
+    fn on_exec(&mut self, pid: i32) -> io::Result<()> {
+        let former = event_msg(pid) as i32;
+        if former != pid {
+            if let Some(t) = self.tasks.remove(&former) {
+                self.tasks.insert(pid, t);
+            }
+        }
+        if let Some(task) = self.tasks.get_mut(&pid) {
+            task.mm.borrow_mut().release(former);
+            task.mm = Rc::new(RefCell::new(AddrSpace::new(task.pending_exe.take())));
+            if let Some(f) = task.in_flight.take() {
+                // A successful exec has no exit stop once resumed with PTRACE_CONT.
+                let _ = self.tracer.record(&Record {
+                    pid,
+                    syscall: f.name,
+                    logical: f.logical.as_deref(),
+                    physical: f.physical.as_deref(),
+                    result: 0,
+                    duration: f.started.elapsed(),
+                });
+            }
+        }
+        ptrace(libc::PTRACE_CONT, pid, 0)
+    }
+
+    fn on_syscall_exit(&mut self, pid: i32) -> io::Result<()> {
+        let Some(task) = self.tasks.get_mut(&pid) else {
+            return ptrace(libc::PTRACE_CONT, pid, 0);
+        };
+        let Some(f) = task.in_flight.take() else {
+            return ptrace(libc::PTRACE_CONT, pid, 0);
+        };
+        let result = Regs::get(pid)
+            .map(|r| r.ret())
+            .unwrap_or(-(libc::ESRCH as i64));
+        match f.after {
+            AfterExit::Chdir(logical) if result == 0 => {
+                if let Some(fs) = procfs::cwd_after_chdir(&self.ns, pid, logical) {
+                    *task.fs.borrow_mut() = fs;
+                }
+            }
+            AfterExit::Invalidate => self.ns.invalidate(),
+            _ => {}
+        }
+        let _ = self.tracer.record(&Record {
+            pid,
+            syscall: f.name,
+            logical: f.logical.as_deref(),
+            physical: f.physical.as_deref(),
+            result,
+            duration: f.started.elapsed(),
+        });
+        ptrace(libc::PTRACE_CONT, pid, 0)
+    }
+
+    fn decide(&mut self, pid: i32, regs: &Regs, kind: Kind) -> Decision {
+        let task = self.tasks.entry(pid).or_insert_with(|| {
+            let physical = std::fs::read_link(format!("/proc/{pid}/cwd"))
+                .map(|p| p.into_os_string().into_encoded_bytes())
+                .unwrap_or_else(|_| b"/".to_vec());
+            let fs = Fs {
+                logical: handlers::logical_of_physical(&self.ns, &physical),
+                physical,
+            };
+            Task::new(
+                Rc::new(RefCell::new(fs)),
+                Rc::new(RefCell::new(AddrSpace::new(None))),
+            )
+        });
+        let fs = task.fs.borrow().clone();
+        let exe = task.mm.borrow().exe.clone();
+        let mut ctx = Ctx {
+            pid,
+            regs,
+            ns: &mut self.ns,
+            fs: &fs,
+            exe: exe.as_deref(),
+        };
+        match kind {
+            Kind::Path {
+                args,
+                mutates,
+                cross,
+            } => path::handle(&mut ctx, args, mutates, cross),
+            Kind::Exec {
+                dirfd,
+                path,
+                argv,
+                flags,
+            } => exec::handle(&mut ctx, dirfd, path, argv, flags),
+            Kind::Readlink {
+                dirfd,
+                path,
+                buf,
+                size,
+            } => procfs::readlink(&mut ctx, dirfd, path, buf, size),
+            Kind::Getcwd => procfs::getcwd(&mut ctx),
+            Kind::Chdir => procfs::chdir(&mut ctx),
+            Kind::Fchdir => procfs::fchdir(),
+            Kind::SockAddr { addr, len, follow } => socket::sockaddr(&mut ctx, addr, len, follow),
+            Kind::SendMsg => socket::sendmsg(&mut ctx),
+            Kind::SendMmsg => socket::sendmmsg(&mut ctx),
+            Kind::Refuse(e) => Decision::fail(e),
+        }
+    }
+
+    fn on_seccomp(&mut self, pid: i32) -> io::Result<()> {
+        let started = Instant::now();
+        let mut regs = Regs::get(pid)?;
+        let Some((name, kind)) = self.table.get(regs.nr()) else {
+            return ptrace(libc::PTRACE_CONT, pid, 0);
+        };
+        let d = self.decide(pid, &regs, kind);
+        let mut immediate: Option<i64> = None;
+        match d.action {
+            Action::Pass => {}
+            Action::Fail(e) => {
+                if e == libc::ENOSYS {
+                    eprintln!(
+                        "roost: {name}({}) cannot be translated; failing it with ENOSYS",
+                        String::from_utf8_lossy(d.logical.as_deref().unwrap_or(b"?"))
+                    );
+                }
+                regs.skip_with(-(e as i64));
+                regs.set(pid)?;
+                immediate = Some(-(e as i64));
+            }
+            Action::Emulate { ret, writes } => {
+                let ok = writes
+                    .iter()
+                    .all(|(addr, bytes)| memory::write(pid, *addr, bytes).is_ok());
+                let ret = if ok { ret } else { -(libc::EFAULT as i64) };
+                regs.skip_with(ret);
+                regs.set(pid)?;
+                immediate = Some(ret);
+            }
+            Action::Rewrite { scratch, args } => {
+                let mm = Rc::clone(&self.tasks[&pid].mm);
+                if mm.borrow().scratch.is_none() {
+                    // Map the scratch area first; the call re-executes and traps again.
+                    return self.inject_scratch(pid, regs, &mm);
+                }
+                let slot = mm.borrow_mut().slot(pid).expect("scratch mapped");
+                let bytes = scratch.finish(slot);
+                if bytes.len() as u64 > SLOT_SIZE || memory::write(pid, slot, &bytes).is_err() {
+                    let e = if bytes.len() as u64 > SLOT_SIZE {
+                        libc::E2BIG
+                    } else {
+                        libc::EFAULT
+                    };
+                    regs.skip_with(-(e as i64));
+                    immediate = Some(-(e as i64));
+                } else {
+                    for (i, a) in args {
+                        regs.set_arg(
+                            i,
+                            match a {
+                                Arg::Value(v) => v,
+                                Arg::Scratch(off) => slot + off as u64,
+                            },
+                        );
+                    }
+                }
+                regs.set(pid)?;
+            }
+        }
+        let task = self.tasks.get_mut(&pid).expect("task exists after decide");
+        if d.exe.is_some() {
+            task.pending_exe = d.exe;
+        }
+        if let Some(result) = immediate {
+            if self.tracer.wants_results() {
+                let _ = self.tracer.record(&Record {
+                    pid,
+                    syscall: name,
+                    logical: d.logical.as_deref(),
+                    physical: d.physical.as_deref(),
+                    result,
+                    duration: started.elapsed(),
+                });
+            }
+            return ptrace(libc::PTRACE_CONT, pid, 0);
+        }
+        if d.after.is_none() && !self.tracer.wants_results() {
+            return ptrace(libc::PTRACE_CONT, pid, 0);
+        }
+        task.in_flight = Some(InFlight {
+            after: d.after.unwrap_or(AfterExit::Record),
+            name,
+            logical: d.logical,
+            physical: d.physical,
+            started,
+        });
+        ptrace(libc::PTRACE_SYSCALL, pid, 0)
+    }
+
+    /// Turns the trapped call into an anonymous mmap of the scratch area, waits for its exit
+    /// stop, records the address and rewinds the thread so the original call runs again.
+    fn inject_scratch(
+        &mut self,
+        pid: i32,
+        saved: Regs,
+        mm: &Rc<RefCell<AddrSpace>>,
+    ) -> io::Result<()> {
+        let mut r = saved.clone();
+        r.set_nr(arch::number("mmap").expect("mmap"));
+        let args = [
+            0,
+            SCRATCH_SIZE,
+            (libc::PROT_READ | libc::PROT_WRITE) as u64,
+            (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE) as u64,
+            u64::MAX,
+            0,
+        ];
+        for (i, v) in args.into_iter().enumerate() {
+            r.set_arg(i, v);
+        }
+        r.set(pid)?;
+        ptrace(libc::PTRACE_SYSCALL, pid, 0)?;
+        let mut deferred = 0;
+        loop {
+            let (_, status) = wait(pid)?;
+            if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+                self.on_gone(pid, status);
+                return Ok(());
+            }
+            let sig = libc::WSTOPSIG(status);
+            if sig == libc::SIGTRAP | 0x80 {
+                break;
+            }
+            if status >> 16 == 0 {
+                deferred = sig;
+            }
+            ptrace(libc::PTRACE_SYSCALL, pid, 0)?;
+        }
+        let addr = Regs::get(pid)?.ret();
+        if addr < 0 {
+            eprintln!(
+                "roost: cannot map the scratch area in pid {pid}: errno {}",
+                -addr
+            );
+        } else {
+            mm.borrow_mut().scratch = Some(addr as u64);
+        }
+        let mut back = saved.clone();
+        back.restart(saved.nr());
+        back.set(pid)?;
+        ptrace(libc::PTRACE_CONT, pid, deferred as usize)
+    }
+}
