@@ -16,7 +16,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Buffer sizes for each direction of a connection.
 const READ_BUFFER: usize = 32 * 1024;
@@ -79,7 +79,14 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
         requests: 0,
         reason: String::new(),
     };
-    let _ = stream.set_read_timeout(Some(shared.limits.stall_timeout));
+    // Reads wake up at least once per idle timeout, so idleness is noticed in time; a stall
+    // mid-message is therefore never tolerated longer than the idle timeout either.
+    let wake = shared
+        .limits
+        .stall_timeout
+        .min(shared.limits.idle_timeout)
+        .max(Duration::from_millis(100));
+    let _ = stream.set_read_timeout(Some(wake));
     let _ = stream.set_write_timeout(Some(shared.limits.stall_timeout));
     let (Ok(read_half), Ok(write_half)) = (stream.try_clone(), stream.try_clone()) else {
         summary.reason = "cannot duplicate socket".into();
@@ -181,6 +188,7 @@ impl Session<'_> {
                         ],
                     );
                     self.send_error(ErrorCode::TooBig)?;
+                    self.writer.flush()?;
                     line.clear();
                 }
                 Ok(_) => {}
