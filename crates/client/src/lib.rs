@@ -1,1 +1,29 @@
 //! A Chirp client: connect, authenticate, and every RPC, with timeouts and pipelined bulk I/O.
+//!
+//! ```no_run
+//! use roost_client::{Client, Options};
+//! let mut c = Client::connect("127.0.0.1:9094", &Options::from_env()?)?;
+//! println!("I am {}", c.subject());
+//! let mut data = Vec::new();
+//! c.getfile("/hello.txt", &mut data)?;
+//! # Ok::<(), roost_client::Error>(())
+//! ```
+//!
+//! Blocking `std::net` sockets, no async runtime. [`Client`] holds one authenticated
+//! connection; [`ChirpUrl`] parses `chirp://host:port/path` and `/chirp/host:port/path`.
+
+mod auth;
+mod bulk;
+mod client;
+mod error;
+mod lines;
+mod socket;
+mod url;
+
+pub use auth::{Credentials, HmacKey};
+pub use client::{Client, Options};
+pub use error::{Error, Result};
+pub use roost_wire::auth::{Method, Subject};
+pub use roost_wire::{AclEntry, DirEntry, ErrorCode, OpenFlags, Stat, StatFs};
+pub use socket::Keepalive;
+pub use url::{split_host_port, ChirpUrl};

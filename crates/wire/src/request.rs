@@ -322,7 +322,7 @@ rpcs! {
     Putstream = "putstream" { path: Vec<u8> } => P::UntilClose, B::StreamIn;
     /// MD5 of a file: the result is 16, the raw digest follows.
     Md5 = "md5" { path: Vec<u8> } => P::None, B::Data;
-    /// Digest of a file with a named algorithm (`md5`, `sha1`, `sha256`); raw digest follows.
+    /// Digest of a file with a named algorithm (`md5`, `sha1`; roost adds `sha256`); raw digest follows.
     Hash = "hash" { algorithm: String, path: Vec<u8> } => P::None, B::Data;
     /// The client's subject, at most `length` bytes, no newline.
     Whoami = "whoami" { length: u64 } => P::None, B::Data;

@@ -1,0 +1,329 @@
+//! The client side of the authentication handshake (see `roost_wire::auth` for the lines).
+//!
+//! Methods are offered strongest first by default — `hmac` (when a key is configured), `unix`
+//! (only when the server is on this host: the challenge file must be visible to both), then
+//! `hostname` and `address` — because the server accepts the first method that succeeds and
+//! its ACLs are written for subjects. cctools' client orders its methods the same way.
+//!
+//! An `hmac` key is a name and a secret. `ROOST_HMAC_KEY` holds `<name> <secret>`, or
+//! `ROOST_HMAC_KEY_FILE` names a file whose first line holds it (the secret is the rest of
+//! the line after the first space, taken as bytes).
+
+use std::ffi::OsStr;
+use std::io::{BufRead, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use hmac::{Hmac, Mac};
+use roost_wire::auth::{self, Method, Subject};
+use sha2::Sha256;
+
+use crate::error::{Error, Result};
+use crate::lines::read_line;
+
+/// A shared secret for the `hmac` method.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HmacKey {
+    /// The key's name, which the server looks up and which becomes the subject `hmac:<name>`.
+    pub name: String,
+    /// The secret bytes.
+    pub secret: Vec<u8>,
+}
+
+impl std::fmt::Debug for HmacKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HmacKey")
+            .field("name", &self.name)
+            .field("secret", &"<hidden>")
+            .finish()
+    }
+}
+
+impl HmacKey {
+    /// Parses `<name> <secret>` (the first line of `text`).
+    pub fn parse(text: &[u8]) -> Result<HmacKey> {
+        let line = text.split(|&b| b == b'\n').next().unwrap_or_default();
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let bad = || Error::BadAddress("hmac key: expected `<name> <secret>`".to_string());
+        let space = line.iter().position(|&b| b == b' ').ok_or_else(bad)?;
+        let name = std::str::from_utf8(&line[..space]).map_err(|_| bad())?;
+        let secret = &line[space + 1..];
+        if !auth::is_valid_key_name(name) || secret.is_empty() {
+            return Err(bad());
+        }
+        Ok(HmacKey {
+            name: name.to_string(),
+            secret: secret.to_vec(),
+        })
+    }
+
+    /// Reads a key file.
+    pub fn from_file(path: &Path) -> Result<HmacKey> {
+        HmacKey::parse(&std::fs::read(path)?)
+    }
+
+    /// The key named by `ROOST_HMAC_KEY` or `ROOST_HMAC_KEY_FILE`, if either is set.
+    pub fn from_env() -> Option<Result<HmacKey>> {
+        if let Some(v) = std::env::var_os("ROOST_HMAC_KEY") {
+            return Some(HmacKey::parse(v.as_bytes()));
+        }
+        std::env::var_os("ROOST_HMAC_KEY_FILE").map(|p| HmacKey::from_file(Path::new(&p)))
+    }
+
+    /// HMAC-SHA256 of the nonce's hex text under this key.
+    pub fn tag(&self, nonce_hex: &str) -> Vec<u8> {
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC accepts keys of any length");
+        mac.update(nonce_hex.as_bytes());
+        mac.finalize().into_bytes().to_vec()
+    }
+}
+
+/// Which methods to offer, in order, and the secrets they need.
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    /// Methods in the order offered. `hmac` is skipped without a key, `unix` when the server
+    /// is not on this host.
+    pub methods: Vec<Method>,
+    /// The key for `hmac`.
+    pub hmac_key: Option<HmacKey>,
+}
+
+impl Credentials {
+    /// The default order with no key.
+    pub fn new() -> Credentials {
+        Credentials {
+            methods: vec![
+                Method::Hmac,
+                Method::Unix,
+                Method::Hostname,
+                Method::Address,
+            ],
+            hmac_key: None,
+        }
+    }
+
+    /// The default order, with the key from the environment if one is configured.
+    pub fn from_env() -> Result<Credentials> {
+        let mut creds = Credentials::new();
+        creds.hmac_key = HmacKey::from_env().transpose()?;
+        Ok(creds)
+    }
+
+    /// Only these methods, in this order.
+    pub fn only(methods: &[Method]) -> Credentials {
+        Credentials {
+            methods: methods.to_vec(),
+            hmac_key: None,
+        }
+    }
+
+    /// The same credentials with an `hmac` key.
+    pub fn with_key(mut self, key: HmacKey) -> Credentials {
+        self.hmac_key = Some(key);
+        self
+    }
+}
+
+impl Default for Credentials {
+    fn default() -> Credentials {
+        Credentials::new()
+    }
+}
+
+fn send<W: Write>(w: &mut W, bytes: &[u8]) -> Result<()> {
+    w.write_all(bytes)?;
+    w.flush()?;
+    Ok(())
+}
+
+fn read_yes_no<R: BufRead>(r: &mut R) -> Result<bool> {
+    Ok(auth::parse_yes_no(&read_line(r, auth::AUTH_LINE_MAX)?)?)
+}
+
+/// The `unix` method after the server's `yes`: create the named file, report, clean up.
+fn prove_unix<R: BufRead, W: Write>(r: &mut R, w: &mut W) -> Result<bool> {
+    let path = auth::parse_challenge(&read_line(r, auth::AUTH_LINE_MAX)?)?;
+    let path = Path::new(OsStr::from_bytes(&path));
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOCTTY)
+        .open(path);
+    if created.is_err() {
+        send(w, auth::NO)?;
+        return Ok(false);
+    }
+    let verdict = send(w, auth::YES).and_then(|()| read_yes_no(r));
+    let _ = std::fs::remove_file(path);
+    verdict
+}
+
+/// The `hmac` method after the server's `yes`: answer the nonce with the key's tag.
+fn prove_hmac<R: BufRead, W: Write>(r: &mut R, w: &mut W, key: &HmacKey) -> Result<bool> {
+    let nonce = auth::parse_nonce_line(&read_line(r, auth::AUTH_LINE_MAX)?)?;
+    send(w, &auth::response_line(&key.name, &key.tag(&nonce))?)?;
+    read_yes_no(r)
+}
+
+/// Runs the handshake: offers each usable method in order until one succeeds, and returns
+/// the subject the server assigned. `peer_is_local` says whether `unix` can work.
+pub fn authenticate<R: BufRead, W: Write>(
+    r: &mut R,
+    w: &mut W,
+    creds: &Credentials,
+    peer_is_local: bool,
+) -> Result<Subject> {
+    let mut tried = Vec::new();
+    for &method in &creds.methods {
+        let key = creds.hmac_key.as_ref();
+        if (method == Method::Hmac && key.is_none()) || (method == Method::Unix && !peer_is_local) {
+            continue;
+        }
+        tried.push(method.name().to_string());
+        send(w, &method.offer_line())?;
+        if !read_yes_no(r)? {
+            continue;
+        }
+        let accepted = match (method, key) {
+            (Method::Unix, _) => prove_unix(r, w)?,
+            (Method::Hmac, Some(key)) => prove_hmac(r, w, key)?,
+            _ => read_yes_no(r)?,
+        };
+        if !accepted {
+            continue;
+        }
+        // The closing `yes`, method and name; cctools' client accepts anything but `yes` as
+        // "not authorized to continue" and moves on, and so do we.
+        if !read_yes_no(r)? {
+            continue;
+        }
+        let m = read_line(r, auth::AUTH_LINE_MAX)?;
+        let name = read_line(r, auth::AUTH_LINE_MAX)?;
+        return Ok(Subject::new(
+            &String::from_utf8_lossy(&m),
+            &String::from_utf8_lossy(&name),
+        ));
+    }
+    Err(Error::AuthFailed(tried))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    fn run(creds: &Credentials, server: &[u8], local: bool) -> (Result<Subject>, String) {
+        let mut r = Cursor::new(server.to_vec());
+        let mut w = Vec::new();
+        let res = authenticate(&mut r, &mut w, creds, local);
+        (res, String::from_utf8(w).unwrap())
+    }
+
+    #[test]
+    fn address_handshake_matches_cctools_bytes() {
+        let creds = Credentials::only(&[Method::Address]);
+        let (subject, sent) = run(&creds, b"yes\nyes\nyes\naddress\n127.0.0.1\n", true);
+        assert_eq!(subject.unwrap().to_string(), "address:127.0.0.1");
+        assert_eq!(sent, "address\n");
+    }
+
+    #[test]
+    fn refused_methods_fall_through_to_the_next() {
+        let creds = Credentials::only(&[Method::Hostname, Method::Address]);
+        let (subject, sent) = run(&creds, b"no\nyes\nyes\nyes\naddress\n10.0.0.1\n", true);
+        assert_eq!(subject.unwrap().to_string(), "address:10.0.0.1");
+        assert_eq!(sent, "hostname\naddress\n");
+    }
+
+    #[test]
+    fn a_rejected_verdict_falls_through_too() {
+        let creds = Credentials::only(&[Method::Hostname, Method::Address]);
+        let (subject, _) = run(&creds, b"yes\nno\nyes\nyes\nyes\naddress\n10.0.0.1\n", true);
+        assert_eq!(subject.unwrap().name, "10.0.0.1");
+    }
+
+    #[test]
+    fn all_refused_is_auth_failed_naming_the_methods() {
+        let creds = Credentials::only(&[Method::Hostname, Method::Address]);
+        let (subject, _) = run(&creds, b"no\nno\n", true);
+        let err = subject.unwrap_err();
+        assert!(matches!(&err, Error::AuthFailed(t) if t == &["hostname", "address"]));
+        assert_eq!(err.errno(), libc::EACCES);
+    }
+
+    #[test]
+    fn hmac_answers_the_nonce_with_the_tag() {
+        let key = HmacKey {
+            name: "ci".into(),
+            secret: b"s3cret".to_vec(),
+        };
+        let nonce = "ab".repeat(32);
+        let creds = Credentials::only(&[Method::Hmac]).with_key(key.clone());
+        let server = format!("yes\n{nonce}\nyes\nyes\nhmac\nci\n");
+        let (subject, sent) = run(&creds, server.as_bytes(), false);
+        assert_eq!(subject.unwrap().to_string(), "hmac:ci");
+        let tag = roost_wire::hex::encode(&key.tag(&nonce));
+        assert_eq!(sent, format!("hmac\nci {tag}\n"));
+    }
+
+    #[test]
+    fn hmac_tag_is_rfc4231_hmac_sha256() {
+        // RFC 4231 test case 2.
+        let key = HmacKey {
+            name: "k".into(),
+            secret: b"Jefe".to_vec(),
+        };
+        let tag = key.tag("what do ya want for nothing?");
+        assert_eq!(
+            roost_wire::hex::encode(&tag),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn hmac_is_skipped_without_a_key_and_unix_when_remote() {
+        let creds = Credentials::new();
+        let (subject, sent) = run(&creds, b"yes\nyes\nyes\nhostname\nh.example.org\n", false);
+        assert_eq!(subject.unwrap().to_string(), "hostname:h.example.org");
+        assert_eq!(sent, "hostname\n");
+    }
+
+    #[test]
+    fn unix_creates_the_challenge_file_and_removes_it() {
+        let dir = std::env::temp_dir().join(format!("roost-auth-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let challenge = dir.join("challenge.1");
+        let creds = Credentials::only(&[Method::Unix]);
+        let server = format!("yes\n{}\nyes\nyes\nunix\nalice\n", challenge.display());
+        let (subject, sent) = run(&creds, server.as_bytes(), true);
+        assert_eq!(subject.unwrap().to_string(), "unix:alice");
+        assert_eq!(sent, "unix\nyes\n");
+        assert!(!challenge.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unix_declines_a_challenge_it_cannot_meet() {
+        let creds = Credentials::only(&[Method::Unix, Method::Address]);
+        let server = b"yes\n/nonexistent-dir/challenge\nyes\nyes\nyes\naddress\n1.2.3.4\n";
+        let (subject, sent) = run(&creds, server, true);
+        assert_eq!(subject.unwrap().to_string(), "address:1.2.3.4");
+        assert_eq!(sent, "unix\nno\naddress\n");
+    }
+
+    #[test]
+    fn key_parsing() {
+        let k = HmacKey::parse(b"build s3 cret\nignored").unwrap();
+        assert_eq!(
+            (k.name.as_str(), k.secret.as_slice()),
+            ("build", &b"s3 cret"[..])
+        );
+        assert!(HmacKey::parse(b"nospace").is_err());
+        assert!(HmacKey::parse(b"bad/name x").is_err());
+        assert!(HmacKey::parse(b"name ").is_err());
+        assert!(!format!("{k:?}").contains("s3"));
+    }
+}
