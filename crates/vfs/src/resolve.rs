@@ -6,7 +6,7 @@
 
 use crate::mount::{Mapped, MountTable};
 use crate::path::components;
-use crate::Errno;
+use crate::{Driver, Errno};
 use std::collections::HashMap;
 
 /// The most symlinks one walk follows before failing with ELOOP (as Linux).
@@ -31,6 +31,9 @@ pub struct Resolved {
     pub logical: Vec<u8>,
     /// True when the walk followed at least one symlink.
     pub followed_symlink: bool,
+    /// True when some name on the way (or the result) lies under a mount: otherwise the
+    /// kernel, resolving the same path physically, finds the same object.
+    pub via_mount: bool,
 }
 
 /// The mount table plus the resolution cache.
@@ -71,6 +74,16 @@ impl Namespace {
             self.hits += 1;
             return Ok(node.clone());
         }
+        if !self.table.covers(logical) {
+            // Unmapped: ask the local file system directly.
+            self.misses += 1;
+            let node = match crate::LocalDriver.readlink(logical) {
+                Ok(target) => Node::Link(target),
+                Err(_) => Node::Plain,
+            };
+            self.remember(logical, &node);
+            return Ok(node);
+        }
         self.misses += 1;
         let node = match self.table.map(logical) {
             Mapped::Deny => return Err(libc::EACCES),
@@ -80,11 +93,15 @@ impl Namespace {
                 Err(_) => Node::Plain,
             },
         };
+        self.remember(logical, &node);
+        Ok(node)
+    }
+
+    fn remember(&mut self, logical: &[u8], node: &Node) {
         if self.cache.len() >= CACHE_LIMIT {
             self.cache.clear();
         }
         self.cache.insert(logical.to_vec(), node.clone());
-        Ok(node)
     }
 
     /// Walks `path` (absolute, logical). `follow_last` says whether a final symlink is
@@ -95,6 +112,7 @@ impl Namespace {
         let mut resolved: Vec<u8> = Vec::with_capacity(path.len());
         let mut links = 0;
         let mut followed = false;
+        let mut via_mount = false;
         while let Some(comp) = pending.pop() {
             match comp.as_slice() {
                 b"." => continue,
@@ -108,6 +126,7 @@ impl Namespace {
             let base = resolved.len();
             resolved.push(b'/');
             resolved.extend_from_slice(&comp);
+            via_mount = via_mount || self.table.covers(&resolved);
             let last = pending.iter().all(|c| c == b".");
             if last && !follow_last && !trailing_slash {
                 // Still refuse names below a DENY/ENOENT mount.
@@ -131,9 +150,11 @@ impl Namespace {
         if resolved.is_empty() {
             resolved.push(b'/');
         }
+        via_mount = via_mount || self.table.covers(&resolved);
         Ok(Resolved {
             logical: resolved,
             followed_symlink: followed,
+            via_mount,
         })
     }
 
@@ -176,6 +197,8 @@ mod tests {
         let r = ns.walk(b"/data/link/f", true).unwrap();
         assert_eq!(r.logical, b"/data/real/f");
         assert!(r.followed_symlink);
+        assert!(r.via_mount);
+        assert!(!ns.walk(b"/usr/bin", true).unwrap().via_mount);
         let phys_f = ns.map(&r.logical).local_path().unwrap().to_vec();
         assert_eq!(phys_f, bytes(&phys.join("real/f")));
         // Not following the last component names the link itself.

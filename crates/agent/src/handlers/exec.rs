@@ -71,15 +71,19 @@ pub fn elf_interpreter(driver: &dyn Driver, path: &[u8], head: &[u8]) -> Option<
     None
 }
 
-/// Resolves a program path to (logical, physical), following symlinks.
-fn locate(ctx: &mut Ctx<'_>, logical_in: &[u8], follow: bool) -> Result<(Vec<u8>, Vec<u8>), i32> {
+/// Resolves a program path to (logical, physical, whether a mount was involved).
+fn locate(
+    ctx: &mut Ctx<'_>,
+    logical_in: &[u8],
+    follow: bool,
+) -> Result<(Vec<u8>, Vec<u8>, bool), i32> {
     let walked = ctx.ns.walk(logical_in, follow)?;
     let physical = match ctx.ns.map(&walked.logical) {
         Mapped::Deny => return Err(libc::EACCES),
         Mapped::Enoent => return Err(libc::ENOENT),
         m => m.local_path().ok_or(libc::ENOSYS)?.to_vec(),
     };
-    Ok((walked.logical, physical))
+    Ok((walked.logical, physical, walked.via_mount))
 }
 
 /// Handles execve (`dirfd`/`flags` None) and execveat.
@@ -120,7 +124,7 @@ pub fn handle(
     } else {
         path.clone()
     };
-    let (mut logical, mut physical) =
+    let (mut logical, mut physical, mut touched) =
         match locate(ctx, &logical_in, flags & AT_SYMLINK_NOFOLLOW == 0) {
             Ok(x) => x,
             Err(e) => return Decision::fail(e),
@@ -147,7 +151,10 @@ pub fn handle(
             argv0 = Some(interp.clone());
             let interp_logical = join(&ctx.fs.logical, &interp);
             match locate(ctx, &interp_logical, true) {
-                Ok((l, p)) => (logical, physical) = (l, p),
+                Ok((l, p, via)) => {
+                    (logical, physical) = (l, p);
+                    touched |= via;
+                }
                 Err(e) => return Decision::fail(e),
             }
             name = interp;
@@ -155,7 +162,7 @@ pub fn handle(
         }
         if let Some(interp) = elf_interpreter(&driver, &physical, &head) {
             match locate(ctx, &join(b"/", &interp), true) {
-                Ok((l, p)) if p != interp => loader = Some((l, p)),
+                Ok((l, p, true)) => loader = Some((l, p)),
                 Ok(_) => {}
                 Err(e) => return Decision::fail(e),
             }
@@ -166,6 +173,10 @@ pub fn handle(
     d.logical = Some(logical.clone());
     d.physical = Some(physical.clone());
     d.exe = Some(logical);
+    if !touched && loader.is_none() {
+        // No mount involved anywhere: the kernel resolves exactly what roost would.
+        return d;
+    }
     let kernel_view = if path.first() == Some(&b'/') {
         Some(&path)
     } else {

@@ -237,6 +237,15 @@ pub fn resolve_path(
     if path.ends_with(b"/") && !physical.ends_with(b"/") {
         physical.push(b'/');
     }
+    let same_base = match &base_physical {
+        Some(base) => !relative || dirfd != AT_FDCWD || *base == ctx.fs.logical,
+        None => true,
+    };
+    if !walked.via_mount && same_base && dirfd == AT_FDCWD {
+        return Resolution::Pass {
+            logical: walked.logical,
+        };
+    }
     let kernel_view = match &base_physical {
         Some(base) => join(base, path),
         None => path.to_vec(),
