@@ -184,13 +184,11 @@ pub fn fd_path(pid: i32, fd: i64) -> Option<Vec<u8>> {
     (b.first() == Some(&b'/')).then_some(b)
 }
 
-/// The logical name of a local physical path (for dirfds, `/proc/*/cwd`, ...).
+/// The logical name of a local physical path (for dirfds, `/proc/*/cwd`, ...): through the
+/// mount with the longest matching physical root, else the path itself. Either way the name
+/// maps back to the same physical path, which is what resolution relative to it needs.
 pub fn logical_of_physical(ns: &Namespace, physical: &[u8]) -> Vec<u8> {
-    if ns.table().covers(physical) {
-        ns.table().reverse(physical)
-    } else {
-        physical.to_vec()
-    }
+    ns.table().reverse(physical)
 }
 
 /// Resolves `path` (relative to `dirfd`, or the cwd) for a call that follows a final

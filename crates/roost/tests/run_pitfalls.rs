@@ -1,0 +1,206 @@
+//! The agent's pitfalls (DESIGN.md), one test each: a C program (run_support/pitfalls.c)
+//! runs under `roost run` with a temporary directory mounted at `/m`, and its observations
+//! must be those of a correct namespace.
+
+mod run_support;
+use run_support::*;
+
+/// A tree mounted at /m: f, sub/g, real/f, an echo binary and the pitfalls binary.
+fn m_tree(tag: &str) -> Tree {
+    let t = Tree::new(tag);
+    t.write("f", "hello\n");
+    t.write("sub/g", "sub g\n");
+    t.write("real/f", "real f\n");
+    std::fs::copy("/bin/echo", t.path("echo")).unwrap();
+    std::fs::copy(compiled("pitfalls"), t.path("pitfalls")).unwrap();
+    std::os::unix::fs::symlink("/m/real", t.path("dirlink")).unwrap();
+    t
+}
+
+/// Runs `/m/pitfalls MODE` with the tree at /m; returns (stdout, exit code).
+fn pitfall(t: &Tree, args: &[&str]) -> (String, i32) {
+    let mount = format!("/m={}", t.s());
+    let mut all = vec!["--mount", &mount, "--", "/m/pitfalls"];
+    all.extend_from_slice(args);
+    let o = run(&all);
+    (stdout(&o) + &stderr(&o), o.status.code().unwrap_or(-1))
+}
+
+#[test]
+fn openat2_resolves_through_the_mount_and_keeps_resolve_beneath() {
+    let t = m_tree("openat2");
+    let (out, code) = pitfall(&t, &["openat2"]);
+    assert_eq!(out, "hello\nsub g\nescape: Invalid cross-device link\n");
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn fexecve_runs_the_mounted_binary() {
+    let t = m_tree("fexecve");
+    assert_eq!(pitfall(&t, &["fexecve"]), ("from fexecve\n".into(), 0));
+}
+
+#[test]
+fn execveat_with_a_dirfd_in_the_mount() {
+    let t = m_tree("execveat");
+    assert_eq!(pitfall(&t, &["execveat"]), ("from execveat\n".into(), 0));
+}
+
+#[test]
+fn statx_sees_mounted_files() {
+    let t = m_tree("statx");
+    assert_eq!(
+        pitfall(&t, &["statx"]),
+        ("size 6\nmissing: No such file or directory\n".into(), 0)
+    );
+}
+
+#[test]
+fn faccessat2_checks_mounted_files() {
+    let t = m_tree("faccessat2");
+    assert_eq!(
+        pitfall(&t, &["faccessat2"]),
+        ("f: ok\nnope: No such file or directory\n".into(), 0)
+    );
+}
+
+#[test]
+fn fchmodat2_changes_the_physical_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = m_tree("fchmodat2");
+    assert_eq!(pitfall(&t, &["fchmodat2"]), ("fchmodat2: ok\n".into(), 0));
+    let mode = std::fs::metadata(t.path("f")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn at_empty_path_names_the_fd() {
+    let t = m_tree("emptypath");
+    assert_eq!(pitfall(&t, &["empty_path"]), ("size 6\n".into(), 0));
+}
+
+#[test]
+fn proc_self_exe_shows_the_logical_path() {
+    let t = m_tree("procexe");
+    assert_eq!(pitfall(&t, &["proc_self"]), ("exe /m/pitfalls\n".into(), 0));
+}
+
+#[test]
+fn exec_from_a_non_main_thread() {
+    let t = m_tree("threadexec");
+    assert_eq!(pitfall(&t, &["thread_exec"]), ("from thread\n".into(), 0));
+}
+
+#[test]
+fn vfork_child_execs_through_the_namespace() {
+    let t = m_tree("vfork");
+    assert_eq!(
+        pitfall(&t, &["vfork"]),
+        ("from vfork\nchild exit 0\n".into(), 0)
+    );
+}
+
+#[test]
+fn clone3_thread_opens_a_mounted_file() {
+    let t = m_tree("clone3");
+    assert_eq!(pitfall(&t, &["clone3"]), ("thread read: hello\n".into(), 0));
+}
+
+#[test]
+fn signals_are_delivered_and_exit_codes_kept() {
+    let t = m_tree("signals");
+    assert_eq!(
+        pitfall(&t, &["signal", "handler"]),
+        ("handled 1\n".into(), 3)
+    );
+    assert_eq!(pitfall(&t, &["signal", "segv"]).1, 128 + 11);
+    assert_eq!(pitfall(&t, &["signal", "term"]).1, 128 + 15);
+}
+
+#[test]
+fn rename_and_link_across_file_systems_give_exdev() {
+    let a = Tree::new("exdev-a");
+    let b = Tree::under(std::path::Path::new("/dev/shm"), "exdev-b");
+    a.write("f", "x");
+    let o = run(&[
+        "--mount",
+        &format!("/a={}", a.s()),
+        "--mount",
+        &format!("/b={}", b.s()),
+        "--",
+        compiled("pitfalls").to_str().unwrap(),
+        "exdev",
+    ]);
+    assert_eq!(
+        stdout(&o),
+        "rename: Invalid cross-device link\nlink: Invalid cross-device link\nsame mount: ok\n"
+    );
+    assert!(a.path("f2").exists());
+}
+
+#[test]
+fn absolute_symlinks_inside_a_mount_are_logical() {
+    let t = m_tree("symlink");
+    assert_eq!(
+        pitfall(&t, &["symlink"]),
+        (
+            "real f\ntarget /m/real/f\nlstat link: symlink\nreal f\n".into(),
+            0
+        )
+    );
+    // The physical link holds the logical target, meaningless outside the namespace.
+    assert_eq!(
+        std::fs::read_link(t.path("link")).unwrap(),
+        std::path::Path::new("/m/real/f")
+    );
+}
+
+#[test]
+fn af_unix_paths_go_through_the_mount() {
+    let t = m_tree("unix");
+    assert_eq!(
+        pitfall(&t, &["unix"]),
+        ("stream ok\nsendto ok\nsendmsg ok\n".into(), 0)
+    );
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata(t.path("sock"))
+        .unwrap()
+        .file_type()
+        .is_socket());
+}
+
+#[test]
+fn cwd_inside_a_mount() {
+    let t = m_tree("cwd");
+    assert_eq!(
+        pitfall(&t, &["cwd"]),
+        (
+            "getcwd /m/sub\nproc cwd /m/sub\nsub g\nhello\nafter .. /m\nafter fchdir /m/sub\n"
+                .into(),
+            0
+        )
+    );
+}
+
+#[test]
+fn relative_dirfds_resolve_logically() {
+    let t = m_tree("dirfd");
+    assert_eq!(
+        pitfall(&t, &["dirfd"]),
+        ("sub g\nhello\nsub g\nfstatat: ok\n".into(), 0)
+    );
+}
+
+#[test]
+fn mount_and_io_uring_are_refused() {
+    let t = m_tree("refused");
+    assert_eq!(
+        pitfall(&t, &["refused"]),
+        (
+            "mount: Operation not permitted\numount2: Operation not permitted\n\
+             io_uring_setup: Function not implemented\nacct: Operation not permitted\n"
+                .into(),
+            0
+        )
+    );
+}

@@ -1,0 +1,97 @@
+//! Shared helpers of the `roost run` integration tests: the real `roost` binary, scratch
+//! trees that remove themselves, and C test programs compiled with gcc at test time.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The `roost` binary under test.
+pub fn roost() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_roost"))
+}
+
+/// A temporary directory, removed on drop.
+pub struct Tree {
+    pub root: PathBuf,
+}
+
+impl Tree {
+    pub fn new(tag: &str) -> Tree {
+        Tree::under(&std::env::temp_dir(), tag)
+    }
+
+    pub fn under(base: &Path, tag: &str) -> Tree {
+        let root = base.join(format!("roost-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        Tree { root }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// Writes a file (creating parents).
+    pub fn write(&self, rel: &str, data: &str) -> PathBuf {
+        let p = self.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, data).unwrap();
+        p
+    }
+
+    /// Writes an executable file.
+    pub fn script(&self, rel: &str, data: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = self.write(rel, data);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    pub fn s(&self) -> String {
+        self.root.display().to_string()
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// Compiles a C file of `run_support/` once per test process; returns the binary.
+pub fn compiled(name: &str) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("roost-test-bin-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    });
+    let out = dir.join(name);
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _g = LOCK.lock().unwrap();
+    if !out.exists() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/run_support/{name}.c"));
+        let st = Command::new("gcc")
+            .args(["-O1", "-Wall", "-pthread", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .status()
+            .expect("gcc");
+        assert!(st.success(), "gcc {}", src.display());
+    }
+    out
+}
+
+/// Runs `roost run ARGS...` and returns its output.
+pub fn run(args: &[&str]) -> Output {
+    roost().arg("run").args(args).output().expect("run roost")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
