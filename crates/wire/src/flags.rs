@@ -38,6 +38,7 @@ impl OpenFlags {
     };
 
     /// Parses the letters; any byte outside `rwatcxs` is an error, and so is an empty set.
+    /// A set with neither `r` nor `w` is read-only and comes back with `read` set.
     pub fn from_letters(letters: &[u8]) -> Result<OpenFlags, WireError> {
         if letters.is_empty() {
             return Err(WireError::BadArgument("flags"));
@@ -56,6 +57,8 @@ impl OpenFlags {
             };
             *slot = true;
         }
+        // Neither `r` nor `w` means read-only, as in cctools; say so explicitly.
+        f.read |= !f.write;
         Ok(f)
     }
 
@@ -134,6 +137,14 @@ mod tests {
     fn any_order_is_accepted() {
         let f = OpenFlags::from_letters(b"ctw").unwrap();
         assert!(f.write && f.create && f.truncate && !f.read);
+    }
+
+    #[test]
+    fn neither_read_nor_write_means_read_only() {
+        let f = OpenFlags::from_letters(b"a").unwrap();
+        assert!(f.read && !f.write && f.append);
+        assert_eq!(f.to_letters(), "ra");
+        assert_eq!(f.to_libc() & libc::O_ACCMODE, libc::O_RDONLY);
     }
 
     #[test]

@@ -216,6 +216,11 @@ macro_rules! rpcs {
                         $( out.push(b' '); Arg::write($field, stringify!($field), out)?; )*
                     } )*
                     Request::Unsupported { args, .. } => {
+                        // Raw words: they must still be words (no spaces or control bytes).
+                        let is_word = |a: &Vec<u8>| !a.is_empty() && a.iter().all(|&b| b > b' ' && b != 0x7f);
+                        if !args.iter().all(is_word) {
+                            return Err(WireError::BadArgument("args"));
+                        }
                         for a in args {
                             out.push(b' ');
                             out.extend_from_slice(a);

@@ -347,6 +347,13 @@ fn cctools_only_rpcs_are_unsupported_not_unknown() {
 }
 
 #[test]
+fn unsupported_requests_with_control_bytes_in_words_are_not_rewritten() {
+    // Found by the fuzzer: a trailing \r in a raw word would be eaten on the way back.
+    let req = Request::parse(b"ticket_register \r[ &5 1\x03&\r ").unwrap();
+    assert_eq!(req.to_line(), Err(WireError::BadArgument("args")));
+}
+
+#[test]
 fn unknown_words_are_parse_errors_answered_invalid_request() {
     let err = p("frobnicate 1").unwrap_err();
     assert_eq!(err, WireError::UnknownRpc("frobnicate".into()));
