@@ -1,0 +1,259 @@
+//! `roost run` as a command: exit codes, shell-like errors, mount lists (files, variables,
+//! DENY, ENOENT, single-file mounts, `/` remapped), nested `#!` interpreters, tracing and
+//! the summary, and the explanation when ptrace is unavailable.
+
+mod run_support;
+use run_support::*;
+
+#[test]
+fn exit_codes_follow_the_shell() {
+    assert_eq!(run(&["--", "sh", "-c", "exit 7"]).status.code(), Some(7));
+    assert_eq!(
+        run(&["--", "sh", "-c", "kill -KILL $$"]).status.code(),
+        Some(137)
+    );
+    assert_eq!(run(&["--", "true"]).status.code(), Some(0));
+}
+
+#[test]
+fn missing_program_is_127_with_the_shell_message() {
+    let o = run(&["--", "no-such-program-roost"]);
+    assert_eq!(o.status.code(), Some(127));
+    assert_eq!(
+        stderr(&o),
+        "roost: no-such-program-roost: command not found\n"
+    );
+    let o = run(&["--", "/nonexistent/prog"]);
+    assert_eq!(o.status.code(), Some(127));
+    assert!(stderr(&o).contains("/nonexistent/prog: No such file or directory"));
+}
+
+#[test]
+fn programs_found_on_path_inside_a_mount() {
+    let t = Tree::new("pathsearch");
+    t.script("mytool", "#!/bin/sh\necho tool ran \"$@\"\n");
+    let o = roost()
+        .args([
+            "run",
+            "--mount",
+            &format!("/opt/tools={}", t.s()),
+            "--",
+            "mytool",
+            "x",
+        ])
+        .env("PATH", "/opt/tools:/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&o), "tool ran x\n");
+}
+
+#[test]
+fn bad_mount_file_line_names_file_and_line() {
+    let t = Tree::new("badmount");
+    let f = t.write("mounts", "# ok\n/a /tmp\n/b\n");
+    let o = run(&["--mount-file", f.to_str().unwrap(), "--", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("{}:3: \"/b\" has no physical path", f.display())),
+        "{err}"
+    );
+    let f = t.write("mounts2", "/a $ROOST_SURELY_UNSET\n");
+    let o = run(&["--mount-file", f.to_str().unwrap(), "--", "true"]);
+    assert!(stderr(&o).contains(":1: variable $ROOST_SURELY_UNSET is not set"));
+}
+
+#[test]
+fn mount_file_variables_deny_enoent_and_file_mounts() {
+    let t = Tree::new("mountfile");
+    t.write("data/in.txt", "input\n");
+    t.write("secret/key", "k\n");
+    let list = format!(
+        "# per-job namespace\n/in ${{ROOT}}/data\n/out.txt $ROOT/out.$N.txt\n/secret DENY\n/etc/passwd ENOENT\n"
+    );
+    let f = t.write("mounts", &list);
+    let o = roost()
+        .args(["run", "--mount-file", f.to_str().unwrap(), "--", "sh", "-c"])
+        .arg(
+            "cat /in/in.txt; echo result > /out.txt; cat /secret/key 2>&1 | sed 's/.*: //'; \
+             cat /etc/passwd 2>&1 | sed 's/.*: //'",
+        )
+        .env("ROOT", t.s())
+        .env("N", "4")
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout(&o),
+        "input\nPermission denied\nNo such file or directory\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.path("out.4.txt")).unwrap(),
+        "result\n"
+    );
+}
+
+#[test]
+fn longest_prefix_wins_and_later_mounts_override() {
+    let a = Tree::new("prefix-a");
+    let b = Tree::new("prefix-b");
+    a.write("x", "from a\n");
+    a.write("inner/x", "from a inner\n");
+    b.write("x", "from b\n");
+    let o = run(&[
+        "--mount",
+        &format!("/d={}", a.s()),
+        "--mount",
+        &format!("/d/inner={}", b.s()),
+        "--",
+        "sh",
+        "-c",
+        "cat /d/x /d/inner/x",
+    ]);
+    assert_eq!(stdout(&o), "from a\nfrom b\n");
+}
+
+#[test]
+fn root_can_be_remapped() {
+    let root = Tree::new("newroot");
+    root.write("hello", "from the new root\n");
+    let mut args = vec![format!("/={}", root.s())];
+    for d in ["/usr", "/bin", "/lib", "/lib64", "/etc"] {
+        if std::path::Path::new(d).exists() {
+            args.push(format!("{d}={d}"));
+        }
+    }
+    let mut cmd = roost();
+    cmd.arg("run");
+    for a in &args {
+        cmd.args(["--mount", a]);
+    }
+    let o = cmd
+        .args(["--", "/bin/sh", "-c", "cat /hello; ls / | grep -c hello"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&o), "from the new root\n1\n", "{}", stderr(&o));
+}
+
+#[test]
+fn elf_interpreter_is_resolved_through_the_namespace() {
+    // A private copy of the dynamic loader mounted over /lib64: exec must use it (the
+    // kernel alone would load the host's) and /proc/self/exe must still name the program.
+    let t = Tree::new("ptinterp");
+    std::fs::copy(
+        "/lib64/ld-linux-x86-64.so.2",
+        t.path("ld-linux-x86-64.so.2"),
+    )
+    .unwrap();
+    let mount = format!("/lib64={}", t.s());
+    let o = run(&[
+        "--mount",
+        &mount,
+        "--",
+        "/usr/bin/readlink",
+        "/proc/self/exe",
+    ]);
+    assert_eq!(stdout(&o), "/usr/bin/readlink\n", "{}", stderr(&o));
+    let o = run(&["--mount", &mount, "--", "/usr/bin/cat", "/proc/self/maps"]);
+    let loader = format!("{}/ld-linux-x86-64.so.2", t.s());
+    assert!(
+        stdout(&o).contains(&loader),
+        "the mounted loader is mapped: {}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn nested_shebangs_with_arguments_through_mounts() {
+    let tools = Tree::new("shebang-tools");
+    let src = Tree::new("shebang-src");
+    tools.script("outer", "#!/tools/inner -x\n");
+    tools.script("inner", "#!/bin/sh\necho \"argv: $0 $*\"\n");
+    src.script("script", "#!/tools/outer\n");
+    let o = run(&[
+        "--mount",
+        &format!("/tools={}", tools.s()),
+        "--mount",
+        &format!("/src={}", src.s()),
+        "--",
+        "/src/script",
+        "a",
+        "b",
+    ]);
+    // What Linux builds natively for the same chain: inner gets "-x /tools/outer /src/script a b".
+    assert_eq!(
+        stdout(&o),
+        format!("argv: {} -x /tools/outer /src/script a b\n", "/tools/inner")
+    );
+}
+
+#[test]
+fn trace_writes_json_lines_with_both_paths() {
+    let t = Tree::new("trace");
+    t.write("data/f", "x\n");
+    let trace = t.path("trace.json");
+    let o = run(&[
+        "--trace",
+        trace.to_str().unwrap(),
+        "--mount",
+        &format!("/data={}/data", t.s()),
+        "--",
+        "cat",
+        "/data/f",
+        "/data/missing",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let ok = format!(
+        "\"syscall\":\"openat\",\"logical\":\"/data/f\",\"physical\":\"{}/data/f\",\"result\":3",
+        t.s()
+    );
+    assert!(text.contains(&ok), "{text}");
+    assert!(
+        text.contains("\"logical\":\"/data/missing\"") && text.contains("\"result\":-2"),
+        "{text}"
+    );
+    for line in text.lines() {
+        assert!(
+            line.starts_with("{\"pid\":") && line.contains("\"duration_us\":"),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn summary_tables_by_operation_and_prefix() {
+    let t = Tree::new("summary");
+    t.write("f", "x\n");
+    let o = run(&[
+        "--summary",
+        "--mount",
+        &format!("/data={}", t.s()),
+        "--",
+        "cat",
+        "/data/f",
+    ]);
+    let err = stderr(&o);
+    assert!(
+        err.contains("operation") && err.contains("path prefix"),
+        "{err}"
+    );
+    let openat = err
+        .lines()
+        .find(|l| l.starts_with("openat "))
+        .expect("openat row");
+    let count: u64 = openat.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(count >= 2, "{openat}");
+    assert!(err.lines().any(|l| l.starts_with("/data/f ")), "{err}");
+}
+
+#[test]
+fn ptrace_unavailable_is_explained() {
+    // Inside roost run the program is already traced, so a nested roost cannot seize its
+    // own child: the same EPERM a container that forbids ptrace gives.
+    let roost_bin = env!("CARGO_BIN_EXE_roost");
+    let o = run(&["--", roost_bin, "run", "--", "true"]);
+    assert_eq!(o.status.code(), Some(125));
+    let err = stderr(&o);
+    assert!(err.contains("ptrace is not available here"), "{err}");
+}
