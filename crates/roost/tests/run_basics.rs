@@ -68,10 +68,9 @@ fn mount_file_variables_deny_enoent_and_file_mounts() {
     let t = Tree::new("mountfile");
     t.write("data/in.txt", "input\n");
     t.write("secret/key", "k\n");
-    let list = format!(
-        "# per-job namespace\n/in ${{ROOT}}/data\n/out.txt $ROOT/out.$N.txt\n/secret DENY\n/etc/passwd ENOENT\n"
-    );
-    let f = t.write("mounts", &list);
+    let list = "# per-job namespace\n/in ${ROOT}/data\n/out.txt $ROOT/out.$N.txt\n\
+                /secret DENY\n/etc/passwd ENOENT\n";
+    let f = t.write("mounts", list);
     let o = roost()
         .args(["run", "--mount-file", f.to_str().unwrap(), "--", "sh", "-c"])
         .arg(
