@@ -1,0 +1,42 @@
+//! Every translated path syscall, called once on a mounted path (run_support/allpaths.c),
+//! gives the same results under `roost run` as natively on the physical directory. The
+//! logical paths do not exist physically, so an untranslated call would differ.
+
+mod run_support;
+use run_support::*;
+use std::process::Command;
+
+fn fixture(tag: &str) -> Tree {
+    let t = Tree::new(tag);
+    t.write("f", "hi\n");
+    std::fs::create_dir(t.path("d")).unwrap();
+    std::os::unix::fs::symlink("f", t.path("l")).unwrap();
+    t
+}
+
+#[test]
+fn every_path_syscall_matches_native_results() {
+    let bin = compiled("allpaths");
+    let native_dir = fixture("allpaths-native");
+    let traced_dir = fixture("allpaths-traced");
+    let native = Command::new(&bin).arg(native_dir.s()).output().unwrap();
+    let native = String::from_utf8_lossy(&native.stdout).into_owned();
+    assert!(
+        native.lines().filter(|l| l.ends_with(" ok")).count() >= 50,
+        "{native}"
+    );
+    let traced = run(&[
+        "--mount",
+        &format!("/m={}", traced_dir.s()),
+        "--",
+        bin.to_str().unwrap(),
+        "/m",
+    ]);
+    assert_eq!(stdout(&traced), native, "{}", stderr(&traced));
+    // Side effects landed in the physical directory.
+    assert_eq!(
+        std::fs::read_link(traced_dir.path("s2")).unwrap().to_str(),
+        Some("f")
+    );
+    assert_eq!(std::fs::metadata(traced_dir.path("c4")).unwrap().len(), 3);
+}
