@@ -5,9 +5,9 @@
 //! `hostname` and `address` — because the server accepts the first method that succeeds and
 //! its ACLs are written for subjects. cctools' client orders its methods the same way.
 //!
-//! An `hmac` key is a name and a secret. `ROOST_HMAC_KEY` holds `<name> <secret>`, or
-//! `ROOST_HMAC_KEY_FILE` names a file whose first line holds it (the secret is the rest of
-//! the line after the first space, taken as bytes).
+//! An `hmac` key is a name and a secret. The secret lives in a file, read as `roost serve
+//! --key NAME=FILE` reads it (the whole file, less one trailing newline), so both ends can
+//! use the same file; `ROOST_HMAC_KEY=NAME=FILE` in the environment names the client's key.
 
 use std::ffi::OsStr;
 use std::io::{BufRead, Write};
@@ -41,16 +41,15 @@ impl std::fmt::Debug for HmacKey {
 }
 
 impl HmacKey {
-    /// Parses `<name> <secret>` (the first line of `text`).
-    pub fn parse(text: &[u8]) -> Result<HmacKey> {
-        let line = text.split(|&b| b == b'\n').next().unwrap_or_default();
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let bad = || Error::BadAddress("hmac key: expected `<name> <secret>`".to_string());
-        let space = line.iter().position(|&b| b == b' ').ok_or_else(bad)?;
-        let name = std::str::from_utf8(&line[..space]).map_err(|_| bad())?;
-        let secret = &line[space + 1..];
-        if !auth::is_valid_key_name(name) || secret.is_empty() {
-            return Err(bad());
+    /// A key from its name and secret.
+    pub fn new(name: &str, secret: &[u8]) -> Result<HmacKey> {
+        if !auth::is_valid_key_name(name) {
+            return Err(Error::BadAddress(format!(
+                "hmac key name {name:?}: use letters, digits and . _ - @ +"
+            )));
+        }
+        if secret.is_empty() {
+            return Err(Error::BadAddress(format!("hmac key {name}: empty secret")));
         }
         Ok(HmacKey {
             name: name.to_string(),
@@ -58,17 +57,25 @@ impl HmacKey {
         })
     }
 
-    /// Reads a key file.
-    pub fn from_file(path: &Path) -> Result<HmacKey> {
-        HmacKey::parse(&std::fs::read(path)?)
+    /// Key `name` with the secret in `path` (the whole file, less one trailing newline).
+    pub fn from_file(name: &str, path: &Path) -> Result<HmacKey> {
+        let secret = std::fs::read(path).map_err(Error::Local)?;
+        HmacKey::new(name, secret.strip_suffix(b"\n").unwrap_or(&secret))
     }
 
-    /// The key named by `ROOST_HMAC_KEY` or `ROOST_HMAC_KEY_FILE`, if either is set.
+    /// Parses `NAME=FILE` and reads the key.
+    pub fn from_spec(spec: &str) -> Result<HmacKey> {
+        let (name, file) = spec
+            .split_once('=')
+            .ok_or_else(|| Error::BadAddress(format!("hmac key {spec:?}: expected NAME=FILE")))?;
+        HmacKey::from_file(name, Path::new(file))
+    }
+
+    /// The key named by `ROOST_HMAC_KEY` (`NAME=FILE`), if it is set.
     pub fn from_env() -> Option<Result<HmacKey>> {
-        if let Some(v) = std::env::var_os("ROOST_HMAC_KEY") {
-            return Some(HmacKey::parse(v.as_bytes()));
-        }
-        std::env::var_os("ROOST_HMAC_KEY_FILE").map(|p| HmacKey::from_file(Path::new(&p)))
+        std::env::var("ROOST_HMAC_KEY")
+            .ok()
+            .map(|spec| HmacKey::from_spec(&spec))
     }
 
     /// HMAC-SHA256 of the nonce's hex text under this key.
@@ -315,15 +322,23 @@ mod tests {
     }
 
     #[test]
-    fn key_parsing() {
-        let k = HmacKey::parse(b"build s3 cret\nignored").unwrap();
+    fn keys_read_like_the_servers_key_files() {
+        let path = std::env::temp_dir().join(format!("roost-key-test-{}", std::process::id()));
+        std::fs::write(&path, b"s3 cret\n").unwrap();
+        let k = HmacKey::from_spec(&format!("build={}", path.display())).unwrap();
         assert_eq!(
             (k.name.as_str(), k.secret.as_slice()),
             ("build", &b"s3 cret"[..])
         );
-        assert!(HmacKey::parse(b"nospace").is_err());
-        assert!(HmacKey::parse(b"bad/name x").is_err());
-        assert!(HmacKey::parse(b"name ").is_err());
         assert!(!format!("{k:?}").contains("s3"));
+        std::fs::write(&path, b"\n").unwrap();
+        assert!(HmacKey::from_file("build", &path).is_err());
+        std::fs::remove_file(&path).unwrap();
+        assert!(HmacKey::from_spec("no-equals").is_err());
+        assert!(HmacKey::new("bad name", b"x").is_err());
+        assert!(matches!(
+            HmacKey::from_file("k", Path::new("/nonexistent/key")),
+            Err(Error::Local(_))
+        ));
     }
 }

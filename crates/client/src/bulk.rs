@@ -441,3 +441,217 @@ impl Client {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mock::{Behaviour, Mock};
+    use roost_wire::ErrorCode;
+
+    fn data(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+    }
+
+    #[test]
+    fn pipelined_read_keeps_depth_requests_in_flight() {
+        let content = data(8 * 1000);
+        let mock = Mock::start(
+            content.clone(),
+            Behaviour {
+                batch: 4,
+                ..Behaviour::default()
+            },
+        );
+        let mut c = mock.client();
+        let mut out = Vec::new();
+        assert_eq!(
+            c.read_pipelined(0, 0, u64::MAX, 1000, 4, &mut out).unwrap(),
+            8000
+        );
+        assert!(out == content);
+        assert_eq!(
+            *mock.max_batch.lock().unwrap(),
+            4,
+            "the server saw 4 requests before answering"
+        );
+    }
+
+    #[test]
+    fn pipelined_read_survives_short_replies_inside_the_file() {
+        let content = data(10_000);
+        let mock = Mock::start(
+            content.clone(),
+            Behaviour {
+                read_cap: 300,
+                ..Behaviour::default()
+            },
+        );
+        let mut c = mock.client();
+        let mut out = Vec::new();
+        assert_eq!(
+            c.read_pipelined(0, 0, u64::MAX, 1024, 6, &mut out).unwrap(),
+            10_000
+        );
+        assert!(out == content);
+    }
+
+    #[test]
+    fn pipelined_read_stops_at_the_requested_length_or_end_of_file() {
+        let content = data(5000);
+        let mock = Mock::start(content.clone(), Behaviour::default());
+        let mut c = mock.client();
+        let mut out = Vec::new();
+        assert_eq!(
+            c.read_pipelined(0, 100, 1234, 100, 3, &mut out).unwrap(),
+            1234
+        );
+        assert!(out[..] == content[100..1334]);
+        out.clear();
+        assert_eq!(
+            c.read_pipelined(0, 4900, 10_000, 64, 8, &mut out).unwrap(),
+            100
+        );
+        assert!(out[..] == content[4900..]);
+    }
+
+    #[test]
+    fn pipelined_read_error_is_returned_and_the_connection_survives() {
+        let mock = Mock::start(
+            data(8000),
+            Behaviour {
+                fail_at: Some((3000, ErrorCode::BadFd)),
+                ..Behaviour::default()
+            },
+        );
+        let mut c = mock.client();
+        let mut out = Vec::new();
+        let err = c
+            .read_pipelined(0, 0, u64::MAX, 1000, 4, &mut out)
+            .unwrap_err();
+        assert!(err.is(ErrorCode::BadFd));
+        assert_eq!(
+            out.len(),
+            3000,
+            "everything before the failure was delivered"
+        );
+        assert!(!c.is_broken());
+        assert_eq!(c.fstat(0).unwrap().size, 8000);
+    }
+
+    #[test]
+    fn failing_sink_ends_a_read_but_keeps_the_connection() {
+        struct Full;
+        impl Write for Full {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::Error::from_raw_os_error(libc::ENOSPC))
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let mock = Mock::start(data(8000), Behaviour::default());
+        let mut c = mock.client();
+        let err = c
+            .read_pipelined(0, 0, u64::MAX, 1000, 4, &mut Full)
+            .unwrap_err();
+        assert!(matches!(err, Error::Local(_)) && err.errno() == libc::ENOSPC);
+        assert!(!c.is_broken());
+        let err = c.getfile("/f", &mut Full).unwrap_err();
+        assert!(matches!(err, Error::Local(_)));
+        assert_eq!(c.fstat(0).unwrap().size, 8000);
+    }
+
+    #[test]
+    fn pipelined_write_keeps_depth_requests_in_flight() {
+        let content = data(8 * 1000);
+        let mock = Mock::start(
+            Vec::new(),
+            Behaviour {
+                batch: 4,
+                ..Behaviour::default()
+            },
+        );
+        let mut c = mock.client();
+        assert_eq!(
+            c.write_pipelined(0, 0, &mut &content[..], 1000, 4).unwrap(),
+            8000
+        );
+        assert!(*mock.file.lock().unwrap() == content);
+        assert_eq!(*mock.max_batch.lock().unwrap(), 4);
+    }
+
+    #[test]
+    fn pipelined_write_completes_short_writes() {
+        let content = data(10_000);
+        let mock = Mock::start(
+            Vec::new(),
+            Behaviour {
+                write_cap: 700,
+                ..Behaviour::default()
+            },
+        );
+        let mut c = mock.client();
+        assert_eq!(
+            c.write_pipelined(0, 0, &mut &content[..], 1024, 5).unwrap(),
+            10_000
+        );
+        assert!(*mock.file.lock().unwrap() == content);
+    }
+
+    #[test]
+    fn pipelined_write_error_is_returned_and_the_connection_survives() {
+        let content = data(8000);
+        let mock = Mock::start(
+            Vec::new(),
+            Behaviour {
+                fail_at: Some((2000, ErrorCode::NoSpace)),
+                ..Behaviour::default()
+            },
+        );
+        let mut c = mock.client();
+        let err = c
+            .write_pipelined(0, 0, &mut &content[..], 1000, 4)
+            .unwrap_err();
+        assert_eq!(err.errno(), libc::ENOSPC);
+        assert!(!c.is_broken());
+        c.fstat(0).unwrap();
+    }
+
+    #[test]
+    fn whole_file_transfers_stream_through_read_and_write() {
+        let content = data(300_000);
+        let mock = Mock::start(Vec::new(), Behaviour::default());
+        let mut c = mock.client();
+        assert_eq!(
+            c.putfile("/f", 0o644, content.len() as u64, &mut &content[..])
+                .unwrap(),
+            300_000
+        );
+        let mut back = Vec::new();
+        assert_eq!(c.getfile("/f", &mut back).unwrap(), 300_000);
+        assert!(back == content);
+    }
+
+    #[test]
+    fn putfile_with_a_short_source_breaks_the_connection() {
+        let mock = Mock::start(Vec::new(), Behaviour::default());
+        let mut c = mock.client();
+        let err = c
+            .putfile("/f", 0o644, 100, &mut &b"only ten.."[..])
+            .unwrap_err();
+        assert!(matches!(err, Error::Local(ref e) if e.kind() == io::ErrorKind::UnexpectedEof));
+        assert!(c.is_broken());
+        assert_eq!(c.fstat(0).unwrap_err().errno(), libc::ENOTCONN);
+    }
+
+    #[test]
+    fn single_reads_and_writes() {
+        let mock = Mock::start(data(100), Behaviour::default());
+        let mut c = mock.client();
+        let mut buf = [0u8; 10];
+        assert_eq!(c.pread(0, &mut buf, 95).unwrap(), 5);
+        assert_eq!(buf[..5], data(100)[95..]);
+        assert_eq!(c.pwrite(0, b"xyz", 200).unwrap(), 3);
+        assert_eq!(c.fstat(0).unwrap().size, 203);
+    }
+}

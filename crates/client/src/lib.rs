@@ -17,6 +17,8 @@ mod bulk;
 mod client;
 mod error;
 mod lines;
+#[cfg(test)]
+mod mock;
 mod socket;
 mod url;
 
