@@ -62,6 +62,7 @@ pub struct Client {
     authority: String,
     subject: Subject,
     broken: bool,
+    options: Options,
 }
 
 impl std::fmt::Debug for Client {
@@ -101,7 +102,16 @@ impl Client {
             authority,
             subject,
             broken: false,
+            options: opts.clone(),
         })
+    }
+
+    /// Replaces the connection with a fresh, authenticated one to the same server, with the
+    /// same options. Descriptors opened on the old connection are gone; callers that keep
+    /// files open reopen them by path.
+    pub fn reconnect(&mut self) -> Result<()> {
+        *self = Client::connect(&self.authority, &self.options)?;
+        Ok(())
     }
 
     /// The subject the server assigned, e.g. `unix:alice`.

@@ -63,7 +63,7 @@ impl Error {
             Error::Protocol(_) => libc::EPROTO,
             Error::BadRequest(WireError::LineTooLong) => libc::ENAMETOOLONG,
             Error::BadRequest(_) => libc::EINVAL,
-            Error::Local(e) => io_errno(e),
+            Error::Local(e) => e.raw_os_error().unwrap_or(libc::EIO),
             Error::AuthFailed(_) => libc::EACCES,
             Error::BadAddress(_) => libc::EINVAL,
         }
@@ -77,7 +77,7 @@ impl Error {
             Error::Io(_) => ErrorCode::Disconnected,
             Error::Protocol(_) => ErrorCode::Disconnected,
             Error::BadRequest(e) => e.code(),
-            Error::Local(e) => ErrorCode::from_errno(io_errno(e)),
+            Error::Local(e) => ErrorCode::from_errno(e.raw_os_error().unwrap_or(libc::EIO)),
             Error::AuthFailed(_) => ErrorCode::NotAuthenticated,
             Error::BadAddress(_) => ErrorCode::InvalidRequest,
         }

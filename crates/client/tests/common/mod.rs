@@ -50,7 +50,7 @@ macro_rules! battery_tests {
             authenticates_and_whoami_matches_the_subject connection_keepalive_is_tuned descriptor_rpcs
             name_rpcs digests_match_local_computation server_errors_arrive_as_errno whole_file_transfers
             pipelined_transfers_round_trip offsets_beyond_4_gib_work unicode_and_awkward_names
-            extended_attributes streams_end_the_connection);
+            extended_attributes streams_end_the_connection reconnect_after_an_abandoned_transfer);
     };
     (@each $start:expr; $($name:ident)*) => {$(
         #[test]
@@ -301,4 +301,19 @@ pub fn streams_end_the_connection(server: &impl TestServer) {
         data.len() as u64
     );
     assert!(back == data);
+}
+
+pub fn reconnect_after_an_abandoned_transfer(server: &impl TestServer) {
+    let mut c = server.client();
+    let err = c
+        .putfile("/half", 0o644, 1000, &mut &b"short"[..])
+        .unwrap_err();
+    assert_eq!(err.errno(), libc::EIO, "{err:?}"); // UnexpectedEof from the source
+    assert!(c.is_broken());
+    assert_eq!(c.stat("/").unwrap_err().errno(), libc::ENOTCONN);
+    c.reconnect().unwrap();
+    assert!(!c.is_broken());
+    assert!(c.stat("/").unwrap().is_dir());
+    // The server discarded or truncated the half-sent file; either way it is not 1000 bytes.
+    assert!(c.stat("/half").map(|st| st.size != 1000).unwrap_or(true));
 }
