@@ -173,7 +173,10 @@ impl Client {
         let mut head = &self.out[..];
         let mut tail = payload;
         while !head.is_empty() {
-            let n = stream.write_vectored(&[IoSlice::new(head), IoSlice::new(tail)])?;
+            let n = match stream.write_vectored(&[IoSlice::new(head), IoSlice::new(tail)]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => other?,
+            };
             if n == 0 {
                 return Err(Error::Io(io::Error::from(io::ErrorKind::WriteZero)));
             }
