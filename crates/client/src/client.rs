@@ -778,3 +778,69 @@ impl Client {
         self.guard(|c| c.call(req, payload))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mock::{Behaviour, Mock};
+    use crate::Method;
+    use std::net::TcpListener;
+    use std::time::Instant;
+
+    #[test]
+    fn a_silent_server_times_out_instead_of_hanging() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let opts = Options {
+            io_timeout: Some(Duration::from_millis(200)),
+            credentials: Credentials::only(&[Method::Address]),
+            ..Options::default()
+        };
+        let started = Instant::now();
+        let err = Client::connect(&addr, &opts).unwrap_err();
+        assert_eq!(err.errno(), libc::ETIMEDOUT, "{err:?}");
+        assert_eq!(err.code(), roost_wire::ErrorCode::TimedOut);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        drop(listener);
+    }
+
+    #[test]
+    fn a_server_that_hangs_up_breaks_the_connection() {
+        let mock = Mock::start(Vec::new(), Behaviour::default());
+        let mut c = mock.client();
+        // The mock answers requests it does not know with NOT_SUPPORTED...
+        assert!(c
+            .stat("/")
+            .unwrap_err()
+            .is(roost_wire::ErrorCode::NotSupported));
+        assert!(!c.is_broken());
+        // ...and a half-closed connection makes it hang up.
+        c.shutdown_write().unwrap();
+        let err = c.fstat(0).unwrap_err();
+        assert!(err.breaks_connection(), "{err:?}");
+        assert!(c.is_broken());
+    }
+
+    #[test]
+    fn bad_addresses_are_refused_before_connecting() {
+        for bad in ["", ":9094", "host:notaport", "[::1"] {
+            assert!(
+                matches!(
+                    Client::connect(bad, &Options::default()),
+                    Err(Error::BadAddress(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn unsendable_requests_leave_the_connection_usable() {
+        let mock = Mock::start(vec![1, 2, 3], Behaviour::default());
+        let mut c = mock.client();
+        let err = c.stat("/a\0b").unwrap_err();
+        assert!(matches!(err, Error::BadRequest(_)));
+        assert!(!c.is_broken());
+        assert_eq!(c.fstat(0).unwrap().size, 3);
+    }
+}

@@ -97,13 +97,19 @@ impl Error {
     }
 }
 
-/// The errno of an I/O error: its OS error, or one chosen by kind.
+/// The errno of a socket error: a socket timeout (which the OS reports as `EAGAIN`) is
+/// `ETIMEDOUT`; otherwise the OS error, or one chosen by kind.
 fn io_errno(e: &io::Error) -> i32 {
+    if matches!(
+        e.kind(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+    ) {
+        return libc::ETIMEDOUT;
+    }
     if let Some(n) = e.raw_os_error() {
         return n;
     }
     match e.kind() {
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => libc::ETIMEDOUT,
         io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => libc::ECONNRESET,
         io::ErrorKind::NotConnected => libc::ENOTCONN,
         io::ErrorKind::InvalidInput => libc::EINVAL,

@@ -94,15 +94,21 @@ impl Cctools {
 
 impl TestServer for Cctools {
     fn client(&self) -> Client {
+        self.connect(&Options::default()).unwrap()
+    }
+
+    fn connect(&self, opts: &Options) -> roost_client::Result<Client> {
+        // cctools writes its port file before it listens: allow it a moment.
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            match Client::connect(&format!("127.0.0.1:{}", self.port), &Options::default()) {
-                Ok(c) => return c,
-                Err(e) if Instant::now() < deadline => {
-                    eprintln!("retrying connect: {e}");
+            match Client::connect(&format!("127.0.0.1:{}", self.port), opts) {
+                Err(roost_client::Error::Io(e))
+                    if e.kind() == std::io::ErrorKind::ConnectionRefused
+                        && Instant::now() < deadline =>
+                {
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                Err(e) => panic!("cannot connect to chirp_server: {e}"),
+                other => return other,
             }
         }
     }

@@ -96,13 +96,13 @@ impl Roost {
             "address:127.0.0.1=rwldpax".into(),
         ])
     }
-
-    fn connect(&self, opts: &Options) -> roost_client::Result<Client> {
-        Client::connect(&format!("127.0.0.1:{}", self.port), opts)
-    }
 }
 
 impl TestServer for Roost {
+    fn connect(&self, opts: &Options) -> roost_client::Result<Client> {
+        Client::connect(&format!("127.0.0.1:{}", self.port), opts)
+    }
+
     fn client(&self) -> Client {
         self.connect(&Options::default()).unwrap()
     }

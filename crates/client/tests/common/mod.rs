@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use md5::{Digest, Md5};
-use roost_client::{Client, ErrorCode, Keepalive, OpenFlags};
+use roost_client::{Client, Credentials, ErrorCode, Keepalive, Method, OpenFlags, Options};
 
 /// Which server implementation a test talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +22,8 @@ pub enum Flavor {
 pub trait TestServer {
     /// A new authenticated connection.
     fn client(&self) -> Client;
+    /// A new connection with these options.
+    fn connect(&self, opts: &Options) -> roost_client::Result<Client>;
     /// The local path behind a server path.
     fn local(&self, path: &str) -> PathBuf;
     /// Which implementation this is.
@@ -50,7 +52,8 @@ macro_rules! battery_tests {
             authenticates_and_whoami_matches_the_subject connection_keepalive_is_tuned descriptor_rpcs
             name_rpcs digests_match_local_computation server_errors_arrive_as_errno whole_file_transfers
             pipelined_transfers_round_trip offsets_beyond_4_gib_work unicode_and_awkward_names
-            extended_attributes streams_end_the_connection reconnect_after_an_abandoned_transfer);
+            extended_attributes streams_end_the_connection reconnect_after_an_abandoned_transfer
+            each_method_authenticates_alone);
     };
     (@each $start:expr; $($name:ident)*) => {$(
         #[test]
@@ -316,4 +319,20 @@ pub fn reconnect_after_an_abandoned_transfer(server: &impl TestServer) {
     assert!(c.stat("/").unwrap().is_dir());
     // The server discarded or truncated the half-sent file; either way it is not 1000 bytes.
     assert!(c.stat("/half").map(|st| st.size != 1000).unwrap_or(true));
+}
+
+pub fn each_method_authenticates_alone(server: &impl TestServer) {
+    for method in [Method::Address, Method::Hostname, Method::Unix] {
+        let opts = Options {
+            credentials: Credentials::only(&[method]),
+            ..Options::default()
+        };
+        let c = server
+            .connect(&opts)
+            .unwrap_or_else(|e| panic!("{method}: {e}"));
+        assert_eq!(c.subject().method, method.name());
+        if method == Method::Address {
+            assert_eq!(c.subject().name, "127.0.0.1");
+        }
+    }
 }
