@@ -26,6 +26,35 @@ pub struct Options {
     pub trace: Option<Box<dyn Write>>,
     /// `--summary`: print the tables at exit.
     pub summary: bool,
+    /// `--pin`: run the agent and the program on the CPU roost starts on. A ptrace stop
+    /// costs several times more when tracer and tracee sit on different CPUs of a VM; the
+    /// price is that a parallel program gets one CPU.
+    pub pin: bool,
+}
+
+/// Restricts this process (and so every tracee it forks) to the CPU it is running on.
+fn pin_to_current_cpu() -> io::Result<()> {
+    // SAFETY: sched_getcpu has no arguments; the cpu set is plain data.
+    unsafe {
+        let cpu = libc::sched_getcpu();
+        if cpu < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu as usize, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The agent's own peak resident set size, in KiB.
+fn peak_rss_kib() -> i64 {
+    // SAFETY: the kernel fills the plain-data struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru.ru_maxrss
 }
 
 /// The agent's state for one session.
@@ -113,9 +142,14 @@ pub fn run(
         logical: handlers::logical_of_physical(&ns, &physical_cwd),
         physical: physical_cwd,
     };
+    if options.pin {
+        if let Err(e) = pin_to_current_cpu() {
+            eprintln!("roost: --pin: {e}");
+        }
+    }
+    let pid = spawn::spawn(&cstr(program), &argv, &bpf)?;
     // The tracer must not die of the terminal's signals meant for the program.
     // SAFETY: setting dispositions of this process only (the child keeps its defaults).
-    let pid = spawn::spawn(&cstr(program), &argv, &bpf)?;
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
@@ -138,7 +172,12 @@ pub fn run(
     );
     agent.run_loop();
     match agent.tracer.finish() {
-        Ok(Some(summary)) => eprint!("{summary}"),
+        Ok(Some(summary)) => eprintln!(
+            "{summary}agent: peak RSS {} KiB, path cache {} hits / {} misses",
+            peak_rss_kib(),
+            agent.ns.hits,
+            agent.ns.misses
+        ),
         Ok(None) => {}
         Err(e) => eprintln!("roost: writing the trace: {e}"),
     }

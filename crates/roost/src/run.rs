@@ -22,6 +22,10 @@ pub struct RunArgs {
     /// Print a table of calls by operation and by path prefix at exit.
     #[arg(long)]
     pub summary: bool,
+    /// Run the agent and the program on one CPU: ptrace stops are much cheaper, but a
+    /// parallel program gets a single CPU.
+    #[arg(long)]
+    pub pin: bool,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,
@@ -132,6 +136,7 @@ pub fn main(args: RunArgs) -> ExitCode {
     let options = Options {
         trace,
         summary: args.summary,
+        pin: args.pin,
     };
     match roost_agent::run(ns, &program, &argv, options) {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

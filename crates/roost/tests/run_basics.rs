@@ -244,6 +244,7 @@ fn summary_tables_by_operation_and_prefix() {
     let count: u64 = openat.split_whitespace().nth(1).unwrap().parse().unwrap();
     assert!(count >= 2, "{openat}");
     assert!(err.lines().any(|l| l.starts_with("/data/f ")), "{err}");
+    assert!(err.contains("agent: peak RSS "), "{err}");
 }
 
 #[test]
