@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Blocking `std::net` sockets, no async runtime. [`Client`] holds one authenticated
-//! connection; [`ChirpUrl`] parses `chirp://host:port/path` and `/chirp/host:port/path`.
+//! connection; [`ChirpUrl`] parses `chirp://host:port/path` and `/chirp/host:port/path`;
+//! [`tree`] copies files and directory trees with progress reports.
 
 mod auth;
 mod bulk;
@@ -20,6 +21,7 @@ mod lines;
 #[cfg(test)]
 mod mock;
 mod socket;
+pub mod tree;
 mod url;
 
 pub use auth::{Credentials, HmacKey};

@@ -53,7 +53,7 @@ macro_rules! battery_tests {
             name_rpcs digests_match_local_computation server_errors_arrive_as_errno whole_file_transfers
             pipelined_transfers_round_trip offsets_beyond_4_gib_work unicode_and_awkward_names
             extended_attributes streams_end_the_connection reconnect_after_an_abandoned_transfer
-            each_method_authenticates_alone);
+            each_method_authenticates_alone tree_copies_round_trip);
     };
     (@each $start:expr; $($name:ident)*) => {$(
         #[test]
@@ -335,4 +335,73 @@ pub fn each_method_authenticates_alone(server: &impl TestServer) {
             assert_eq!(c.subject().name, "127.0.0.1");
         }
     }
+}
+
+/// Lists a local tree as (relative path, kind, contents or link target), sorted.
+fn snapshot(root: &std::path::Path) -> Vec<(String, char, Vec<u8>)> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let rel = p.strip_prefix(root).unwrap().display().to_string();
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        if meta.file_type().is_symlink() {
+            out.push((
+                rel,
+                'l',
+                std::fs::read_link(&p)
+                    .unwrap()
+                    .as_os_str()
+                    .as_bytes()
+                    .to_vec(),
+            ));
+        } else if meta.is_dir() {
+            out.push((rel, 'd', Vec::new()));
+            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            out.push((rel, 'f', std::fs::read(&p).unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+pub fn tree_copies_round_trip(server: &impl TestServer) {
+    use roost_client::tree::{get_tree, put_tree};
+    let mut c = server.client();
+    let base = server
+        .local("/")
+        .with_extension(format!("tree-{}", std::process::id()));
+    let (src, dst) = (base.join("src"), base.join("dst"));
+    std::fs::create_dir_all(src.join("sub/deeper")).unwrap();
+    std::fs::write(src.join("a.txt"), b"alpha").unwrap();
+    std::fs::write(src.join("empty"), b"").unwrap();
+    std::fs::write(src.join("sub/é ü.bin"), pattern(300_000, 5)).unwrap();
+    std::fs::write(src.join("sub/deeper/z"), b"zzz").unwrap();
+    std::os::unix::fs::symlink("a.txt", src.join("link")).unwrap();
+    let mut sent = 0u64;
+    let total = put_tree(&mut c, &src, b"/t", &mut |n| sent += n).unwrap();
+    assert_eq!(total, 5 + 300_000 + 3);
+    assert_eq!(sent, total);
+    assert_eq!(
+        std::fs::read(server.local("/t/sub/deeper/z")).unwrap(),
+        b"zzz"
+    );
+    // Putting again over an existing tree overwrites files and reuses directories.
+    std::fs::remove_file(src.join("link")).unwrap();
+    put_tree(&mut c, &src, b"/t", &mut |_| {}).unwrap();
+    std::os::unix::fs::symlink("a.txt", src.join("link")).unwrap();
+    let mut got = 0u64;
+    assert_eq!(
+        get_tree(&mut c, b"/t", &dst, &mut |n| got += n).unwrap(),
+        total
+    );
+    assert_eq!(got, total);
+    assert_eq!(snapshot(&src), snapshot(&dst));
+    let err = get_tree(&mut c, b"/missing", &base.join("nothing"), &mut |_| {}).unwrap_err();
+    assert!(
+        err.remote && err.error.errno() == libc::ENOENT && err.path == "/missing",
+        "{err}"
+    );
+    std::fs::remove_dir_all(&base).unwrap();
 }
