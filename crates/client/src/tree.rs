@@ -236,14 +236,15 @@ mod tests {
     #[test]
     fn counted_io_reports_every_chunk() {
         let mut seen = 0u64;
-        let mut add = |n: u64| seen += n;
-        let mut r = Counted {
-            inner: &b"hello world"[..],
-            progress: &mut add,
-        };
-        let mut out = Vec::new();
-        r.read_to_end(&mut out).unwrap();
-        drop(r);
+        {
+            let mut add = |n: u64| seen += n;
+            let mut r = Counted {
+                inner: &b"hello world"[..],
+                progress: &mut add,
+            };
+            let mut out = Vec::new();
+            r.read_to_end(&mut out).unwrap();
+        }
         assert_eq!(seen, 11);
     }
 
