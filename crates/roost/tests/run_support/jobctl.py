@@ -1,0 +1,46 @@
+"""Drives `roost run -- bash -i` in a pseudo-terminal: Ctrl-Z stops a foreground job and
+bash regains the terminal, fg resumes it, Ctrl-C interrupts it (status 130), a terminal size
+change is seen, and roost exits with bash's exit code. Prints one line per observation."""
+import fcntl, os, pty, select, struct, sys, termios, time
+
+roost = sys.argv[1]
+pid, fd = pty.fork()
+if pid == 0:
+    os.environ["PS1"] = "$ "
+    os.environ["TERM"] = "dumb"
+    os.execv(roost, [roost, "run", "--mount", "/roost-unused=/tmp", "--",
+                     "bash", "--norc", "--noprofile", "-i"])
+out = b""
+
+
+def read_until(token, timeout=15):
+    global out
+    end = time.time() + timeout
+    while time.time() < end:
+        if select.select([fd], [], [], 0.1)[0]:
+            try:
+                out += os.read(fd, 4096)
+            except OSError:
+                return False
+            if token in out:
+                return True
+    return False
+
+
+read_until(b"$ ")
+os.write(fd, b"sleep 30\n")
+time.sleep(0.5)
+os.write(fd, b"\x1a")
+print("stopped", read_until(b"Stopped"))
+os.write(fd, b"fg\n")
+time.sleep(0.5)
+os.write(fd, b"\x03")
+time.sleep(0.3)
+os.write(fd, b"echo status $?\n")
+print("interrupted", read_until(b"status 130"))
+fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 77, 0, 0))
+os.write(fd, b"stty size\n")
+print("resized", read_until(b"33 77"))
+os.write(fd, b"exit 5\n")
+_, status = os.waitpid(pid, 0)
+print("exit", os.waitstatus_to_exitcode(status))
