@@ -1,7 +1,7 @@
 //! CPython's own test suite, a file- and process-heavy subset, gives the same results under
 //! `roost run` (with a mount list, so every path call is trapped) as natively: the same
 //! totals and the same failing tests. A quick subset runs by default; the full set (about
-//! five minutes on two cores) runs with
+//! three minutes on two cores) runs with
 //! `cargo test -p roost --release --test run_cpython -- --ignored`.
 
 mod run_support;
@@ -70,7 +70,7 @@ fn cpython_quick_subset_matches_native() {
 }
 
 #[test]
-#[ignore = "about five minutes; run with --ignored"]
+#[ignore = "about three minutes; run with --ignored"]
 fn cpython_file_and_process_subset_matches_native() {
     compare(&[
         "test_os",

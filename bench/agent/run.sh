@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# bench/agent/run.sh: the `roost run` micro-benchmarks (Parrot paper, Figure 3) side by side
+# in one run: native, roost run (no mount list; a mount list with the file outside it; the
+# file inside it; the same with --pin), strace -f and proot. Prints medians of RUNS runs
+# (microseconds per call, MB/s) and ratios to native, as a markdown table.
+#   usage: bench/agent/run.sh [RUNS] [ITERATIONS]      (defaults 5, 20000)
+#   with ZLIB=1: also the zlib make build, a CPU-bound job, and the agent's peak RSS.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+RUNS=${1:-5}
+N=${2:-20000}
+ROOST=${ROOST:-target/release/roost}
+[ -x "$ROOST" ] || cargo build -q --release -p roost
+WORK=$(mktemp -d /tmp/roost-bench.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/data"
+gcc -O2 -o "$WORK/iobench" bench/agent/iobench.c
+"$WORK/iobench" "$WORK/data/big" 1 >/dev/null # creates the 100 MB file
+D=$WORK/data
+M="--mount /bench-mnt=$D"
+
+declare -A CONFIGS=(
+  [native]="$WORK/iobench $D/big $N"
+  [roost-nomounts]="$ROOST run -- $WORK/iobench $D/big $N"
+  [roost-outside]="$ROOST run $M -- $WORK/iobench $D/big $N"
+  [roost-inside]="$ROOST run $M -- $WORK/iobench /bench-mnt/big $N"
+  [roost-pin-outside]="$ROOST run --pin $M -- $WORK/iobench $D/big $N"
+  [roost-pin-inside]="$ROOST run --pin $M -- $WORK/iobench /bench-mnt/big $N"
+  [strace]="strace -f -o /dev/null $WORK/iobench $D/big $N"
+  [proot-outside]="proot $WORK/iobench $D/big $N"
+  [proot-inside]="proot -b $D:/bench-mnt $WORK/iobench /bench-mnt/big $N"
+)
+ORDER="native roost-nomounts roost-outside roost-inside roost-pin-outside roost-pin-inside strace proot-outside proot-inside"
+: >"$WORK/results"
+for run in $(seq "$RUNS"); do
+  for c in $ORDER; do
+    ${CONFIGS[$c]} | sed "s/^/$c /" >>"$WORK/results"
+  done
+done
+
+python3 - "$WORK/results" "$ORDER" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    config, metric, value, unit = line.split()
+    rows.setdefault((config, metric), []).append(float(value))
+order = sys.argv[2].split()
+metrics = ["getpid", "stat", "open+close", "pread1", "pread8k", "bandwidth"]
+print("| config | " + " | ".join(metrics) + " |")
+print("|---|" + "---|" * len(metrics))
+native = {m: statistics.median(rows[("native", m)]) for m in metrics}
+for c in order:
+    cells = []
+    for m in metrics:
+        v = statistics.median(rows[(c, m)])
+        ratio = v / native[m] if m != "bandwidth" else native[m] / v
+        unit = "MB/s" if m == "bandwidth" else "us"
+        cells.append(f"{v:.2f} {unit} ({ratio:.2f}x)")
+    print(f"| {c} | " + " | ".join(cells) + " |")
+PY
+
+[ "${ZLIB:-0}" = 1 ] || exit 0
+# The zlib build: sources from the libz-sys crate (fetched with cargo when absent).
+ZSRC=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/libz-sys-*/src/zlib 2>/dev/null | head -1 || true)
+if [ -z "$ZSRC" ]; then
+  mkdir -p "$WORK/zf/src" && echo 'fn main(){}' >"$WORK/zf/src/main.rs"
+  printf '[package]\nname="zf"\nversion="0.0.0"\nedition="2021"\n[dependencies]\nlibz-sys={version="1",default-features=false,features=["static"]}\n' >"$WORK/zf/Cargo.toml"
+  (cd "$WORK/zf" && cargo fetch -q)
+  ZSRC=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/libz-sys-*/src/zlib | head -1)
+fi
+cp -r "$ZSRC" "$WORK/zlib" && cp bench/agent/zlib.mk "$WORK/zlib/Makefile"
+time_of() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); python3 -c "print($e - $s)"; }
+declare -A BUILD=(
+  [native]="make -s -j2 -C $WORK/zlib"
+  [roost]="$ROOST run --mount /zsrc=$WORK/zlib -- make -s -j2 -C /zsrc"
+  [roost-pin]="$ROOST run --pin --mount /zsrc=$WORK/zlib -- make -s -j2 -C /zsrc"
+  [strace]="strace -f -o /dev/null make -s -j2 -C $WORK/zlib"
+  [proot]="proot -b $WORK/zlib:/zsrc make -s -j2 -C /zsrc"
+)
+CPU="gzip -6 -c $D/big"
+declare -A CPUJOB=(
+  [native]="$CPU"
+  [roost]="$ROOST run $M -- $CPU"
+  [roost-pin]="$ROOST run --pin $M -- $CPU"
+)
+: >"$WORK/builds"
+for run in $(seq 3); do
+  for c in native roost roost-pin strace proot; do
+    make -s -C "$WORK/zlib" clean
+    echo "build $c $(time_of ${BUILD[$c]})" >>"$WORK/builds"
+  done
+  for c in native roost roost-pin; do
+    echo "cpu $c $(time_of ${CPUJOB[$c]})" >>"$WORK/builds"
+  done
+done
+make -s -C "$WORK/zlib" clean
+RSS=$($ROOST run --summary --mount /zsrc=$WORK/zlib -- make -s -j2 -C /zsrc 2>&1 >/dev/null | sed -n 's/.*peak RSS \([0-9]*\) KiB.*/\1/p')
+python3 - "$WORK/builds" "$RSS" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    kind, config, secs = line.split()
+    rows.setdefault((kind, config), []).append(float(secs))
+for kind, title in [("build", "zlib make -j2 build"), ("cpu", "gzip -6 of 100 MB (CPU-bound, light I/O)")]:
+    native = statistics.median(rows[(kind, "native")])
+    print(f"\n| {title} | median s | ratio |\n|---|---|---|")
+    for (k, c), v in rows.items():
+        if k == kind:
+            m = statistics.median(v)
+            print(f"| {c} | {m:.2f} | {m / native:.2f}x |")
+print(f"\nagent peak RSS during the zlib build: {int(sys.argv[2]) / 1024:.1f} MiB")
+PY
