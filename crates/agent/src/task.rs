@@ -27,6 +27,8 @@ pub struct AddrSpace {
     pub scratch: Option<u64>,
     slots: HashMap<i32, usize>,
     free: Vec<usize>,
+    /// What roost last wrote into each slot (a repeated rewrite skips the write).
+    written: HashMap<usize, Vec<u8>>,
     next: usize,
     /// The logical path of the executable, when roost resolved it at exec.
     pub exe: Option<Vec<u8>>,
@@ -69,6 +71,22 @@ impl AddrSpace {
             }
         };
         Some(base + index as u64 * SLOT_SIZE)
+    }
+
+    /// True when `bytes` must be written at `slot` (it does not hold them already); records
+    /// them as written.
+    pub fn needs_write(&mut self, slot: u64, bytes: &[u8]) -> bool {
+        let key = slot as usize;
+        if self.written.get(&key).map(Vec::as_slice) == Some(bytes) {
+            return false;
+        }
+        self.written.insert(key, bytes.to_vec());
+        true
+    }
+
+    /// Forgets a recorded write (after a failed write).
+    pub fn forget(&mut self, slot: u64) {
+        self.written.remove(&(slot as usize));
     }
 
     /// Frees `tid`'s slot when the thread is gone.
@@ -141,5 +159,8 @@ mod tests {
         assert_eq!(mm.slot(10), Some(a));
         mm.release(10);
         assert_eq!(mm.slot(12), Some(a));
+        assert!(mm.needs_write(a, b"/x"));
+        assert!(!mm.needs_write(a, b"/x"));
+        assert!(mm.needs_write(a, b"/y"));
     }
 }

@@ -432,7 +432,10 @@ impl Agent {
                 }
                 let slot = mm.borrow_mut().slot(pid).expect("scratch mapped");
                 let bytes = scratch.finish(slot);
-                if bytes.len() as u64 > SLOT_SIZE || memory::write(pid, slot, &bytes).is_err() {
+                let too_big = bytes.len() as u64 > SLOT_SIZE;
+                let fresh = !too_big && mm.borrow_mut().needs_write(slot, &bytes);
+                if too_big || (fresh && memory::write(pid, slot, &bytes).is_err()) {
+                    mm.borrow_mut().forget(slot);
                     let e = if bytes.len() as u64 > SLOT_SIZE {
                         libc::E2BIG
                     } else {
