@@ -85,6 +85,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         )
     })?;
     log::set_level(level);
+    raise_fd_limit();
     let root_acl = root_acl(&args.acls)?;
     let auth = auth_config(&args)?;
     let limits = Limits {
@@ -127,6 +128,22 @@ fn run(args: ServeArgs) -> Result<(), String> {
         &[("addr", &bound), ("export", &dir.display())],
     );
     server.run().map_err(|e| e.to_string())
+}
+
+/// Each client holds a socket and its open files: lift the soft descriptor limit to the hard
+/// one, so the server is bounded by `--max-connections` rather than by a default of 1024.
+fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
 }
 
 /// The root ACL from `--acl` options, or the server's own unix user with every right.

@@ -48,7 +48,7 @@ mod tests {
         h.update(b"abc");
         assert_eq!(
             roost_wire::hex::encode(&h.finish()),
-            "900150983cd24fb0d28f17f95f1e8a72"
+            "900150983cd24fb0d6963f7d28e17f72"
         );
         let mut h = Hasher::new("sha1").unwrap();
         h.update(b"abc");

@@ -164,6 +164,14 @@ impl Export {
     /// Opens an existing object `O_PATH`, following symlinks (inside the jail) or not.
     pub fn object(&self, path: &JailPath, follow: bool) -> OpResult<Object> {
         if follow {
+            if let Some(fd) = self.jail.open_path_literal(path, libc::O_PATH)? {
+                let stat = fstat(fd.as_raw_fd())?;
+                return Ok(Object {
+                    fd,
+                    stat,
+                    real: path.clone(),
+                });
+            }
             let fd = self.jail.open_path(path, libc::O_PATH, 0)?;
             let stat = fstat(fd.as_raw_fd())?;
             let real = self.real_path(fd.as_raw_fd())?;

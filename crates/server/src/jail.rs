@@ -133,29 +133,54 @@ impl Jail {
         Ok((dir, CString::new(name).expect("components hold no NUL")))
     }
 
+    /// Opens `path` only if no symlink lies on the way: `Ok(None)` if one does (or the kernel
+    /// cannot tell). A path opened this way really is where its name says, which spares the
+    /// caller from asking the kernel where it landed.
+    pub fn open_path_literal(&self, path: &JailPath, flags: i32) -> io::Result<Option<OwnedFd>> {
+        if NO_OPENAT2.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
+        match self.openat2(&path.relative(), flags | libc::O_CLOEXEC, 0, resolve) {
+            Ok(fd) => Ok(Some(fd)),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOSYS)) => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn openat2(&self, rel: &CStr, flags: i32, mode: u32, resolve: u64) -> io::Result<OwnedFd> {
+        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+        how.flags = flags as u64;
+        how.mode = if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 {
+            mode as u64
+        } else {
+            0
+        };
+        how.resolve = resolve;
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                self.root.as_raw_fd(),
+                rel.as_ptr(),
+                &how as *const libc::open_how,
+                std::mem::size_of::<libc::open_how>(),
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    }
+
     fn resolve(&self, rel: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
         if !NO_OPENAT2.load(Ordering::Relaxed) {
-            let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-            how.flags = flags as u64;
-            how.mode = if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 {
-                mode as u64
-            } else {
-                0
+            let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+            let err = match self.openat2(rel, flags, mode, resolve) {
+                Ok(fd) => return Ok(fd),
+                Err(err) => err,
             };
-            how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
-            let fd = unsafe {
-                libc::syscall(
-                    libc::SYS_openat2,
-                    self.root.as_raw_fd(),
-                    rel.as_ptr(),
-                    &how as *const libc::open_how,
-                    std::mem::size_of::<libc::open_how>(),
-                )
-            };
-            if fd >= 0 {
-                return Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
-            }
-            let err = io::Error::last_os_error();
             match err.raw_os_error() {
                 Some(libc::ENOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
                 // An escape attempt: to the client, the target simply is not accessible.

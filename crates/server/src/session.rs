@@ -65,8 +65,8 @@ struct Session<'a> {
     export: &'a Export,
     shared: &'a Shared,
     subject: String,
-    reader: BufReader<TcpStream>,
-    writer: BufWriter<TcpStream>,
+    reader: BufReader<&'a TcpStream>,
+    writer: BufWriter<&'a TcpStream>,
     files: BTreeMap<i64, OpenFile>,
     /// Scratch space for reads and writes, grown on demand.
     buffer: Vec<u8>,
@@ -88,12 +88,9 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
         .max(Duration::from_millis(100));
     let _ = stream.set_read_timeout(Some(wake));
     let _ = stream.set_write_timeout(Some(shared.limits.stall_timeout));
-    let (Ok(read_half), Ok(write_half)) = (stream.try_clone(), stream.try_clone()) else {
-        summary.reason = "cannot duplicate socket".into();
-        return summary;
-    };
-    let mut reader = BufReader::with_capacity(READ_BUFFER, read_half);
-    let mut writer = BufWriter::with_capacity(WRITE_BUFFER, write_half);
+    // Both directions share the one socket descriptor: a thousand clients cost a thousand fds.
+    let mut reader = BufReader::with_capacity(READ_BUFFER, &stream);
+    let mut writer = BufWriter::with_capacity(WRITE_BUFFER, &stream);
     let subject = match crate::auth::accept(&shared.auth, peer.ip(), &mut reader, &mut writer) {
         Ok(Some(subject)) => subject,
         Ok(None) => {

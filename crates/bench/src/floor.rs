@@ -1,0 +1,109 @@
+//! The floors every server is measured against: a raw TCP round trip and a raw socket copy,
+//! between two threads of this process over loopback.
+
+use crate::stats::median;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::Instant;
+
+/// A connected pair of loopback sockets (client, server side).
+fn pair() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+    let (server, _) = listener.accept().expect("accept");
+    client.set_nodelay(true).expect("nodelay");
+    server.set_nodelay(true).expect("nodelay");
+    (client, server)
+}
+
+/// Answers every line on `stream` with a 2-byte line, until the peer leaves.
+fn echo(stream: TcpStream) {
+    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+    let mut writer = stream;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        if writer.write_all(b"0\n").is_err() {
+            return;
+        }
+    }
+}
+
+/// The echo server as a process of its own, like the servers under test: listens on
+/// loopback, prints its port, answers each connection on a thread.
+pub fn echo_server() -> ! {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    println!("{}", listener.local_addr().expect("addr").port());
+    let _ = std::io::stdout().flush();
+    for stream in listener.incoming().flatten() {
+        let _ = stream.set_nodelay(true);
+        std::thread::spawn(move || echo(stream));
+    }
+    std::process::exit(0)
+}
+
+/// Median microseconds for a 32-byte line out and a 2-byte line back, to an echo server in
+/// another process (`port`) or, with `None`, on another thread of this one.
+pub fn round_trip_us(ops: usize, port: Option<u16>) -> f64 {
+    let (mut client, echo_thread) = match port {
+        Some(port) => {
+            let client = TcpStream::connect(("127.0.0.1", port)).expect("connect to echo server");
+            client.set_nodelay(true).expect("nodelay");
+            (client, None)
+        }
+        None => {
+            let (client, server) = pair();
+            (client, Some(std::thread::spawn(move || echo(server))))
+        }
+    };
+    let request = b"stat /some/file/name/here/abcde\n";
+    let mut reader = BufReader::new(client.try_clone().expect("clone"));
+    let mut reply = Vec::new();
+    let mut samples = Vec::with_capacity(ops);
+    for _ in 0..ops {
+        let started = Instant::now();
+        client.write_all(request).expect("send");
+        reply.clear();
+        reader.read_until(b'\n', &mut reply).expect("reply");
+        samples.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    drop(client);
+    drop(reader);
+    if let Some(t) = echo_thread {
+        let _ = t.join();
+    }
+    median(&samples)
+}
+
+/// MB/s pushing `bytes` through one loopback connection in 64 KiB writes.
+pub fn copy_mb_s(bytes: u64) -> f64 {
+    let (mut client, mut server) = pair();
+    let sink = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut total = 0u64;
+        while let Ok(n) = server.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+        }
+        total
+    });
+    let block = vec![0u8; 64 * 1024];
+    let started = Instant::now();
+    let mut sent = 0u64;
+    while sent < bytes {
+        let n = (bytes - sent).min(block.len() as u64) as usize;
+        client.write_all(&block[..n]).expect("send");
+        sent += n as u64;
+    }
+    client
+        .shutdown(std::net::Shutdown::Write)
+        .expect("shutdown");
+    let received = sink.join().expect("sink");
+    assert_eq!(received, bytes);
+    bytes as f64 / started.elapsed().as_secs_f64() / 1e6
+}
