@@ -551,6 +551,19 @@ impl Client {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// Why the server refused this connection's last refused request (a roost extension);
+    /// `None` when the server does not say (nothing refused yet, or not a roost server).
+    pub fn explain(&mut self) -> Result<Option<String>> {
+        match self.data(Request::Explain {}, 4096) {
+            Ok(bytes) if !bytes.is_empty() => {
+                Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+            }
+            Ok(_) => Ok(None),
+            Err(e) if !e.breaks_connection() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The subject this server has when it connects to `host`.
     pub fn whoareyou(&mut self, host: &str) -> Result<String> {
         let max = 1024;

@@ -311,3 +311,38 @@ fn unsupported_rpcs_answer_not_supported_and_keep_the_connection() {
     assert_eq!(c.rpc("mkalloc /a 100 493"), not_supported);
     assert_eq!(c.rpc("whoami 100"), 17);
 }
+
+#[test]
+fn explain_names_the_missing_right_of_the_last_refusal() {
+    let server = TestServer::start(&["--acl", "address:127.0.0.1=rl"]);
+    let mut c = server.connect();
+    assert_eq!(c.rpc("explain"), 0, "nothing refused yet");
+    assert_eq!(c.rpc("mkdir /x 493"), code(libc::EACCES));
+    let n = c.rpc("explain");
+    assert_eq!(c.bytes(n as usize), b"needs 'w' on /");
+}
+
+#[test]
+fn whoareyou_reports_the_subject_this_server_gets_elsewhere() {
+    let me = String::from_utf8(
+        std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let other = TestServer::start(&[]);
+    let server = TestServer::start(ALL);
+    let mut c = server.connect();
+    let n = c.rpc(&format!("whoareyou 127.0.0.1:{} 100", other.port));
+    assert!(n > 0, "whoareyou failed: {n}");
+    assert_eq!(
+        String::from_utf8(c.bytes(n as usize)).unwrap(),
+        format!("unix:{}", me.trim())
+    );
+    assert!(
+        c.rpc("whoareyou 127.0.0.1:1 100") < 0,
+        "an unreachable server is an error"
+    );
+}

@@ -70,6 +70,8 @@ struct Session<'a> {
     files: BTreeMap<i64, OpenFile>,
     /// Scratch space for reads and writes, grown on demand.
     buffer: Vec<u8>,
+    /// Why the last refused request was refused, for the `explain` extension.
+    last_refusal: Option<String>,
 }
 
 /// Serves one connection to the end.
@@ -116,6 +118,7 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
         writer,
         files: BTreeMap::new(),
         buffer: Vec::new(),
+        last_refusal: None,
     };
     let stop = session.run(&mut summary.requests);
     let _ = session.writer.flush();
@@ -257,6 +260,7 @@ impl Session<'_> {
                 "denied",
                 &[("subject", &self.subject), ("why", &why)],
             );
+            self.last_refusal = Some(why);
         }
         self.writer.write_all(&reply::errno_line(error.errno))?;
         Ok(())
@@ -499,7 +503,20 @@ impl Session<'_> {
                 me.truncate(usize::try_from(*length).unwrap_or(usize::MAX));
                 self.send_data(Ok(me))
             }
-            Request::Whoareyou { .. } => self.send_error(ErrorCode::NotSupported),
+            Request::Explain {} => {
+                let why = self.last_refusal.clone().unwrap_or_default().into_bytes();
+                self.send_data(Ok(why))
+            }
+            Request::Whoareyou { host, length } => {
+                let result = whoareyou(host).map(|mut me| {
+                    me.truncate(usize::try_from(*length).unwrap_or(usize::MAX));
+                    me
+                });
+                match result {
+                    Ok(me) => self.send_data(Ok(me)),
+                    Err(code) => self.send_error(code),
+                }
+            }
             Request::Getacl { path } => self.getacl(path),
             Request::Setacl {
                 path,
@@ -953,6 +970,24 @@ impl Session<'_> {
         }
         Ok(hasher.finish())
     }
+}
+
+/// How long `whoareyou` may spend reaching the other server.
+const WHOAREYOU_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The subject this server is given by the Chirp server at `host` (`host[:port]`), found by
+/// connecting to it as a client: what a third party needs to write an ACL for this server.
+fn whoareyou(host: &str) -> Result<Vec<u8>, ErrorCode> {
+    let options = roost_client::Options {
+        connect_timeout: WHOAREYOU_TIMEOUT,
+        io_timeout: Some(WHOAREYOU_TIMEOUT),
+        ..roost_client::Options::default()
+    };
+    let mut client = roost_client::Client::connect(host, &options).map_err(|e| e.code())?;
+    client
+        .whoami()
+        .map(String::into_bytes)
+        .map_err(|e| e.code())
 }
 
 /// Reads until `buf` is full or the file ends.

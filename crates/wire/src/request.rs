@@ -201,6 +201,7 @@ macro_rules! rpcs {
             fn parse_known(name: &[u8], words: &mut Words<'_>) -> Option<Result<Request, WireError>> {
                 $(
                     if name == $name.as_bytes() {
+                        #[allow(unused_mut)]
                         let mut build = || -> Result<Request, WireError> {
                             Ok(Request::$variant { $( $field: words.arg::<$ty>(stringify!($field))?, )* })
                         };
@@ -363,6 +364,9 @@ rpcs! {
     Fremovexattr = "fremovexattr" { fd: i64, name: Vec<u8> } => P::None, B::None;
     /// Remove an extended attribute, not following a final symlink.
     Lremovexattr = "lremovexattr" { path: Vec<u8>, name: Vec<u8> } => P::None, B::None;
+    /// roost extension: why the connection's last refused request was refused (e.g. `needs
+    /// 'w' on /data`), empty if nothing was refused. Servers without it answer an error.
+    Explain = "explain" {} => P::None, B::Data;
 }
 
 impl Request {

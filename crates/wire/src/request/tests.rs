@@ -181,6 +181,7 @@ fn samples() -> Vec<Request> {
             name: name.clone(),
         },
         Request::Lremovexattr { path, name },
+        Request::Explain {},
     ]
 }
 
