@@ -5,6 +5,9 @@
 //! `hostname` and `address` — because the server accepts the first method that succeeds and
 //! its ACLs are written for subjects. cctools' client orders its methods the same way.
 //!
+//! For `unix` the client creates the file the server names — only if its name is one a
+//! cctools or roost server would choose, so a hostile server cannot plant files elsewhere.
+//!
 //! An `hmac` key is a name and a secret. The secret lives in a file, read as `roost serve
 //! --key NAME=FILE` reads it (the whole file, less one trailing newline), so both ends can
 //! use the same file; `ROOST_HMAC_KEY=NAME=FILE` in the environment names the client's key.
@@ -149,10 +152,23 @@ fn read_yes_no<R: BufRead>(r: &mut R) -> Result<bool> {
     Ok(auth::parse_yes_no(&read_line(r, auth::AUTH_LINE_MAX)?)?)
 }
 
+/// True if a server may ask us to create `path`: an absolute path whose file name is one
+/// cctools (`challenge.*`) or roost (`roost-challenge.*`) would choose. A hostile server
+/// could otherwise make the client create empty files with meaningful names anywhere the
+/// user can write (`~/.hushlogin`, lock files...).
+fn plausible_challenge(path: &Path) -> bool {
+    let name = path.file_name().map(OsStr::as_bytes).unwrap_or_default();
+    path.is_absolute() && (name.starts_with(b"challenge.") || name.starts_with(b"roost-challenge."))
+}
+
 /// The `unix` method after the server's `yes`: create the named file, report, clean up.
 fn prove_unix<R: BufRead, W: Write>(r: &mut R, w: &mut W) -> Result<bool> {
     let path = auth::parse_challenge(&read_line(r, auth::AUTH_LINE_MAX)?)?;
     let path = Path::new(OsStr::from_bytes(&path));
+    if !plausible_challenge(path) {
+        send(w, auth::NO)?;
+        return Ok(false);
+    }
     let created = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -221,6 +237,7 @@ pub fn authenticate<R: BufRead, W: Write>(
 mod tests {
     use super::*;
     use std::io::Cursor;
+    use std::path::PathBuf;
 
     fn run(creds: &Credentials, server: &[u8], local: bool) -> (Result<Subject>, String) {
         let mut r = Cursor::new(server.to_vec());
@@ -302,7 +319,7 @@ mod tests {
     fn unix_creates_the_challenge_file_and_removes_it() {
         let dir = std::env::temp_dir().join(format!("roost-auth-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let challenge = dir.join("challenge.1");
+        let challenge = dir.join("roost-challenge.1.2");
         let creds = Credentials::only(&[Method::Unix]);
         let server = format!("yes\n{}\nyes\nyes\nunix\nalice\n", challenge.display());
         let (subject, sent) = run(&creds, server.as_bytes(), true);
@@ -313,9 +330,29 @@ mod tests {
     }
 
     #[test]
+    fn unix_refuses_to_create_files_a_server_should_not_ask_for() {
+        let creds = Credentials::only(&[Method::Unix]);
+        let dir = std::env::temp_dir();
+        for bad in [
+            dir.join(".hushlogin"),
+            PathBuf::from("challenge.1"),
+            dir.join("notes.txt"),
+        ] {
+            let existed = bad.exists();
+            let server = format!("yes\n{}\n", bad.display());
+            let (subject, sent) = run(&creds, server.as_bytes(), true);
+            assert!(matches!(subject, Err(Error::AuthFailed(_))));
+            assert_eq!(sent, "unix\nno\n");
+            assert_eq!(bad.exists(), existed, "{}", bad.display());
+        }
+        assert!(plausible_challenge(Path::new("/tmp/challenge.12.34")));
+        assert!(plausible_challenge(Path::new("/var/x/roost-challenge.1.2")));
+    }
+
+    #[test]
     fn unix_declines_a_challenge_it_cannot_meet() {
         let creds = Credentials::only(&[Method::Unix, Method::Address]);
-        let server = b"yes\n/nonexistent-dir/challenge\nyes\nyes\nyes\naddress\n1.2.3.4\n";
+        let server = b"yes\n/nonexistent-dir/challenge.1\nyes\nyes\nyes\naddress\n1.2.3.4\n";
         let (subject, sent) = run(&creds, server, true);
         assert_eq!(subject.unwrap().to_string(), "address:1.2.3.4");
         assert_eq!(sent, "unix\nno\naddress\n");
