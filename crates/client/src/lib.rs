@@ -14,6 +14,7 @@
 //! [`tree`] copies files and directory trees with progress reports.
 
 mod auth;
+mod batch;
 mod bulk;
 mod client;
 mod error;
@@ -25,6 +26,7 @@ pub mod tree;
 mod url;
 
 pub use auth::{Credentials, HmacKey};
+pub use batch::Reply;
 pub use client::{Client, Options};
 pub use error::{Error, Result};
 pub use roost_wire::auth::{Method, Subject};

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use md5::{Digest, Md5};
-use roost_client::{Client, Credentials, ErrorCode, Keepalive, Method, OpenFlags, Options};
+use roost_client::{Client, Credentials, ErrorCode, Keepalive, Method, OpenFlags, Options, Reply};
+use roost_wire::Request;
 
 /// Which server implementation a test talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,7 +54,7 @@ macro_rules! battery_tests {
             name_rpcs digests_match_local_computation server_errors_arrive_as_errno whole_file_transfers
             pipelined_transfers_round_trip offsets_beyond_4_gib_work unicode_and_awkward_names
             extended_attributes streams_end_the_connection reconnect_after_an_abandoned_transfer
-            each_method_authenticates_alone tree_copies_round_trip);
+            each_method_authenticates_alone tree_copies_round_trip pipelined_small_requests);
     };
     (@each $start:expr; $($name:ident)*) => {$(
         #[test]
@@ -404,4 +405,39 @@ pub fn tree_copies_round_trip(server: &impl TestServer) {
         "{err}"
     );
     std::fs::remove_dir_all(&base).unwrap();
+}
+
+pub fn pipelined_small_requests(server: &impl TestServer) {
+    let mut c = server.client();
+    let names: Vec<String> = (0..300).map(|i| format!("/f{i}")).collect();
+    for name in names.iter().take(200) {
+        std::fs::write(server.local(name), name.as_bytes()).unwrap();
+    }
+    let stats: Vec<Request> = names
+        .iter()
+        .map(|n| Request::Stat {
+            path: n.as_bytes().to_vec(),
+        })
+        .collect();
+    let replies = c.pipeline(&stats, 16).unwrap();
+    for (i, reply) in replies.iter().enumerate() {
+        match reply {
+            Ok(Reply::Stat(0, st)) => assert_eq!(st.size as usize, names[i].len()),
+            Err(e) => assert!(i >= 200 && e.errno() == libc::ENOENT, "{i}: {e:?}"),
+            other => panic!("{i}: {other:?}"),
+        }
+    }
+    let unlinks: Vec<Request> = names
+        .iter()
+        .take(200)
+        .map(|n| Request::Unlink {
+            path: n.as_bytes().to_vec(),
+        })
+        .collect();
+    assert!(c
+        .pipeline(&unlinks, 16)
+        .unwrap()
+        .iter()
+        .all(|r| matches!(r, Ok(Reply::Value(0)))));
+    assert!(!server.local("/f0").exists());
 }
