@@ -41,7 +41,7 @@ fn compare(modules: &[&str]) {
         .output()
         .map_or(true, |o| !o.status.success())
     {
-        panic!("python3's test package is missing (Debian: apt install libpython3-testsuite)");
+        panic!("python3's test package is missing (Debian: apt install libpython3.11-testsuite)");
     }
     let work = Tree::new("cpython");
     let native = python_tests(modules)
