@@ -1,5 +1,5 @@
-//! A connection to one Chirp server: connect, authenticate, send requests, read replies, and
-//! one method per RPC with typed results. Bulk transfers live in `bulk.rs`.
+//! A connection to one Chirp server: connect, authenticate, send requests, read replies. The
+//! RPC methods live in `rpc.rs` and `xattr.rs`, data transfers in `bulk.rs` and `batch.rs`.
 //!
 //! A connection that fails at the transport level (I/O error, timeout, malformed reply) is
 //! marked broken and every later call fails fast with `ENOTCONN`; open descriptors die with
@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use roost_wire::auth::Subject;
-use roost_wire::{listing, AclEntry, DirEntry, OpenFlags, Request, Stat, StatFs};
+use roost_wire::{listing, Request, Stat, StatFs};
 
 use crate::auth::{authenticate, Credentials};
 use crate::error::{Error, Result};
@@ -235,12 +235,12 @@ impl Client {
     }
 
     /// A request whose only answer is the result line.
-    fn simple(&mut self, req: Request) -> Result<u64> {
+    pub(crate) fn simple(&mut self, req: Request) -> Result<u64> {
         self.guard(|c| c.call(&req, &[]))
     }
 
     /// A request answered by `result` bytes of data, at most `max`.
-    fn data(&mut self, req: Request, max: u64) -> Result<Vec<u8>> {
+    pub(crate) fn data(&mut self, req: Request, max: u64) -> Result<Vec<u8>> {
         self.guard(|c| {
             let n = c.call(&req, &[])?;
             if n > max {
@@ -253,7 +253,7 @@ impl Client {
     }
 
     /// A request answered by a stat line.
-    fn stat_reply(&mut self, req: Request) -> Result<(u64, Stat)> {
+    pub(crate) fn stat_reply(&mut self, req: Request) -> Result<(u64, Stat)> {
         self.guard(|c| {
             let n = c.call(&req, &[])?;
             let line = read_line(&mut c.reader, REPLY_LINE_MAX)?;
@@ -262,7 +262,7 @@ impl Client {
     }
 
     /// A request answered by a statfs line.
-    fn statfs_reply(&mut self, req: Request) -> Result<StatFs> {
+    pub(crate) fn statfs_reply(&mut self, req: Request) -> Result<StatFs> {
         self.guard(|c| {
             c.call(&req, &[])?;
             let line = read_line(&mut c.reader, REPLY_LINE_MAX)?;
@@ -271,7 +271,7 @@ impl Client {
     }
 
     /// Reads list lines up to the empty line that ends them.
-    fn list_lines(&mut self) -> Result<Vec<Vec<u8>>> {
+    pub(crate) fn list_lines(&mut self) -> Result<Vec<Vec<u8>>> {
         let mut lines = Vec::new();
         loop {
             let line = read_line(&mut self.reader, REPLY_LINE_MAX)?;
@@ -280,502 +280,6 @@ impl Client {
             }
             lines.push(line);
         }
-    }
-
-    // ---- descriptors ----
-
-    /// Opens a file; returns the descriptor and the file's stat.
-    pub fn open(
-        &mut self,
-        path: impl AsRef<[u8]>,
-        flags: OpenFlags,
-        mode: u32,
-    ) -> Result<(i64, Stat)> {
-        let (fd, st) = self.stat_reply(Request::Open {
-            path: path.as_ref().to_vec(),
-            flags,
-            mode,
-        })?;
-        Ok((fd as i64, st))
-    }
-
-    /// Closes a descriptor.
-    pub fn close(&mut self, fd: i64) -> Result<()> {
-        self.simple(Request::Close { fd }).map(drop)
-    }
-
-    /// Stats an open file.
-    pub fn fstat(&mut self, fd: i64) -> Result<Stat> {
-        self.stat_reply(Request::Fstat { fd }).map(|(_, st)| st)
-    }
-
-    /// Statfs of an open file's file system.
-    pub fn fstatfs(&mut self, fd: i64) -> Result<StatFs> {
-        self.statfs_reply(Request::Fstatfs { fd })
-    }
-
-    /// Flushes an open file to disk.
-    pub fn fsync(&mut self, fd: i64) -> Result<()> {
-        self.simple(Request::Fsync { fd }).map(drop)
-    }
-
-    /// Changes an open file's mode.
-    pub fn fchmod(&mut self, fd: i64, mode: u32) -> Result<()> {
-        self.simple(Request::Fchmod { fd, mode }).map(drop)
-    }
-
-    /// Changes an open file's owner (servers may ignore it).
-    pub fn fchown(&mut self, fd: i64, uid: i64, gid: i64) -> Result<()> {
-        self.simple(Request::Fchown { fd, uid, gid }).map(drop)
-    }
-
-    /// Truncates an open file.
-    pub fn ftruncate(&mut self, fd: i64, length: u64) -> Result<()> {
-        self.simple(Request::Ftruncate { fd, length }).map(drop)
-    }
-
-    // ---- names ----
-
-    /// Stats a path, following symlinks.
-    pub fn stat(&mut self, path: impl AsRef<[u8]>) -> Result<Stat> {
-        self.stat_reply(Request::Stat {
-            path: path.as_ref().to_vec(),
-        })
-        .map(|(_, st)| st)
-    }
-
-    /// Stats a path without following a final symlink.
-    pub fn lstat(&mut self, path: impl AsRef<[u8]>) -> Result<Stat> {
-        self.stat_reply(Request::Lstat {
-            path: path.as_ref().to_vec(),
-        })
-        .map(|(_, st)| st)
-    }
-
-    /// Statfs of the file system holding a path.
-    pub fn statfs(&mut self, path: impl AsRef<[u8]>) -> Result<StatFs> {
-        self.statfs_reply(Request::Statfs {
-            path: path.as_ref().to_vec(),
-        })
-    }
-
-    /// Checks access (`mode`: `R_OK|W_OK|X_OK` or `F_OK`).
-    pub fn access(&mut self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
-        self.simple(Request::Access {
-            path: path.as_ref().to_vec(),
-            mode,
-        })
-        .map(drop)
-    }
-
-    /// Changes a path's mode.
-    pub fn chmod(&mut self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
-        self.simple(Request::Chmod {
-            path: path.as_ref().to_vec(),
-            mode,
-        })
-        .map(drop)
-    }
-
-    /// Changes a path's owner (servers may ignore it).
-    pub fn chown(&mut self, path: impl AsRef<[u8]>, uid: i64, gid: i64) -> Result<()> {
-        self.simple(Request::Chown {
-            path: path.as_ref().to_vec(),
-            uid,
-            gid,
-        })
-        .map(drop)
-    }
-
-    /// Changes a symlink's owner (servers may ignore it).
-    pub fn lchown(&mut self, path: impl AsRef<[u8]>, uid: i64, gid: i64) -> Result<()> {
-        self.simple(Request::Lchown {
-            path: path.as_ref().to_vec(),
-            uid,
-            gid,
-        })
-        .map(drop)
-    }
-
-    /// Truncates a path.
-    pub fn truncate(&mut self, path: impl AsRef<[u8]>, length: u64) -> Result<()> {
-        self.simple(Request::Truncate {
-            path: path.as_ref().to_vec(),
-            length,
-        })
-        .map(drop)
-    }
-
-    /// Sets access and modification times (seconds since the epoch).
-    pub fn utime(&mut self, path: impl AsRef<[u8]>, actime: i64, modtime: i64) -> Result<()> {
-        self.simple(Request::Utime {
-            path: path.as_ref().to_vec(),
-            actime,
-            modtime,
-        })
-        .map(drop)
-    }
-
-    /// Removes a file.
-    pub fn unlink(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
-        self.simple(Request::Unlink {
-            path: path.as_ref().to_vec(),
-        })
-        .map(drop)
-    }
-
-    /// Renames a path.
-    pub fn rename(&mut self, from: impl AsRef<[u8]>, to: impl AsRef<[u8]>) -> Result<()> {
-        self.simple(Request::Rename {
-            path: from.as_ref().to_vec(),
-            new_path: to.as_ref().to_vec(),
-        })
-        .map(drop)
-    }
-
-    /// Hard-links `from` as `to`.
-    pub fn link(&mut self, from: impl AsRef<[u8]>, to: impl AsRef<[u8]>) -> Result<()> {
-        self.simple(Request::Link {
-            path: from.as_ref().to_vec(),
-            new_path: to.as_ref().to_vec(),
-        })
-        .map(drop)
-    }
-
-    /// Creates a symlink at `path` pointing to `target`.
-    pub fn symlink(&mut self, target: impl AsRef<[u8]>, path: impl AsRef<[u8]>) -> Result<()> {
-        self.simple(Request::Symlink {
-            target: target.as_ref().to_vec(),
-            path: path.as_ref().to_vec(),
-        })
-        .map(drop)
-    }
-
-    /// Reads a symlink's target.
-    pub fn readlink(&mut self, path: impl AsRef<[u8]>) -> Result<Vec<u8>> {
-        let max = 4096;
-        self.data(
-            Request::Readlink {
-                path: path.as_ref().to_vec(),
-                length: max,
-            },
-            max,
-        )
-    }
-
-    /// Makes a directory.
-    pub fn mkdir(&mut self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
-        self.simple(Request::Mkdir {
-            path: path.as_ref().to_vec(),
-            mode,
-        })
-        .map(drop)
-    }
-
-    /// Removes an empty directory.
-    pub fn rmdir(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
-        self.simple(Request::Rmdir {
-            path: path.as_ref().to_vec(),
-        })
-        .map(drop)
-    }
-
-    /// Removes a file or a whole tree.
-    pub fn rmall(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
-        self.simple(Request::Rmall {
-            path: path.as_ref().to_vec(),
-        })
-        .map(drop)
-    }
-
-    /// Lists a directory's names (including `.` and `..` if the server lists them).
-    pub fn getdir(&mut self, path: impl AsRef<[u8]>) -> Result<Vec<Vec<u8>>> {
-        let req = Request::Getdir {
-            path: path.as_ref().to_vec(),
-        };
-        self.guard(|c| {
-            c.call(&req, &[])?;
-            c.list_lines()
-        })
-    }
-
-    /// Lists a directory with each entry's stat.
-    pub fn getlongdir(&mut self, path: impl AsRef<[u8]>) -> Result<Vec<DirEntry>> {
-        let req = Request::Getlongdir {
-            path: path.as_ref().to_vec(),
-        };
-        self.guard(|c| {
-            c.call(&req, &[])?;
-            let mut entries = Vec::new();
-            loop {
-                let name = read_line(&mut c.reader, REPLY_LINE_MAX)?;
-                if listing::is_end(&name) {
-                    return Ok(entries);
-                }
-                let st = Stat::parse(&read_line(&mut c.reader, REPLY_LINE_MAX)?)?;
-                entries.push(DirEntry {
-                    name,
-                    stat: Some(st),
-                });
-            }
-        })
-    }
-
-    /// MD5 digest of a file.
-    pub fn md5(&mut self, path: impl AsRef<[u8]>) -> Result<Vec<u8>> {
-        self.data(
-            Request::Md5 {
-                path: path.as_ref().to_vec(),
-            },
-            64,
-        )
-    }
-
-    /// Digest of a file with a named algorithm (`md5`, `sha1`, `sha256`).
-    pub fn hash(&mut self, algorithm: &str, path: impl AsRef<[u8]>) -> Result<Vec<u8>> {
-        self.data(
-            Request::Hash {
-                algorithm: algorithm.to_string(),
-                path: path.as_ref().to_vec(),
-            },
-            64,
-        )
-    }
-
-    // ---- identity and ACLs ----
-
-    /// The subject the server sees for this connection.
-    pub fn whoami(&mut self) -> Result<String> {
-        let max = 1024;
-        let bytes = self.data(Request::Whoami { length: max }, max)?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
-    }
-
-    /// Why the server refused this connection's last refused request (a roost extension);
-    /// `None` when the server does not say (nothing refused yet, or not a roost server).
-    pub fn explain(&mut self) -> Result<Option<String>> {
-        match self.data(Request::Explain {}, 4096) {
-            Ok(bytes) if !bytes.is_empty() => {
-                Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
-            }
-            Ok(_) => Ok(None),
-            Err(e) if !e.breaks_connection() => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The subject this server has when it connects to `host`.
-    pub fn whoareyou(&mut self, host: &str) -> Result<String> {
-        let max = 1024;
-        let bytes = self.data(
-            Request::Whoareyou {
-                host: host.to_string(),
-                length: max,
-            },
-            max,
-        )?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
-    }
-
-    /// A directory's ACL.
-    pub fn getacl(&mut self, path: impl AsRef<[u8]>) -> Result<Vec<AclEntry>> {
-        let req = Request::Getacl {
-            path: path.as_ref().to_vec(),
-        };
-        self.guard(|c| {
-            c.call(&req, &[])?;
-            let lines = c.list_lines()?;
-            lines
-                .iter()
-                .map(|l| AclEntry::parse(l).map_err(Error::Protocol))
-                .collect()
-        })
-    }
-
-    /// Sets `subject`'s rights on a directory (`n` removes the entry).
-    pub fn setacl(&mut self, path: impl AsRef<[u8]>, subject: &str, rights: &str) -> Result<()> {
-        let req = Request::Setacl {
-            path: path.as_ref().to_vec(),
-            subject: subject.into(),
-            rights: rights.into(),
-        };
-        self.simple(req).map(drop)
-    }
-
-    /// Resets a directory's ACL to the caller with `rights` (plus admin).
-    pub fn resetacl(&mut self, path: impl AsRef<[u8]>, rights: &str) -> Result<()> {
-        self.simple(Request::Resetacl {
-            path: path.as_ref().to_vec(),
-            rights: rights.into(),
-        })
-        .map(drop)
-    }
-
-    // ---- extended attributes ----
-
-    /// An xattr call whose server errors use the xattr reading of `INVALID_REQUEST`.
-    fn xattr<T>(&mut self, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
-        f(self).map_err(|e| match e {
-            Error::Remote { code, .. } => Error::remote_xattr(code),
-            other => other,
-        })
-    }
-
-    /// Gets an extended attribute (`ENODATA` if missing).
-    pub fn getxattr(&mut self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<Vec<u8>> {
-        let req = Request::Getxattr {
-            path: path.as_ref().to_vec(),
-            name: name.as_ref().to_vec(),
-        };
-        self.xattr(|c| c.data(req, roost_wire::MAX_BLOCK))
-    }
-
-    /// Gets an extended attribute of an open file.
-    pub fn fgetxattr(&mut self, fd: i64, name: impl AsRef<[u8]>) -> Result<Vec<u8>> {
-        let req = Request::Fgetxattr {
-            fd,
-            name: name.as_ref().to_vec(),
-        };
-        self.xattr(|c| c.data(req, roost_wire::MAX_BLOCK))
-    }
-
-    /// Gets an extended attribute without following a final symlink.
-    pub fn lgetxattr(&mut self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<Vec<u8>> {
-        let req = Request::Lgetxattr {
-            path: path.as_ref().to_vec(),
-            name: name.as_ref().to_vec(),
-        };
-        self.xattr(|c| c.data(req, roost_wire::MAX_BLOCK))
-    }
-
-    fn names(bytes: Vec<u8>) -> Vec<Vec<u8>> {
-        bytes
-            .split(|&b| b == 0)
-            .filter(|n| !n.is_empty())
-            .map(<[u8]>::to_vec)
-            .collect()
-    }
-
-    /// Lists extended attribute names.
-    pub fn listxattr(&mut self, path: impl AsRef<[u8]>) -> Result<Vec<Vec<u8>>> {
-        let req = Request::Listxattr {
-            path: path.as_ref().to_vec(),
-        };
-        self.xattr(|c| c.data(req, roost_wire::MAX_BLOCK))
-            .map(Client::names)
-    }
-
-    /// Lists extended attribute names of an open file.
-    pub fn flistxattr(&mut self, fd: i64) -> Result<Vec<Vec<u8>>> {
-        self.xattr(|c| c.data(Request::Flistxattr { fd }, roost_wire::MAX_BLOCK))
-            .map(Client::names)
-    }
-
-    /// Lists extended attribute names without following a final symlink.
-    pub fn llistxattr(&mut self, path: impl AsRef<[u8]>) -> Result<Vec<Vec<u8>>> {
-        let req = Request::Llistxattr {
-            path: path.as_ref().to_vec(),
-        };
-        self.xattr(|c| c.data(req, roost_wire::MAX_BLOCK))
-            .map(Client::names)
-    }
-
-    fn set_xattr(&mut self, req: Request, value: &[u8]) -> Result<()> {
-        self.xattr(|c| c.guard(|c| c.call(&req, value).map(drop)))
-    }
-
-    /// Sets an extended attribute (`flags`: `XATTR_CREATE`, `XATTR_REPLACE` or 0).
-    pub fn setxattr(
-        &mut self,
-        path: impl AsRef<[u8]>,
-        name: impl AsRef<[u8]>,
-        value: &[u8],
-        flags: i32,
-    ) -> Result<()> {
-        let (path, name, length) = (
-            path.as_ref().to_vec(),
-            name.as_ref().to_vec(),
-            value.len() as u64,
-        );
-        self.set_xattr(
-            Request::Setxattr {
-                path,
-                name,
-                length,
-                flags,
-            },
-            value,
-        )
-    }
-
-    /// Sets an extended attribute of an open file.
-    pub fn fsetxattr(
-        &mut self,
-        fd: i64,
-        name: impl AsRef<[u8]>,
-        value: &[u8],
-        flags: i32,
-    ) -> Result<()> {
-        let req = Request::Fsetxattr {
-            fd,
-            name: name.as_ref().to_vec(),
-            length: value.len() as u64,
-            flags,
-        };
-        self.set_xattr(req, value)
-    }
-
-    /// Sets an extended attribute without following a final symlink.
-    pub fn lsetxattr(
-        &mut self,
-        path: impl AsRef<[u8]>,
-        name: impl AsRef<[u8]>,
-        value: &[u8],
-        flags: i32,
-    ) -> Result<()> {
-        let (path, name, length) = (
-            path.as_ref().to_vec(),
-            name.as_ref().to_vec(),
-            value.len() as u64,
-        );
-        self.set_xattr(
-            Request::Lsetxattr {
-                path,
-                name,
-                length,
-                flags,
-            },
-            value,
-        )
-    }
-
-    /// Removes an extended attribute.
-    pub fn removexattr(&mut self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<()> {
-        let req = Request::Removexattr {
-            path: path.as_ref().to_vec(),
-            name: name.as_ref().to_vec(),
-        };
-        self.xattr(|c| c.simple(req)).map(drop)
-    }
-
-    /// Removes an extended attribute of an open file.
-    pub fn fremovexattr(&mut self, fd: i64, name: impl AsRef<[u8]>) -> Result<()> {
-        self.xattr(|c| {
-            c.simple(Request::Fremovexattr {
-                fd,
-                name: name.as_ref().to_vec(),
-            })
-        })
-        .map(drop)
-    }
-
-    /// Removes an extended attribute without following a final symlink.
-    pub fn lremovexattr(&mut self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<()> {
-        let req = Request::Lremovexattr {
-            path: path.as_ref().to_vec(),
-            name: name.as_ref().to_vec(),
-        };
-        self.xattr(|c| c.simple(req)).map(drop)
     }
 
     /// Sends any request and returns its raw result, for RPCs without a typed method (the

@@ -21,9 +21,11 @@ mod error;
 mod lines;
 #[cfg(test)]
 mod mock;
+mod rpc;
 mod socket;
 pub mod tree;
 mod url;
+mod xattr;
 
 pub use auth::{Credentials, HmacKey};
 pub use batch::Reply;
