@@ -1,5 +1,7 @@
 //! The `roost` command: thin subcommands over the roost libraries.
 
+mod progress;
+mod remote;
 mod run;
 mod serve;
 
@@ -20,11 +22,14 @@ enum Command {
     Run(run::RunArgs),
     /// Export a directory over the Chirp protocol, with authentication and ACLs.
     Serve(serve::ServeArgs),
+    #[command(flatten)]
+    Remote(remote::RemoteCommand),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run(args) => run::main(args),
         Command::Serve(args) => serve::main(args),
+        Command::Remote(command) => remote::main(command),
     }
 }

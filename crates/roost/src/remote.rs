@@ -1,0 +1,611 @@
+//! The client commands: `roost ls`, `stat`, `cat`, `get`, `put`, `rm`, `mkdir`, `mv`,
+//! `getacl`, `setacl`, `whoami`, on `chirp://host[:port]/path` (or `/chirp/host:port/path`).
+
+use crate::progress::Progress;
+use clap::{Args, Subcommand};
+use roost_client::tree::{self, CopyError};
+use roost_client::{ChirpUrl, Client, Credentials, Error, HmacKey, Method, Options, Stat};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// How to reach servers; shared by every client command.
+#[derive(Args, Clone)]
+pub struct ConnectArgs {
+    /// Authentication methods to offer, in order (repeatable): hmac, unix, hostname,
+    /// address. Default: hmac (with a key), then unix (same host), hostname, address.
+    #[arg(long = "auth", value_name = "METHOD")]
+    pub auth: Vec<String>,
+    /// A shared secret for the hmac method, as NAME=FILE (also ROOST_HMAC_KEY=NAME=FILE).
+    #[arg(long = "key", value_name = "NAME=FILE")]
+    pub key: Option<String>,
+    /// Seconds to wait for a connection or a reply before giving up.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    pub timeout: u64,
+}
+
+/// The client commands.
+#[derive(Subcommand)]
+pub enum RemoteCommand {
+    /// List a directory (or name a file).
+    Ls {
+        #[command(flatten)]
+        connect: ConnectArgs,
+        /// Long listing: mode, links, size, date.
+        #[arg(short)]
+        long: bool,
+        /// chirp://host[:port]/path
+        url: String,
+    },
+    /// Show a file's properties.
+    Stat {
+        #[command(flatten)]
+        connect: ConnectArgs,
+        url: String,
+    },
+    /// Write files to standard output.
+    Cat {
+        #[command(flatten)]
+        connect: ConnectArgs,
+        #[arg(required = true)]
+        urls: Vec<String>,
+    },
+    /// Copy a file (or with -r a directory tree) from a server.
+    Get {
+        #[command(flatten)]
+        connect: ConnectArgs,
+        /// Copy directories recursively.
+        #[arg(short)]
+        recursive: bool,
+        url: String,
+        /// Local destination (default: the file's name in the current directory).
+        local: Option<PathBuf>,
+    },
+    /// Copy a local file (or with -r a directory tree) to a server.
+    Put {
+        #[command(flatten)]
+        connect: ConnectArgs,
+        /// Copy directories recursively.
+        #[arg(short)]
+        recursive: bool,
+        local: PathBuf,
+        url: String,
+    },
+    /// Remove a file, or with -r a whole tree.
+    Rm {
+        #[command(flatten)]
+        connect: ConnectArgs,
+        /// Remove directories and everything in them.
+        #[arg(short)]
+        recursive: bool,
+        #[arg(required = true)]
+        urls: Vec<String>,
+    },
+    /// Make a directory (it inherits its parent's ACL).
+    Mkdir {
+        #[command(flatten)]
+        connect: ConnectArgs,
+        /// Make missing parents too; an existing directory is fine.
+        #[arg(short)]
+        parents: bool,
+        #[arg(required = true)]
+        urls: Vec<String>,
+    },
+    /// Rename a file or directory on a server.
+    Mv {
+        #[command(flatten)]
+        connect: ConnectArgs,
+        url: String,
+        /// The new path: a path on the same server, or a chirp URL naming it.
+        to: String,
+    },
+    /// Show a directory's ACL.
+    Getacl {
+        #[command(flatten)]
+        connect: ConnectArgs,
+        url: String,
+    },
+    /// Give SUBJECT RIGHTS (letters rwldpax; - removes the entry) on a directory.
+    Setacl {
+        #[command(flatten)]
+        connect: ConnectArgs,
+        url: String,
+        subject: String,
+        rights: String,
+    },
+    /// Show the subject the server knows you as.
+    Whoami {
+        #[command(flatten)]
+        connect: ConnectArgs,
+        /// chirp://host[:port]
+        url: String,
+    },
+}
+
+/// A failure, already phrased for the user.
+struct Failure(String);
+
+type Outcome = Result<(), Failure>;
+
+impl RemoteCommand {
+    fn connect(&self) -> &ConnectArgs {
+        match self {
+            RemoteCommand::Ls { connect, .. }
+            | RemoteCommand::Stat { connect, .. }
+            | RemoteCommand::Cat { connect, .. }
+            | RemoteCommand::Get { connect, .. }
+            | RemoteCommand::Put { connect, .. }
+            | RemoteCommand::Rm { connect, .. }
+            | RemoteCommand::Mkdir { connect, .. }
+            | RemoteCommand::Mv { connect, .. }
+            | RemoteCommand::Getacl { connect, .. }
+            | RemoteCommand::Setacl { connect, .. }
+            | RemoteCommand::Whoami { connect, .. } => connect,
+        }
+    }
+}
+
+pub fn main(command: RemoteCommand) -> ExitCode {
+    let outcome = match options(command.connect()) {
+        Ok(options) => run(command, &options),
+        Err(f) => {
+            eprintln!("roost: {}", f.0);
+            return ExitCode::from(2);
+        }
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(message)) => {
+            eprintln!("roost: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn options(args: &ConnectArgs) -> Result<Options, Failure> {
+    let mut credentials =
+        Credentials::from_env().map_err(|e| Failure(format!("ROOST_HMAC_KEY: {e}")))?;
+    if !args.auth.is_empty() {
+        let methods = args
+            .auth
+            .iter()
+            .map(|m| {
+                parse_method(m).ok_or_else(|| {
+                    Failure(format!(
+                        "--auth {m}: expected hmac, unix, hostname or address"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        credentials.methods = methods;
+    }
+    if let Some(spec) = &args.key {
+        let key = HmacKey::from_spec(spec).map_err(|e| Failure(format!("--key {spec}: {e}")))?;
+        credentials = credentials.with_key(key);
+    }
+    let timeout = Duration::from_secs(args.timeout.max(1));
+    Ok(Options {
+        connect_timeout: timeout,
+        io_timeout: Some(timeout),
+        credentials,
+        ..Options::default()
+    })
+}
+
+fn parse_method(name: &str) -> Option<Method> {
+    match name {
+        "hmac" => Some(Method::Hmac),
+        "unix" => Some(Method::Unix),
+        "hostname" => Some(Method::Hostname),
+        "address" => Some(Method::Address),
+        _ => None,
+    }
+}
+
+/// One server location with an open connection to it.
+struct Remote {
+    url: ChirpUrl,
+    client: Client,
+}
+
+impl Remote {
+    fn open(text: &str, options: &Options) -> Result<Remote, Failure> {
+        let url = ChirpUrl::parse(text)
+            .map_err(|e| Failure(format!("{e} (write chirp://host[:port]/path)")))?;
+        let client = Client::connect(&url.authority(), options).map_err(|e| {
+            Failure(format!(
+                "chirp://{}: {}",
+                url.authority(),
+                connect_advice(&e)
+            ))
+        })?;
+        Ok(Remote { url, client })
+    }
+
+    fn path(&self) -> &[u8] {
+        self.url.path.as_bytes()
+    }
+
+    fn show(&self, path: &[u8]) -> String {
+        format!(
+            "chirp://{}{}",
+            self.url.authority(),
+            String::from_utf8_lossy(path)
+        )
+    }
+
+    /// Phrases `error` for `path`, adding the server's explanation of a refusal.
+    fn fail(&mut self, path: &[u8], error: Error) -> Failure {
+        let mut message = format!("{}: {}", self.show(path), describe(&error));
+        if error.errno() == libc::EACCES && !error.breaks_connection() {
+            if let Ok(Some(why)) = self.client.explain() {
+                message.push_str(&format!(" ({why})"));
+            }
+        }
+        Failure(message)
+    }
+
+    fn copy_failure(&mut self, e: CopyError) -> Failure {
+        if e.remote {
+            let path = e.path.clone().into_bytes();
+            self.fail(&path, e.error)
+        } else {
+            Failure(format!("{}: {}", e.path, describe(&e.error)))
+        }
+    }
+}
+
+/// The error in plain words: errno text for server answers ("permission denied").
+fn describe(error: &Error) -> String {
+    match error {
+        Error::Remote { errno, .. } => {
+            lowercase_first(&std::io::Error::from_raw_os_error(*errno).to_string())
+        }
+        Error::Local(e) => lowercase_first(&e.to_string()),
+        other => other.to_string(),
+    }
+}
+
+fn lowercase_first(text: &str) -> String {
+    let text = text.split(" (os error").next().unwrap_or(text);
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+fn connect_advice(error: &Error) -> String {
+    match error {
+        Error::AuthFailed(_) => {
+            format!("{error}; ask the server's owner for an ACL entry, or offer another method with --auth/--key")
+        }
+        Error::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            "connection refused; is roost serve running on that host and port?".into()
+        }
+        other => describe(other),
+    }
+}
+
+fn run(command: RemoteCommand, options: &Options) -> Outcome {
+    match command {
+        RemoteCommand::Ls { long, url, .. } => ls(&url, long, options),
+        RemoteCommand::Stat { url, .. } => {
+            let mut r = Remote::open(&url, options)?;
+            let path = r.path().to_vec();
+            let st = r.client.stat(&path).map_err(|e| r.fail(&path, e))?;
+            print_stat(&String::from_utf8_lossy(&path), &st);
+            Ok(())
+        }
+        RemoteCommand::Cat { urls, .. } => {
+            let stdout = std::io::stdout();
+            for url in urls {
+                let mut r = Remote::open(&url, options)?;
+                let path = r.path().to_vec();
+                let mut out = stdout.lock();
+                r.client
+                    .getfile(&path, &mut out)
+                    .map_err(|e| r.fail(&path, e))?;
+                out.flush()
+                    .map_err(|e| Failure(format!("standard output: {e}")))?;
+            }
+            Ok(())
+        }
+        RemoteCommand::Get {
+            recursive,
+            url,
+            local,
+            ..
+        } => {
+            let mut r = Remote::open(&url, options)?;
+            let path = r.path().to_vec();
+            let local = local.unwrap_or_else(|| default_local_name(&path));
+            let st = r.client.stat(&path).map_err(|e| r.fail(&path, e))?;
+            if st.is_dir() && !recursive {
+                return Err(Failure(format!(
+                    "{}: is a directory (use get -r)",
+                    r.show(&path)
+                )));
+            }
+            let mut progress = Progress::new(
+                "get",
+                if st.is_dir() {
+                    None
+                } else {
+                    Some(st.size as u64)
+                },
+            );
+            let result = if recursive {
+                tree::get_tree(&mut r.client, &path, &local, &mut |n| progress.advance(n))
+            } else {
+                tree::get_file(&mut r.client, &path, &local, &mut |n| progress.advance(n))
+            };
+            progress.finish();
+            result.map(drop).map_err(|e| r.copy_failure(e))
+        }
+        RemoteCommand::Put {
+            recursive,
+            local,
+            url,
+            ..
+        } => {
+            let meta = std::fs::metadata(&local).map_err(|e| {
+                Failure(format!(
+                    "{}: {}",
+                    local.display(),
+                    lowercase_first(&e.to_string())
+                ))
+            })?;
+            if meta.is_dir() && !recursive {
+                return Err(Failure(format!(
+                    "{}: is a directory (use put -r)",
+                    local.display()
+                )));
+            }
+            let mut r = Remote::open(&url, options)?;
+            let mut path = r.path().to_vec();
+            // Putting into an existing directory keeps the file's own name, like cp.
+            if !meta.is_dir() {
+                if let Ok(st) = r.client.stat(&path) {
+                    if st.is_dir() {
+                        let name = local
+                            .file_name()
+                            .map(|n| n.as_encoded_bytes().to_vec())
+                            .unwrap_or_default();
+                        path = tree::join(&path, &name);
+                    }
+                }
+            }
+            let mut progress = Progress::new(
+                "put",
+                if meta.is_dir() {
+                    None
+                } else {
+                    Some(meta.len())
+                },
+            );
+            let result = if recursive {
+                tree::put_tree(&mut r.client, &local, &path, &mut |n| progress.advance(n))
+            } else {
+                tree::put_file(&mut r.client, &local, &path, &mut |n| progress.advance(n))
+            };
+            progress.finish();
+            result.map(drop).map_err(|e| r.copy_failure(e))
+        }
+        RemoteCommand::Rm {
+            recursive, urls, ..
+        } => {
+            for url in urls {
+                let mut r = Remote::open(&url, options)?;
+                let path = r.path().to_vec();
+                let st = r.client.lstat(&path).map_err(|e| r.fail(&path, e))?;
+                let result = if st.is_dir() {
+                    if !recursive {
+                        return Err(Failure(format!(
+                            "{}: is a directory (use rm -r)",
+                            r.show(&path)
+                        )));
+                    }
+                    r.client.rmall(&path)
+                } else {
+                    r.client.unlink(&path)
+                };
+                result.map_err(|e| r.fail(&path, e))?;
+            }
+            Ok(())
+        }
+        RemoteCommand::Mkdir { parents, urls, .. } => {
+            for url in urls {
+                let mut r = Remote::open(&url, options)?;
+                let path = r.path().to_vec();
+                if parents {
+                    mkdir_parents(&mut r, &path)?;
+                } else {
+                    r.client.mkdir(&path, 0o755).map_err(|e| r.fail(&path, e))?;
+                }
+            }
+            Ok(())
+        }
+        RemoteCommand::Mv { url, to, .. } => {
+            let mut r = Remote::open(&url, options)?;
+            let target = match ChirpUrl::parse(&to) {
+                Ok(other) if other.authority() == r.url.authority() => other.path,
+                Ok(other) => {
+                    return Err(Failure(format!(
+                        "{to}: mv works within one server; {} and {} differ (use get and put)",
+                        r.url.authority(),
+                        other.authority()
+                    )))
+                }
+                Err(_) if to.starts_with('/') => to.clone(),
+                Err(_) => {
+                    return Err(Failure(format!(
+                        "{to}: expected an absolute path or a chirp:// URL"
+                    )))
+                }
+            };
+            let path = r.path().to_vec();
+            r.client
+                .rename(&path, target.as_bytes())
+                .map_err(|e| r.fail(&path, e))
+        }
+        RemoteCommand::Getacl { url, .. } => {
+            let mut r = Remote::open(&url, options)?;
+            let path = r.path().to_vec();
+            for entry in r.client.getacl(&path).map_err(|e| r.fail(&path, e))? {
+                println!("{} {}", entry.subject, entry.rights);
+            }
+            Ok(())
+        }
+        RemoteCommand::Setacl {
+            url,
+            subject,
+            rights,
+            ..
+        } => {
+            if roost_wire::Rights::parse(&rights).is_err() {
+                return Err(Failure(format!(
+                    "'{rights}' is not a set of rights (letters rwldpax, or - to remove)"
+                )));
+            }
+            let mut r = Remote::open(&url, options)?;
+            let path = r.path().to_vec();
+            r.client
+                .setacl(&path, &subject, &rights)
+                .map_err(|e| r.fail(&path, e))
+        }
+        RemoteCommand::Whoami { url, .. } => {
+            let mut r = Remote::open(&url, options)?;
+            let path = r.path().to_vec();
+            let me = r.client.whoami().map_err(|e| r.fail(&path, e))?;
+            println!("{me}");
+            Ok(())
+        }
+    }
+}
+
+fn ls(url: &str, long: bool, options: &Options) -> Outcome {
+    let mut r = Remote::open(url, options)?;
+    let path = r.path().to_vec();
+    let st = r.client.stat(&path).map_err(|e| r.fail(&path, e))?;
+    let mut out = std::io::stdout().lock();
+    let write_err = |e: std::io::Error| Failure(format!("standard output: {e}"));
+    if !st.is_dir() {
+        let name = String::from_utf8_lossy(&path).into_owned();
+        let line = if long { long_line(&name, &st) } else { name };
+        writeln!(out, "{line}").map_err(write_err)?;
+        return Ok(());
+    }
+    let mut entries = r.client.getlongdir(&path).map_err(|e| r.fail(&path, e))?;
+    entries.retain(|e| e.name != b"." && e.name != b"..");
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    for entry in entries {
+        let name = String::from_utf8_lossy(&entry.name).into_owned();
+        let line = match (&entry.stat, long) {
+            (Some(st), true) => long_line(&name, st),
+            _ => name,
+        };
+        writeln!(out, "{line}").map_err(write_err)?;
+    }
+    Ok(())
+}
+
+/// `drwxr-xr-x  2  4096 2026-11-22 06:30 name`
+fn long_line(name: &str, st: &Stat) -> String {
+    format!(
+        "{} {:>3} {:>12} {} {}",
+        mode_string(st),
+        st.nlink,
+        st.size,
+        date(st.mtime),
+        name
+    )
+}
+
+fn mode_string(st: &Stat) -> String {
+    let kind = if st.is_dir() {
+        'd'
+    } else if st.is_symlink() {
+        'l'
+    } else {
+        '-'
+    };
+    let bits = st.permissions();
+    let mut s = String::from(kind);
+    for shift in [6, 3, 0] {
+        let b = (bits >> shift) & 7;
+        s.push(if b & 4 != 0 { 'r' } else { '-' });
+        s.push(if b & 2 != 0 { 'w' } else { '-' });
+        s.push(if b & 1 != 0 { 'x' } else { '-' });
+    }
+    s
+}
+
+/// Seconds since the epoch as `YYYY-MM-DD HH:MM` (UTC).
+fn date(secs: i64) -> String {
+    let (y, m, d) = roost_server::log::civil_from_days(secs.div_euclid(86_400));
+    let rem = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60
+    )
+}
+
+fn print_stat(name: &str, st: &Stat) {
+    println!("  file: {name}");
+    println!(
+        "  type: {}",
+        if st.is_dir() {
+            "directory"
+        } else if st.is_symlink() {
+            "symbolic link"
+        } else {
+            "file"
+        }
+    );
+    println!("  size: {}", st.size);
+    println!("  mode: {:04o} ({})", st.permissions(), mode_string(st));
+    println!(" links: {}", st.nlink);
+    println!(" inode: {}", st.ino);
+    println!(" owner: {}:{}", st.uid, st.gid);
+    println!("access: {} UTC", date(st.atime));
+    println!("modify: {} UTC", date(st.mtime));
+    println!("change: {} UTC", date(st.ctime));
+}
+
+fn default_local_name(path: &[u8]) -> PathBuf {
+    let name = path
+        .rsplit(|&b| b == b'/')
+        .find(|c| !c.is_empty())
+        .unwrap_or(b".");
+    Path::new(std::ffi::OsStr::from_bytes(name)).to_path_buf()
+}
+
+use std::os::unix::ffi::OsStrExt;
+
+fn mkdir_parents(r: &mut Remote, path: &[u8]) -> Outcome {
+    let mut sofar = Vec::new();
+    for part in path.split(|&b| b == b'/').filter(|p| !p.is_empty()) {
+        sofar.push(b'/');
+        sofar.extend_from_slice(part);
+        match r.client.mkdir(&sofar, 0o755) {
+            Ok(()) => {}
+            Err(e) if e.errno() == libc::EEXIST => {
+                let st = r
+                    .client
+                    .stat(&sofar)
+                    .map_err(|e| r.fail(&sofar.clone(), e))?;
+                if !st.is_dir() {
+                    return Err(Failure(format!(
+                        "{}: exists and is not a directory",
+                        r.show(&sofar)
+                    )));
+                }
+            }
+            Err(e) => return Err(r.fail(&sofar.clone(), e)),
+        }
+    }
+    Ok(())
+}

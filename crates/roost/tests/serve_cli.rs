@@ -1,0 +1,173 @@
+//! The client commands (`roost ls`, `cat`, `get`, `put`, ...) against a real `roost serve`.
+
+mod serve_support;
+
+use serve_support::TestServer;
+use std::fs;
+use std::process::{Command, Output};
+
+fn roost(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_roost"))
+        .args(args)
+        .output()
+        .expect("run roost")
+}
+
+/// Runs a client command authenticating by address; returns stdout, failing on error.
+fn ok(args: &[&str]) -> String {
+    let mut all = args.to_vec();
+    all.extend(["--auth", "address"]);
+    let out = roost(&all);
+    assert!(
+        out.status.success(),
+        "roost {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs a client command expected to fail; returns (exit code, stderr).
+fn fails(args: &[&str]) -> (i32, String) {
+    let mut all = args.to_vec();
+    all.extend(["--auth", "address"]);
+    let out = roost(&all);
+    assert!(!out.status.success(), "roost {args:?} should fail");
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn put_get_ls_cat_stat_mv_rm_mkdir_round_trip() {
+    let server = TestServer::start(&["--acl", "address:127.0.0.1=rwldpa"]);
+    let url = format!("chirp://127.0.0.1:{}", server.port);
+    let local = tempfile::tempdir().unwrap();
+    let tree = local.path().join("tree");
+    fs::create_dir_all(tree.join("sub")).unwrap();
+    fs::write(tree.join("a.txt"), b"alpha\n").unwrap();
+    fs::write(tree.join("sub/b.bin"), vec![9u8; 200_000]).unwrap();
+    std::os::unix::fs::symlink("a.txt", tree.join("link")).unwrap();
+
+    ok(&["put", "-r", tree.to_str().unwrap(), &format!("{url}/tree")]);
+    assert_eq!(
+        fs::read(server.root().join("tree/sub/b.bin")).unwrap(),
+        vec![9u8; 200_000]
+    );
+    assert_eq!(
+        fs::read_link(server.root().join("tree/link"))
+            .unwrap()
+            .to_str(),
+        Some("a.txt")
+    );
+
+    let single = local.path().join("single.txt");
+    fs::write(&single, b"one file").unwrap();
+    ok(&["put", single.to_str().unwrap(), &format!("{url}/tree")]);
+    assert_eq!(
+        fs::read(server.root().join("tree/single.txt")).unwrap(),
+        b"one file",
+        "put into a directory keeps the name"
+    );
+
+    assert_eq!(
+        ok(&["ls", &format!("{url}/tree")]),
+        "a.txt\nlink\nsingle.txt\nsub\n"
+    );
+    let long = ok(&[
+        "ls",
+        "-l",
+        &format!("/chirp/127.0.0.1:{}/tree/sub", server.port),
+    ]);
+    assert!(
+        long.starts_with("-rw") && long.contains("200000") && long.trim_end().ends_with("b.bin"),
+        "{long}"
+    );
+    assert_eq!(
+        ok(&[
+            "cat",
+            &format!("{url}/tree/a.txt"),
+            &format!("{url}/tree/single.txt")
+        ]),
+        "alpha\none file"
+    );
+    let stat = ok(&["stat", &format!("{url}/tree/sub/b.bin")]);
+    assert!(
+        stat.contains("size: 200000") && stat.contains("type: file"),
+        "{stat}"
+    );
+
+    let back = local.path().join("back");
+    ok(&["get", "-r", &format!("{url}/tree"), back.to_str().unwrap()]);
+    assert_eq!(
+        fs::read(back.join("sub/b.bin")).unwrap(),
+        vec![9u8; 200_000]
+    );
+    let one = local.path().join("one.txt");
+    ok(&["get", &format!("{url}/tree/a.txt"), one.to_str().unwrap()]);
+    assert_eq!(fs::read(&one).unwrap(), b"alpha\n");
+
+    ok(&["mkdir", "-p", &format!("{url}/deep/er/est")]);
+    assert!(server.root().join("deep/er/est").is_dir());
+    ok(&["mkdir", "-p", &format!("{url}/deep/er")]);
+    ok(&["mv", &format!("{url}/deep"), "/moved"]);
+    ok(&["mv", &format!("{url}/moved"), &format!("{url}/moved2")]);
+    assert!(server.root().join("moved2/er/est").is_dir());
+    ok(&["rm", &format!("{url}/tree/a.txt")]);
+    ok(&["rm", "-r", &format!("{url}/moved2")]);
+    assert!(!server.root().join("moved2").exists() && !server.root().join("tree/a.txt").exists());
+}
+
+#[test]
+fn acls_and_whoami() {
+    let server = TestServer::start(&["--acl", "address:127.0.0.1=rwldpa"]);
+    let url = format!("chirp://127.0.0.1:{}", server.port);
+    assert_eq!(ok(&["whoami", &url]), "address:127.0.0.1\n");
+    ok(&["setacl", &format!("{url}/"), "unix:bob", "rl"]);
+    assert_eq!(
+        ok(&["getacl", &format!("{url}/")]),
+        "address:127.0.0.1 rwldpa\nunix:bob rl\n"
+    );
+    ok(&["setacl", &format!("{url}/"), "unix:bob", "-"]);
+    assert_eq!(
+        ok(&["getacl", &format!("{url}/")]),
+        "address:127.0.0.1 rwldpa\n"
+    );
+}
+
+#[test]
+fn errors_name_host_path_and_cause_and_exit_non_zero() {
+    let server = TestServer::start(&["--acl", "address:127.0.0.1=rl"]);
+    let url = format!("chirp://127.0.0.1:{}", server.port);
+    let (code, err) = fails(&["mkdir", &format!("{url}/x")]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err.trim(),
+        format!("roost: {url}/x: permission denied (needs 'w' on /)")
+    );
+    let (code, err) = fails(&["cat", &format!("{url}/missing")]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err.trim(),
+        format!("roost: {url}/missing: no such file or directory")
+    );
+    let (_, err) = fails(&["ls", "not-a-url"]);
+    assert!(
+        err.contains("not-a-url") && err.contains("chirp://host"),
+        "{err}"
+    );
+    let (_, err) = fails(&["ls", "chirp://127.0.0.1:1/"]);
+    assert!(
+        err.contains("127.0.0.1:1") && err.contains("connection refused"),
+        "{err}"
+    );
+    let (code, err) = fails(&["setacl", &format!("{url}/"), "unix:bob", "zz"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("'zz' is not a set of rights"), "{err}");
+    let (code, err) = fails(&["ls", &url, "--auth", "kerberos"]);
+    assert_eq!(code, 2, "a bad option is a usage error");
+    assert!(err.contains("--auth kerberos"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let (_, err) = fails(&["put", dir.path().to_str().unwrap(), &format!("{url}/d")]);
+    assert!(err.contains("is a directory (use put -r)"), "{err}");
+}
