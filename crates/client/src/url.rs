@@ -16,8 +16,8 @@ pub struct ChirpUrl {
 }
 
 impl ChirpUrl {
-    /// Parses `chirp://host[:port][/path]` or `/chirp/host[:port][/path]`. IPv6 hosts go in
-    /// brackets: `chirp://[::1]:9094/x`.
+    /// Parses `chirp://host[:port][/path]` or `/chirp/host[:port][/path]`; the path is taken
+    /// literally, without %-decoding. IPv6 hosts go in brackets: `chirp://[::1]:9094/x`.
     pub fn parse(text: &str) -> Result<ChirpUrl, Error> {
         let rest = text
             .strip_prefix("chirp://")
