@@ -204,3 +204,26 @@ fn mount_and_io_uring_are_refused() {
         )
     );
 }
+
+#[test]
+fn concurrent_threads_and_forks_rewrite_paths_without_mixing() {
+    let t = Tree::new("stress");
+    for i in 0..8 {
+        t.write(&format!("f{i}"), &format!("file {i}\n"));
+    }
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run_support/stress.py");
+    let o = run(&[
+        "--mount",
+        &format!("/m={}", t.s()),
+        "--",
+        "python3",
+        script.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        stdout(&o),
+        "errors 0 children [0, 0, 0, 0]\n",
+        "{}",
+        stderr(&o)
+    );
+}
