@@ -27,6 +27,12 @@ impl Regs {
         Ok(Regs(r))
     }
 
+    /// A register file of zeros, to build syscalls in unit tests.
+    pub fn zeroed() -> Regs {
+        // SAFETY: plain data; all-zero is a valid value.
+        Regs(unsafe { std::mem::zeroed() })
+    }
+
     /// Writes them back.
     pub fn set(&self, pid: i32) -> io::Result<()> {
         // SAFETY: the struct is valid for reading by the kernel.

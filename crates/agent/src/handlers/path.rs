@@ -159,6 +159,94 @@ fn rewrite_open_how(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::Regs;
+    use crate::syscalls::{spec, Kind};
+    use crate::task::Fs;
+    use roost_vfs::{Driver, MountTable, Namespace, Target};
+    use std::ffi::CString;
+    use std::sync::Arc;
+
+    struct Remote;
+    impl Driver for Remote {
+        fn name(&self) -> &'static str {
+            "remote"
+        }
+    }
+
+    /// Decides `openat(AT_FDCWD, path, O_RDONLY)` in this process (memory reads work on
+    /// ourselves) with `/data` mapped to `/tmp/phys` and `/net` to a non-local driver.
+    fn decide_openat(path: &str, cwd: &str) -> Decision {
+        let mut table = MountTable::new();
+        table.add(b"/data", Target::local("/tmp/phys"));
+        table.add(
+            b"/net",
+            Target::Driver {
+                driver: Arc::new(Remote),
+                root: b"/".to_vec(),
+            },
+        );
+        let mut ns = Namespace::new(table);
+        let c = CString::new(path).unwrap();
+        let mut regs = Regs::zeroed();
+        regs.set_arg(0, AT_FDCWD as u64);
+        regs.set_arg(1, c.as_ptr() as u64);
+        let fs = Fs {
+            logical: cwd.as_bytes().to_vec(),
+            physical: table_physical(cwd),
+        };
+        let mut ctx = Ctx {
+            pid: std::process::id() as i32,
+            regs: &regs,
+            ns: &mut ns,
+            fs: &fs,
+            exe: None,
+        };
+        let Some(Kind::Path { args, .. }) = spec("openat") else {
+            panic!("openat spec")
+        };
+        handle(&mut ctx, args, false, false)
+    }
+
+    fn table_physical(cwd: &str) -> Vec<u8> {
+        cwd.replacen("/data", "/tmp/phys", 1).into_bytes()
+    }
+
+    fn rewritten(d: &Decision) -> Option<String> {
+        match &d.action {
+            Action::Rewrite { scratch, .. } => {
+                let b = &scratch.bytes;
+                Some(String::from_utf8_lossy(&b[..b.iter().position(|&x| x == 0)?]).into())
+            }
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn unmapped_paths_pass_with_the_same_pointer() {
+        let d = decide_openat("/usr/lib/x", "/");
+        assert!(matches!(d.action, Action::Pass));
+    }
+
+    #[test]
+    fn mapped_paths_are_rewritten_to_physical() {
+        let d = decide_openat("/data/sub/f", "/");
+        assert_eq!(rewritten(&d).as_deref(), Some("/tmp/phys/sub/f"));
+        assert_eq!(d.logical.as_deref(), Some(&b"/data/sub/f"[..]));
+    }
+
+    #[test]
+    fn relative_paths_inside_a_mounted_cwd_pass() {
+        let d = decide_openat("sub/f", "/data");
+        assert!(matches!(d.action, Action::Pass), "{d:?}");
+        let d = decide_openat("../etc/hostname", "/data");
+        assert_eq!(rewritten(&d).as_deref(), Some("/etc/hostname"));
+    }
+
+    #[test]
+    fn paths_on_a_non_local_driver_fail_with_enosys() {
+        let d = decide_openat("/net/file", "/");
+        assert!(matches!(d.action, Action::Fail(libc::ENOSYS)), "{d:?}");
+    }
 
     #[test]
     fn open_flags_decide_following() {
