@@ -3,7 +3,7 @@
 
 use clap::Args;
 use roost_agent::Options;
-use roost_vfs::{parse_mount_file, parse_mount_spec, Mapped, MountTable, Namespace};
+use roost_vfs::{parse_mount_file, parse_mount_spec, MountTable, Namespace};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -57,12 +57,7 @@ fn mount_table(args: &RunArgs, cwd: &std::path::Path) -> Result<MountTable, Stri
 
 /// Whether a logical path names an executable regular file in the namespace.
 fn executable(ns: &mut Namespace, logical: &[u8]) -> Result<(), i32> {
-    let walked = ns.walk(logical, true)?;
-    let physical = match ns.map(&walked.logical) {
-        Mapped::Deny => return Err(libc::EACCES),
-        Mapped::Enoent => return Err(libc::ENOENT),
-        m => m.local_path().ok_or(libc::ENOSYS)?.to_vec(),
-    };
+    let physical = ns.locate(logical, true)?.physical;
     let driver = roost_vfs::LocalDriver;
     use roost_vfs::Driver;
     let st = driver.stat(&physical)?;

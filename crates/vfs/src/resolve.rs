@@ -36,6 +36,16 @@ pub struct Resolved {
     pub via_mount: bool,
 }
 
+/// A walked path on a local driver: where the kernel finds it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Located {
+    pub logical: Vec<u8>,
+    /// The kernel path of the object.
+    pub physical: Vec<u8>,
+    pub followed_symlink: bool,
+    pub via_mount: bool,
+}
+
 /// The mount table plus the resolution cache.
 pub struct Namespace {
     table: MountTable,
@@ -158,6 +168,23 @@ impl Namespace {
         })
     }
 
+    /// Walks `path` and maps the result to a kernel path: EACCES under `DENY`, ENOENT under
+    /// `ENOENT`, ENOSYS on a driver the kernel cannot reach (remote files are not localized yet).
+    pub fn locate(&mut self, path: &[u8], follow_last: bool) -> Result<Located, Errno> {
+        let walked = self.walk(path, follow_last)?;
+        let physical = match self.table.map(&walked.logical) {
+            Mapped::Deny => return Err(libc::EACCES),
+            Mapped::Enoent => return Err(libc::ENOENT),
+            m => m.local_path().ok_or(libc::ENOSYS)?.to_vec(),
+        };
+        Ok(Located {
+            logical: walked.logical,
+            physical,
+            followed_symlink: walked.followed_symlink,
+            via_mount: walked.via_mount,
+        })
+    }
+
     fn check_reachable(&self, logical: &[u8]) -> Result<(), Errno> {
         match self.table.map(logical) {
             Mapped::Deny => Err(libc::EACCES),
@@ -257,6 +284,28 @@ mod tests {
         ns.invalidate();
         assert_eq!(ns.walk(b"/c/x", true).unwrap().logical, b"/elsewhere");
         std::fs::remove_dir_all(phys).unwrap();
+    }
+
+    #[test]
+    fn locate_maps_to_kernel_paths_or_errors() {
+        struct Remote;
+        impl Driver for Remote {
+            fn name(&self) -> &'static str {
+                "remote"
+            }
+        }
+        let mut t = MountTable::new();
+        t.add(b"/d", Target::local("/phys"));
+        t.add(b"/no", Target::Deny);
+        let remote = Target::Driver {
+            driver: std::sync::Arc::new(Remote),
+            root: b"/".to_vec(),
+        };
+        t.add(b"/net", remote);
+        let mut ns = Namespace::new(t);
+        assert_eq!(ns.locate(b"/d/x", true).unwrap().physical, b"/phys/x");
+        assert_eq!(ns.locate(b"/no/x", true), Err(libc::EACCES));
+        assert_eq!(ns.locate(b"/net/x", true), Err(libc::ENOSYS));
     }
 
     #[test]

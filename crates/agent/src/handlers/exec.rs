@@ -8,7 +8,7 @@ use super::{fd_path, logical_of_physical, Action, Arg, Ctx, Decision, Scratch, A
 use crate::memory;
 use crate::syscalls::AT_EMPTY_PATH;
 use roost_vfs::path::join;
-use roost_vfs::{Driver, LocalDriver, Mapped};
+use roost_vfs::{Driver, LocalDriver};
 
 /// Linux follows at most this many nested interpreters.
 const MAX_INTERPRETERS: usize = 4;
@@ -77,13 +77,8 @@ fn locate(
     logical_in: &[u8],
     follow: bool,
 ) -> Result<(Vec<u8>, Vec<u8>, bool), i32> {
-    let walked = ctx.ns.walk(logical_in, follow)?;
-    let physical = match ctx.ns.map(&walked.logical) {
-        Mapped::Deny => return Err(libc::EACCES),
-        Mapped::Enoent => return Err(libc::ENOENT),
-        m => m.local_path().ok_or(libc::ENOSYS)?.to_vec(),
-    };
-    Ok((walked.logical, physical, walked.via_mount))
+    let l = ctx.ns.locate(logical_in, follow)?;
+    Ok((l.logical, l.physical, l.via_mount))
 }
 
 /// Handles execve (`dirfd`/`flags` None) and execveat.

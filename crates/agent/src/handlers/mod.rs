@@ -12,7 +12,7 @@ use crate::arch::Regs;
 use crate::memory;
 use crate::task::{AfterExit, Fs};
 use roost_vfs::path::{has_dotdot, join};
-use roost_vfs::{Mapped, Namespace};
+use roost_vfs::Namespace;
 
 pub const AT_FDCWD: i64 = -100;
 
@@ -200,14 +200,14 @@ pub fn resolve_path(
     follow: bool,
 ) -> Resolution {
     let dirfd = dirfd.unwrap_or(AT_FDCWD);
-    let relative = path.first() != Some(&b'/');
-    let (logical_in, base_physical) = if !relative {
-        (path.to_vec(), None)
+    // Where a relative path starts: the directory's logical and physical names.
+    let base = if path.first() == Some(&b'/') {
+        None
     } else if dirfd == AT_FDCWD {
-        (join(&ctx.fs.logical, path), Some(ctx.fs.physical.clone()))
+        Some((ctx.fs.logical.clone(), ctx.fs.physical.clone()))
     } else {
         match fd_path(ctx.pid, dirfd) {
-            Some(p) => (join(&logical_of_physical(ctx.ns, &p), path), Some(p)),
+            Some(p) => Some((logical_of_physical(ctx.ns, &p), p)),
             None => {
                 return Resolution::Pass {
                     logical: path.to_vec(),
@@ -215,35 +215,31 @@ pub fn resolve_path(
             }
         }
     };
+    let logical_in = match &base {
+        Some((logical, _)) => join(logical, path),
+        None => path.to_vec(),
+    };
     if !has_dotdot(path) && !ctx.ns.table().covers(&logical_in) {
         return Resolution::Pass {
             logical: logical_in,
         };
     }
-    let walked = match ctx.ns.walk(&logical_in, follow) {
+    let walked = match ctx.ns.locate(&logical_in, follow) {
         Ok(w) => w,
         Err(e) => return Resolution::Fail(e),
     };
-    let mut physical = match ctx.ns.map(&walked.logical) {
-        Mapped::Deny => return Resolution::Fail(libc::EACCES),
-        Mapped::Enoent => return Resolution::Fail(libc::ENOENT),
-        m => match m.local_path() {
-            Some(p) => p.to_vec(),
-            None => return Resolution::Fail(libc::ENOSYS),
-        },
-    };
+    let mut physical = walked.physical;
     if path.ends_with(b"/") && !physical.ends_with(b"/") {
         physical.push(b'/');
     }
-    let same_base = match &base_physical {
-        Some(base) => !relative || dirfd != AT_FDCWD || *base == ctx.fs.logical,
-        None => true,
-    };
-    if !walked.via_mount && same_base && dirfd == AT_FDCWD {
+    // No mount on the way and the kernel starts where the walk did: same object.
+    let same_start = base.as_ref().map_or(true, |(l, p)| l == p);
+    if !walked.via_mount && same_start {
         return Resolution::Pass {
             logical: walked.logical,
         };
     }
+    let base_physical = base.map(|(_, p)| p);
     let kernel_view = match &base_physical {
         Some(base) => join(base, path),
         None => path.to_vec(),
