@@ -74,7 +74,7 @@ pub struct Object {
 
 impl Object {
     pub fn is_dir(&self) -> bool {
-        self.stat.st_mode & libc::S_IFMT == libc::S_IFDIR
+        is_dir(&self.stat)
     }
 
     /// The directory whose ACL governs this object: itself for a directory, else its parent.
@@ -258,31 +258,24 @@ impl Export {
         if accmode != libc::O_RDONLY || flags & (libc::O_TRUNC | libc::O_CREAT) != 0 {
             needs |= Rights::WRITE;
         }
+        let deferred = libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC;
+        // Fast path: with no symlink on the way, the file is opened directly (creation and
+        // truncation held back until the check passes) and checked through that descriptor.
+        if let Ok(Some(fd)) = self.jail.open_path_literal(path, flags & !deferred) {
+            let file = File::from(fd);
+            let stat = fstat(file.as_raw_fd())?;
+            self.check_open_existing(subject, path, is_dir(&stat), flags, needs)?;
+            if flags & libc::O_TRUNC != 0 && !is_dir(&stat) {
+                file.set_len(0)?;
+            }
+            return Ok(file);
+        }
         // Check and use refer to the same inode: an existing object is checked through an
         // O_PATH descriptor and then reopened through it, a new one is created relative to
         // the directory descriptor that was checked. Swapping a symlink in between gains nothing.
         match self.object(path, true) {
-            Ok(obj) if obj.is_dir() => {
-                if accmode != libc::O_RDONLY {
-                    return Err(OpError::errno(libc::EISDIR));
-                }
-                self.require(subject, &obj.real, Rights::LIST)?;
-                Ok(obj.reopen(flags & !(libc::O_CREAT | libc::O_EXCL))?)
-            }
             Ok(obj) => {
-                let dir = obj.governing_dir();
-                if !self.has(subject, &dir, needs)? {
-                    if flags & libc::O_CREAT != 0 && self.has(subject, &dir, Rights::PUT)? {
-                        return Err(OpError::errno(libc::EEXIST));
-                    }
-                    return Err(OpError {
-                        errno: libc::EACCES,
-                        needs: Some((needs, dir)),
-                    });
-                }
-                if flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL {
-                    return Err(OpError::errno(libc::EEXIST));
-                }
+                self.check_open_existing(subject, &obj.real, obj.is_dir(), flags, needs)?;
                 Ok(obj.reopen(flags & !(libc::O_CREAT | libc::O_EXCL))?)
             }
             Err(e) if e.errno == libc::ENOENT && flags & libc::O_CREAT != 0 => {
@@ -310,6 +303,39 @@ impl Export {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// The checks for opening an object that exists at `real`: a directory only for reading
+    /// and with the list right, a file with the rights its flags need (`put` alone never
+    /// reaches an existing file), and `O_EXCL` refused.
+    fn check_open_existing(
+        &self,
+        subject: &str,
+        real: &JailPath,
+        dir: bool,
+        flags: i32,
+        needs: u8,
+    ) -> OpResult<()> {
+        if dir {
+            if flags & libc::O_ACCMODE != libc::O_RDONLY {
+                return Err(OpError::errno(libc::EISDIR));
+            }
+            return self.require(subject, real, Rights::LIST);
+        }
+        let governing = real.parent();
+        if !self.has(subject, &governing, needs)? {
+            if flags & libc::O_CREAT != 0 && self.has(subject, &governing, Rights::PUT)? {
+                return Err(OpError::errno(libc::EEXIST));
+            }
+            return Err(OpError {
+                errno: libc::EACCES,
+                needs: Some((needs, governing)),
+            });
+        }
+        if flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL {
+            return Err(OpError::errno(libc::EEXIST));
+        }
+        Ok(())
     }
 
     pub fn stat(&self, subject: &str, path: &JailPath) -> OpResult<libc::stat> {
@@ -748,6 +774,10 @@ fn next_unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     N.fetch_add(1, Ordering::Relaxed)
+}
+
+fn is_dir(st: &libc::stat) -> bool {
+    st.st_mode & libc::S_IFMT == libc::S_IFDIR
 }
 
 pub(crate) fn zeroed_stat() -> libc::stat {

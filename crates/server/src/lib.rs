@@ -14,6 +14,7 @@ pub mod export;
 pub mod jail;
 pub mod listener;
 pub mod log;
+pub mod output;
 pub mod session;
 
 pub use listener::{Limits, Server};

@@ -8,11 +8,12 @@ use crate::export::{Export, OpError, OpResult};
 use crate::jail::JailPath;
 use crate::listener::Shared;
 use crate::log::{self, Level};
+use crate::output::Output;
 use roost_wire::{listing, reply, ErrorCode, OpenFlags, Request, Rights, Stat, StatFs, WireError};
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
@@ -20,7 +21,6 @@ use std::time::{Duration, Instant};
 
 /// Buffer sizes for each direction of a connection.
 const READ_BUFFER: usize = 32 * 1024;
-const WRITE_BUFFER: usize = 32 * 1024;
 
 /// Chunk size for streaming payloads between the socket and files.
 const CHUNK: usize = 256 * 1024;
@@ -66,7 +66,7 @@ struct Session<'a> {
     shared: &'a Shared,
     subject: String,
     reader: BufReader<&'a TcpStream>,
-    writer: BufWriter<&'a TcpStream>,
+    writer: Output<'a>,
     files: BTreeMap<i64, OpenFile>,
     /// Scratch space for reads and writes, grown on demand.
     buffer: Vec<u8>,
@@ -92,7 +92,7 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
     let _ = stream.set_write_timeout(Some(shared.limits.stall_timeout));
     // Both directions share the one socket descriptor: a thousand clients cost a thousand fds.
     let mut reader = BufReader::with_capacity(READ_BUFFER, &stream);
-    let mut writer = BufWriter::with_capacity(WRITE_BUFFER, &stream);
+    let mut writer = Output::new(&stream);
     let subject = match crate::auth::accept(&shared.auth, peer.ip(), &mut reader, &mut writer) {
         Ok(Some(subject)) => subject,
         Ok(None) => {
@@ -711,42 +711,46 @@ impl Session<'_> {
 
     /// Writes the payload in chunks as it arrives, so a large write needs no large buffer.
     fn pwrite(&mut self, fd: i64, length: u64, offset: u64) -> Step {
-        let target = self
-            .files
-            .get(&fd)
-            .map(|f| (f.writable, f.file.try_clone()));
-        let file = match target {
-            Some((true, Ok(file))) => file,
-            Some((false, _)) | None => {
+        // The file leaves the table while the payload streams in (the scratch buffer and the
+        // table are both parts of the session); it goes back whatever the outcome.
+        let open = match self.files.remove(&fd) {
+            Some(open) if open.writable => open,
+            other => {
+                if let Some(open) = other {
+                    self.files.insert(fd, open);
+                }
                 self.discard_payload(length)?;
                 return self.send_error(ErrorCode::BadFd);
             }
-            Some((true, Err(e))) => {
-                self.discard_payload(length)?;
-                return self.send_failure(&e.into());
-            }
         };
-        let mut done: u64 = 0;
-        let mut failure = None;
-        while done < length {
-            let chunk = (length - done).min(CHUNK as u64);
-            self.read_payload(chunk)?;
-            if failure.is_none() {
-                if let Err(e) = file.write_all_at(&self.buffer[..chunk as usize], offset + done) {
-                    failure = Some(e);
-                }
-            }
-            if failure.is_none() {
-                done += chunk;
-            } else {
-                self.discard_payload(length - done - chunk)?;
-                break;
-            }
-        }
+        let outcome = self.write_payload_at(&open.file, length, offset);
+        self.files.insert(fd, open);
+        let (done, failure) = outcome?;
         match failure {
             Some(e) if done == 0 => self.send_failure(&e.into()),
             _ => self.send_result(done as i64),
         }
+    }
+
+    /// Streams `length` payload bytes into `file` at `offset`; returns the bytes written and
+    /// the error that stopped writing, if any (the rest of the payload is consumed).
+    fn write_payload_at(
+        &mut self,
+        file: &File,
+        length: u64,
+        offset: u64,
+    ) -> Result<(u64, Option<io::Error>), Stop> {
+        let mut done: u64 = 0;
+        while done < length {
+            let chunk = (length - done).min(CHUNK as u64);
+            self.read_payload(chunk)?;
+            if let Err(e) = file.write_all_at(&self.buffer[..chunk as usize], offset + done) {
+                self.discard_payload(length - done - chunk)?;
+                return Ok((done, Some(e)));
+            }
+            done += chunk;
+        }
+        Ok((done, None))
     }
 
     fn sread(
@@ -887,8 +891,8 @@ impl Session<'_> {
     /// is closed so the client sees a short transfer rather than misread data.
     fn send_file_bytes(&mut self, file: &File, size: u64) -> Step {
         self.writer.flush()?;
-        let socket = self.writer.get_mut();
-        let sent = io::copy(&mut file.take(size), socket)?;
+        let mut socket = self.writer.socket();
+        let sent = io::copy(&mut file.take(size), &mut socket)?;
         if sent < size {
             return Err(Stop::Broken(format!(
                 "file shrank during transfer ({sent} of {size} bytes)"
@@ -933,7 +937,7 @@ impl Session<'_> {
         };
         self.send_result(0)?;
         self.writer.flush()?;
-        io::copy(&mut &file, self.writer.get_mut())?;
+        io::copy(&mut &file, &mut self.writer.socket())?;
         Err(Stop::Closed)
     }
 
