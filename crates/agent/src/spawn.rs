@@ -89,7 +89,7 @@ unsafe fn child(
 }
 
 /// Forks, filters and seizes `program` (run with `argv`); returns the pid once it is traced
-/// and released to exec. `before_release` runs after the seize, before the child may exec.
+/// and released to exec.
 pub fn spawn(
     program: &CString,
     argv: &[CString],

@@ -219,7 +219,7 @@ impl Agent {
         }
         let sig = libc::WSTOPSIG(status);
         let event = status >> 16;
-        let resumed = match (sig, event) {
+        let outcome = match (sig, event) {
             (s, 0) if s == libc::SIGTRAP | 0x80 => self.on_syscall_exit(pid),
             (libc::SIGTRAP, libc::PTRACE_EVENT_SECCOMP) => self.on_seccomp(pid),
             (libc::SIGTRAP, libc::PTRACE_EVENT_FORK)
@@ -230,8 +230,29 @@ impl Agent {
             (libc::SIGTRAP, e) if e != 0 => ptrace(libc::PTRACE_CONT, pid, 0),
             (s, _) => ptrace(libc::PTRACE_CONT, pid, s as usize),
         };
-        // ESRCH: the thread was killed meanwhile; its exit status follows.
-        let _ = resumed;
+        match outcome {
+            // ESRCH: the thread was killed meanwhile; its exit status follows.
+            Err(e) if e.raw_os_error() != Some(libc::ESRCH) => {
+                eprintln!("roost: pid {pid}: {e}; resuming it untouched");
+                let _ = ptrace(libc::PTRACE_CONT, pid, 0);
+            }
+            _ => {}
+        }
+    }
+
+    /// State for a thread roost has no record of, from what the kernel knows.
+    fn task_from_proc(&self, pid: i32) -> Task {
+        let physical = std::fs::read_link(format!("/proc/{pid}/cwd"))
+            .map(|p| p.into_os_string().into_encoded_bytes())
+            .unwrap_or_else(|_| b"/".to_vec());
+        let fs = Fs {
+            logical: handlers::logical_of_physical(&self.ns, &physical),
+            physical,
+        };
+        Task::new(
+            Rc::new(RefCell::new(fs)),
+            Rc::new(RefCell::new(AddrSpace::new(None))),
+        )
     }
 
     fn on_event_stop(&mut self, pid: i32, sig: i32) -> io::Result<()> {
@@ -266,25 +287,29 @@ impl Agent {
             },
             Err(_) => 0,
         };
-        if let Some(parent) = self.tasks.get(&pid) {
-            let fs = if flags & libc::CLONE_FS as u64 != 0 {
-                Rc::clone(&parent.fs)
-            } else {
-                Rc::new(RefCell::new(parent.fs.borrow().clone()))
-            };
-            let mm = if flags & libc::CLONE_VM as u64 != 0 {
-                Rc::clone(&parent.mm)
-            } else {
-                Rc::new(RefCell::new(parent.mm.borrow().forked()))
-            };
-            let mut task = Task::new(fs, mm);
-            if self.parked.remove(&child) {
-                ptrace(libc::PTRACE_CONT, child, 0)?;
-            } else {
-                task.awaiting_first_stop = true;
+        let mut task = match self.tasks.get(&pid) {
+            Some(parent) => {
+                let fs = if flags & libc::CLONE_FS as u64 != 0 {
+                    Rc::clone(&parent.fs)
+                } else {
+                    Rc::new(RefCell::new(parent.fs.borrow().clone()))
+                };
+                let mm = if flags & libc::CLONE_VM as u64 != 0 {
+                    Rc::clone(&parent.mm)
+                } else {
+                    Rc::new(RefCell::new(parent.mm.borrow().forked()))
+                };
+                Task::new(fs, mm)
             }
-            self.tasks.insert(child, task);
+            None => self.task_from_proc(child),
+        };
+        if self.parked.remove(&child) {
+            // Its first stop already came: release it (ESRCH if it died meanwhile).
+            let _ = ptrace(libc::PTRACE_CONT, child, 0);
+        } else {
+            task.awaiting_first_stop = true;
         }
+        self.tasks.insert(child, task);
         ptrace(libc::PTRACE_CONT, pid, 0)
     }
 
@@ -344,19 +369,11 @@ impl Agent {
     }
 
     fn decide(&mut self, pid: i32, regs: &Regs, kind: Kind) -> Decision {
-        let task = self.tasks.entry(pid).or_insert_with(|| {
-            let physical = std::fs::read_link(format!("/proc/{pid}/cwd"))
-                .map(|p| p.into_os_string().into_encoded_bytes())
-                .unwrap_or_else(|_| b"/".to_vec());
-            let fs = Fs {
-                logical: handlers::logical_of_physical(&self.ns, &physical),
-                physical,
-            };
-            Task::new(
-                Rc::new(RefCell::new(fs)),
-                Rc::new(RefCell::new(AddrSpace::new(None))),
-            )
-        });
+        if !self.tasks.contains_key(&pid) {
+            let task = self.task_from_proc(pid);
+            self.tasks.insert(pid, task);
+        }
+        let task = &self.tasks[&pid];
         let fs = task.fs.borrow().clone();
         let exe = task.mm.borrow().exe.clone();
         let mut ctx = Ctx {
