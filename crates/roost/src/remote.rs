@@ -171,7 +171,7 @@ fn options(args: &ConnectArgs) -> Result<Options, Failure> {
             .auth
             .iter()
             .map(|m| {
-                parse_method(m).ok_or_else(|| {
+                Method::parse(m.as_bytes()).ok_or_else(|| {
                     Failure(format!(
                         "--auth {m}: expected hmac, unix, hostname or address"
                     ))
@@ -191,16 +191,6 @@ fn options(args: &ConnectArgs) -> Result<Options, Failure> {
         credentials,
         ..Options::default()
     })
-}
-
-fn parse_method(name: &str) -> Option<Method> {
-    match name {
-        "hmac" => Some(Method::Hmac),
-        "unix" => Some(Method::Unix),
-        "hostname" => Some(Method::Hostname),
-        "address" => Some(Method::Address),
-        _ => None,
-    }
 }
 
 /// One server location with an open connection to it.

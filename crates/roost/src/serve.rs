@@ -184,7 +184,7 @@ fn auth_config(args: &ServeArgs) -> Result<AuthConfig, String> {
             .auth
             .iter()
             .map(|m| {
-                Method::parse(m)
+                Method::parse(m.as_bytes())
                     .ok_or_else(|| format!("--auth {m}: expected hmac, unix, hostname or address"))
             })
             .collect::<Result<_, _>>()?;

@@ -25,36 +25,7 @@ const AUTH_LINE_MAX: usize = 1024;
 /// Most methods one connection may try before it is dropped.
 const MAX_ATTEMPTS: usize = 16;
 
-/// An authentication method the server can run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    Address,
-    Hostname,
-    Unix,
-    Hmac,
-}
-
-impl Method {
-    pub fn name(self) -> &'static str {
-        match self {
-            Method::Address => "address",
-            Method::Hostname => "hostname",
-            Method::Unix => "unix",
-            Method::Hmac => "hmac",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Method> {
-        [
-            Method::Address,
-            Method::Hostname,
-            Method::Unix,
-            Method::Hmac,
-        ]
-        .into_iter()
-        .find(|m| m.name() == name)
-    }
-}
+pub use roost_wire::auth::Method;
 
 /// What the server accepts, and the secrets behind `hmac`.
 #[derive(Clone, Debug)]
@@ -95,7 +66,7 @@ pub fn accept<R: BufRead, W: Write>(
         let Some(offer) = read_line(reader)? else {
             return Ok(None);
         };
-        let method = Method::parse(offer.trim()).filter(|m| config.methods.contains(m));
+        let method = Method::parse(offer.trim().as_bytes()).filter(|m| config.methods.contains(m));
         let Some(method) = method else {
             send(writer, "no\n")?;
             continue;
@@ -111,7 +82,7 @@ pub fn accept<R: BufRead, W: Write>(
         };
         match outcome {
             Outcome::Accepted(name) => {
-                let name = sanitize(&name);
+                let name = roost_wire::auth::sanitize(&name);
                 send(writer, &format!("yes\nyes\n{}\n{}\n", method.name(), name))?;
                 return Ok(Some(format!("{}:{}", method.name(), name)));
             }
@@ -130,13 +101,6 @@ enum Outcome {
     Rejected,
     /// The client gave up within the exchange (it said so itself); nothing more is sent.
     Abandoned,
-}
-
-/// Spaces and unprintable bytes in subjects become `_`, as cctools does.
-fn sanitize(name: &str) -> String {
-    name.chars()
-        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
-        .collect()
 }
 
 fn send<W: Write>(writer: &mut W, text: &str) -> io::Result<()> {
@@ -242,7 +206,7 @@ fn unix_challenge<R: BufRead, W: Write>(
     let path = config.challenge_dir.join(format!(
         "roost-challenge.{}.{}",
         std::process::id(),
-        hex(&random_bytes::<8>())
+        roost_wire::hex::encode(&random_bytes::<8>())
     ));
     let cpath = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -295,7 +259,7 @@ fn hmac_challenge<R: BufRead, W: Write>(
     reader: &mut R,
     writer: &mut W,
 ) -> io::Result<Outcome> {
-    let nonce = hex(&random_bytes::<32>());
+    let nonce = roost_wire::hex::encode(&random_bytes::<32>());
     send(writer, &format!("{nonce}\n"))?;
     let Some(answer) = read_line(reader)? else {
         return Ok(Outcome::Abandoned);
@@ -304,7 +268,10 @@ fn hmac_challenge<R: BufRead, W: Write>(
     let (Some(key), Some(mac_hex), None) = (words.next(), words.next(), words.next()) else {
         return Ok(Outcome::Rejected);
     };
-    let (Some(secret), Some(mac)) = (config.keys.get(key), unhex(mac_hex)) else {
+    let (Some(secret), Some(mac)) = (
+        config.keys.get(key),
+        roost_wire::hex::decode(mac_hex.as_bytes()),
+    ) else {
         return Ok(Outcome::Rejected);
     };
     let mut expected =
@@ -328,20 +295,6 @@ fn random_bytes<const N: usize>() -> [u8; N] {
         }
     }
     buf
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 #[cfg(test)]
@@ -395,15 +348,5 @@ mod tests {
             &mut out
         )
         .is_err());
-    }
-
-    #[test]
-    fn hex_round_trips() {
-        assert_eq!(
-            unhex(&hex(&[0, 1, 254, 255])).unwrap(),
-            vec![0, 1, 254, 255]
-        );
-        assert!(unhex("0g").is_none());
-        assert!(unhex("abc").is_none());
     }
 }

@@ -286,26 +286,24 @@ impl Session<'_> {
         }
     }
 
-    fn send_stat(&mut self, result: OpResult<libc::stat>) -> Step {
+    /// Sends `result` as `0` and the line `to_line` makes of it, or the failure.
+    fn send_line<T>(&mut self, result: OpResult<T>, to_line: impl FnOnce(&T) -> Vec<u8>) -> Step {
         match result {
-            Ok(st) => {
+            Ok(value) => {
                 self.send_result(0)?;
-                self.writer.write_all(&Stat::from(&st).to_line())?;
+                self.writer.write_all(&to_line(&value))?;
                 Ok(())
             }
             Err(e) => self.send_failure(&e),
         }
     }
 
+    fn send_stat(&mut self, result: OpResult<libc::stat>) -> Step {
+        self.send_line(result, |st| Stat::from(st).to_line())
+    }
+
     fn send_statfs(&mut self, result: OpResult<libc::statfs>) -> Step {
-        match result {
-            Ok(st) => {
-                self.send_result(0)?;
-                self.writer.write_all(&StatFs::from(&st).to_line())?;
-                Ok(())
-            }
-            Err(e) => self.send_failure(&e),
-        }
+        self.send_line(result, |st| StatFs::from(st).to_line())
     }
 
     // ---- payloads -------------------------------------------------------------------------
