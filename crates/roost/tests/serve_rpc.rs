@@ -346,3 +346,20 @@ fn whoareyou_reports_the_subject_this_server_gets_elsewhere() {
         "an unreachable server is an error"
     );
 }
+
+#[test]
+fn hostname_authentication_is_confirmed_both_ways() {
+    // 127.0.0.1 is "localhost" in /etc/hosts, and "localhost" resolves back to 127.0.0.1.
+    let server = TestServer::start(&["--acl", "hostname:localhost=rl"]);
+    let mut c = serve_support::Raw::connect(server.port);
+    assert_eq!(c.auth("hostname").as_deref(), Some("hostname:localhost"));
+    assert_eq!(c.rpc("getdir /"), 0);
+    c.list();
+    let only_unix = TestServer::start(&["--auth", "unix"]);
+    let mut refused = serve_support::Raw::connect(only_unix.port);
+    assert_eq!(
+        refused.auth("hostname"),
+        None,
+        "a method the server does not run is refused"
+    );
+}
