@@ -104,8 +104,8 @@ impl AddrSpace {
 pub enum AfterExit {
     /// chdir succeeded: the new cwd is this logical path (None: derive it from the kernel).
     Chdir(Option<Vec<u8>>),
-    /// The call may have changed names: forget cached resolutions.
-    Invalidate,
+    /// The call may have changed these names (logical): forget their cached resolutions.
+    Invalidate(Vec<Vec<u8>>),
     /// Nothing but the trace record.
     Record,
 }

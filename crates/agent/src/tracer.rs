@@ -354,7 +354,11 @@ impl Agent {
                     *task.fs.borrow_mut() = fs;
                 }
             }
-            AfterExit::Invalidate => self.ns.invalidate(),
+            AfterExit::Invalidate(names) => {
+                for name in &names {
+                    self.ns.invalidate_under(name);
+                }
+            }
             _ => {}
         }
         let _ = self.tracer.record(&Record {

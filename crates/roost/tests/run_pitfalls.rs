@@ -156,6 +156,22 @@ fn absolute_symlinks_inside_a_mount_are_logical() {
 }
 
 #[test]
+fn symlinks_outside_the_mounts_pointing_into_one_are_logical() {
+    let t = m_tree("outlink");
+    let outside = Tree::new("outlink-host");
+    std::os::unix::fs::symlink("/m/real", outside.path("link")).unwrap();
+    let o = run(&[
+        "--mount",
+        &format!("/m={}", t.s()),
+        "--",
+        "sh",
+        "-c",
+        &format!("cat {0}/link/f; cat /dev/fd/0 < {0}/link/f", outside.s()),
+    ]);
+    assert_eq!(stdout(&o), "real f\nreal f\n", "{}", stderr(&o));
+}
+
+#[test]
 fn af_unix_paths_go_through_the_mount() {
     let t = m_tree("unix");
     assert_eq!(

@@ -11,6 +11,9 @@ use std::collections::HashMap;
 
 /// The most symlinks one walk follows before failing with ELOOP (as Linux).
 const MAX_LINKS: usize = 40;
+/// `/proc` is opaque: its magic links (`self`, `PID/fd/N`, `PID/cwd`) mean something else
+/// for every process, so the walk never looks inside it and leaves the rest to the kernel.
+const OPAQUE: &[u8] = b"/proc";
 /// The cache is cleared rather than grown past this many entries.
 const CACHE_LIMIT: usize = 1 << 16;
 
@@ -74,9 +77,21 @@ impl Namespace {
         self.table.map(logical)
     }
 
-    /// Forgets every cached answer (after a call that may change names).
+    /// Forgets every cached answer.
     pub fn invalidate(&mut self) {
         self.cache.clear();
+    }
+
+    /// Forgets the cached answers for `logical` and every name below it (after a call that
+    /// changed that name: unlink, rename, symlink, ...).
+    pub fn invalidate_under(&mut self, logical: &[u8]) {
+        if self.cache.len() > CACHE_LIMIT / 4 {
+            // Scanning a large cache costs more than rebuilding the few names in use.
+            self.cache.clear();
+            return;
+        }
+        self.cache
+            .retain(|k, _| crate::path::strip_prefix(k, logical).is_none());
     }
 
     fn lookup(&mut self, logical: &[u8]) -> Result<Node, Errno> {
@@ -136,6 +151,13 @@ impl Namespace {
             let base = resolved.len();
             resolved.push(b'/');
             resolved.extend_from_slice(&comp);
+            if crate::path::strip_prefix(&resolved, OPAQUE).is_some() {
+                for rest in pending.iter().rev() {
+                    resolved.push(b'/');
+                    resolved.extend_from_slice(rest);
+                }
+                break;
+            }
             via_mount = via_mount || self.table.covers(&resolved);
             let last = pending.iter().all(|c| c == b".");
             if last && !follow_last && !trailing_slash {
@@ -306,6 +328,49 @@ mod tests {
         assert_eq!(ns.locate(b"/d/x", true).unwrap().physical, b"/phys/x");
         assert_eq!(ns.locate(b"/no/x", true), Err(libc::EACCES));
         assert_eq!(ns.locate(b"/net/x", true), Err(libc::ENOSYS));
+    }
+
+    #[test]
+    fn proc_is_opaque_and_links_into_mounts_are_followed() {
+        let phys = tmpdir("opaque");
+        let outside = tmpdir("opaque-out");
+        std::os::unix::fs::symlink("/m/real", outside.join("link")).unwrap();
+        let mut t = MountTable::new();
+        t.add(b"/m", Target::local(bytes(&phys)));
+        let mut ns = Namespace::new(t);
+        // /dev/fd -> /proc/self/fd: /proc is not looked into (self would be roost itself).
+        let r = ns.walk(b"/dev/fd/3", true).unwrap();
+        assert_eq!(r.logical, b"/proc/self/fd/3");
+        assert!(!r.via_mount);
+        // A link outside every mount that points into one lands in the mount.
+        let mut link = bytes(&outside);
+        link.extend_from_slice(b"/link/f");
+        let r = ns.walk(&link, true).unwrap();
+        assert_eq!(r.logical, b"/m/real/f");
+        assert!(r.via_mount);
+        std::fs::remove_dir_all(phys).unwrap();
+        std::fs::remove_dir_all(outside).unwrap();
+    }
+
+    #[test]
+    fn invalidate_under_forgets_a_subtree_only() {
+        let phys = tmpdir("inval");
+        std::fs::create_dir(phys.join("a")).unwrap();
+        let mut t = MountTable::new();
+        t.add(b"/c", Target::local(bytes(&phys)));
+        let mut ns = Namespace::new(t);
+        ns.walk(b"/c/a/x", true).unwrap();
+        ns.walk(b"/c/b", true).unwrap();
+        std::os::unix::fs::symlink("/elsewhere", phys.join("b")).unwrap();
+        ns.invalidate_under(b"/c/a");
+        assert_eq!(
+            ns.walk(b"/c/b", true).unwrap().logical,
+            b"/c/b",
+            "untouched entry kept"
+        );
+        ns.invalidate_under(b"/c/b");
+        assert_eq!(ns.walk(b"/c/b", true).unwrap().logical, b"/elsewhere");
+        std::fs::remove_dir_all(phys).unwrap();
     }
 
     #[test]

@@ -74,7 +74,11 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
     }
     let mut d = Decision::pass();
     if mutates {
-        d.after = Some(AfterExit::Invalidate);
+        let names = resolved
+            .iter()
+            .filter_map(|(_, r)| r.logical())
+            .map(<[u8]>::to_vec);
+        d.after = Some(AfterExit::Invalidate(names.collect()));
     }
     if let Some((_, r)) = resolved.first() {
         d.logical = r.logical().map(<[u8]>::to_vec);
