@@ -1,5 +1,6 @@
 //! The seccomp-bpf program, built from the agent's syscall table: check the architecture
-//! first, refuse x32, then one comparison per listed syscall number (returning TRACE for the
+//! first, refuse x32 and numbers newer than the reviewed table, then one comparison per
+//! listed syscall number (returning TRACE for the
 //! trapped ones and ERRNO for the refused ones), and ALLOW for everything else. The program
 //! depends only on the architecture and the syscall number, so the kernel's seccomp action
 //! cache answers the allowed syscalls without running it.
@@ -58,6 +59,8 @@ pub fn build(rules: &[(u32, Verdict)]) -> Vec<libc::sock_filter> {
         ret(enosys),
         stmt(BPF_LD_W_ABS, OFFSET_NR),
         jump(BPF_JGE_K, arch::FOREIGN_SYSCALL_BIT, 0, 1),
+        ret(enosys),
+        jump(BPF_JGE_K, arch::REVIEWED_MAX + 1, 0, 1),
         ret(enosys),
     ];
     for &(nr, verdict) in rules {
@@ -137,5 +140,11 @@ mod tests {
             run(&p, arch::AUDIT_ARCH, 0x4000_0000 | 257),
             RET_ERRNO | libc::ENOSYS as u32
         );
+        let newer = arch::REVIEWED_MAX + 1;
+        assert_eq!(
+            run(&p, arch::AUDIT_ARCH, newer),
+            RET_ERRNO | libc::ENOSYS as u32
+        );
+        assert_eq!(run(&p, arch::AUDIT_ARCH, arch::REVIEWED_MAX), RET_ALLOW);
     }
 }

@@ -8,6 +8,10 @@ use std::io;
 pub const AUDIT_ARCH: u32 = 0xC000_003E;
 /// x32 syscalls carry this bit; the filter refuses them.
 pub const FOREIGN_SYSCALL_BIT: u32 = 0x4000_0000;
+/// The highest syscall number reviewed for paths (Linux 6.18: file_setattr). The filter
+/// refuses anything above with ENOSYS, so a path syscall of a newer kernel never passes
+/// untranslated; programs fall back as on an older kernel.
+pub const REVIEWED_MAX: u32 = 469;
 /// Length of the `syscall` instruction (to re-execute a syscall).
 const SYSCALL_INSN_LEN: u64 = 2;
 
