@@ -1,0 +1,162 @@
+//! Line equivalence classes: the aggregation behind `roost pgrep` (and a log follower).
+//!
+//! A member's data is split into lines; the lines that match (a fixed string or a regular
+//! expression, or every line when no pattern is given) become classes keyed by their text,
+//! and by line number when asked, each class holding the set of members that have that line.
+//! Identical lines across a thousand hosts travel up the tree once, with their members
+//! folded into strided ranges.
+
+use crate::codec::{DecodeError, Decoder, Encoder};
+use crate::ranges::IndexSet;
+use std::collections::BTreeMap;
+
+/// What to look for in lines.
+#[derive(Clone, Debug)]
+pub enum Pattern {
+    /// Every line.
+    All,
+    /// Lines containing this text.
+    Fixed(String),
+    /// Lines matching this regular expression (Rust `regex` syntax).
+    Regex(regex::bytes::Regex),
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Pattern) -> bool {
+        match (self, other) {
+            (Pattern::All, Pattern::All) => true,
+            (Pattern::Fixed(a), Pattern::Fixed(b)) => a == b,
+            (Pattern::Regex(a), Pattern::Regex(b)) => a.as_str() == b.as_str(),
+            _ => false,
+        }
+    }
+}
+
+impl Pattern {
+    /// Compiles a regular expression; the error text says what is wrong with it.
+    pub fn regex(text: &str) -> Result<Pattern, String> {
+        regex::bytes::Regex::new(text)
+            .map(Pattern::Regex)
+            .map_err(|e| e.to_string())
+    }
+
+    fn matches(&self, line: &[u8]) -> bool {
+        match self {
+            Pattern::All => true,
+            Pattern::Fixed(text) => contains(line, text.as_bytes()),
+            Pattern::Regex(re) => re.is_match(line),
+        }
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The line aggregation's parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LineSpec {
+    pub pattern: Pattern,
+    /// Lines at different line numbers are different classes (`pgrep -n`).
+    pub numbers: bool,
+}
+
+/// A class key: the line number (0 when numbers are not kept) and the text, without its
+/// newline.
+pub type LineKey = (u64, Vec<u8>);
+
+/// Line classes: for each distinct line, the members that have it.
+pub type LineClasses = BTreeMap<LineKey, IndexSet>;
+
+impl LineSpec {
+    /// The classes of one member's data.
+    pub fn classify(&self, member: u32, data: &[u8]) -> LineClasses {
+        let mut classes = LineClasses::new();
+        let body = data.strip_suffix(b"\n").unwrap_or(data);
+        if data.is_empty() {
+            return classes;
+        }
+        for (i, line) in body.split(|&b| b == b'\n').enumerate() {
+            if self.pattern.matches(line) {
+                let number = if self.numbers { i as u64 + 1 } else { 0 };
+                classes
+                    .entry((number, line.to_vec()))
+                    .or_insert_with(|| IndexSet::single(member));
+            }
+        }
+        classes
+    }
+
+    pub fn encode(&self, e: &mut Encoder) {
+        match &self.pattern {
+            Pattern::All => e.uint(0),
+            Pattern::Fixed(t) => e.uint(1).text(t),
+            Pattern::Regex(re) => e.uint(2).text(re.as_str()),
+        };
+        e.uint(self.numbers.into());
+    }
+
+    pub fn decode(d: &mut Decoder<'_>) -> Result<LineSpec, DecodeError> {
+        let pattern = match d.uint()? {
+            0 => Pattern::All,
+            1 => Pattern::Fixed(d.text()?),
+            2 => Pattern::regex(&d.text()?).map_err(|_| DecodeError("bad regular expression"))?,
+            _ => return Err(DecodeError("unknown pattern kind")),
+        };
+        let numbers = match d.uint()? {
+            0 => false,
+            1 => true,
+            _ => return Err(DecodeError("bad flag")),
+        };
+        Ok(LineSpec { pattern, numbers })
+    }
+}
+
+/// Merges `other`'s classes into `into`.
+pub fn merge(into: &mut LineClasses, other: LineClasses) {
+    for (key, members) in other {
+        into.entry(key)
+            .and_modify(|m| m.extend(&members))
+            .or_insert(members);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_strings_and_regexes_pick_lines() {
+        let data = b"udp 53\ntcp 80\nudp 123\n";
+        let fixed = LineSpec {
+            pattern: Pattern::Fixed("udp".into()),
+            numbers: false,
+        };
+        let keys: Vec<_> = fixed.classify(4, data).into_keys().collect();
+        assert_eq!(
+            keys,
+            vec![(0, b"udp 123".to_vec()), (0, b"udp 53".to_vec())]
+        );
+        let re = LineSpec {
+            pattern: Pattern::regex("^[a-z]+ [0-9]{2}$").unwrap(),
+            numbers: true,
+        };
+        let keys: Vec<_> = re.classify(4, data).into_keys().collect();
+        assert_eq!(keys, vec![(1, b"udp 53".to_vec()), (2, b"tcp 80".to_vec())]);
+    }
+
+    #[test]
+    fn identical_lines_fold_their_members() {
+        let spec = LineSpec {
+            pattern: Pattern::All,
+            numbers: false,
+        };
+        let mut all = LineClasses::new();
+        for m in 0..10 {
+            let text = if m % 3 == 0 { "odd one\n" } else { "same\n" };
+            merge(&mut all, spec.classify(m, text.as_bytes()));
+        }
+        assert_eq!(all[&(0, b"odd one".to_vec())].to_string(), "0:3:4");
+        assert_eq!(all[&(0, b"same".to_vec())].len(), 6);
+    }
+}
