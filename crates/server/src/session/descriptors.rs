@@ -1,0 +1,193 @@
+//! Requests on open descriptors: open, the read and write family, strided I/O.
+
+use super::*;
+
+impl Session<'_> {
+    // ---- file descriptors -----------------------------------------------------------------
+
+    pub(super) fn open(&mut self, path: &[u8], flags: OpenFlags, mode: u32) -> Step {
+        if self.files.len() >= MAX_OPEN_FILES {
+            return self.send_error(ErrorCode::TooManyOpen);
+        }
+        let libc_flags = flags.to_libc();
+        let result = self.with_path(path, |e, s, p| e.open(s, p, libc_flags, mode));
+        match result {
+            Ok(file) => {
+                let stat = match crate::export::fstat(file.as_raw_fd()) {
+                    Ok(st) => st,
+                    Err(e) => return self.send_failure(&e.into()),
+                };
+                let fd = (0..)
+                    .find(|n| !self.files.contains_key(n))
+                    .expect("a free number");
+                let writable = libc_flags & libc::O_ACCMODE != libc::O_RDONLY;
+                self.files.insert(fd, OpenFile { file, writable });
+                self.send_result(fd)?;
+                self.writer.write_all(&Stat::from(&stat).to_line())?;
+                Ok(())
+            }
+            Err(e) => self.send_failure(&e),
+        }
+    }
+
+    pub(super) fn pread(&mut self, fd: i64, length: u64, offset: u64) -> Step {
+        let length = length.min(roost_wire::MAX_BLOCK) as usize;
+        let Some(open) = self.files.get(&fd) else {
+            return self.send_error(ErrorCode::BadFd);
+        };
+        if self.buffer.len() < length {
+            self.buffer.resize(length, 0);
+        }
+        let result = pread_full(&open.file, &mut self.buffer[..length], offset);
+        match result {
+            Ok(n) => {
+                self.send_result(n as i64)?;
+                self.writer.write_all(&self.buffer[..n])?;
+                Ok(())
+            }
+            Err(e) => self.send_failure(&e.into()),
+        }
+    }
+
+    /// Writes the payload in chunks as it arrives, so a large write needs no large buffer.
+    pub(super) fn pwrite(&mut self, fd: i64, length: u64, offset: u64) -> Step {
+        // The file leaves the table while the payload streams in (the scratch buffer and the
+        // table are both parts of the session); it goes back whatever the outcome.
+        let open = match self.files.remove(&fd) {
+            Some(open) if open.writable => open,
+            other => {
+                if let Some(open) = other {
+                    self.files.insert(fd, open);
+                }
+                self.discard_payload(length)?;
+                return self.send_error(ErrorCode::BadFd);
+            }
+        };
+        let outcome = self.write_payload_at(&open.file, length, offset);
+        self.files.insert(fd, open);
+        let (done, failure) = outcome?;
+        match failure {
+            Some(e) if done == 0 => self.send_failure(&e.into()),
+            _ => self.send_result(done as i64),
+        }
+    }
+
+    /// Streams `length` payload bytes into `file` at `offset`; returns the bytes written and
+    /// the error that stopped writing, if any (the rest of the payload is consumed).
+    pub(super) fn write_payload_at(
+        &mut self,
+        file: &File,
+        length: u64,
+        offset: u64,
+    ) -> Result<(u64, Option<io::Error>), Stop> {
+        let mut done: u64 = 0;
+        while done < length {
+            let chunk = (length - done).min(CHUNK as u64);
+            self.read_payload(chunk)?;
+            if let Err(e) = file.write_all_at(&self.buffer[..chunk as usize], offset + done) {
+                self.discard_payload(length - done - chunk)?;
+                return Ok((done, Some(e)));
+            }
+            done += chunk;
+        }
+        Ok((done, None))
+    }
+
+    pub(super) fn sread(
+        &mut self,
+        fd: i64,
+        length: u64,
+        stride_length: u64,
+        stride_skip: u64,
+        offset: u64,
+    ) -> Step {
+        if stride_length == 0 || stride_skip < stride_length {
+            return self.send_error(ErrorCode::InvalidRequest);
+        }
+        let length = length.min(roost_wire::MAX_BLOCK) as usize;
+        let Some(open) = self.files.get(&fd) else {
+            return self.send_error(ErrorCode::BadFd);
+        };
+        if self.buffer.len() < length {
+            self.buffer.resize(length, 0);
+        }
+        let mut done = 0usize;
+        let mut at = offset;
+        let mut failure = None;
+        while done < length {
+            let want = (length - done).min(stride_length as usize);
+            match pread_full(&open.file, &mut self.buffer[done..done + want], at) {
+                Ok(n) => {
+                    done += n;
+                    if n < want {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+            at += stride_skip;
+        }
+        match failure {
+            Some(e) if done == 0 => self.send_failure(&e.into()),
+            _ => {
+                self.send_result(done as i64)?;
+                self.writer.write_all(&self.buffer[..done])?;
+                Ok(())
+            }
+        }
+    }
+
+    pub(super) fn swrite(
+        &mut self,
+        fd: i64,
+        length: u64,
+        stride_length: u64,
+        stride_skip: u64,
+        offset: u64,
+    ) -> Step {
+        if self.payload_too_big(length)? {
+            return Ok(());
+        }
+        self.read_payload(length)?;
+        if stride_length == 0 || stride_skip < stride_length {
+            return self.send_error(ErrorCode::InvalidRequest);
+        }
+        let file = match self.writable_file(fd) {
+            Ok(f) => &f.file,
+            Err(e) => return self.send_failure(&e),
+        };
+        let data = &self.buffer[..length as usize];
+        let mut done = 0usize;
+        let mut at = offset;
+        let mut failure = None;
+        for piece in data.chunks(stride_length as usize) {
+            if let Err(e) = file.write_all_at(piece, at) {
+                failure = Some(e);
+                break;
+            }
+            done += piece.len();
+            at += stride_skip;
+        }
+        match failure {
+            Some(e) if done == 0 => self.send_failure(&e.into()),
+            _ => self.send_result(done as i64),
+        }
+    }
+}
+
+/// Reads until `buf` is full or the file ends.
+fn pread_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}

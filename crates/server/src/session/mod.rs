@@ -1,0 +1,377 @@
+//! One client's session: authenticate, then read request lines and answer them until the
+//! client leaves, goes quiet for too long, or breaks the protocol.
+//!
+//! Replies are buffered and flushed only when no further request is already waiting, so a
+//! client that pipelines many requests gets its answers in few packets.
+
+mod descriptors;
+mod dispatch;
+mod transfers;
+
+use crate::export::{Export, OpError, OpResult};
+use crate::jail::JailPath;
+use crate::listener::Shared;
+use crate::log::{self, Level};
+use crate::output::Output;
+use roost_wire::{listing, reply, ErrorCode, OpenFlags, Request, Rights, Stat, StatFs, WireError};
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
+
+/// Read buffer of a connection.
+const READ_BUFFER: usize = 32 * 1024;
+
+/// Chunk size for streaming payloads between the socket and files.
+const CHUNK: usize = 256 * 1024;
+
+/// Most files one connection may hold open.
+const MAX_OPEN_FILES: usize = 1024;
+
+/// How a session ended, for the disconnect log line.
+pub struct Summary {
+    pub subject: Option<String>,
+    pub requests: u64,
+    pub reason: String,
+}
+
+/// An open file of the session, with how it was opened.
+struct OpenFile {
+    file: File,
+    writable: bool,
+}
+
+/// Why the request loop stops.
+enum Stop {
+    /// The client closed the connection (or a stream RPC finished).
+    Closed,
+    /// The connection cannot continue: a timeout, an I/O error or a protocol violation.
+    Broken(String),
+}
+
+impl From<io::Error> for Stop {
+    fn from(e: io::Error) -> Stop {
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Stop::Broken("stalled".into()),
+            io::ErrorKind::UnexpectedEof => Stop::Broken("disconnected mid-message".into()),
+            _ => Stop::Broken(e.to_string()),
+        }
+    }
+}
+
+type Step = Result<(), Stop>;
+
+struct Session<'a> {
+    export: &'a Export,
+    shared: &'a Shared,
+    subject: String,
+    reader: BufReader<&'a TcpStream>,
+    writer: Output<'a>,
+    files: BTreeMap<i64, OpenFile>,
+    /// Scratch space for reads and writes, grown on demand.
+    buffer: Vec<u8>,
+    /// Why the last refused request was refused, for the `explain` extension.
+    last_refusal: Option<String>,
+}
+
+/// Serves one connection to the end.
+pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
+    let mut summary = Summary {
+        subject: None,
+        requests: 0,
+        reason: String::new(),
+    };
+    // Reads wake up at least once per idle timeout, so idleness is noticed in time; a stall
+    // mid-message is therefore never tolerated longer than the idle timeout either.
+    let wake = shared
+        .limits
+        .stall_timeout
+        .min(shared.limits.idle_timeout)
+        .max(Duration::from_millis(100));
+    let _ = stream.set_read_timeout(Some(wake));
+    let _ = stream.set_write_timeout(Some(shared.limits.stall_timeout));
+    // Both directions share the one socket descriptor: a thousand clients cost a thousand fds.
+    let mut reader = BufReader::with_capacity(READ_BUFFER, &stream);
+    let mut writer = Output::new(&stream);
+    let subject = match crate::auth::accept(&shared.auth, peer.ip(), &mut reader, &mut writer) {
+        Ok(Some(subject)) => subject,
+        Ok(None) => {
+            summary.reason = "authentication failed".into();
+            return summary;
+        }
+        Err(e) => {
+            summary.reason = format!("authentication failed: {e}");
+            return summary;
+        }
+    };
+    log::event(
+        Level::Info,
+        "connect",
+        &[("peer", &peer), ("subject", &subject)],
+    );
+    summary.subject = Some(subject.clone());
+    let mut session = Session {
+        export: &shared.export,
+        shared,
+        subject,
+        reader,
+        writer,
+        files: BTreeMap::new(),
+        buffer: Vec::new(),
+        last_refusal: None,
+    };
+    let stop = session.run(&mut summary.requests);
+    let _ = session.writer.flush();
+    summary.reason = match stop {
+        Stop::Closed => "closed".into(),
+        Stop::Broken(why) => why,
+    };
+    summary
+}
+
+impl Session<'_> {
+    fn run(&mut self, requests: &mut u64) -> Stop {
+        let mut line = Vec::with_capacity(256);
+        loop {
+            if self.reader.buffer().is_empty() {
+                if let Err(e) = self.writer.flush() {
+                    return e.into();
+                }
+            }
+            line.clear();
+            match self.read_request_line(&mut line) {
+                Ok(true) => {}
+                Ok(false) => return Stop::Closed,
+                Err(stop) => return stop,
+            }
+            *requests += 1;
+            let started = Instant::now();
+            let request = Request::parse(&line);
+            let outcome = match &request {
+                Ok(request) => self.handle(request),
+                Err(WireError::Empty) => continue,
+                Err(e) => self.refuse_line(e),
+            };
+            if log::enabled(Level::Debug) {
+                let shown = String::from_utf8_lossy(roost_wire::strip_newline(&line)).into_owned();
+                log::event(
+                    Level::Debug,
+                    "rpc",
+                    &[("line", &shown), ("us", &started.elapsed().as_micros())],
+                );
+            }
+            if let Err(stop) = outcome {
+                return stop;
+            }
+        }
+    }
+
+    /// Reads one request line of at most `max_line` bytes. Waits up to the idle timeout for
+    /// the line to start. A line that is too long is consumed and answered with an error.
+    fn read_request_line(&mut self, line: &mut Vec<u8>) -> Result<bool, Stop> {
+        let max = self.shared.limits.max_line;
+        let idle_since = Instant::now();
+        loop {
+            let mut limited = (&mut self.reader).take((max + 1 - line.len()) as u64);
+            match limited.read_until(b'\n', line) {
+                Ok(0) if line.is_empty() => return Ok(false),
+                Ok(0) => return Err(Stop::Broken("disconnected mid-line".into())),
+                Ok(_) if line.last() == Some(&b'\n') => return Ok(true),
+                Ok(_) if line.len() > max => {
+                    self.discard_rest_of_line()?;
+                    log::event(
+                        Level::Error,
+                        "refused",
+                        &[
+                            ("subject", &self.subject),
+                            ("reason", &"request line too long"),
+                        ],
+                    );
+                    self.send_error(ErrorCode::TooBig)?;
+                    self.writer.flush()?;
+                    line.clear();
+                }
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if !line.is_empty() {
+                        return Err(Stop::Broken("stalled mid-line".into()));
+                    }
+                    if idle_since.elapsed() >= self.shared.limits.idle_timeout {
+                        return Err(Stop::Broken("idle timeout".into()));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    fn discard_rest_of_line(&mut self) -> Step {
+        loop {
+            let buf = self.reader.fill_buf()?;
+            if buf.is_empty() {
+                return Err(Stop::Closed);
+            }
+            match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    self.reader.consume(i + 1);
+                    return Ok(());
+                }
+                None => {
+                    let n = buf.len();
+                    self.reader.consume(n);
+                }
+            }
+        }
+    }
+
+    /// Answers a line that does not parse. Unknown RPCs and bad arguments get an error code;
+    /// the connection stays usable because no payload can follow a line we cannot read.
+    fn refuse_line(&mut self, error: &WireError) -> Step {
+        log::event(
+            Level::Error,
+            "bad-request",
+            &[("subject", &self.subject), ("error", error)],
+        );
+        self.send_error(error.code())
+    }
+
+    // ---- replies --------------------------------------------------------------------------
+
+    fn send_result(&mut self, n: i64) -> Step {
+        self.writer.write_all(&reply::format_result(n))?;
+        Ok(())
+    }
+
+    fn send_error(&mut self, code: ErrorCode) -> Step {
+        self.writer.write_all(&reply::error_line(code))?;
+        Ok(())
+    }
+
+    fn send_failure(&mut self, error: &OpError) -> Step {
+        if let Some(why) = error.explain() {
+            log::event(
+                Level::Info,
+                "denied",
+                &[("subject", &self.subject), ("why", &why)],
+            );
+            self.last_refusal = Some(why);
+        }
+        self.writer.write_all(&reply::errno_line(error.errno))?;
+        Ok(())
+    }
+
+    /// Sends `result` as-is: nothing after success, the error code after failure.
+    fn send_unit(&mut self, result: OpResult<()>) -> Step {
+        match result {
+            Ok(()) => self.send_result(0),
+            Err(e) => self.send_failure(&e),
+        }
+    }
+
+    /// Sends a length-prefixed block of data, or the failure.
+    fn send_data(&mut self, result: OpResult<Vec<u8>>) -> Step {
+        match result {
+            Ok(data) => {
+                self.send_result(data.len() as i64)?;
+                self.writer.write_all(&data)?;
+                Ok(())
+            }
+            Err(e) => self.send_failure(&e),
+        }
+    }
+
+    /// Sends `result` as `0` and the line `to_line` makes of it, or the failure.
+    fn send_line<T>(&mut self, result: OpResult<T>, to_line: impl FnOnce(&T) -> Vec<u8>) -> Step {
+        match result {
+            Ok(value) => {
+                self.send_result(0)?;
+                self.writer.write_all(&to_line(&value))?;
+                Ok(())
+            }
+            Err(e) => self.send_failure(&e),
+        }
+    }
+
+    fn send_stat(&mut self, result: OpResult<libc::stat>) -> Step {
+        self.send_line(result, |st| Stat::from(st).to_line())
+    }
+
+    fn send_statfs(&mut self, result: OpResult<libc::statfs>) -> Step {
+        self.send_line(result, |st| StatFs::from(st).to_line())
+    }
+
+    // ---- payloads -------------------------------------------------------------------------
+
+    /// Reads exactly `len` payload bytes into the scratch buffer.
+    fn read_payload(&mut self, len: u64) -> Result<&[u8], Stop> {
+        let len = len as usize;
+        if self.buffer.len() < len {
+            self.buffer.resize(len, 0);
+        }
+        self.reader.read_exact(&mut self.buffer[..len])?;
+        Ok(&self.buffer[..len])
+    }
+
+    /// Reads and drops `len` payload bytes, keeping the stream in step.
+    fn discard_payload(&mut self, len: u64) -> Step {
+        let copied = io::copy(&mut (&mut self.reader).take(len), &mut io::sink())?;
+        if copied < len {
+            return Err(Stop::Broken("disconnected mid-message".into()));
+        }
+        Ok(())
+    }
+
+    /// Refuses an inline payload bigger than the server accepts, after consuming it.
+    fn payload_too_big(&mut self, len: u64) -> Result<bool, Stop> {
+        if len <= self.shared.limits.max_message {
+            return Ok(false);
+        }
+        self.discard_payload(len)?;
+        self.send_error(ErrorCode::TooBig)?;
+        Ok(true)
+    }
+
+    // ---- helpers for path and fd arguments ------------------------------------------------
+
+    fn with_path<T>(
+        &self,
+        path: &[u8],
+        op: impl FnOnce(&Export, &str, &JailPath) -> OpResult<T>,
+    ) -> OpResult<T> {
+        let path = JailPath::new(path)?;
+        op(self.export, &self.subject, &path)
+    }
+
+    fn with_two_paths<T>(
+        &self,
+        a: &[u8],
+        b: &[u8],
+        op: impl FnOnce(&Export, &str, &JailPath, &JailPath) -> OpResult<T>,
+    ) -> OpResult<T> {
+        let (a, b) = (JailPath::new(a)?, JailPath::new(b)?);
+        op(self.export, &self.subject, &a, &b)
+    }
+
+    fn file(&self, fd: i64) -> OpResult<&OpenFile> {
+        self.files.get(&fd).ok_or(OpError::errno(libc::EBADF))
+    }
+
+    fn writable_file(&self, fd: i64) -> OpResult<&OpenFile> {
+        let f = self.file(fd)?;
+        if f.writable {
+            Ok(f)
+        } else {
+            Err(OpError::errno(libc::EBADF))
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! Listings and whole-file transfers: getdir, getacl, getfile, putfile, the streams and
+//! digests.
+
+use super::*;
+
+impl Session<'_> {
+    // ---- directories and ACLs -------------------------------------------------------------
+
+    pub(super) fn getdir(&mut self, path: &[u8], long: bool) -> Step {
+        let result = self.with_path(path, |e, s, p| e.list(s, p, long));
+        match result {
+            Ok(entries) => {
+                self.send_result(0)?;
+                for (name, stat) in entries {
+                    let lines = match stat {
+                        Some(st) => listing::long_entry_lines(&name, &Stat::from(&st)),
+                        None => listing::name_line(&name),
+                    };
+                    if let Some(lines) = lines {
+                        self.writer.write_all(&lines)?;
+                    }
+                }
+                self.writer.write_all(listing::END)?;
+                Ok(())
+            }
+            Err(e) => self.send_failure(&e),
+        }
+    }
+
+    pub(super) fn getacl(&mut self, path: &[u8]) -> Step {
+        let result = self.with_path(path, |e, _, p| e.getacl(p));
+        match result {
+            Ok(acl) => {
+                self.send_result(0)?;
+                self.writer.write_all(acl.to_text().as_bytes())?;
+                self.writer.write_all(listing::END)?;
+                Ok(())
+            }
+            Err(e) => self.send_failure(&e),
+        }
+    }
+
+    // ---- whole files ----------------------------------------------------------------------
+
+    pub(super) fn getfile(&mut self, path: &[u8]) -> Step {
+        let (file, stat) = match self.with_path(path, |e, s, p| e.open_read(s, p)) {
+            Ok(pair) => pair,
+            Err(e) => return self.send_failure(&e),
+        };
+        let size = stat.st_size as u64;
+        self.send_result(size as i64)?;
+        self.send_file_bytes(&file, size)?;
+        Ok(())
+    }
+
+    /// Copies `size` bytes of `file` to the client (by sendfile where the kernel can). A file
+    /// that shrank under us cannot keep the promise made in the result line: the connection
+    /// is closed so the client sees a short transfer rather than misread data.
+    pub(super) fn send_file_bytes(&mut self, file: &File, size: u64) -> Step {
+        self.writer.flush()?;
+        let mut socket = self.writer.socket();
+        let sent = io::copy(&mut file.take(size), &mut socket)?;
+        if sent < size {
+            return Err(Stop::Broken(format!(
+                "file shrank during transfer ({sent} of {size} bytes)"
+            )));
+        }
+        Ok(())
+    }
+
+    pub(super) fn putfile(&mut self, path: &[u8], mode: u32, length: u64) -> Step {
+        let upload = match self.with_path(path, |e, s, p| e.begin_put(s, p, mode)) {
+            Ok(upload) => upload,
+            Err(e) => return self.send_failure(&e),
+        };
+        self.send_result(0)?;
+        self.writer.flush()?;
+        let mut upload = upload;
+        let copied = io::copy(&mut (&mut self.reader).take(length), &mut upload.file);
+        match copied {
+            Ok(n) if n == length => {}
+            // The client left mid-transfer: dropping the upload removes its temporary file.
+            Ok(_) => return Err(Stop::Broken("disconnected during putfile".into())),
+            Err(e) if is_socket_error(&e) => return Err(e.into()),
+            Err(e) => {
+                // The disk refused: consume what is left, answer the error, keep the old file.
+                let left =
+                    length.saturating_sub(upload.file.metadata().map(|m| m.len()).unwrap_or(0));
+                drop(upload);
+                self.discard_payload(left)?;
+                return self.send_failure(&e.into());
+            }
+        }
+        match upload.commit() {
+            Ok(()) => self.send_result(length as i64),
+            Err(e) => self.send_failure(&e),
+        }
+    }
+
+    pub(super) fn getstream(&mut self, path: &[u8]) -> Step {
+        let (file, _) = match self.with_path(path, |e, s, p| e.open_read(s, p)) {
+            Ok(pair) => pair,
+            Err(e) => return self.send_failure(&e),
+        };
+        self.send_result(0)?;
+        self.writer.flush()?;
+        io::copy(&mut &file, &mut self.writer.socket())?;
+        Err(Stop::Closed)
+    }
+
+    pub(super) fn putstream(&mut self, path: &[u8]) -> Step {
+        let mut upload = match self.with_path(path, |e, s, p| e.begin_put(s, p, 0o644)) {
+            Ok(upload) => upload,
+            Err(e) => return self.send_failure(&e),
+        };
+        self.send_result(0)?;
+        self.writer.flush()?;
+        io::copy(&mut self.reader, &mut upload.file)?;
+        match upload.commit() {
+            Ok(()) => Err(Stop::Closed),
+            Err(e) => Err(Stop::Broken(format!(
+                "putstream could not be committed: {e}"
+            ))),
+        }
+    }
+
+    pub(super) fn digest(&mut self, path: &[u8], algorithm: &str) -> OpResult<Vec<u8>> {
+        let mut hasher =
+            crate::digest::Hasher::new(algorithm).ok_or(OpError::errno(libc::EINVAL))?;
+        let (file, _) = self.with_path(path, |e, s, p| e.open_read(s, p))?;
+        if self.buffer.len() < CHUNK {
+            self.buffer.resize(CHUNK, 0);
+        }
+        let mut reader = &file;
+        loop {
+            let n = reader.read(&mut self.buffer[..CHUNK])?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&self.buffer[..n]);
+        }
+        Ok(hasher.finish())
+    }
+}
+
+/// Whether an error from `io::copy` between socket and file came from the socket side.
+fn is_socket_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock
+            | io::ErrorKind::TimedOut
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::UnexpectedEof
+    )
+}
