@@ -27,13 +27,33 @@ def read_until(token, timeout=15):
     return False
 
 
+def sleep_state(timeout=15):
+    """The state letter of the `sleep 31` process once it exists (None if it never does)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        for p in os.listdir("/proc"):
+            try:
+                if open(f"/proc/{p}/cmdline", "rb").read() == b"sleep\x0031\x00":
+                    return open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                pass
+        time.sleep(0.05)
+    return None
+
+
+def wait_state(want, timeout=15):
+    end = time.time() + timeout
+    while time.time() < end and sleep_state() not in want:
+        time.sleep(0.05)
+
+
 read_until(b"$ ")
-os.write(fd, b"sleep 30\n")
-time.sleep(0.5)
+os.write(fd, b"sleep 31\n")
+wait_state("S")
 os.write(fd, b"\x1a")
 print("stopped", read_until(b"Stopped"))
 os.write(fd, b"fg\n")
-time.sleep(0.5)
+wait_state("S")
 os.write(fd, b"\x03")
 time.sleep(0.3)
 os.write(fd, b"echo status $?\n")
