@@ -294,6 +294,28 @@ impl Client {
         }
         self.guard(|c| c.call(req, payload))
     }
+
+    /// Sends any request with its inline payload and returns the data that follows the
+    /// result line (at most `max` bytes), for extension RPCs answered by a block of data
+    /// (`group_open`, `group_op`).
+    pub fn data_call(&mut self, req: &Request, payload: &[u8], max: u64) -> Result<Vec<u8>> {
+        if req.reply_body() != roost_wire::ReplyBody::Data
+            || req.inline_payload_len() != payload.len() as u64
+        {
+            return Err(Error::BadRequest(roost_wire::WireError::BadArgument(
+                "request shape",
+            )));
+        }
+        self.guard(|c| {
+            let n = c.call(req, payload)?;
+            if n > max {
+                return Err(Error::Protocol(roost_wire::WireError::BadReply(
+                    "more data than allowed",
+                )));
+            }
+            c.read_bytes(n)
+        })
+    }
 }
 
 #[cfg(test)]

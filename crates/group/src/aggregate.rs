@@ -263,12 +263,18 @@ impl DataAggr {
         }
     }
 
-    /// The partial of one member's data.
+    /// The partial of one member's data (for lines: data starting at line 1).
     pub fn leaf(&self, member: u32, data: &[u8]) -> DataPartial {
+        self.leaf_at(member, data, 0)
+    }
+
+    /// The partial of one member's data, which follows `lines_before` lines of its file
+    /// (only line numbers depend on it).
+    pub fn leaf_at(&self, member: u32, data: &[u8], lines_before: u64) -> DataPartial {
         match self {
             DataAggr::None => DataPartial::None,
             DataAggr::Concat => DataPartial::Concat(BTreeMap::from([(member, data.to_vec())])),
-            DataAggr::Lines(spec) => DataPartial::Lines(spec.classify(member, data)),
+            DataAggr::Lines(spec) => DataPartial::Lines(spec.classify(member, data, lines_before)),
         }
     }
 

@@ -3,16 +3,24 @@
 //! relaying servers (after Brim and Miller, "Group File Operations for Scalable Tools and
 //! Middleware").
 //!
+//! - [`api`]: `gopen` and the group operations (`gsize`, `gfiles`, `gindex`, `gstatus`,
+//!   `gbindaggr`, read, write, lseek, ...), flat or through a root relay.
 //! - [`ranges`]: member indices folded into strided ranges; [`hostset`]: names as `node[1-64/3]`.
 //! - [`aggregate`]: status and data aggregations as partial + merge + finish;
 //!   [`lines`]: line equivalence classes.
 //! - [`codec`], [`message`]: the relay protocol's messages; [`delegation`]: the token by
 //!   which a user lets relays act for it.
+//! - [`node`]: one node of the tree (in the client or in a relaying server): its local
+//!   members, its children, and the waves of requests and replies between them.
 
 pub mod aggregate;
+pub mod api;
 pub mod codec;
+pub mod delegation;
 pub mod hostset;
 pub mod lines;
+pub mod message;
+pub mod node;
 pub mod ranges;
 
 /// Most members one group may have (and most indices one message may name).

@@ -69,8 +69,8 @@ pub type LineKey = (u64, Vec<u8>);
 pub type LineClasses = BTreeMap<LineKey, IndexSet>;
 
 impl LineSpec {
-    /// The classes of one member's data.
-    pub fn classify(&self, member: u32, data: &[u8]) -> LineClasses {
+    /// The classes of one member's data, whose first line is line `before + 1` of the file.
+    pub fn classify(&self, member: u32, data: &[u8], before: u64) -> LineClasses {
         let mut classes = LineClasses::new();
         let body = data.strip_suffix(b"\n").unwrap_or(data);
         if data.is_empty() {
@@ -78,7 +78,11 @@ impl LineSpec {
         }
         for (i, line) in body.split(|&b| b == b'\n').enumerate() {
             if self.pattern.matches(line) {
-                let number = if self.numbers { i as u64 + 1 } else { 0 };
+                let number = if self.numbers {
+                    before + i as u64 + 1
+                } else {
+                    0
+                };
                 classes
                     .entry((number, line.to_vec()))
                     .or_insert_with(|| IndexSet::single(member));
@@ -132,7 +136,7 @@ mod tests {
             pattern: Pattern::Fixed("udp".into()),
             numbers: false,
         };
-        let keys: Vec<_> = fixed.classify(4, data).into_keys().collect();
+        let keys: Vec<_> = fixed.classify(4, data, 0).into_keys().collect();
         assert_eq!(
             keys,
             vec![(0, b"udp 123".to_vec()), (0, b"udp 53".to_vec())]
@@ -141,8 +145,11 @@ mod tests {
             pattern: Pattern::regex("^[a-z]+ [0-9]{2}$").unwrap(),
             numbers: true,
         };
-        let keys: Vec<_> = re.classify(4, data).into_keys().collect();
-        assert_eq!(keys, vec![(1, b"udp 53".to_vec()), (2, b"tcp 80".to_vec())]);
+        let keys: Vec<_> = re.classify(4, data, 10).into_keys().collect();
+        assert_eq!(
+            keys,
+            vec![(11, b"udp 53".to_vec()), (12, b"tcp 80".to_vec())]
+        );
     }
 
     #[test]
@@ -154,7 +161,7 @@ mod tests {
         let mut all = LineClasses::new();
         for m in 0..10 {
             let text = if m % 3 == 0 { "odd one\n" } else { "same\n" };
-            merge(&mut all, spec.classify(m, text.as_bytes()));
+            merge(&mut all, spec.classify(m, text.as_bytes(), 0));
         }
         assert_eq!(all[&(0, b"odd one".to_vec())].to_string(), "0:3:4");
         assert_eq!(all[&(0, b"same".to_vec())].len(), 6);

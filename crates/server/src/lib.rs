@@ -6,6 +6,7 @@
 //! - [`export`]: every name operation, checked and carried out.
 //! - [`auth`]: the authentication handshake and its methods.
 //! - [`session`]: one client's request loop; [`listener`]: accepting clients.
+//! - [`relay`]: group file operations (`group_open`, `group_op`), relayed down a tree.
 
 pub mod acl;
 pub mod auth;
@@ -15,6 +16,7 @@ pub mod jail;
 pub mod listener;
 pub mod log;
 pub mod output;
+pub mod relay;
 pub mod session;
 
 pub use listener::{Limits, Server};

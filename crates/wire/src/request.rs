@@ -367,6 +367,13 @@ rpcs! {
     /// roost extension: why the connection's last refused request was refused (e.g. `needs
     /// 'w' on /data`), empty if nothing was refused. Servers without it answer an error.
     Explain = "explain" {} => P::None, B::Data;
+    /// roost extension: open a group of files (the `length` bytes that follow describe the
+    /// members, see `docs/group.md`), relaying to other servers; the reply data is the
+    /// group's number and the subtree's merged answer.
+    GroupOpen = "group_open" { length: u64 } => P::Inline(*length), B::Data;
+    /// roost extension: apply the operation described by the `length` bytes that follow to
+    /// every member of group `gid`; the reply data is the subtree's merged answer.
+    GroupOp = "group_op" { gid: i64, length: u64 } => P::Inline(*length), B::Data;
 }
 
 impl Request {

@@ -171,6 +171,20 @@ impl Session<'_> {
                 let why = self.last_refusal.clone().unwrap_or_default().into_bytes();
                 self.send_data(Ok(why))
             }
+            Request::GroupOpen { length } | Request::GroupOp { length, .. } => {
+                if self.payload_too_big(*length)? {
+                    return Ok(());
+                }
+                let payload = self.read_payload(*length)?.to_vec();
+                let answer = match request {
+                    Request::GroupOp { gid, .. } => self.groups.op(*gid, &payload),
+                    _ => self.groups.open(self.shared, &self.subject, &payload),
+                };
+                match answer {
+                    Ok(data) => self.send_data(Ok(data)),
+                    Err(code) => self.send_error(code),
+                }
+            }
             Request::Whoareyou { host, length } => {
                 let result = whoareyou(host).map(|mut me| {
                     me.truncate(usize::try_from(*length).unwrap_or(usize::MAX));

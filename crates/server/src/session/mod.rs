@@ -76,6 +76,8 @@ struct Session<'a> {
     buffer: Vec<u8>,
     /// Why the last refused request was refused, for the `explain` extension.
     last_refusal: Option<String>,
+    /// Group file operations open on this connection.
+    groups: crate::relay::Groups,
 }
 
 /// Serves one connection to the end.
@@ -123,6 +125,7 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
         files: BTreeMap::new(),
         buffer: Vec::new(),
         last_refusal: None,
+        groups: Default::default(),
     };
     let stop = session.run(&mut summary.requests);
     let _ = session.writer.flush();

@@ -182,6 +182,8 @@ fn samples() -> Vec<Request> {
         },
         Request::Lremovexattr { path, name },
         Request::Explain {},
+        Request::GroupOpen { length: 12 },
+        Request::GroupOp { gid: 3, length: 40 },
     ]
 }
 
@@ -483,4 +485,17 @@ fn mutated_valid_lines_never_panic_the_parser() {
         }
         let _ = Request::parse(&line);
     }
+}
+
+#[test]
+fn group_rpcs_carry_their_message_and_answer_with_data() {
+    let open = p("group_open 120").unwrap();
+    assert_eq!(open.payload(), Payload::Inline(120));
+    assert_eq!(open.reply_body(), ReplyBody::Data);
+    let op = p("group_op 2 40").unwrap();
+    assert_eq!(op, Request::GroupOp { gid: 2, length: 40 });
+    assert_eq!(op.inline_payload_len(), 40);
+    assert_eq!(op.reply_body(), ReplyBody::Data);
+    assert!(p("group_op 2").is_err());
+    assert!(p("group_open -1").is_err());
 }

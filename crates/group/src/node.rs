@@ -1,0 +1,544 @@
+//! A node of the group tree: the members it opened itself and the children it relays to.
+//!
+//! The same code runs in the client (a node with no local members whose children are the
+//! servers, or one root relay) and in every `roost serve` that receives `group_open` (a
+//! node whose local members are its own files). For each operation a node sends the request
+//! to all its children at once, applies it to its local members meanwhile, waits for the
+//! children at most the wave timeout, and merges everything into one [`Reply`]. A child that
+//! fails to answer in time, or whose connection breaks, is dropped for the rest of the
+//! group's life: its members fail with `TIMED_OUT` or `DISCONNECTED` and are listed as
+//! silent in every later reply.
+
+use crate::aggregate::{status_classes, DataAggr, DataPartial, StatusAggr};
+use crate::delegation::Token;
+use crate::message::{Member, Op, OpRequest, OpenRequest, Reply, Whence};
+use crate::ranges::IndexSet;
+use roost_client::{Client, Options};
+use roost_wire::{ErrorCode, OpenFlags, Request, Stat};
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::time::Duration;
+
+/// Largest reply a node accepts from a child.
+const MAX_REPLY: u64 = 1 << 32;
+
+/// Opens files on this server for the group's user.
+pub trait LocalOpener {
+    /// Opens `path` (a path in this server's export) as the group's subject, under its ACLs.
+    fn open(&self, path: &str, flags: OpenFlags, mode: u32) -> Result<File, ErrorCode>;
+}
+
+/// An opener for nodes that have no local files (the client process).
+pub struct NoLocalFiles;
+
+impl LocalOpener for NoLocalFiles {
+    fn open(&self, _: &str, _: OpenFlags, _: u32) -> Result<File, ErrorCode> {
+        Err(ErrorCode::NotSupported)
+    }
+}
+
+/// How a node reaches its children, and as whom.
+#[derive(Clone, Debug)]
+pub struct ChildAccess {
+    /// Connection options (authentication methods and timeouts) for children.
+    pub options: Options,
+    /// The user's delegation token, passed down so that children open files as the user.
+    pub token: Option<Token>,
+    /// True in the client process, whose own connections authenticate as the user: it may
+    /// relay without a token. A server without a token relays nothing, since its children
+    /// would see its own identity instead of the user's.
+    pub as_user: bool,
+}
+
+/// How members divide between a node and its children.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub local: Vec<Member>,
+    /// Each child's server (`host:port`) and the members of its subtree.
+    pub children: Vec<(String, Vec<Member>)>,
+}
+
+/// Splits members by server: those on `local` stay here; if at most `fanout` other servers
+/// remain each becomes a child, else they are cut into `fanout` runs of consecutive servers
+/// (in order of their first member), each run's first server relaying for the rest.
+pub fn plan(members: &[Member], local: &str, fanout: u32) -> Plan {
+    let mut servers: Vec<(String, Vec<Member>)> = Vec::new();
+    let mut mine = Vec::new();
+    for m in members {
+        if m.server == local {
+            mine.push(m.clone());
+        } else if let Some(entry) = servers.iter_mut().find(|(s, _)| *s == m.server) {
+            entry.1.push(m.clone());
+        } else {
+            servers.push((m.server.clone(), vec![m.clone()]));
+        }
+    }
+    let fanout = fanout.max(1) as usize;
+    let children = if servers.len() <= fanout {
+        servers
+    } else {
+        let (per, extra) = (servers.len() / fanout, servers.len() % fanout);
+        let mut rest = servers.into_iter();
+        (0..fanout)
+            .map(|i| {
+                let run: Vec<_> = rest.by_ref().take(per + usize::from(i < extra)).collect();
+                let head = run[0].0.clone();
+                (head, run.into_iter().flat_map(|(_, m)| m).collect())
+            })
+            .collect()
+    };
+    Plan {
+        local: mine,
+        children,
+    }
+}
+
+struct LocalMember {
+    index: u32,
+    file: File,
+    offset: u64,
+    /// Newlines before `offset` as far as this node has read or written sequentially (line
+    /// numbers of line aggregations count from here; a seek restarts the count at 0).
+    lines_before: u64,
+    /// The result of the last operation: a count or offset, or a negative Chirp code.
+    last: i64,
+}
+
+enum Link {
+    Up {
+        client: Box<Client>,
+        gid: i64,
+    },
+    /// The child stopped answering; its members fail with this code from now on.
+    Down(i64),
+}
+
+struct Child {
+    members: IndexSet,
+    link: Link,
+}
+
+/// An open group at one node.
+pub struct Node {
+    local: Vec<LocalMember>,
+    children: Vec<Child>,
+}
+
+/// `group_open`'s reply: the group's number at the recipient and the subtree's answer.
+pub fn encode_open_reply(gid: i64, reply: &Reply) -> Vec<u8> {
+    let mut out = format!("{gid} ").into_bytes();
+    out.extend_from_slice(&reply.encode());
+    out
+}
+
+pub fn decode_open_reply(bytes: &[u8]) -> Result<(i64, Reply), crate::codec::DecodeError> {
+    let space = bytes
+        .iter()
+        .position(|&b| b == b' ')
+        .ok_or(crate::codec::DecodeError("truncated"))?;
+    let gid = roost_wire::parse_i64(&bytes[..space])
+        .filter(|g| *g >= 0)
+        .ok_or(crate::codec::DecodeError("bad group number"))?;
+    Ok((gid, Reply::decode(&bytes[space + 1..])?))
+}
+
+/// The code for a child that could not be reached or answered badly.
+fn link_failure(e: &roost_client::Error) -> (i64, bool) {
+    let code = e.code();
+    let silent =
+        e.breaks_connection() || matches!(code, ErrorCode::TimedOut | ErrorCode::Disconnected);
+    (code.as_i64(), silent)
+}
+
+fn set_of(members: &[Member]) -> IndexSet {
+    IndexSet::from_indices(members.iter().map(|m| m.index))
+}
+
+impl Node {
+    /// Opens a group: local members through `opener`, the others through children reached
+    /// with `access`. Returns the node (holding what opened) and the subtree's reply.
+    pub fn open(
+        req: &OpenRequest,
+        opener: &dyn LocalOpener,
+        access: &ChildAccess,
+    ) -> (Node, Reply) {
+        let plan = plan(&req.members, &req.local, req.fanout);
+        Node::open_planned(req, &plan, opener, access)
+    }
+
+    /// Opens a group divided as `plan` says (a client sends every member to one root relay
+    /// this way).
+    pub fn open_planned(
+        req: &OpenRequest,
+        plan: &Plan,
+        opener: &dyn LocalOpener,
+        access: &ChildAccess,
+    ) -> (Node, Reply) {
+        let timeout = Duration::from_millis(req.timeout_ms.max(1));
+        let child_timeout_ms = (req.timeout_ms * 3 / 4).max(100);
+        let mut reply = Reply::empty(StatusAggr::Zero, &DataAggr::None);
+        let may_relay = access.as_user || access.token.is_some();
+        let mut options = access.options.clone();
+        options.io_timeout = Some(timeout);
+        options.connect_timeout = options.connect_timeout.min(timeout);
+        let mut node = Node {
+            local: Vec::new(),
+            children: Vec::new(),
+        };
+        let outcomes = std::thread::scope(|s| {
+            let handles: Vec<_> = plan
+                .children
+                .iter()
+                .filter(|_| may_relay)
+                .map(|(server, members)| {
+                    let child_req = OpenRequest {
+                        local: server.clone(),
+                        fanout: req.fanout,
+                        timeout_ms: child_timeout_ms,
+                        flags: req.flags,
+                        mode: req.mode,
+                        token: access.token.clone(),
+                        members: members.clone(),
+                    };
+                    let options = &options;
+                    s.spawn(move || open_child(server, &child_req, options))
+                })
+                .collect();
+            for m in &plan.local {
+                match opener.open(&m.path, req.flags, req.mode) {
+                    Ok(file) => node.local.push(LocalMember {
+                        index: m.index,
+                        file,
+                        offset: 0,
+                        lines_before: 0,
+                        last: 0,
+                    }),
+                    Err(code) => reply.fail(code.as_i64(), &IndexSet::single(m.index)),
+                }
+            }
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or(Err((ErrorCode::Unknown.as_i64(), false)))
+                })
+                .collect::<Vec<_>>()
+        });
+        if !may_relay {
+            for (_, members) in &plan.children {
+                reply.fail(ErrorCode::NotAuthorized.as_i64(), &set_of(members));
+            }
+        }
+        for ((_, members), outcome) in plan.children.iter().zip(outcomes) {
+            let set = set_of(members);
+            match outcome {
+                Ok((client, gid, child_reply)) => {
+                    if reply.merge(child_reply).is_err() {
+                        reply.fail(ErrorCode::Unknown.as_i64(), &set);
+                        continue;
+                    }
+                    node.children.push(Child {
+                        members: set,
+                        link: Link::Up { client, gid },
+                    });
+                }
+                Err((code, silent)) => {
+                    reply.fail(code, &set);
+                    if silent {
+                        reply.silent.extend(&set);
+                    }
+                }
+            }
+        }
+        reply.depth += 1;
+        (node, reply)
+    }
+
+    /// Applies one operation to every member of the subtree and merges the results.
+    pub fn apply(&mut self, req: &OpRequest) -> Reply {
+        let collecting = req.op == Op::Status;
+        let mut reply = Reply::empty(req.status, &req.data);
+        if collecting {
+            reply.data = DataPartial::Statuses(Default::default());
+        }
+        let payload = req.encode();
+        let local = &mut self.local;
+        let outcomes = std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .children
+                .iter_mut()
+                .map(|child| {
+                    let payload = &payload;
+                    match &mut child.link {
+                        Link::Up { client, gid } => {
+                            let (client, gid) = (&mut **client, *gid);
+                            Some(s.spawn(move || call_child(client, gid, payload)))
+                        }
+                        Link::Down(_) => None,
+                    }
+                })
+                .collect();
+            let local_reply = apply_local(local, req);
+            let outcomes: Vec<_> = handles
+                .into_iter()
+                .map(|h| {
+                    h.map(|h| {
+                        h.join()
+                            .unwrap_or(Err((ErrorCode::Unknown.as_i64(), false)))
+                    })
+                })
+                .collect();
+            (local_reply, outcomes)
+        });
+        let (local_reply, outcomes) = outcomes;
+        merge_or_fail(&mut reply, local_reply, &IndexSet::new());
+        for (child, outcome) in self.children.iter_mut().zip(outcomes) {
+            let outcome = match outcome {
+                Some(o) => o,
+                None => match child.link {
+                    Link::Down(code) => Err((code, true)),
+                    Link::Up { .. } => unreachable!("every live child was asked"),
+                },
+            };
+            match outcome {
+                Ok(child_reply) => merge_or_fail(&mut reply, child_reply, &child.members),
+                Err((code, silent)) => {
+                    if collecting {
+                        if let DataPartial::Statuses(map) = &mut reply.data {
+                            map.entry(code)
+                                .and_modify(|s| s.extend(&child.members))
+                                .or_insert_with(|| child.members.clone());
+                        }
+                    } else {
+                        reply.fail(code, &child.members);
+                    }
+                    if silent {
+                        reply.silent.extend(&child.members);
+                        child.link = Link::Down(code);
+                    }
+                }
+            }
+        }
+        if req.op == Op::Close {
+            self.local.clear();
+            self.children.clear();
+        }
+        reply.depth += 1;
+        reply
+    }
+
+    /// Members this node opened itself.
+    pub fn local_count(&self) -> usize {
+        self.local.len()
+    }
+}
+
+/// Merges `part` into `reply`; a part that cannot merge (a peer used another aggregation)
+/// fails `members` instead.
+fn merge_or_fail(reply: &mut Reply, part: Reply, members: &IndexSet) {
+    let backup = reply.clone();
+    if reply.merge(part).is_err() {
+        *reply = backup;
+        reply.fail(ErrorCode::Unknown.as_i64(), members);
+    }
+}
+
+type ChildOpen = Result<(Box<Client>, i64, Reply), (i64, bool)>;
+
+fn open_child(server: &str, req: &OpenRequest, options: &Options) -> ChildOpen {
+    let mut client = Client::connect(server, options).map_err(|e| link_failure(&e))?;
+    let payload = req.encode();
+    let request = Request::GroupOpen {
+        length: payload.len() as u64,
+    };
+    let bytes = client
+        .data_call(&request, &payload, MAX_REPLY)
+        .map_err(|e| link_failure(&e))?;
+    let (gid, reply) =
+        decode_open_reply(&bytes).map_err(|_| (ErrorCode::Disconnected.as_i64(), true))?;
+    Ok((Box::new(client), gid, reply))
+}
+
+fn call_child(client: &mut Client, gid: i64, payload: &[u8]) -> Result<Reply, (i64, bool)> {
+    let request = Request::GroupOp {
+        gid,
+        length: payload.len() as u64,
+    };
+    let bytes = client
+        .data_call(&request, payload, MAX_REPLY)
+        .map_err(|e| link_failure(&e))?;
+    Reply::decode(&bytes).map_err(|_| (ErrorCode::Disconnected.as_i64(), true))
+}
+
+/// Applies the operation to the local members and merges their results.
+fn apply_local(local: &mut [LocalMember], req: &OpRequest) -> Reply {
+    let mut reply = Reply::empty(req.status, &req.data);
+    if req.op == Op::Status {
+        reply.data = status_classes(local.iter().map(|m| (m.index, m.last)));
+        return reply;
+    }
+    let lines = matches!(req.data, DataAggr::Lines(_));
+    for m in local.iter_mut() {
+        let lines_before = match req.op {
+            Op::Read { .. } => m.lines_before,
+            _ => 0,
+        };
+        match apply_one(m, &req.op, lines) {
+            Ok((value, data)) => {
+                m.last = value;
+                let data = data.as_deref().unwrap_or(&[]);
+                let part = Reply {
+                    status: req.status.leaf(value),
+                    data: req.data.leaf_at(m.index, data, lines_before),
+                    ..Reply::empty(req.status, &req.data)
+                };
+                merge_or_fail(&mut reply, part, &IndexSet::single(m.index));
+            }
+            Err(code) => {
+                m.last = code.as_i64();
+                reply.fail(code.as_i64(), &IndexSet::single(m.index));
+            }
+        }
+    }
+    reply
+}
+
+fn newlines(data: &[u8]) -> u64 {
+    data.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+type Applied = Result<(i64, Option<Vec<u8>>), ErrorCode>;
+
+fn io_code(e: io::Error) -> ErrorCode {
+    ErrorCode::from_io(&e)
+}
+
+/// Reads up to `length` bytes at `offset`. With `whole_lines`, a full block is cut after its
+/// last newline, so line aggregations never see a line split between two reads (a block with
+/// no newline at all is kept whole).
+fn read_at(file: &File, length: u64, offset: u64, whole_lines: bool) -> io::Result<Vec<u8>> {
+    let length = length.min(roost_wire::MAX_BLOCK) as usize;
+    let mut buf = vec![0u8; length];
+    let mut done = 0;
+    while done < length {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(done);
+    if whole_lines && done == length && done > 0 {
+        if let Some(last) = buf.iter().rposition(|&b| b == b'\n') {
+            buf.truncate(last + 1);
+        }
+    }
+    Ok(buf)
+}
+
+fn apply_one(m: &mut LocalMember, op: &Op, whole_lines: bool) -> Applied {
+    match op {
+        Op::Read { length } => {
+            let data = read_at(&m.file, *length, m.offset, whole_lines).map_err(io_code)?;
+            m.offset += data.len() as u64;
+            m.lines_before += newlines(&data);
+            Ok((data.len() as i64, Some(data)))
+        }
+        Op::Pread { length, offset } => {
+            let data = read_at(&m.file, *length, *offset, whole_lines).map_err(io_code)?;
+            Ok((data.len() as i64, Some(data)))
+        }
+        Op::Write { data } => {
+            m.file.write_all_at(data, m.offset).map_err(io_code)?;
+            m.offset += data.len() as u64;
+            m.lines_before += newlines(data);
+            Ok((data.len() as i64, None))
+        }
+        Op::Pwrite { data, offset } => {
+            m.file.write_all_at(data, *offset).map_err(io_code)?;
+            Ok((data.len() as i64, None))
+        }
+        Op::Lseek { offset, whence } => {
+            let base = match whence {
+                Whence::Set => 0,
+                Whence::Current => m.offset as i64,
+                Whence::End => m.file.metadata().map_err(io_code)?.len() as i64,
+            };
+            let at = base
+                .checked_add(*offset)
+                .filter(|at| *at >= 0)
+                .ok_or(ErrorCode::InvalidRequest)?;
+            m.offset = at as u64;
+            m.lines_before = 0;
+            Ok((at, None))
+        }
+        Op::Fstat => {
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            if unsafe { libc::fstat(m.file.as_raw_fd(), &mut st) } != 0 {
+                return Err(io_code(io::Error::last_os_error()));
+            }
+            Ok((0, Some(Stat::from(&st).to_line())))
+        }
+        Op::Fsync => m.file.sync_all().map(|_| (0, None)).map_err(io_code),
+        Op::Ftruncate { length } => m.file.set_len(*length).map(|_| (0, None)).map_err(io_code),
+        Op::Close => Ok((0, None)),
+        Op::Status => Ok((m.last, None)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn members(servers: &[&str]) -> Vec<Member> {
+        servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Member {
+                index: i as u32,
+                server: s.to_string(),
+                path: format!("/f{i}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn few_servers_are_each_a_child() {
+        let p = plan(&members(&["a", "b", "a", "me", "c"]), "me", 32);
+        assert_eq!(p.local.len(), 1);
+        let names: Vec<_> = p
+            .children
+            .iter()
+            .map(|(s, m)| (s.as_str(), m.len()))
+            .collect();
+        assert_eq!(names, vec![("a", 2), ("b", 1), ("c", 1)]);
+    }
+
+    #[test]
+    fn many_servers_split_into_fanout_runs_led_by_their_first_server() {
+        let servers: Vec<String> = (0..10).map(|i| format!("s{i}")).collect();
+        let refs: Vec<&str> = servers.iter().map(String::as_str).collect();
+        let p = plan(&members(&refs), "root", 3);
+        let shape: Vec<_> = p
+            .children
+            .iter()
+            .map(|(s, m)| (s.as_str(), m.len()))
+            .collect();
+        assert_eq!(shape, vec![("s0", 4), ("s4", 3), ("s7", 3)]);
+        // The leader of a run keeps its own members and relays the rest.
+        let sub = plan(&p.children[0].1, "s0", 3);
+        assert_eq!(sub.local.len(), 1);
+        assert_eq!(sub.children.len(), 3);
+    }
+
+    #[test]
+    fn open_replies_carry_the_group_number() {
+        let reply = Reply::empty(StatusAggr::Zero, &DataAggr::None);
+        let bytes = encode_open_reply(7, &reply);
+        assert_eq!(decode_open_reply(&bytes).unwrap(), (7, reply));
+        assert!(decode_open_reply(b"-1 x").is_err());
+    }
+}
