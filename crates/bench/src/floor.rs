@@ -16,17 +16,36 @@ fn pair() -> (TcpStream, TcpStream) {
     (client, server)
 }
 
-/// Answers every line on `stream` with a 2-byte line, until the peer leaves.
+/// Serves the raw protocol until the peer leaves: a request is a line `IN OUT ...` followed
+/// by IN payload bytes; the answer is a line `0` followed by OUT bytes. So a round trip can
+/// carry the same bytes a Chirp request and reply would, with no work in between.
 fn echo(stream: TcpStream) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut writer = stream;
     let mut line = Vec::new();
+    let mut payload = Vec::new();
+    let mut reply = Vec::new();
     loop {
         line.clear();
         if reader.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
             return;
         }
-        if writer.write_all(b"0\n").is_err() {
+        let mut words = std::str::from_utf8(&line).unwrap_or("").split_whitespace();
+        let mut number = || {
+            words
+                .next()
+                .and_then(|w| w.parse::<usize>().ok())
+                .unwrap_or(0)
+        };
+        let (incoming, outgoing) = (number(), number());
+        payload.resize(incoming, 0);
+        if reader.read_exact(&mut payload).is_err() {
+            return;
+        }
+        reply.clear();
+        reply.extend_from_slice(b"0\n");
+        reply.resize(2 + outgoing, b'x');
+        if writer.write_all(&reply).is_err() {
             return;
         }
     }
@@ -45,9 +64,10 @@ pub fn echo_server() -> ! {
     std::process::exit(0)
 }
 
-/// Median microseconds for a 32-byte line out and a 2-byte line back, to an echo server in
-/// another process (`port`) or, with `None`, on another thread of this one.
-pub fn round_trip_us(ops: usize, port: Option<u16>) -> f64 {
+/// Median microseconds for a 32-byte line plus `send` bytes out and a 2-byte line plus
+/// `receive` bytes back, to an echo server in another process (`port`) or, with `None`, on
+/// another thread of this one.
+pub fn round_trip_us(ops: usize, port: Option<u16>, send: usize, receive: usize) -> f64 {
     let (mut client, echo_thread) = match port {
         Some(port) => {
             let client = TcpStream::connect(("127.0.0.1", port)).expect("connect to echo server");
@@ -59,15 +79,20 @@ pub fn round_trip_us(ops: usize, port: Option<u16>) -> f64 {
             (client, Some(std::thread::spawn(move || echo(server))))
         }
     };
-    let request = b"stat /some/file/name/here/abcde\n";
+    let mut request = format!("{send} {receive} /some/file/name/here").into_bytes();
+    request.resize(31, b'x');
+    request.push(b'\n');
+    request.resize(32 + send, b'y');
     let mut reader = BufReader::new(client.try_clone().expect("clone"));
     let mut reply = Vec::new();
+    let mut body = vec![0u8; receive];
     let mut samples = Vec::with_capacity(ops);
     for _ in 0..ops {
         let started = Instant::now();
-        client.write_all(request).expect("send");
+        client.write_all(&request).expect("send");
         reply.clear();
         reader.read_until(b'\n', &mut reply).expect("reply");
+        reader.read_exact(&mut body).expect("reply body");
         samples.push(started.elapsed().as_secs_f64() * 1e6);
     }
     drop(client);
@@ -78,15 +103,20 @@ pub fn round_trip_us(ops: usize, port: Option<u16>) -> f64 {
     median(&samples)
 }
 
-/// MB/s pushing `bytes` through one loopback connection in 64 KiB writes.
-pub fn copy_mb_s(bytes: u64) -> f64 {
+/// MB/s pushing `bytes` through one loopback connection in 64 KiB writes; with `file`, the
+/// receiver writes everything into that file (the floor for a server storing uploads).
+pub fn copy_mb_s(bytes: u64, file: Option<&std::path::Path>) -> f64 {
     let (mut client, mut server) = pair();
+    let mut out = file.map(|f| std::fs::File::create(f).expect("floor file"));
     let sink = std::thread::spawn(move || {
         let mut buf = vec![0u8; 256 * 1024];
         let mut total = 0u64;
         while let Ok(n) = server.read(&mut buf) {
             if n == 0 {
                 break;
+            }
+            if let Some(out) = out.as_mut() {
+                out.write_all(&buf[..n]).expect("floor file write");
             }
             total += n as u64;
         }
