@@ -215,6 +215,8 @@ pub struct Group {
     bindings: Bindings,
     best_effort: bool,
     closed: bool,
+    /// Members that did not open (best effort), with their errors.
+    open_failures: Vec<(String, ErrorCode)>,
 }
 
 /// Orders names with their digit runs compared as numbers.
@@ -354,6 +356,7 @@ pub fn gopen_members(
         bindings: options.bindings.clone(),
         best_effort,
         closed: false,
+        open_failures: Vec::new(),
     };
     if group.wire.is_empty() || (!failures.is_empty() && !best_effort) {
         let _ = group.close();
@@ -362,6 +365,7 @@ pub fn gopen_members(
             outcome: None,
         });
     }
+    group.open_failures = failures;
     Ok(group)
 }
 
@@ -385,6 +389,11 @@ impl Group {
     /// The members' names (directory entries), by group index.
     pub fn gfiles(&self) -> &[String] {
         &self.names
+    }
+
+    /// The members of the directory that a best-effort `gopen` could not open, with why.
+    pub fn open_failures(&self) -> &[(String, ErrorCode)] {
+        &self.open_failures
     }
 
     /// The group index of the member named `name`.

@@ -1,5 +1,6 @@
 //! The `roost` command: thin subcommands over the roost libraries.
 
+mod group_cmds;
 mod progress;
 mod remote;
 mod run;
@@ -24,6 +25,8 @@ enum Command {
     Serve(serve::ServeArgs),
     #[command(flatten)]
     Remote(remote::RemoteCommand),
+    #[command(flatten)]
+    Group(group_cmds::GroupCommand),
 }
 
 fn main() -> ExitCode {
@@ -31,5 +34,6 @@ fn main() -> ExitCode {
         Command::Run(args) => run::main(args),
         Command::Serve(args) => serve::main(args),
         Command::Remote(command) => remote::main(command),
+        Command::Group(command) => group_cmds::main(command),
     }
 }

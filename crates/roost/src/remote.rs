@@ -124,7 +124,7 @@ pub enum RemoteCommand {
 }
 
 /// A failure, already phrased for the user.
-struct Failure(String);
+pub(crate) struct Failure(pub(crate) String);
 
 type Outcome = Result<(), Failure>;
 
@@ -163,7 +163,8 @@ pub fn main(command: RemoteCommand) -> ExitCode {
     }
 }
 
-fn options(args: &ConnectArgs) -> Result<Options, Failure> {
+/// Client options from the command line and the environment.
+pub(crate) fn options(args: &ConnectArgs) -> Result<Options, Failure> {
     let mut credentials =
         Credentials::from_env().map_err(|e| Failure(format!("ROOST_HMAC_KEY: {e}")))?;
     if !args.auth.is_empty() {

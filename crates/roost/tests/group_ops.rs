@@ -121,7 +121,7 @@ fn a_dead_server_fails_its_members_with_e_group_and_gstatus_names_them() {
     c.write_files("/data", content);
     let mut g = gopen_members(c.members("/data"), libc::O_RDONLY, 0, &c.flat()).unwrap();
     c.servers.remove(2); // kills the process
-    let err = g.read(4096).err().expect("a member is gone");
+    let err = g.read(4096).expect_err("a member is gone");
     let GroupError::Group { failed, outcome } = err else {
         panic!()
     };

@@ -1,0 +1,281 @@
+//! The group tools: `roost pgrep` (each distinct matching line once, with its member set)
+//! and `roost pcp` (a file multicast to every member by group writes), over a group
+//! directory or `--hosts FILE PATH`, flat or through a relay tree (`docs/group.md`).
+
+use crate::remote::{options, ConnectArgs, Failure};
+use clap::{Args, Subcommand};
+use roost_client::ChirpUrl;
+use roost_group::aggregate::{DataAggr, StatusAggr};
+use roost_group::api::{
+    gopen, gopen_members, merge_line_classes, FileOp, Group, GroupData, GroupError, GroupOptions,
+    MemberSpec, Outcome, O_BESTEFFORT,
+};
+use roost_group::hostset;
+use roost_group::lines::{LineSpec, Pattern};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Where the members are and how to reach them; shared by the group tools.
+#[derive(Args)]
+pub struct GroupArgs {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    /// Send the group to this root relay (HOST:PORT) and let the servers relay; the leaves
+    /// see you only through an hmac key (--key), delegated for the group.
+    #[arg(long, value_name = "HOST:PORT")]
+    relay: Option<String>,
+    /// Most children of each relay.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    fanout: u32,
+    /// A file of host[:port] lines (# comments): the members are TARGET on each host,
+    /// instead of the links of a group directory.
+    #[arg(long, value_name = "FILE")]
+    hosts: Option<PathBuf>,
+}
+
+/// The group tools.
+#[derive(Subcommand)]
+pub enum GroupCommand {
+    /// Search every member of a group; print each distinct matching line once, after the
+    /// set of members that have it (node[1-64/3]: line).
+    Pgrep {
+        #[command(flatten)]
+        group: GroupArgs,
+        /// The pattern is a fixed string, not a regular expression.
+        #[arg(short = 'F', long = "fixed-strings")]
+        fixed: bool,
+        /// Show line numbers (lines at different numbers are different lines).
+        #[arg(short = 'n', long = "line-number")]
+        numbers: bool,
+        /// A regular expression (Rust regex syntax), or with -F a string.
+        pattern: String,
+        /// A group directory (local or chirp://host:port/dir), or with --hosts the path on
+        /// each host.
+        target: String,
+    },
+    /// Copy a local file to every member of a group by group writes.
+    Pcp {
+        #[command(flatten)]
+        group: GroupArgs,
+        /// The local file to copy.
+        source: PathBuf,
+        /// A group directory, or with --hosts the path on each host.
+        target: String,
+    },
+}
+
+/// Bytes each member reads in one group read.
+const READ_BLOCK: u64 = 16 * 1024 * 1024;
+
+/// Bytes sent in one group write.
+const WRITE_BLOCK: usize = 1024 * 1024;
+
+pub fn main(command: GroupCommand) -> ExitCode {
+    let result = match command {
+        GroupCommand::Pgrep {
+            group,
+            fixed,
+            numbers,
+            pattern,
+            target,
+        } => pgrep(&group, fixed, numbers, &pattern, &target),
+        GroupCommand::Pcp {
+            group,
+            source,
+            target,
+        } => pcp(&group, &source, &target),
+    };
+    match result {
+        Ok(code) => code,
+        Err(Failure(message)) => {
+            eprintln!("roost: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn group_options(args: &GroupArgs) -> Result<GroupOptions, Failure> {
+    Ok(GroupOptions {
+        connect: options(&args.connect)?,
+        relay: args.relay.clone(),
+        fanout: args.fanout.max(1),
+        timeout: Duration::from_secs(args.connect.timeout.max(1)),
+        ..GroupOptions::default()
+    })
+}
+
+/// The members named by `--hosts FILE` and a path on each host.
+fn hosts_members(file: &PathBuf, path: &str) -> Result<Vec<MemberSpec>, Failure> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Failure(format!("--hosts {}: {e}", file.display())))?;
+    let path = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    };
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|host| {
+            let url = ChirpUrl::parse(&format!("chirp://{host}{path}"))
+                .map_err(|e| Failure(format!("--hosts {}: {host}: {e}", file.display())))?;
+            Ok(MemberSpec {
+                name: host.to_string(),
+                url,
+            })
+        })
+        .collect()
+}
+
+/// Opens the group best effort, reporting members that did not open.
+fn open(args: &GroupArgs, target: &str, flags: i32, mode: u32) -> Result<Group, Failure> {
+    let options = group_options(args)?;
+    let flags = flags | O_BESTEFFORT;
+    let group = match &args.hosts {
+        Some(file) => gopen_members(hosts_members(file, target)?, flags, mode, &options),
+        None => gopen(target, flags, mode, &options),
+    }
+    .map_err(|e| Failure(format!("{target}: {e}")))?;
+    for (name, code) in group.open_failures() {
+        eprintln!("roost: {name}: {}", code.message());
+    }
+    Ok(group)
+}
+
+/// Reports members that failed (by their status of the last operation).
+fn report_failures(group: &mut Group, failed: &BTreeSet<usize>) {
+    let statuses = group.gstatus().unwrap_or_default();
+    for &i in failed {
+        let why = match statuses.get(i) {
+            Some(Err(errno)) => std::io::Error::from_raw_os_error(*errno).to_string(),
+            _ => "failed".to_string(),
+        };
+        eprintln!("roost: {}: {why}", group.gfiles()[i]);
+    }
+}
+
+/// An operation's outcome whether or not some member failed (best effort lists them).
+fn outcome_of(result: Result<Outcome, GroupError>) -> Result<Outcome, Failure> {
+    match result {
+        Ok(o) => Ok(o),
+        Err(GroupError::Group {
+            outcome: Some(o), ..
+        }) => Ok(*o),
+        Err(e) => Err(Failure(e.to_string())),
+    }
+}
+
+fn pgrep(
+    args: &GroupArgs,
+    fixed: bool,
+    numbers: bool,
+    pattern: &str,
+    target: &str,
+) -> Result<ExitCode, Failure> {
+    let pattern = if fixed {
+        Pattern::Fixed(pattern.to_string())
+    } else {
+        Pattern::regex(pattern).map_err(|e| Failure(format!("bad pattern: {e}")))?
+    };
+    let mut group = open(args, target, libc::O_RDONLY, 0)?;
+    let spec = LineSpec { pattern, numbers };
+    group.gbindaggr(
+        FileOp::Read,
+        Some(StatusAggr::Sum),
+        Some(DataAggr::Lines(spec)),
+    );
+    let mut classes = BTreeMap::new();
+    let mut failed = BTreeSet::new();
+    loop {
+        let out = outcome_of(group.read(READ_BLOCK))?;
+        failed.extend(out.failed.iter().copied());
+        if let GroupData::Lines(found) = out.data {
+            merge_line_classes(&mut classes, found);
+        }
+        if out.status.unwrap_or(0) == 0 {
+            break;
+        }
+    }
+    if !failed.is_empty() {
+        report_failures(&mut group, &failed);
+    }
+    let mut stdout = std::io::stdout().lock();
+    for ((number, text), members) in &classes {
+        let names: Vec<&str> = members
+            .iter()
+            .map(|&i| group.gfiles()[i].as_str())
+            .collect();
+        let mut line = hostset::format(&names).into_bytes();
+        if numbers {
+            line.extend_from_slice(format!(":{number}").as_bytes());
+        }
+        line.extend_from_slice(b": ");
+        line.extend_from_slice(text);
+        line.push(b'\n');
+        if stdout.write_all(&line).is_err() {
+            break;
+        }
+    }
+    let _ = group.close();
+    let errors = !failed.is_empty() || !group.open_failures().is_empty();
+    Ok(ExitCode::from(match (errors, classes.is_empty()) {
+        (true, _) => 2,
+        (false, false) => 0,
+        (false, true) => 1,
+    }))
+}
+
+fn pcp(args: &GroupArgs, source: &PathBuf, target: &str) -> Result<ExitCode, Failure> {
+    let mut file =
+        std::fs::File::open(source).map_err(|e| Failure(format!("{}: {e}", source.display())))?;
+    let mode = file
+        .metadata()
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
+        .unwrap_or(0o644);
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+    let mut group = open(args, target, flags, mode)?;
+    let mut failed = BTreeSet::new();
+    let mut block = vec![0u8; WRITE_BLOCK];
+    loop {
+        let n = read_full(&mut file, &mut block)
+            .map_err(|e| Failure(format!("{}: {e}", source.display())))?;
+        if n == 0 {
+            break;
+        }
+        let out = outcome_of(group.write(&block[..n]))?;
+        failed.extend(out.failed.iter().copied());
+        if failed.len() == group.gsize() {
+            break;
+        }
+    }
+    if !failed.is_empty() {
+        report_failures(&mut group, &failed);
+    }
+    let closed = outcome_of(group.close())?;
+    for &i in closed.failed.iter().filter(|i| !failed.contains(i)) {
+        eprintln!("roost: {}: close failed", group.gfiles()[i]);
+    }
+    let ok = failed.is_empty() && closed.failed.is_empty() && group.open_failures().is_empty();
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Reads until `buf` is full or the file ends.
+fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read(&mut buf[done..]) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}

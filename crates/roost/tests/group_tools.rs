@@ -1,0 +1,174 @@
+//! `roost pgrep` and `roost pcp` against real servers, flat and through relay trees.
+
+mod group_support;
+mod serve_support;
+
+use group_support::Cluster;
+use std::process::{Command, Output};
+
+fn roost(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_roost"))
+        .args(args)
+        .env_remove("ROOST_HMAC_KEY")
+        .output()
+        .expect("run roost")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn services(i: usize) -> Vec<u8> {
+    let mut text = String::from("domain 53/udp\nhttp 80/tcp\n");
+    if i % 3 == 0 {
+        text.push_str("ntp 123/udp\n");
+    }
+    text.push_str(&format!("host{i} 9{i}/tcp\n"));
+    text.into_bytes()
+}
+
+#[test]
+fn pgrep_prints_each_distinct_line_once_with_its_member_set() {
+    let c = Cluster::start(7, "rl");
+    c.write_files("/services", services);
+    let dir = c.link_group("/services");
+    let key = c.key_arg();
+    let dir = dir.to_str().unwrap();
+    let out = roost(&["pgrep", "--key", &key, "-F", "udp", dir]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        "node[1-7]: domain 53/udp\nnode[1-7/3]: ntp 123/udp\n"
+    );
+    // Regular expressions and line numbers; the same through trees of fan-out 2 and 4.
+    let flat = roost(&["pgrep", "--key", &key, "-n", "^(ntp|host[0-9]) ", dir]);
+    assert_eq!(
+        stdout(&flat),
+        "node2:3: host1 91/tcp\nnode3:3: host2 92/tcp\nnode5:3: host4 94/tcp\n\
+         node6:3: host5 95/tcp\nnode[1-7/3]:3: ntp 123/udp\nnode1:4: host0 90/tcp\n\
+         node4:4: host3 93/tcp\nnode7:4: host6 96/tcp\n",
+        "{flat:?}"
+    );
+    for fanout in ["2", "4"] {
+        let relay = c.authority(0);
+        let tree = roost(&[
+            "pgrep",
+            "--key",
+            &key,
+            "--relay",
+            &relay,
+            "--fanout",
+            fanout,
+            "-n",
+            "^(ntp|host[0-9]) ",
+            dir,
+        ]);
+        assert_eq!(stdout(&tree), stdout(&flat), "fanout {fanout}: {tree:?}");
+    }
+}
+
+#[test]
+fn pgrep_over_a_hosts_file_reports_unreadable_members() {
+    let c = Cluster::start(3, "rl");
+    c.write_files("/services", services);
+    std::fs::remove_file(c.servers[1].root().join("services")).unwrap();
+    let hosts = c.keys.path().join("hosts");
+    let list: String = (0..3).map(|i| format!("{}\n", c.authority(i))).collect();
+    std::fs::write(&hosts, format!("# members\n{list}")).unwrap();
+    let key = c.key_arg();
+    let hosts = hosts.to_str().unwrap();
+    let out = roost(&["pgrep", "--key", &key, "--hosts", hosts, "http", "services"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let members = roost_group::hostset::format(&[c.authority(0), c.authority(2)]);
+    let expected = format!("{members}: http 80/tcp\n");
+    assert_eq!(stdout(&out), expected);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&c.authority(1)) && err.to_lowercase().contains("no such file"),
+        "{err}"
+    );
+    let none = roost(&[
+        "pgrep",
+        "--key",
+        &key,
+        "--hosts",
+        hosts,
+        "nothing",
+        "/services",
+    ]);
+    assert_eq!(stdout(&none), "");
+}
+
+#[test]
+fn pgrep_without_a_match_exits_1() {
+    let c = Cluster::start(2, "rl");
+    c.write_files("/services", services);
+    let dir = c.link_group("/services");
+    let out = roost(&["pgrep", "--key", &c.key_arg(), "zzz", dir.to_str().unwrap()]);
+    assert_eq!((out.status.code(), stdout(&out)), (Some(1), String::new()));
+    let bad = roost(&["pgrep", "--key", &c.key_arg(), "(", dir.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn pcp_copies_a_file_to_every_member_flat_and_through_a_tree() {
+    let c = Cluster::start(5, "rwl");
+    let source = c.keys.path().join("payload");
+    // Several group writes: 2.5 blocks of 1 MiB.
+    let data: Vec<u8> = (0..(5 << 19)).map(|i: u32| (i % 251) as u8).collect();
+    std::fs::write(&source, &data).unwrap();
+    std::fs::set_permissions(&source, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    let src = source.to_str().unwrap();
+    let key = c.key_arg();
+    let dir = c.link_group("/copy");
+    let out = roost(&["pcp", "--key", &key, src, dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    for s in &c.servers {
+        assert_eq!(std::fs::read(s.root().join("copy")).unwrap(), data);
+        let mode = std::fs::metadata(s.root().join("copy")).unwrap();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+            0o640
+        );
+    }
+    let dir = c.link_group("/tree-copy");
+    let relay = c.authority(2);
+    let out = roost(&[
+        "pcp",
+        "--key",
+        &key,
+        "--relay",
+        &relay,
+        "--fanout",
+        "2",
+        src,
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    for s in &c.servers {
+        assert_eq!(std::fs::read(s.root().join("tree-copy")).unwrap(), data);
+    }
+}
+
+#[test]
+fn pcp_names_the_members_it_could_not_write() {
+    let c = Cluster::start_with(3, |i| if i == 1 { "rl".into() } else { "rwl".into() });
+    let source = c.keys.path().join("payload");
+    std::fs::write(&source, b"config\n").unwrap();
+    let dir = c.link_group("/etc-copy");
+    let out = roost(&[
+        "pcp",
+        "--key",
+        &c.key_arg(),
+        source.to_str().unwrap(),
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("node2"), "{err}");
+    assert_eq!(
+        std::fs::read(c.servers[0].root().join("etc-copy")).unwrap(),
+        b"config\n"
+    );
+    assert!(!c.servers[1].root().join("etc-copy").exists());
+}
