@@ -23,7 +23,10 @@ pub const RET_ERRNO: u32 = 0x0005_0000;
 /// What the filter answers for one syscall number.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Verdict {
+    /// A ptrace seccomp stop.
     Trace,
+    /// A user notification to roost's supervisor thread (no ptrace stop).
+    Notify,
     Errno(i32),
 }
 
@@ -45,6 +48,7 @@ fn ret(v: Verdict) -> libc::sock_filter {
         BPF_RET_K,
         match v {
             Verdict::Trace => RET_TRACE,
+            Verdict::Notify => libc::SECCOMP_RET_USER_NOTIF,
             Verdict::Errno(e) => RET_ERRNO | (e as u32 & 0xffff),
         },
     )
@@ -71,28 +75,35 @@ pub fn build(rules: &[(u32, Verdict)]) -> Vec<libc::sock_filter> {
     p
 }
 
-/// Installs `program` in the calling thread: `PR_SET_NO_NEW_PRIVS`, then the filter. Only
-/// raw syscalls: this runs in the forked child before exec.
-pub fn install(program: &[libc::sock_filter]) -> Result<(), (&'static str, i32)> {
+/// Installs `program` in the calling thread: `PR_SET_NO_NEW_PRIVS`, then the filter, asking
+/// for a notification listener when `listener` is set (returns its fd). Only raw syscalls:
+/// this runs in the forked child before exec.
+pub fn install(program: &[libc::sock_filter], listener: bool) -> Result<i32, (&'static str, i32)> {
     let prog = libc::sock_fprog {
         len: program.len() as u16,
         filter: program.as_ptr() as *mut _,
     };
-    // SAFETY: prctl with plain integer and pointer arguments; `prog` outlives the call.
+    let flags = if listener {
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+    } else {
+        0
+    };
+    // SAFETY: prctl/seccomp with plain integer and pointer arguments; `prog` outlives them.
     unsafe {
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             return Err(("prctl(PR_SET_NO_NEW_PRIVS)", errno()));
         }
-        if libc::prctl(
-            libc::PR_SET_SECCOMP,
-            libc::SECCOMP_MODE_FILTER,
+        let rc = libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            flags,
             &prog as *const libc::sock_fprog,
-        ) != 0
-        {
+        );
+        if rc < 0 {
             return Err(("seccomp filter", errno()));
         }
+        Ok(rc as i32)
     }
-    Ok(())
 }
 
 fn errno() -> i32 {
@@ -128,7 +139,12 @@ mod tests {
 
     #[test]
     fn traps_listed_allows_rest_refuses_foreign() {
-        let p = build(&[(257, Verdict::Trace), (425, Verdict::Errno(libc::ENOSYS))]);
+        let p = build(&[
+            (257, Verdict::Trace),
+            (4, Verdict::Notify),
+            (425, Verdict::Errno(libc::ENOSYS)),
+        ]);
+        assert_eq!(run(&p, arch::AUDIT_ARCH, 4), libc::SECCOMP_RET_USER_NOTIF);
         assert_eq!(run(&p, arch::AUDIT_ARCH, 257), RET_TRACE);
         assert_eq!(run(&p, arch::AUDIT_ARCH, 39), RET_ALLOW);
         assert_eq!(

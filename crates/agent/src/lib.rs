@@ -4,12 +4,14 @@
 //!
 //! Layout: `arch` (registers, syscall numbers), `syscalls` (what each trapped call is),
 //! `filter` (the BPF program), `spawn` (start and seize), `tracer` (the loop), `task`,
-//! `memory`, `handlers::{path, exec, procfs, socket}`, `trace` (--trace/--summary).
+//! `memory`, `handlers::{path, exec, procfs, socket}`, `notify` (the supervisor answering
+//! lookups delivered as seccomp notifications), `trace` (--trace/--summary).
 
 pub mod arch;
 pub mod filter;
 pub mod handlers;
 pub mod memory;
+pub mod notify;
 pub mod spawn;
 pub mod syscalls;
 pub mod task;

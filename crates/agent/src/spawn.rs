@@ -7,6 +7,7 @@ use crate::filter;
 use std::ffi::CString;
 use std::fmt;
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// Why the program could not be started under the agent.
 #[derive(Debug)]
@@ -66,16 +67,25 @@ unsafe fn child(
     program: &CString,
     argv: &[*const libc::c_char],
     bpf: &[libc::sock_filter],
+    listener: bool,
 ) -> ! {
+    // [failed, errno or listener fd]
     let mut report = [0u8; 8];
-    if let Err((_, errno)) = filter::install(bpf) {
-        report[..4].copy_from_slice(&1u32.to_ne_bytes());
-        report[4..].copy_from_slice(&(errno as u32).to_ne_bytes());
+    match filter::install(bpf, listener) {
+        Ok(fd) => report[4..].copy_from_slice(&(fd as u32).to_ne_bytes()),
+        Err((_, errno)) => {
+            report[..4].copy_from_slice(&1u32.to_ne_bytes());
+            report[4..].copy_from_slice(&(errno as u32).to_ne_bytes());
+        }
     }
     libc::write(status_w, report.as_ptr().cast(), 8);
     let mut go = [0u8; 1];
     if libc::read(go_r, go.as_mut_ptr().cast(), 1) != 1 {
         libc::_exit(127);
+    }
+    if listener && report[..4] == [0; 4] {
+        // roost holds its own copy now; the program must not inherit the listener.
+        libc::close(u32::from_ne_bytes([report[4], report[5], report[6], report[7]]) as i32);
     }
     libc::execv(program.as_ptr(), argv.as_ptr());
     let errno = *libc::__errno_location();
@@ -88,13 +98,37 @@ unsafe fn child(
     libc::_exit(if errno == libc::ENOENT { 127 } else { 126 });
 }
 
-/// Forks, filters and seizes `program` (run with `argv`); returns the pid once it is traced
-/// and released to exec.
+/// A started program: its pid and, when asked for, the seccomp notification listener.
+pub struct Spawned {
+    pub pid: i32,
+    pub listener: Option<OwnedFd>,
+}
+
+/// Copies fd `fd` of process `pid` into this process (pidfd_open + pidfd_getfd).
+fn take_fd(pid: i32, fd: i32) -> io::Result<OwnedFd> {
+    // SAFETY: raw syscalls returning new descriptors, owned below.
+    unsafe {
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0);
+        if pidfd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let pidfd = OwnedFd::from_raw_fd(pidfd as i32);
+        let got = libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0);
+        if got < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(got as i32))
+    }
+}
+
+/// Forks, filters and seizes `program` (run with `argv`); returns once it is traced and
+/// released to exec. With `listener`, the filter's notification fd comes back too.
 pub fn spawn(
     program: &CString,
     argv: &[CString],
     bpf: &[libc::sock_filter],
-) -> Result<i32, SpawnError> {
+    listener: bool,
+) -> Result<Spawned, SpawnError> {
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
     let [status_r, status_w] = pipe().map_err(SpawnError::Fork)?;
@@ -106,7 +140,7 @@ pub fn spawn(
     }
     if pid == 0 {
         // SAFETY: see `child`.
-        unsafe { child(status_w, go_r, program, &ptrs, bpf) }
+        unsafe { child(status_w, go_r, program, &ptrs, bpf, listener) }
     }
     let close = |fd| {
         // SAFETY: closing descriptors this function opened.
@@ -137,8 +171,21 @@ pub fn spawn(
         close(go_w);
         return Err(SpawnError::Ptrace(errno));
     }
+    let listener = if listener {
+        let fd = u32::from_ne_bytes(report[4..].try_into().expect("4")) as i32;
+        match take_fd(pid, fd) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                kill();
+                close(go_w);
+                return Err(SpawnError::Fork(e));
+            }
+        }
+    } else {
+        None
+    };
     // SAFETY: writing one byte to our pipe.
     unsafe { libc::write(go_w, [1u8].as_ptr().cast(), 1) };
     close(go_w);
-    Ok(pid)
+    Ok(Spawned { pid, listener })
 }

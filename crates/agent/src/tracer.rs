@@ -8,6 +8,7 @@ use crate::arch::{self, Regs};
 use crate::filter::{self, Verdict};
 use crate::handlers::{self, exec, path, procfs, socket, Action, Arg, Ctx, Decision};
 use crate::memory;
+use crate::notify::{self, Shared, NOTIFIED};
 use crate::spawn::{self, SpawnError};
 use crate::syscalls::{Kind, Table};
 use crate::task::{AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_SIZE, SLOT_SIZE};
@@ -18,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::io::{self, Write};
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// How a `roost run` session is set up.
@@ -30,6 +32,8 @@ pub struct Options {
     /// costs several times more when tracer and tracee sit on different CPUs of a VM; the
     /// price is that a parallel program gets one CPU.
     pub pin: bool,
+    /// `--no-notify`: deliver every trapped call as a ptrace stop (no seccomp notifications).
+    pub no_notify: bool,
 }
 
 /// Restricts this process (and so every tracee it forks) to the CPU it is running on.
@@ -59,7 +63,8 @@ fn peak_rss_kib() -> i64 {
 
 /// The agent's state for one session.
 struct Agent {
-    ns: Namespace,
+    /// The namespace and exe names, shared with the notification thread.
+    shared: Arc<Shared>,
     table: Table,
     tasks: HashMap<i32, Task>,
     /// New threads whose first stop came before their parent's fork event.
@@ -107,12 +112,15 @@ fn wait(pid: i32) -> io::Result<(i32, i32)> {
 }
 
 /// The seccomp rules: everything in the table when paths must be seen (a mount list, or
-/// tracing), otherwise only the refusals, which the filter answers without a stop.
-fn rules(table: &Table, full: bool) -> Vec<(u32, Verdict)> {
+/// tracing), otherwise only the refusals, which the filter answers without a stop. With
+/// `notify`, the pure lookups go to the notification thread instead of a ptrace stop.
+fn rules(table: &Table, full: bool, notify: bool) -> Vec<(u32, Verdict)> {
+    let notified: Vec<i64> = NOTIFIED.iter().filter_map(|n| arch::number(n)).collect();
     table
         .entries()
         .filter_map(|(nr, kind)| match kind {
             Kind::Refuse(e) => Some((nr, Verdict::Errno(e))),
+            _ if notify && notified.contains(&i64::from(nr)) => Some((nr, Verdict::Notify)),
             _ if full => Some((nr, Verdict::Trace)),
             _ => None,
         })
@@ -132,7 +140,9 @@ pub fn run(
     let table = Table::new();
     let tracer = Tracer::new(options.trace, options.summary);
     let full = !ns.table().is_empty() || tracer.wants_results();
-    let bpf = filter::build(&rules(&table, full));
+    // Traces need each call's result and duration, which only ptrace stops give.
+    let notify = full && !tracer.wants_results() && !options.no_notify;
+    let bpf = filter::build(&rules(&table, full, notify));
     let cstr = |b: &[u8]| CString::new(b.to_vec()).unwrap_or_default();
     let argv: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
     let physical_cwd = std::env::current_dir()
@@ -147,7 +157,15 @@ pub fn run(
             eprintln!("roost: --pin: {e}");
         }
     }
-    let pid = spawn::spawn(&cstr(program), &argv, &bpf)?;
+    let spawned = spawn::spawn(&cstr(program), &argv, &bpf, notify)?;
+    let pid = spawned.pid;
+    let shared = Arc::new(Shared {
+        ns: Mutex::new(ns),
+        exes: Mutex::new(HashMap::new()),
+    });
+    if let Some(listener) = spawned.listener {
+        notify::start(listener, Arc::clone(&shared));
+    }
     // The tracer must not die of the terminal's signals meant for the program.
     // SAFETY: setting dispositions of this process only (the child keeps its defaults).
     unsafe {
@@ -155,7 +173,7 @@ pub fn run(
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
     }
     let mut agent = Agent {
-        ns,
+        shared,
         table,
         tasks: HashMap::new(),
         parked: HashSet::new(),
@@ -171,12 +189,14 @@ pub fn run(
         ),
     );
     agent.run_loop();
+    let (hits, misses) = {
+        let ns = agent.shared.ns.lock().expect("namespace lock");
+        (ns.hits, ns.misses)
+    };
     match agent.tracer.finish() {
         Ok(Some(summary)) => eprintln!(
-            "{summary}agent: peak RSS {} KiB, path cache {} hits / {} misses",
+            "{summary}agent: peak RSS {} KiB, path cache {hits} hits / {misses} misses",
             peak_rss_kib(),
-            agent.ns.hits,
-            agent.ns.misses
         ),
         Ok(None) => {}
         Err(e) => eprintln!("roost: writing the trace: {e}"),
@@ -185,6 +205,10 @@ pub fn run(
 }
 
 impl Agent {
+    fn ns(&self) -> std::sync::MutexGuard<'_, Namespace> {
+        self.shared.ns.lock().expect("namespace lock")
+    }
+
     fn run_loop(&mut self) {
         loop {
             let (pid, status) = match wait(-1) {
@@ -199,6 +223,7 @@ impl Agent {
         if let Some(t) = self.tasks.remove(&pid) {
             t.mm.borrow_mut().release(pid);
         }
+        self.shared.exes.lock().expect("exes lock").remove(&pid);
         self.parked.remove(&pid);
         if pid == self.main {
             self.exit_code = Some(if libc::WIFEXITED(status) {
@@ -246,7 +271,7 @@ impl Agent {
             .map(|p| p.into_os_string().into_encoded_bytes())
             .unwrap_or_else(|_| b"/".to_vec());
         let fs = Fs {
-            logical: handlers::logical_of_physical(&self.ns, &physical),
+            logical: handlers::logical_of_physical(&self.ns(), &physical),
             physical,
         };
         Task::new(
@@ -322,7 +347,14 @@ impl Agent {
         }
         if let Some(task) = self.tasks.get_mut(&pid) {
             task.mm.borrow_mut().release(former);
-            task.mm = Rc::new(RefCell::new(AddrSpace::new(task.pending_exe.take())));
+            let exe = task.pending_exe.take();
+            let mut exes = self.shared.exes.lock().expect("exes lock");
+            match &exe {
+                Some(e) => exes.insert(pid, e.clone()),
+                None => exes.remove(&pid),
+            };
+            drop(exes);
+            task.mm = Rc::new(RefCell::new(AddrSpace::new(exe)));
             if let Some(f) = task.in_flight.take() {
                 // A successful exec has no exit stop once resumed with PTRACE_CONT.
                 let _ = self.tracer.record(&Record {
@@ -350,13 +382,18 @@ impl Agent {
             .unwrap_or(-(libc::ESRCH as i64));
         match f.after {
             AfterExit::Chdir(logical) if result == 0 => {
-                if let Some(fs) = procfs::cwd_after_chdir(&self.ns, pid, logical) {
+                let ns = self.shared.ns.lock().expect("namespace lock");
+                if let Some(fs) = procfs::cwd_after_chdir(&ns, pid, logical) {
                     *task.fs.borrow_mut() = fs;
                 }
             }
             AfterExit::Invalidate(names) => {
                 for name in &names {
-                    self.ns.invalidate_under(name);
+                    self.shared
+                        .ns
+                        .lock()
+                        .expect("namespace lock")
+                        .invalidate_under(name);
                 }
             }
             _ => {}
@@ -380,10 +417,11 @@ impl Agent {
         let task = &self.tasks[&pid];
         let fs = task.fs.borrow().clone();
         let exe = task.mm.borrow().exe.clone();
+        let mut ns = self.shared.ns.lock().expect("namespace lock");
         let mut ctx = Ctx {
             pid,
             regs,
-            ns: &mut self.ns,
+            ns: &mut ns,
             fs: &fs,
             exe: exe.as_deref(),
         };

@@ -26,6 +26,10 @@ pub struct RunArgs {
     /// parallel program gets a single CPU.
     #[arg(long)]
     pub pin: bool,
+    /// Deliver every trapped call as a ptrace stop; by default pure lookups (stat, access,
+    /// readlink) come as cheaper seccomp notifications.
+    #[arg(long)]
+    pub no_notify: bool,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,
@@ -132,6 +136,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         trace,
         summary: args.summary,
         pin: args.pin,
+        no_notify: args.no_notify,
     };
     match roost_agent::run(ns, &program, &argv, options) {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
