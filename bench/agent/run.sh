@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/agent/run.sh: the `roost run` micro-benchmarks (Parrot paper, Figure 3) side by side
 # in one run: native, roost run (no mount list; a mount list with the file outside it; the
-# file inside it; the same with --pin), strace -f and proot. Prints medians of RUNS runs
+# file inside it; the same with --pin and with --no-notify), strace -f and proot. Prints medians of RUNS runs
 # (microseconds per call, MB/s) and ratios to native, as a markdown table.
 #   usage: bench/agent/run.sh [RUNS] [ITERATIONS]      (defaults 5, 20000)
 #   with ZLIB=1: also the zlib make build, a CPU-bound job, and the agent's peak RSS.
@@ -26,11 +26,13 @@ declare -A CONFIGS=(
   [roost-inside]="$ROOST run $M -- $WORK/iobench /bench-mnt/big $N"
   [roost-pin-outside]="$ROOST run --pin $M -- $WORK/iobench $D/big $N"
   [roost-pin-inside]="$ROOST run --pin $M -- $WORK/iobench /bench-mnt/big $N"
+  [roost-ptrace-outside]="$ROOST run --no-notify $M -- $WORK/iobench $D/big $N"
+  [roost-ptrace-inside]="$ROOST run --no-notify $M -- $WORK/iobench /bench-mnt/big $N"
   [strace]="strace -f -o /dev/null $WORK/iobench $D/big $N"
   [proot-outside]="proot $WORK/iobench $D/big $N"
   [proot-inside]="proot -b $D:/bench-mnt $WORK/iobench /bench-mnt/big $N"
 )
-ORDER="native roost-nomounts roost-outside roost-inside roost-pin-outside roost-pin-inside strace proot-outside proot-inside"
+ORDER="native roost-nomounts roost-outside roost-inside roost-pin-outside roost-pin-inside roost-ptrace-outside roost-ptrace-inside strace proot-outside proot-inside"
 : >"$WORK/results"
 for run in $(seq "$RUNS"); do
   for c in $ORDER; do
@@ -74,6 +76,7 @@ declare -A BUILD=(
   [native]="make -s -j2 -C $WORK/zlib"
   [roost]="$ROOST run --mount /zsrc=$WORK/zlib -- make -s -j2 -C /zsrc"
   [roost-pin]="$ROOST run --pin --mount /zsrc=$WORK/zlib -- make -s -j2 -C /zsrc"
+  [roost-ptrace]="$ROOST run --no-notify --mount /zsrc=$WORK/zlib -- make -s -j2 -C /zsrc"
   [strace]="strace -f -o /dev/null make -s -j2 -C $WORK/zlib"
   [proot]="proot -b $WORK/zlib:/zsrc make -s -j2 -C /zsrc"
 )
@@ -85,7 +88,7 @@ declare -A CPUJOB=(
 )
 : >"$WORK/builds"
 for run in $(seq 3); do
-  for c in native roost roost-pin strace proot; do
+  for c in native roost roost-pin roost-ptrace strace proot; do
     make -s -C "$WORK/zlib" clean
     echo "build $c $(time_of ${BUILD[$c]})" >>"$WORK/builds"
   done
