@@ -245,6 +245,9 @@ fn emulate(name: &str, regs: &Regs, tid: i32, physical: &[u8]) -> Result<i64, i3
             } else {
                 (regs.arg(2), regs.arg(3))
             };
+            if size as i32 <= 0 {
+                return Err(libc::EINVAL);
+            }
             let target = roost_vfs::Driver::readlink(&roost_vfs::LocalDriver, physical)?;
             let n = target.len().min(size as usize);
             memory::write(tid, buf, &target[..n]).map_err(|_| libc::EFAULT)?;
