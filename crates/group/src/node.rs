@@ -24,6 +24,34 @@ use std::time::Duration;
 /// Largest reply a node accepts from a child.
 const MAX_REPLY: u64 = 1 << 32;
 
+/// Stack of the thread that talks to one child (buffers are on the heap): a flat client
+/// with a thousand servers runs a thousand of them per wave.
+const CHILD_STACK: usize = 256 * 1024;
+
+/// A child's failure: its (negative) Chirp code, and whether it stopped answering.
+type LinkFailure = (i64, bool);
+
+fn spawn<'scope, T: Send + 'scope>(
+    s: &'scope std::thread::Scope<'scope, '_>,
+    f: impl FnOnce() -> T + Send + 'scope,
+) -> io::Result<std::thread::ScopedJoinHandle<'scope, T>> {
+    std::thread::Builder::new()
+        .stack_size(CHILD_STACK)
+        .spawn_scoped(s, f)
+}
+
+/// Joins a child's thread; one that could not start or panicked fails its child.
+fn joined<T>(
+    handle: io::Result<std::thread::ScopedJoinHandle<'_, Result<T, LinkFailure>>>,
+) -> Result<T, LinkFailure> {
+    match handle {
+        Ok(h) => h
+            .join()
+            .unwrap_or(Err((ErrorCode::Unknown.as_i64(), false))),
+        Err(_) => Err((ErrorCode::NoMemory.as_i64(), false)),
+    }
+}
+
 /// Opens files on this server for the group's user.
 pub trait LocalOpener {
     /// Opens `path` (a path in this server's export) as the group's subject, under its ACLs.
@@ -145,7 +173,7 @@ pub fn decode_open_reply(bytes: &[u8]) -> Result<(i64, Reply), crate::codec::Dec
 }
 
 /// The code for a child that could not be reached or answered badly.
-fn link_failure(e: &roost_client::Error) -> (i64, bool) {
+fn link_failure(e: &roost_client::Error) -> LinkFailure {
     let code = e.code();
     let silent =
         e.breaks_connection() || matches!(code, ErrorCode::TimedOut | ErrorCode::Disconnected);
@@ -203,7 +231,7 @@ impl Node {
                         members: members.clone(),
                     };
                     let options = &options;
-                    s.spawn(move || open_child(server, &child_req, options))
+                    spawn(s, move || open_child(server, &child_req, options))
                 })
                 .collect();
             for m in &plan.local {
@@ -218,13 +246,7 @@ impl Node {
                     Err(code) => reply.fail(code.as_i64(), &IndexSet::single(m.index)),
                 }
             }
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or(Err((ErrorCode::Unknown.as_i64(), false)))
-                })
-                .collect::<Vec<_>>()
+            handles.into_iter().map(joined).collect::<Vec<_>>()
         });
         if !may_relay {
             for (_, members) in &plan.children {
@@ -274,22 +296,14 @@ impl Node {
                     match &mut child.link {
                         Link::Up { client, gid } => {
                             let (client, gid) = (&mut **client, *gid);
-                            Some(s.spawn(move || call_child(client, gid, payload)))
+                            Some(spawn(s, move || call_child(client, gid, payload)))
                         }
                         Link::Down(_) => None,
                     }
                 })
                 .collect();
             let local_reply = apply_local(local, req);
-            let outcomes: Vec<_> = handles
-                .into_iter()
-                .map(|h| {
-                    h.map(|h| {
-                        h.join()
-                            .unwrap_or(Err((ErrorCode::Unknown.as_i64(), false)))
-                    })
-                })
-                .collect();
+            let outcomes: Vec<_> = handles.into_iter().map(|h| h.map(joined)).collect();
             (local_reply, outcomes)
         });
         let (local_reply, outcomes) = outcomes;
@@ -345,7 +359,7 @@ fn merge_or_fail(reply: &mut Reply, part: Reply, members: &IndexSet) {
     }
 }
 
-type ChildOpen = Result<(Box<Client>, i64, Reply), (i64, bool)>;
+type ChildOpen = Result<(Box<Client>, i64, Reply), LinkFailure>;
 
 fn open_child(server: &str, req: &OpenRequest, options: &Options) -> ChildOpen {
     let mut client = Client::connect(server, options).map_err(|e| link_failure(&e))?;
@@ -361,7 +375,7 @@ fn open_child(server: &str, req: &OpenRequest, options: &Options) -> ChildOpen {
     Ok((Box::new(client), gid, reply))
 }
 
-fn call_child(client: &mut Client, gid: i64, payload: &[u8]) -> Result<Reply, (i64, bool)> {
+fn call_child(client: &mut Client, gid: i64, payload: &[u8]) -> Result<Reply, LinkFailure> {
     let request = Request::GroupOp {
         gid,
         length: payload.len() as u64,
