@@ -24,6 +24,9 @@ use std::time::Duration;
 /// Largest reply a node accepts from a child.
 const MAX_REPLY: u64 = 1 << 32;
 
+/// First step of a member read's buffer (it doubles as it fills).
+const READ_CHUNK: usize = 64 * 1024;
+
 /// Stack of the thread that talks to one child (buffers are on the heap): a flat client
 /// with a thousand servers runs a thousand of them per wave.
 const CHILD_STACK: usize = 256 * 1024;
@@ -434,17 +437,24 @@ fn io_code(e: io::Error) -> ErrorCode {
 /// no newline at all is kept whole).
 fn read_at(file: &File, length: u64, offset: u64, whole_lines: bool) -> io::Result<Vec<u8>> {
     let length = length.min(roost_wire::MAX_BLOCK) as usize;
-    let mut buf = vec![0u8; length];
-    let mut done = 0;
-    while done < length {
+    // The buffer grows with what is read, so a large request on a small file (pgrep asks
+    // for 16 MiB) costs what the file holds; files that report size 0 (/proc) still read.
+    let mut buf = Vec::with_capacity(length.min(READ_CHUNK));
+    while buf.len() < length {
+        let done = buf.len();
+        let want = (length - done).min(READ_CHUNK.max(done));
+        buf.resize(done + want, 0);
         match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Ok(0) => {
+                buf.truncate(done);
+                break;
+            }
+            Ok(n) => buf.truncate(done + n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => buf.truncate(done),
             Err(e) => return Err(e),
         }
     }
-    buf.truncate(done);
+    let done = buf.len();
     if whole_lines && done == length && done > 0 {
         if let Some(last) = buf.iter().rposition(|&b| b == b'\n') {
             buf.truncate(last + 1);
@@ -546,6 +556,19 @@ mod tests {
         let sub = plan(&p.children[0].1, "s0", 3);
         assert_eq!(sub.local.len(), 1);
         assert_eq!(sub.children.len(), 3);
+    }
+
+    #[test]
+    fn line_reads_stop_after_the_last_whole_line() {
+        let path = std::env::temp_dir().join(format!("roost-node-read-{}", std::process::id()));
+        std::fs::write(&path, b"ab\ncd\nef").unwrap();
+        let file = File::open(&path).unwrap();
+        assert_eq!(read_at(&file, 7, 0, true).unwrap(), b"ab\ncd\n");
+        assert_eq!(read_at(&file, 7, 0, false).unwrap(), b"ab\ncd\ne");
+        assert_eq!(read_at(&file, 1 << 30, 0, true).unwrap(), b"ab\ncd\nef");
+        assert_eq!(read_at(&file, 2, 0, true).unwrap(), b"ab");
+        assert_eq!(read_at(&file, 5, 9, true).unwrap(), b"");
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
