@@ -158,3 +158,25 @@ fn best_effort_groups_carry_on_past_dead_members() {
     };
     assert_eq!(per[0], None);
 }
+
+#[test]
+fn a_group_directory_can_live_on_a_server() {
+    let c = Cluster::start(3, "rwl");
+    c.write_files("/data", content);
+    let grp = c.servers[0].root().join("grp");
+    std::fs::create_dir(&grp).unwrap();
+    for i in [2, 0, 1] {
+        let target = format!("chirp://{}/data", c.authority(i));
+        std::os::unix::fs::symlink(target, grp.join(format!("m{}", i + 1))).unwrap();
+    }
+    let dir = format!("chirp://{}/grp", c.authority(0));
+    let mut g = gopen(&dir, libc::O_RDONLY, 0, &c.flat()).unwrap();
+    assert_eq!(g.gfiles(), ["m1", "m2", "m3"]);
+    let GroupData::PerMember(per) = g.read(100).unwrap().data else {
+        panic!()
+    };
+    assert_eq!(per[2].as_deref(), Some(&content(2)[..]));
+    let missing = format!("chirp://{}/nothing", c.authority(0));
+    let err = gopen(&missing, libc::O_RDONLY, 0, &c.flat()).err().unwrap();
+    assert!(matches!(err, GroupError::Directory(_)), "{err}");
+}
