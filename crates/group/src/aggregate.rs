@@ -542,10 +542,12 @@ mod tests {
             DataAggr::Lines(LineSpec {
                 pattern: Pattern::All,
                 numbers: true,
+                strip_syslog: false,
             }),
             DataAggr::Lines(LineSpec {
                 pattern: Pattern::Fixed("a".into()),
                 numbers: false,
+                strip_syslog: false,
             }),
         ];
         for aggr in &aggrs {

@@ -8,6 +8,7 @@
 
 use crate::codec::{DecodeError, Decoder, Encoder};
 use crate::ranges::IndexSet;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// What to look for in lines.
@@ -59,6 +60,45 @@ pub struct LineSpec {
     pub pattern: Pattern,
     /// Lines at different line numbers are different classes (`pgrep -n`).
     pub numbers: bool,
+    /// Drop the host name and process id of syslog lines before comparing (`ptail
+    /// --strip-syslog`), so one event logged on many hosts is one class.
+    pub strip_syslog: bool,
+}
+
+/// A syslog line (`Mmm dd hh:mm:ss HOST TAG[PID]: MESSAGE`, RFC 3164) without its host name
+/// and process id: `Mmm dd hh:mm:ss TAG: MESSAGE`. Other lines are returned as they are.
+pub fn strip_syslog(line: &[u8]) -> Cow<'_, [u8]> {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Cow::Borrowed(line);
+    };
+    let mut words = text.split(' ').filter(|w| !w.is_empty());
+    let (Some(month), Some(day), Some(time), Some(host)) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return Cow::Borrowed(line);
+    };
+    let is_stamp = month.len() == 3
+        && month.bytes().all(|b| b.is_ascii_alphabetic())
+        && day.len() <= 2
+        && day.bytes().all(|b| b.is_ascii_digit())
+        && time.len() == 8
+        && time.bytes().filter(|&b| b == b':').count() == 2;
+    if !is_stamp {
+        return Cow::Borrowed(line);
+    }
+    // What follows the host, as written (its own spacing kept).
+    let after_host = host.as_ptr() as usize - text.as_ptr() as usize + host.len();
+    let rest = text[after_host..].trim_start_matches(' ');
+    // TAG[PID]: message -> TAG: message
+    let rest = match (rest.find('['), rest.find("]:")) {
+        (Some(open), Some(close))
+            if open < close && rest[open + 1..close].bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            format!("{}{}", &rest[..open], &rest[close + 1..])
+        }
+        _ => rest.to_string(),
+    };
+    Cow::Owned(format!("{month} {day} {time} {rest}").into_bytes())
 }
 
 /// A class key: the line number (0 when numbers are not kept) and the text, without its
@@ -77,14 +117,19 @@ impl LineSpec {
             return classes;
         }
         for (i, line) in body.split(|&b| b == b'\n').enumerate() {
-            if self.pattern.matches(line) {
+            let line = if self.strip_syslog {
+                strip_syslog(line)
+            } else {
+                Cow::Borrowed(line)
+            };
+            if self.pattern.matches(&line) {
                 let number = if self.numbers {
                     before + i as u64 + 1
                 } else {
                     0
                 };
                 classes
-                    .entry((number, line.to_vec()))
+                    .entry((number, line.into_owned()))
                     .or_insert_with(|| IndexSet::single(member));
             }
         }
@@ -97,7 +142,7 @@ impl LineSpec {
             Pattern::Fixed(t) => e.uint(1).text(t),
             Pattern::Regex(re) => e.uint(2).text(re.as_str()),
         };
-        e.uint(self.numbers.into());
+        e.uint(self.numbers.into()).uint(self.strip_syslog.into());
     }
 
     pub fn decode(d: &mut Decoder<'_>) -> Result<LineSpec, DecodeError> {
@@ -107,12 +152,18 @@ impl LineSpec {
             2 => Pattern::regex(&d.text()?).map_err(|_| DecodeError("bad regular expression"))?,
             _ => return Err(DecodeError("unknown pattern kind")),
         };
-        let numbers = match d.uint()? {
-            0 => false,
-            1 => true,
-            _ => return Err(DecodeError("bad flag")),
+        let mut flag = || match d.uint()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(DecodeError("bad flag")),
         };
-        Ok(LineSpec { pattern, numbers })
+        let numbers = flag()?;
+        let strip_syslog = flag()?;
+        Ok(LineSpec {
+            pattern,
+            numbers,
+            strip_syslog,
+        })
     }
 }
 
@@ -135,6 +186,7 @@ mod tests {
         let fixed = LineSpec {
             pattern: Pattern::Fixed("udp".into()),
             numbers: false,
+            strip_syslog: false,
         };
         let keys: Vec<_> = fixed.classify(4, data, 0).into_keys().collect();
         assert_eq!(
@@ -144,6 +196,7 @@ mod tests {
         let re = LineSpec {
             pattern: Pattern::regex("^[a-z]+ [0-9]{2}$").unwrap(),
             numbers: true,
+            strip_syslog: false,
         };
         let keys: Vec<_> = re.classify(4, data, 10).into_keys().collect();
         assert_eq!(
@@ -157,6 +210,7 @@ mod tests {
         let spec = LineSpec {
             pattern: Pattern::All,
             numbers: false,
+            strip_syslog: false,
         };
         let mut all = LineClasses::new();
         for m in 0..10 {
@@ -165,5 +219,30 @@ mod tests {
         }
         assert_eq!(all[&(0, b"odd one".to_vec())].to_string(), "0:3:4");
         assert_eq!(all[&(0, b"same".to_vec())].len(), 6);
+    }
+
+    #[test]
+    fn syslog_lines_lose_host_and_pid_and_fold_across_hosts() {
+        let a = b"Nov 22 07:01:02 node3 sshd[4121]: Accepted key for alice";
+        let b = b"Nov 22 07:01:02 node9 sshd[77]: Accepted key for alice";
+        let stripped = b"Nov 22 07:01:02 sshd: Accepted key for alice";
+        assert_eq!(&strip_syslog(a)[..], stripped);
+        assert_eq!(&strip_syslog(b)[..], stripped);
+        let kernel = strip_syslog(b"Nov  2 07:01:02 n1 kernel: x  y");
+        assert_eq!(&kernel[..], b"Nov 2 07:01:02 kernel: x  y");
+        assert_eq!(
+            &strip_syslog(b"plain text line here")[..],
+            b"plain text line here"
+        );
+        let spec = LineSpec {
+            pattern: Pattern::Fixed("Accepted".into()),
+            numbers: false,
+            strip_syslog: true,
+        };
+        let mut all = LineClasses::new();
+        merge(&mut all, spec.classify(0, a, 0));
+        merge(&mut all, spec.classify(1, b, 0));
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[&(0, stripped.to_vec())].to_string(), "0:1:2");
     }
 }

@@ -406,6 +406,7 @@ mod tests {
                 data: DataAggr::Lines(LineSpec {
                     pattern: Pattern::Fixed("udp".into()),
                     numbers: true,
+                    strip_syslog: false,
                 }),
             };
             assert_eq!(OpRequest::decode(&req.encode()).unwrap(), req);

@@ -1,6 +1,7 @@
-//! The group tools: `roost pgrep` (each distinct matching line once, with its member set)
-//! and `roost pcp` (a file multicast to every member by group writes), over a group
-//! directory or `--hosts FILE PATH`, flat or through a relay tree (`docs/group.md`).
+//! The group tools: `roost pgrep` (each distinct matching line once, with its member set),
+//! `roost ptail` (follow a group of logs, folding identical lines) and `roost pcp` (a file
+//! multicast to every member by group writes), over a group directory or `--hosts FILE
+//! PATH`, flat or through a relay tree (`docs/group.md`).
 
 use crate::remote::{options, ConnectArgs, Failure};
 use clap::{Args, Subcommand};
@@ -12,6 +13,7 @@ use roost_group::api::{
 };
 use roost_group::hostset;
 use roost_group::lines::{LineSpec, Pattern};
+use roost_group::message::Whence;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -56,6 +58,23 @@ pub enum GroupCommand {
         /// each host.
         target: String,
     },
+    /// Follow a group of logs: print lines as they are appended to the members, each
+    /// distinct line once with its member set.
+    Ptail {
+        #[command(flatten)]
+        group: GroupArgs,
+        /// Compare syslog lines without their host name and process id.
+        #[arg(long)]
+        strip_syslog: bool,
+        /// Milliseconds between polls.
+        #[arg(long, default_value_t = 1000, value_name = "MS")]
+        interval: u64,
+        /// Stop after this many seconds (default: follow until interrupted).
+        #[arg(long = "for", value_name = "SECONDS")]
+        duration: Option<f64>,
+        /// A group directory, or with --hosts the path on each host.
+        target: String,
+    },
     /// Copy a local file to every member of a group by group writes.
     Pcp {
         #[command(flatten)]
@@ -87,6 +106,13 @@ pub fn main(command: GroupCommand) -> ExitCode {
             source,
             target,
         } => pcp(&group, &source, &target),
+        GroupCommand::Ptail {
+            group,
+            strip_syslog,
+            interval,
+            duration,
+            target,
+        } => ptail(&group, strip_syslog, interval, duration, &target),
     };
     match result {
         Ok(code) => code,
@@ -181,7 +207,11 @@ fn pgrep(
         Pattern::regex(pattern).map_err(|e| Failure(format!("bad pattern: {e}")))?
     };
     let mut group = open(args, target, libc::O_RDONLY, 0)?;
-    let spec = LineSpec { pattern, numbers };
+    let spec = LineSpec {
+        pattern,
+        numbers,
+        strip_syslog: false,
+    };
     group.gbindaggr(
         FileOp::Read,
         Some(StatusAggr::Sum),
@@ -204,21 +234,12 @@ fn pgrep(
     }
     let mut stdout = std::io::stdout().lock();
     for ((number, text), members) in &classes {
-        let names: Vec<&str> = members
-            .iter()
-            .map(|&i| group.gfiles()[i].as_str())
-            .collect();
-        let mut line = hostset::format(&names).into_bytes();
-        if numbers {
-            line.extend_from_slice(format!(":{number}").as_bytes());
-        }
-        line.extend_from_slice(b": ");
-        line.extend_from_slice(text);
-        line.push(b'\n');
-        if stdout.write_all(&line).is_err() {
+        let number = if numbers { Some(*number) } else { None };
+        if print_class(&mut stdout, &group, members, number, text).is_err() {
             break;
         }
     }
+    drop(stdout);
     let _ = group.close();
     let errors = !failed.is_empty() || !group.open_failures().is_empty();
     Ok(ExitCode::from(match (errors, classes.is_empty()) {
@@ -226,6 +247,93 @@ fn pgrep(
         (false, false) => 0,
         (false, true) => 1,
     }))
+}
+
+/// Prints one line class: `MEMBERS[:NUMBER]: TEXT`.
+fn print_class(
+    out: &mut impl Write,
+    group: &Group,
+    members: &[usize],
+    number: Option<u64>,
+    text: &[u8],
+) -> std::io::Result<()> {
+    let names: Vec<&str> = members
+        .iter()
+        .map(|&i| group.gfiles()[i].as_str())
+        .collect();
+    let mut line = hostset::format(&names).into_bytes();
+    if let Some(n) = number {
+        line.extend_from_slice(format!(":{n}").as_bytes());
+    }
+    line.extend_from_slice(b": ");
+    line.extend_from_slice(text);
+    line.push(b'\n');
+    out.write_all(&line)
+}
+
+/// Follows the members from their current ends: every poll reads what was appended (whole
+/// lines only) and prints its line classes, in text order (for syslog lines, which begin
+/// with their time, that is time order).
+fn ptail(
+    args: &GroupArgs,
+    strip_syslog: bool,
+    interval_ms: u64,
+    duration: Option<f64>,
+    target: &str,
+) -> Result<ExitCode, Failure> {
+    let mut group = open(args, target, libc::O_RDONLY, 0)?;
+    let spec = LineSpec {
+        pattern: Pattern::All,
+        numbers: false,
+        strip_syslog,
+    };
+    group.gbindaggr(
+        FileOp::Read,
+        Some(StatusAggr::Sum),
+        Some(DataAggr::Lines(spec)),
+    );
+    group.gbindaggr(FileOp::Lseek, Some(StatusAggr::Max), None);
+    outcome_of(group.lseek(0, Whence::End))?;
+    let until = duration.map(|s| std::time::Instant::now() + Duration::from_secs_f64(s.max(0.0)));
+    let mut reported = BTreeSet::new();
+    let mut stdout = std::io::stdout().lock();
+    loop {
+        let out = outcome_of(group.read(READ_BLOCK))?;
+        let new_failures: BTreeSet<usize> = out
+            .failed
+            .iter()
+            .copied()
+            .filter(|i| !reported.contains(i))
+            .collect();
+        if !new_failures.is_empty() {
+            report_failures(&mut group, &new_failures);
+            reported.extend(new_failures);
+        }
+        if let GroupData::Lines(classes) = out.data {
+            for c in classes {
+                print_class(&mut stdout, &group, &c.members, None, &c.text)
+                    .map_err(|e| Failure(format!("standard output: {e}")))?;
+            }
+            stdout
+                .flush()
+                .map_err(|e| Failure(format!("standard output: {e}")))?;
+        }
+        let expired = until.is_some_and(|t| std::time::Instant::now() >= t);
+        if expired || reported.len() == group.gsize() {
+            break;
+        }
+        // A read that returned data may have left more behind: poll again at once.
+        if out.status.unwrap_or(0) == 0 {
+            std::thread::sleep(Duration::from_millis(interval_ms.max(10)));
+        }
+    }
+    drop(stdout);
+    let _ = group.close();
+    Ok(if reported.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn pcp(args: &GroupArgs, source: &PathBuf, target: &str) -> Result<ExitCode, Failure> {

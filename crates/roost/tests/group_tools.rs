@@ -172,3 +172,50 @@ fn pcp_names_the_members_it_could_not_write() {
     );
     assert!(!c.servers[1].root().join("etc-copy").exists());
 }
+
+#[test]
+fn ptail_follows_appended_lines_and_folds_them_across_hosts() {
+    use std::io::Write;
+    let c = Cluster::start(3, "rl");
+    c.write_files("/syslog", |i| {
+        format!("Nov 22 07:00:00 node{i} cron[1]: old\n").into_bytes()
+    });
+    let dir = c.link_group("/syslog");
+    let child = Command::new(env!("CARGO_BIN_EXE_roost"))
+        .args([
+            "ptail",
+            "--key",
+            &c.key_arg(),
+            "--strip-syslog",
+            "--interval",
+            "50",
+        ])
+        .args(["--for", "3", dir.to_str().unwrap()])
+        .env_remove("ROOST_HMAC_KEY")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    for (i, s) in c.servers.iter().enumerate() {
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(s.root().join("syslog"))
+            .unwrap();
+        let pid = 100 + i;
+        writeln!(
+            log,
+            "Nov 22 07:01:02 node{i} sshd[{pid}]: Accepted key for alice"
+        )
+        .unwrap();
+        if i == 1 {
+            writeln!(log, "Nov 22 07:01:03 node{i} kernel: disk full").unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        "node[1-3]: Nov 22 07:01:02 sshd: Accepted key for alice\n\
+         node2: Nov 22 07:01:03 kernel: disk full\n"
+    );
+}

@@ -36,6 +36,7 @@ fn script(g: &mut Group) -> Vec<Outcome> {
         Some(DataAggr::Lines(LineSpec {
             pattern: Pattern::regex("^(all|third)").unwrap(),
             numbers: true,
+            strip_syslog: false,
         })),
     );
     keep(g.read(4096).unwrap());
