@@ -291,8 +291,13 @@ impl Reply {
             .fold(IndexSet::new(), |all, s| all.union(s))
     }
 
-    /// Merges a child's reply into this one.
+    /// Merges a child's reply into this one; a reply of other aggregations is refused
+    /// before anything changes.
     pub fn merge(&mut self, other: Reply) -> Result<(), crate::aggregate::Mismatch> {
+        let same_data = std::mem::discriminant(&self.data) == std::mem::discriminant(&other.data);
+        if self.status.aggregation() != other.status.aggregation() || !same_data {
+            return Err(crate::aggregate::Mismatch);
+        }
         self.status = self.status.merge(other.status)?;
         let data = std::mem::replace(&mut self.data, DataPartial::None);
         self.data = data.merge(other.data)?;
@@ -416,5 +421,10 @@ mod tests {
         reply.silent = IndexSet::from_indices([3, 4]);
         reply.depth = 2;
         assert_eq!(Reply::decode(&reply.encode()).unwrap(), reply);
+        // A reply of another aggregation does not merge and changes nothing.
+        let before = reply.clone();
+        let other = Reply::empty(StatusAggr::Sum, &DataAggr::None);
+        assert!(reply.merge(other).is_err());
+        assert_eq!(reply, before);
     }
 }

@@ -355,9 +355,7 @@ impl Node {
 /// Merges `part` into `reply`; a part that cannot merge (a peer used another aggregation)
 /// fails `members` instead.
 fn merge_or_fail(reply: &mut Reply, part: Reply, members: &IndexSet) {
-    let backup = reply.clone();
     if reply.merge(part).is_err() {
-        *reply = backup;
         reply.fail(ErrorCode::Unknown.as_i64(), members);
     }
 }
