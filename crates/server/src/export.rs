@@ -216,19 +216,14 @@ impl Export {
         Ok(self.acls.rights(&self.jail, dir, subject)?.allows(needs))
     }
 
-    /// The ACL check for an object that may not exist yet: its governing directory if it
-    /// exists, else the directory that would hold it.
-    fn require_on(
-        &self,
-        subject: &str,
-        path: &JailPath,
-        follow: bool,
-        needs: u8,
-    ) -> OpResult<Option<Object>> {
+    /// Opens an existing object and checks `needs` on its governing directory. A missing
+    /// object is reported as missing only to those holding `needs` where it would be, so
+    /// names cannot be probed without rights.
+    fn checked(&self, subject: &str, path: &JailPath, follow: bool, needs: u8) -> OpResult<Object> {
         match self.object(path, follow) {
             Ok(obj) => {
                 self.require(subject, &obj.governing_dir(), needs)?;
-                Ok(Some(obj))
+                Ok(obj)
             }
             Err(e) if e.errno == libc::ENOENT => {
                 let name = self.name(path)?;
@@ -237,13 +232,6 @@ impl Export {
             }
             Err(e) => Err(e),
         }
-    }
-
-    /// Checks `needs` on an existing object and returns it.
-    fn checked(&self, subject: &str, path: &JailPath, follow: bool, needs: u8) -> OpResult<Object> {
-        Ok(self
-            .require_on(subject, path, follow, needs)?
-            .expect("require_on returns objects or errors"))
     }
 
     // ---- operations -------------------------------------------------------------------------
