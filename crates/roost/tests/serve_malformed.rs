@@ -166,3 +166,29 @@ fn connection_limit_and_idle_timeout() {
     assert!(server.log_text().contains("too many connections"));
     assert!(server.log_text().contains("idle timeout"));
 }
+
+#[test]
+fn a_fifo_in_the_export_never_hangs_the_server() {
+    let mut server = TestServer::start(ALL);
+    let fifo = std::ffi::CString::new(
+        server
+            .root()
+            .join("pipe")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let mut c = server.connect();
+    let fd = c.rpc("open /pipe r 0");
+    assert!(fd >= 0, "a reader may open a FIFO without a writer: {fd}");
+    c.line();
+    assert_eq!(c.rpc(&format!("pread {fd} 10 0")), code(libc::ESPIPE));
+    assert_eq!(c.rpc(&format!("close {fd}")), 0);
+    assert_eq!(
+        c.rpc("open /pipe w 0"),
+        code(libc::ENXIO),
+        "no reader: refused at once"
+    );
+    still_serves(&mut server);
+}

@@ -246,6 +246,9 @@ impl Export {
         if accmode != libc::O_RDONLY || flags & (libc::O_TRUNC | libc::O_CREAT) != 0 {
             needs |= Rights::WRITE;
         }
+        // A FIFO or device the owner left in the export must not hang this client's thread:
+        // open without blocking (regular files ignore the flag).
+        let flags = flags | libc::O_NONBLOCK;
         let deferred = libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC;
         // Fast path: with no symlink on the way, the file is opened directly (creation and
         // truncation held back until the check passes) and checked through that descriptor.
