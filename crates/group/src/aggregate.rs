@@ -8,8 +8,9 @@
 //! Status aggregations ([`StatusAggr`]) summarize the non-negative results of the members
 //! that succeeded (errors are kept apart, see [`crate::message::Reply`], so a failed
 //! member never corrupts a sum). Data aggregations ([`DataAggr`]) combine what members
-//! return: concatenate (indexed by member), line equivalence classes, or the classes of the
-//! members' last statuses (what `gstatus` collects).
+//! return: concatenate (indexed by member), line equivalence classes, members grouped by
+//! identical block signatures (`psync`), or the classes of the members' last statuses (what
+//! `gstatus` collects).
 
 use crate::codec::{DecodeError, Decoder, Encoder};
 use crate::lines::{self, LineClasses, LineSpec};
@@ -240,6 +241,8 @@ pub enum DataAggr {
     Concat,
     /// Line equivalence classes.
     Lines(LineSpec),
+    /// Members grouped by identical content: rsync block signatures (`psync`).
+    Blocks { block_size: u32 },
 }
 
 /// A data aggregation's partial result.
@@ -251,6 +254,8 @@ pub enum DataPartial {
     /// Members grouped by their last status (non-negative result or negative Chirp code):
     /// what `gstatus` collects.
     Statuses(BTreeMap<i64, IndexSet>),
+    /// Members grouped by the encoding of their block signature ([`crate::blocks`]).
+    Signatures(BTreeMap<Vec<u8>, IndexSet>),
 }
 
 impl DataAggr {
@@ -260,6 +265,7 @@ impl DataAggr {
             DataAggr::None => DataPartial::None,
             DataAggr::Concat => DataPartial::Concat(BTreeMap::new()),
             DataAggr::Lines(_) => DataPartial::Lines(LineClasses::new()),
+            DataAggr::Blocks { .. } => DataPartial::Signatures(BTreeMap::new()),
         }
     }
 
@@ -275,6 +281,10 @@ impl DataAggr {
             DataAggr::None => DataPartial::None,
             DataAggr::Concat => DataPartial::Concat(BTreeMap::from([(member, data.to_vec())])),
             DataAggr::Lines(spec) => DataPartial::Lines(spec.classify(member, data, lines_before)),
+            DataAggr::Blocks { block_size } => {
+                let signature = crate::blocks::Signature::of(data, *block_size).encode();
+                DataPartial::Signatures(BTreeMap::from([(signature, IndexSet::single(member))]))
+            }
         }
     }
 
@@ -290,6 +300,9 @@ impl DataAggr {
                 e.text("lines");
                 spec.encode(e);
             }
+            DataAggr::Blocks { block_size } => {
+                e.text("blocks").uint((*block_size).into());
+            }
         }
     }
 
@@ -298,6 +311,10 @@ impl DataAggr {
             "none" => Ok(DataAggr::None),
             "concat" => Ok(DataAggr::Concat),
             "lines" => Ok(DataAggr::Lines(LineSpec::decode(d)?)),
+            "blocks" => match d.u32()? {
+                0 => Err(DecodeError("block size 0")),
+                block_size => Ok(DataAggr::Blocks { block_size }),
+            },
             _ => Err(DecodeError("unknown data aggregation")),
         }
     }
@@ -342,6 +359,10 @@ impl DataPartial {
                 merge_sets(&mut a, b);
                 D::Statuses(a)
             }
+            (D::Signatures(mut a), D::Signatures(b)) => {
+                merge_sets(&mut a, b);
+                D::Signatures(a)
+            }
             _ => return Err(Mismatch),
         })
     }
@@ -367,6 +388,12 @@ impl DataPartial {
                 e.text("statuses").uint(classes.len() as u64);
                 for (status, members) in classes {
                     e.int(*status).set(members);
+                }
+            }
+            DataPartial::Signatures(classes) => {
+                e.text("signatures").uint(classes.len() as u64);
+                for (signature, members) in classes {
+                    e.blob(signature).set(members);
                 }
             }
         }
@@ -396,6 +423,13 @@ impl DataPartial {
                     classes.insert(d.int()?, d.set()?);
                 }
                 DataPartial::Statuses(classes)
+            }
+            "signatures" => {
+                let mut classes = BTreeMap::new();
+                for _ in 0..d.count()? {
+                    classes.insert(d.blob()?.to_vec(), d.set()?);
+                }
+                DataPartial::Signatures(classes)
             }
             _ => return Err(DecodeError("unknown data partial")),
         })
@@ -549,6 +583,7 @@ mod tests {
                 numbers: false,
                 strip_syslog: false,
             }),
+            DataAggr::Blocks { block_size: 4 },
         ];
         for aggr in &aggrs {
             for n in [1u32, 3, 40, 300] {

@@ -21,6 +21,7 @@
 //! keeps the members that opened).
 
 use crate::aggregate::{DataAggr, DataPartial, StatusAggr};
+use crate::blocks::{Piece, Signature};
 use crate::delegation::Token;
 use crate::lines::LineKey;
 use crate::message::{Member, Op, OpRequest, OpenRequest, Reply, Whence};
@@ -181,6 +182,8 @@ pub enum GroupData {
     PerMember(Vec<Option<Vec<u8>>>),
     /// Line classes ordered by line number, then text.
     Lines(Vec<LineClass>),
+    /// Distinct contents (block signatures) with the members holding each.
+    Signatures(Vec<(Signature, Vec<usize>)>),
 }
 
 /// The result of a group operation.
@@ -413,7 +416,7 @@ impl Group {
 
     /// Each member's status for the last operation: its result, or the errno it failed with.
     pub fn gstatus(&mut self) -> Result<Vec<Result<i64, i32>>, GroupError> {
-        let reply = self.send(Op::Status, StatusAggr::Zero, DataAggr::None)?;
+        let reply = self.send(Op::Status, StatusAggr::Zero, DataAggr::None, None)?;
         let mut statuses = vec![Err(libc::EIO); self.gsize()];
         if let DataPartial::Statuses(map) = reply.data {
             for (status, set) in map {
@@ -495,16 +498,65 @@ impl Group {
             .collect()
     }
 
-    fn send(&mut self, op: Op, status: StatusAggr, data: DataAggr) -> Result<Reply, GroupError> {
+    /// The members' distinct contents (up to 16 MiB each) as rsync block signatures, each
+    /// with the group indices that hold it: identical copies are grouped in the tree.
+    pub fn signatures(&mut self, block_size: u32) -> Result<Outcome, GroupError> {
+        let op = Op::Pread {
+            length: roost_wire::MAX_BLOCK,
+            offset: 0,
+        };
+        let data = DataAggr::Blocks {
+            block_size: block_size.max(1),
+        };
+        self.run_with(op, StatusAggr::Max, data, None)
+    }
+
+    /// Rebuilds the given members (group indices) from their old blocks and `pieces` (see
+    /// [`crate::blocks`]); the status is their common new length.
+    pub fn patch(
+        &mut self,
+        members: &[usize],
+        block_size: u32,
+        pieces: Vec<Piece>,
+    ) -> Result<Outcome, GroupError> {
+        let only =
+            IndexSet::from_indices(members.iter().filter_map(|&i| self.wire.get(i).copied()));
+        let op = Op::Patch { block_size, pieces };
+        self.run_with(op, StatusAggr::Equal, DataAggr::None, Some(only))
+    }
+
+    fn send(
+        &mut self,
+        op: Op,
+        status: StatusAggr,
+        data: DataAggr,
+        only: Option<IndexSet>,
+    ) -> Result<Reply, GroupError> {
         if self.closed {
             return Err(GroupError::Usage("the group is closed".into()));
         }
-        Ok(self.node.apply(&OpRequest { op, status, data }))
+        Ok(self.node.apply(&OpRequest {
+            op,
+            status,
+            data,
+            only,
+        }))
     }
 
     fn run(&mut self, which: FileOp, op: Op) -> Result<Outcome, GroupError> {
         let (status, data) = self.bindings.get(which);
-        let reply = self.send(op, status, data)?;
+        self.run_with(op, status, data, None)
+    }
+
+    fn run_with(
+        &mut self,
+        op: Op,
+        status: StatusAggr,
+        data: DataAggr,
+        only: Option<IndexSet>,
+    ) -> Result<Outcome, GroupError> {
+        let taking_part = only.as_ref().map_or(self.gsize(), IndexSet::len);
+        let reply = self.send(op, status, data, only)?;
         let failed_set = reply.failed();
         let failed = self.group_indices(&failed_set);
         let outcome = Outcome {
@@ -516,7 +568,7 @@ impl Group {
             // The client's own node is not a level of servers.
             depth: reply.depth.saturating_sub(1),
         };
-        let all_failed = failed.len() == self.gsize();
+        let all_failed = failed.len() == taking_part;
         if failed.is_empty() || (self.best_effort && !all_failed) {
             return Ok(outcome);
         }
@@ -558,6 +610,14 @@ impl Group {
                         number,
                         text,
                         members: self.group_indices(&set),
+                    })
+                    .collect(),
+            ),
+            DataPartial::Signatures(classes) => GroupData::Signatures(
+                classes
+                    .into_iter()
+                    .filter_map(|(bytes, set)| {
+                        Some((Signature::decode(&bytes).ok()?, self.group_indices(&set)))
                     })
                     .collect(),
             ),

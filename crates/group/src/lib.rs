@@ -15,6 +15,7 @@
 
 pub mod aggregate;
 pub mod api;
+pub mod blocks;
 pub mod codec;
 pub mod delegation;
 pub mod hostset;

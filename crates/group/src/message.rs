@@ -8,6 +8,7 @@
 //!   the members whose relay did not answer, and the subtree's depth.
 
 use crate::aggregate::{DataAggr, DataPartial, StatusAggr, StatusPartial};
+use crate::blocks::Piece;
 use crate::codec::{DecodeError, Decoder, Encoder};
 use crate::delegation::Token;
 use crate::ranges::IndexSet;
@@ -142,6 +143,12 @@ pub enum Op {
     Close,
     /// Collect the members' statuses of the last operation (`gstatus`).
     Status,
+    /// Rebuild each member from its old blocks and new bytes (`psync`, see
+    /// [`crate::blocks`]); the result is the new length.
+    Patch {
+        block_size: u32,
+        pieces: Vec<Piece>,
+    },
 }
 
 impl Op {
@@ -157,6 +164,7 @@ impl Op {
             Op::Ftruncate { .. } => "ftruncate",
             Op::Close => "close",
             Op::Status => "status",
+            Op::Patch { .. } => "patch",
         }
     }
 
@@ -187,6 +195,10 @@ impl Op {
                 e.uint(*length);
             }
             Op::Fstat | Op::Fsync | Op::Close | Op::Status => {}
+            Op::Patch { block_size, pieces } => {
+                e.uint((*block_size).into());
+                crate::blocks::encode_pieces(e, pieces);
+            }
         }
     }
 
@@ -218,6 +230,13 @@ impl Op {
             "ftruncate" => Op::Ftruncate { length: d.uint()? },
             "close" => Op::Close,
             "status" => Op::Status,
+            "patch" => Op::Patch {
+                block_size: match d.u32()? {
+                    0 => return Err(DecodeError("block size 0")),
+                    n => n,
+                },
+                pieces: crate::blocks::decode_pieces(d)?,
+            },
             _ => return Err(DecodeError("unknown operation")),
         })
     }
@@ -229,6 +248,9 @@ pub struct OpRequest {
     pub op: Op,
     pub status: StatusAggr,
     pub data: DataAggr,
+    /// Only these members take part (`None`: all); the others are left alone and are
+    /// neither counted nor failed.
+    pub only: Option<IndexSet>,
 }
 
 impl OpRequest {
@@ -237,6 +259,14 @@ impl OpRequest {
         self.op.encode(&mut e);
         e.text(self.status.name());
         self.data.encode(&mut e);
+        match &self.only {
+            None => {
+                e.uint(0);
+            }
+            Some(set) => {
+                e.uint(1).set(set);
+            }
+        }
         e.finish()
     }
 
@@ -245,8 +275,18 @@ impl OpRequest {
         let op = Op::decode(&mut d)?;
         let status = StatusAggr::parse(&d.text()?).ok_or(DecodeError("unknown aggregation"))?;
         let data = DataAggr::decode(&mut d)?;
+        let only = match d.uint()? {
+            0 => None,
+            1 => Some(d.set()?),
+            _ => return Err(DecodeError("bad member filter")),
+        };
         d.end()?;
-        Ok(OpRequest { op, status, data })
+        Ok(OpRequest {
+            op,
+            status,
+            data,
+            only,
+        })
     }
 }
 
@@ -403,10 +443,15 @@ mod tests {
             Op::Ftruncate { length: 4 },
             Op::Close,
             Op::Status,
+            Op::Patch {
+                block_size: 8,
+                pieces: vec![Piece::Copy(3), Piece::Literal(b"new".to_vec())],
+            },
         ];
-        for op in ops {
+        for (i, op) in ops.into_iter().enumerate() {
             let req = OpRequest {
                 op,
+                only: (i % 2 == 0).then(|| IndexSet::from_indices([1, 5])),
                 status: StatusAggr::Sum,
                 data: DataAggr::Lines(LineSpec {
                     pattern: Pattern::Fixed("udp".into()),

@@ -290,49 +290,57 @@ impl Node {
         }
         let payload = req.encode();
         let local = &mut self.local;
-        let outcomes = std::thread::scope(|s| {
-            let handles: Vec<_> = self
+        let (local_reply, waves) = std::thread::scope(|s| {
+            let waves: Vec<_> = self
                 .children
                 .iter_mut()
                 .map(|child| {
+                    let members = participants(&child.members, req.only.as_ref());
+                    if members.is_empty() {
+                        return (members, Wave::Skip);
+                    }
                     let payload = &payload;
-                    match &mut child.link {
+                    let wave = match &mut child.link {
                         Link::Up { client, gid } => {
                             let (client, gid) = (&mut **client, *gid);
-                            Some(spawn(s, move || call_child(client, gid, payload)))
+                            Wave::Asked(spawn(s, move || call_child(client, gid, payload)))
                         }
-                        Link::Down(_) => None,
-                    }
+                        Link::Down(code) => Wave::Down(*code),
+                    };
+                    (members, wave)
                 })
                 .collect();
             let local_reply = apply_local(local, req);
-            let outcomes: Vec<_> = handles.into_iter().map(|h| h.map(joined)).collect();
-            (local_reply, outcomes)
+            let waves: Vec<_> = waves
+                .into_iter()
+                .map(|(members, wave)| {
+                    let outcome = match wave {
+                        Wave::Skip => None,
+                        Wave::Down(code) => Some(Err((code, true))),
+                        Wave::Asked(handle) => Some(joined(handle)),
+                    };
+                    (members, outcome)
+                })
+                .collect();
+            (local_reply, waves)
         });
-        let (local_reply, outcomes) = outcomes;
         merge_or_fail(&mut reply, local_reply, &IndexSet::new());
-        for (child, outcome) in self.children.iter_mut().zip(outcomes) {
-            let outcome = match outcome {
-                Some(o) => o,
-                None => match child.link {
-                    Link::Down(code) => Err((code, true)),
-                    Link::Up { .. } => unreachable!("every live child was asked"),
-                },
-            };
+        for (child, (members, outcome)) in self.children.iter_mut().zip(waves) {
             match outcome {
-                Ok(child_reply) => merge_or_fail(&mut reply, child_reply, &child.members),
-                Err((code, silent)) => {
+                None => {}
+                Some(Ok(child_reply)) => merge_or_fail(&mut reply, child_reply, &members),
+                Some(Err((code, silent))) => {
                     if collecting {
                         if let DataPartial::Statuses(map) = &mut reply.data {
                             map.entry(code)
-                                .and_modify(|s| s.extend(&child.members))
-                                .or_insert_with(|| child.members.clone());
+                                .and_modify(|s| s.extend(&members))
+                                .or_insert_with(|| members.clone());
                         }
                     } else {
-                        reply.fail(code, &child.members);
+                        reply.fail(code, &members);
                     }
                     if silent {
-                        reply.silent.extend(&child.members);
+                        reply.silent.extend(&members);
                         child.link = Link::Down(code);
                     }
                 }
@@ -349,6 +357,24 @@ impl Node {
     /// Members this node opened itself.
     pub fn local_count(&self) -> usize {
         self.local.len()
+    }
+}
+
+/// What one child does in a wave.
+enum Wave<H> {
+    /// None of its members take part.
+    Skip,
+    /// It stopped answering earlier, with this code.
+    Down(i64),
+    /// It was sent the request.
+    Asked(H),
+}
+
+/// The members of `members` that take part in an operation limited to `only`.
+fn participants(members: &IndexSet, only: Option<&IndexSet>) -> IndexSet {
+    match only {
+        None => members.clone(),
+        Some(only) => IndexSet::from_indices(members.iter().filter(|&i| only.contains(i))),
     }
 }
 
@@ -390,12 +416,14 @@ fn call_child(client: &mut Client, gid: i64, payload: &[u8]) -> Result<Reply, Li
 /// Applies the operation to the local members and merges their results.
 fn apply_local(local: &mut [LocalMember], req: &OpRequest) -> Reply {
     let mut reply = Reply::empty(req.status, &req.data);
+    let taking_part = |m: &LocalMember| req.only.as_ref().map_or(true, |o| o.contains(m.index));
     if req.op == Op::Status {
-        reply.data = status_classes(local.iter().map(|m| (m.index, m.last)));
+        let members = local.iter().filter(|m| taking_part(m));
+        reply.data = status_classes(members.map(|m| (m.index, m.last)));
         return reply;
     }
     let lines = matches!(req.data, DataAggr::Lines(_));
-    for m in local.iter_mut() {
+    for m in local.iter_mut().filter(|m| taking_part(m)) {
         let lines_before = match req.op {
             Op::Read { .. } => m.lines_before,
             _ => 0,
@@ -508,6 +536,18 @@ fn apply_one(m: &mut LocalMember, op: &Op, whole_lines: bool) -> Applied {
         Op::Ftruncate { length } => m.file.set_len(*length).map(|_| (0, None)).map_err(io_code),
         Op::Close => Ok((0, None)),
         Op::Status => Ok((m.last, None)),
+        Op::Patch { block_size, pieces } => {
+            let size = m.file.metadata().map_err(io_code)?.len();
+            if size > roost_wire::MAX_BLOCK {
+                return Err(ErrorCode::TooBig);
+            }
+            let old = read_at(&m.file, size, 0, false).map_err(io_code)?;
+            let new =
+                crate::blocks::apply(&old, *block_size, pieces).ok_or(ErrorCode::InvalidRequest)?;
+            m.file.write_all_at(&new, 0).map_err(io_code)?;
+            m.file.set_len(new.len() as u64).map_err(io_code)?;
+            Ok((new.len() as i64, None))
+        }
     }
 }
 

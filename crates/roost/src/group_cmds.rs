@@ -1,7 +1,8 @@
 //! The group tools: `roost pgrep` (each distinct matching line once, with its member set),
-//! `roost ptail` (follow a group of logs, folding identical lines) and `roost pcp` (a file
-//! multicast to every member by group writes), over a group directory or `--hosts FILE
-//! PATH`, flat or through a relay tree (`docs/group.md`).
+//! `roost ptail` (follow a group of logs, folding identical lines), `roost pcp` (a file
+//! multicast to every member by group writes) and `roost psync` (only the differences, by
+//! rsync's algorithm per distinct content), over a group directory or `--hosts FILE PATH`,
+//! flat or through a relay tree (`docs/group.md`).
 
 use crate::remote::{options, ConnectArgs, Failure};
 use clap::{Args, Subcommand};
@@ -75,6 +76,19 @@ pub enum GroupCommand {
         /// A group directory, or with --hosts the path on each host.
         target: String,
     },
+    /// Bring every member up to date with a local file, sending only what differs (rsync's
+    /// algorithm, run once for each distinct content among the members).
+    Psync {
+        #[command(flatten)]
+        group: GroupArgs,
+        /// Block size of the comparison, in bytes.
+        #[arg(long, default_value_t = 1024, value_name = "BYTES")]
+        block_size: u32,
+        /// The local file (at most 16 MiB).
+        source: PathBuf,
+        /// A group directory, or with --hosts the path on each host.
+        target: String,
+    },
     /// Copy a local file to every member of a group by group writes.
     Pcp {
         #[command(flatten)]
@@ -106,6 +120,12 @@ pub fn main(command: GroupCommand) -> ExitCode {
             source,
             target,
         } => pcp(&group, &source, &target),
+        GroupCommand::Psync {
+            group,
+            block_size,
+            source,
+            target,
+        } => psync(&group, block_size, &source, &target),
         GroupCommand::Ptail {
             group,
             strip_syslog,
@@ -330,6 +350,67 @@ fn ptail(
     drop(stdout);
     let _ = group.close();
     Ok(if reported.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Updates members to `source`: one signature read groups the members by content, then
+/// each group gets the patch that turns its content into the source.
+fn psync(
+    args: &GroupArgs,
+    block_size: u32,
+    source: &PathBuf,
+    target: &str,
+) -> Result<ExitCode, Failure> {
+    let data = std::fs::read(source).map_err(|e| Failure(format!("{}: {e}", source.display())))?;
+    if data.len() as u64 > roost_wire::MAX_BLOCK {
+        return Err(Failure(format!(
+            "{}: psync handles files up to 16 MiB",
+            source.display()
+        )));
+    }
+    let mode = std::fs::metadata(source)
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
+        .unwrap_or(0o644);
+    let mut group = open(args, target, libc::O_RDWR | libc::O_CREAT, mode)?;
+    group.gbindaggr(FileOp::Lseek, Some(StatusAggr::Max), None);
+    let largest = outcome_of(group.lseek(0, Whence::End))?.status.unwrap_or(0);
+    if largest as u64 > roost_wire::MAX_BLOCK {
+        return Err(Failure(format!(
+            "{target}: psync handles files up to 16 MiB"
+        )));
+    }
+    let out = outcome_of(group.signatures(block_size))?;
+    let mut failed: BTreeSet<usize> = out.failed.iter().copied().collect();
+    let GroupData::Signatures(contents) = out.data else {
+        return Err(Failure("no signatures in the reply".into()));
+    };
+    let (mut sent, mut current) = (0usize, 0usize);
+    for (signature, members) in &contents {
+        if *signature == roost_group::blocks::Signature::of(&data, signature.block_size) {
+            current += members.len();
+            continue;
+        }
+        let pieces = roost_group::blocks::delta(&data, signature);
+        sent += roost_group::blocks::cost(&pieces);
+        let patched = outcome_of(group.patch(members, signature.block_size, pieces))?;
+        failed.extend(patched.failed.iter().copied());
+    }
+    if !failed.is_empty() {
+        report_failures(&mut group, &failed);
+    }
+    eprintln!(
+        "roost psync: {} members, {} distinct contents, {current} already current; \
+         sent {sent} bytes for a {}-byte file",
+        group.gsize(),
+        contents.len(),
+        data.len()
+    );
+    let closed = outcome_of(group.close())?;
+    let ok = failed.is_empty() && closed.failed.is_empty() && group.open_failures().is_empty();
+    Ok(if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

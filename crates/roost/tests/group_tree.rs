@@ -224,7 +224,7 @@ fn forged_tokens_are_refused() {
         raw.rpc_with("group_open 3", b"xyz"),
         ErrorCode::InvalidRequest.as_i64()
     );
-    let op = b"5:fsync 4:zero 4:none ";
+    let op = b"5:fsync 4:zero 4:none 0 ";
     let line = format!("group_op 9 {}", op.len());
     assert_eq!(raw.rpc_with(&line, op), ErrorCode::BadFd.as_i64());
     assert_eq!(raw.rpc("whoami 100"), "address:127.0.0.1".len() as i64);
