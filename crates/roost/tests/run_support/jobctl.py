@@ -4,6 +4,9 @@ change is seen, and roost exits with bash's exit code. Prints one line per obser
 import fcntl, os, pty, select, struct, sys, termios, time
 
 roost = sys.argv[1]
+# A duration no other process on the machine uses, so the job is found by its command line
+# even while other copies of this test run.
+DURATION = f"31.{os.getpid()}"
 pid, fd = pty.fork()
 if pid == 0:
     os.environ["PS1"] = "$ "
@@ -28,12 +31,12 @@ def read_until(token, timeout=15):
 
 
 def sleep_state(timeout=15):
-    """The state letter of the `sleep 31` process once it exists (None if it never does)."""
+    """The state letter of the job's `sleep` process once it exists (None if it never does)."""
     end = time.time() + timeout
     while time.time() < end:
         for p in os.listdir("/proc"):
             try:
-                if open(f"/proc/{p}/cmdline", "rb").read() == b"sleep\x0031\x00":
+                if open(f"/proc/{p}/cmdline", "rb").read() == b"sleep\x00" + DURATION.encode() + b"\x00":
                     return open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0]
             except OSError:
                 pass
@@ -48,7 +51,7 @@ def wait_state(want, timeout=15):
 
 
 read_until(b"$ ")
-os.write(fd, b"sleep 31\n")
+os.write(fd, f"sleep {DURATION}\n".encode())
 wait_state("S")
 os.write(fd, b"\x1a")
 print("stopped", read_until(b"Stopped"))
