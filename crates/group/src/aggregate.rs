@@ -577,11 +577,13 @@ mod tests {
                 pattern: Pattern::All,
                 numbers: true,
                 strip_syslog: false,
+                complete_lines: false,
             }),
             DataAggr::Lines(LineSpec {
                 pattern: Pattern::Fixed("a".into()),
                 numbers: false,
                 strip_syslog: false,
+                complete_lines: false,
             }),
             DataAggr::Blocks { block_size: 4 },
         ];

@@ -63,6 +63,9 @@ pub struct LineSpec {
     /// Drop the host name and process id of syslog lines before comparing (`ptail
     /// --strip-syslog`), so one event logged on many hosts is one class.
     pub strip_syslog: bool,
+    /// Reads stop after the last complete line even at end of file, so a line still being
+    /// written is taken whole by a later read (`ptail`).
+    pub complete_lines: bool,
 }
 
 /// A syslog line (`Mmm dd hh:mm:ss HOST TAG[PID]: MESSAGE`, RFC 3164) without its host name
@@ -142,7 +145,9 @@ impl LineSpec {
             Pattern::Fixed(t) => e.uint(1).text(t),
             Pattern::Regex(re) => e.uint(2).text(re.as_str()),
         };
-        e.uint(self.numbers.into()).uint(self.strip_syslog.into());
+        e.uint(self.numbers.into())
+            .uint(self.strip_syslog.into())
+            .uint(self.complete_lines.into());
     }
 
     pub fn decode(d: &mut Decoder<'_>) -> Result<LineSpec, DecodeError> {
@@ -159,10 +164,12 @@ impl LineSpec {
         };
         let numbers = flag()?;
         let strip_syslog = flag()?;
+        let complete_lines = flag()?;
         Ok(LineSpec {
             pattern,
             numbers,
             strip_syslog,
+            complete_lines,
         })
     }
 }
@@ -187,6 +194,7 @@ mod tests {
             pattern: Pattern::Fixed("udp".into()),
             numbers: false,
             strip_syslog: false,
+            complete_lines: false,
         };
         let keys: Vec<_> = fixed.classify(4, data, 0).into_keys().collect();
         assert_eq!(
@@ -197,6 +205,7 @@ mod tests {
             pattern: Pattern::regex("^[a-z]+ [0-9]{2}$").unwrap(),
             numbers: true,
             strip_syslog: false,
+            complete_lines: false,
         };
         let keys: Vec<_> = re.classify(4, data, 10).into_keys().collect();
         assert_eq!(
@@ -211,6 +220,7 @@ mod tests {
             pattern: Pattern::All,
             numbers: false,
             strip_syslog: false,
+            complete_lines: false,
         };
         let mut all = LineClasses::new();
         for m in 0..10 {
@@ -238,6 +248,7 @@ mod tests {
             pattern: Pattern::Fixed("Accepted".into()),
             numbers: false,
             strip_syslog: true,
+            complete_lines: false,
         };
         let mut all = LineClasses::new();
         merge(&mut all, spec.classify(0, a, 0));

@@ -457,6 +457,7 @@ mod tests {
                     pattern: Pattern::Fixed("udp".into()),
                     numbers: true,
                     strip_syslog: false,
+                    complete_lines: false,
                 }),
             };
             assert_eq!(OpRequest::decode(&req.encode()).unwrap(), req);

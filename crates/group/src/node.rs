@@ -422,13 +422,17 @@ fn apply_local(local: &mut [LocalMember], req: &OpRequest) -> Reply {
         reply.data = status_classes(members.map(|m| (m.index, m.last)));
         return reply;
     }
-    let lines = matches!(req.data, DataAggr::Lines(_));
+    let cut = match &req.data {
+        DataAggr::Lines(spec) if spec.complete_lines => Cut::CompleteLines,
+        DataAggr::Lines(_) => Cut::FullBlocks,
+        _ => Cut::Anywhere,
+    };
     for m in local.iter_mut().filter(|m| taking_part(m)) {
         let lines_before = match req.op {
             Op::Read { .. } => m.lines_before,
             _ => 0,
         };
-        match apply_one(m, &req.op, lines) {
+        match apply_one(m, &req.op, cut) {
             Ok((value, data)) => {
                 m.last = value;
                 let data = data.as_deref().unwrap_or(&[]);
@@ -458,10 +462,21 @@ fn io_code(e: io::Error) -> ErrorCode {
     ErrorCode::from_io(&e)
 }
 
-/// Reads up to `length` bytes at `offset`. With `whole_lines`, a full block is cut after its
-/// last newline, so line aggregations never see a line split between two reads (a block with
-/// no newline at all is kept whole).
-fn read_at(file: &File, length: u64, offset: u64, whole_lines: bool) -> io::Result<Vec<u8>> {
+/// Where a read for a line aggregation may end.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// Anywhere (not a line aggregation).
+    Anywhere,
+    /// After the last newline of a full block, so no line is split between two reads (a
+    /// block without any newline is kept whole); at end of file, anywhere.
+    FullBlocks,
+    /// After the last newline, always: an unfinished last line waits for the next read
+    /// (following logs that are still being written).
+    CompleteLines,
+}
+
+/// Reads up to `length` bytes at `offset`, ending where `cut` allows.
+fn read_at(file: &File, length: u64, offset: u64, cut: Cut) -> io::Result<Vec<u8>> {
     let length = length.min(roost_wire::MAX_BLOCK) as usize;
     // The buffer grows with what is read, so a large request on a small file (pgrep asks
     // for 16 MiB) costs what the file holds; files that report size 0 (/proc) still read.
@@ -481,24 +496,27 @@ fn read_at(file: &File, length: u64, offset: u64, whole_lines: bool) -> io::Resu
         }
     }
     let done = buf.len();
-    if whole_lines && done == length && done > 0 {
-        if let Some(last) = buf.iter().rposition(|&b| b == b'\n') {
-            buf.truncate(last + 1);
-        }
+    let last_newline = buf.iter().rposition(|&b| b == b'\n');
+    match (cut, last_newline) {
+        (Cut::FullBlocks, Some(last)) if done == length => buf.truncate(last + 1),
+        (Cut::CompleteLines, Some(last)) => buf.truncate(last + 1),
+        // A line longer than the whole block cannot wait: it is taken as it is.
+        (Cut::CompleteLines, None) if done < length => buf.clear(),
+        _ => {}
     }
     Ok(buf)
 }
 
-fn apply_one(m: &mut LocalMember, op: &Op, whole_lines: bool) -> Applied {
+fn apply_one(m: &mut LocalMember, op: &Op, cut: Cut) -> Applied {
     match op {
         Op::Read { length } => {
-            let data = read_at(&m.file, *length, m.offset, whole_lines).map_err(io_code)?;
+            let data = read_at(&m.file, *length, m.offset, cut).map_err(io_code)?;
             m.offset += data.len() as u64;
             m.lines_before += newlines(&data);
             Ok((data.len() as i64, Some(data)))
         }
         Op::Pread { length, offset } => {
-            let data = read_at(&m.file, *length, *offset, whole_lines).map_err(io_code)?;
+            let data = read_at(&m.file, *length, *offset, cut).map_err(io_code)?;
             Ok((data.len() as i64, Some(data)))
         }
         Op::Write { data } => {
@@ -541,7 +559,7 @@ fn apply_one(m: &mut LocalMember, op: &Op, whole_lines: bool) -> Applied {
             if size > roost_wire::MAX_BLOCK {
                 return Err(ErrorCode::TooBig);
             }
-            let old = read_at(&m.file, size, 0, false).map_err(io_code)?;
+            let old = read_at(&m.file, size, 0, Cut::Anywhere).map_err(io_code)?;
             let new =
                 crate::blocks::apply(&old, *block_size, pieces).ok_or(ErrorCode::InvalidRequest)?;
             m.file.write_all_at(&new, 0).map_err(io_code)?;
@@ -601,11 +619,17 @@ mod tests {
         let path = std::env::temp_dir().join(format!("roost-node-read-{}", std::process::id()));
         std::fs::write(&path, b"ab\ncd\nef").unwrap();
         let file = File::open(&path).unwrap();
-        assert_eq!(read_at(&file, 7, 0, true).unwrap(), b"ab\ncd\n");
-        assert_eq!(read_at(&file, 7, 0, false).unwrap(), b"ab\ncd\ne");
-        assert_eq!(read_at(&file, 1 << 30, 0, true).unwrap(), b"ab\ncd\nef");
-        assert_eq!(read_at(&file, 2, 0, true).unwrap(), b"ab");
-        assert_eq!(read_at(&file, 5, 9, true).unwrap(), b"");
+        let read = |length, offset, cut| read_at(&file, length, offset, cut).unwrap();
+        assert_eq!(read(7, 0, Cut::FullBlocks), b"ab\ncd\n");
+        assert_eq!(read(7, 0, Cut::Anywhere), b"ab\ncd\ne");
+        assert_eq!(read(1 << 30, 0, Cut::FullBlocks), b"ab\ncd\nef");
+        assert_eq!(read(2, 0, Cut::FullBlocks), b"ab");
+        assert_eq!(read(5, 9, Cut::FullBlocks), b"");
+        // Following: the unfinished "ef" waits, even at end of file...
+        assert_eq!(read(1 << 30, 0, Cut::CompleteLines), b"ab\ncd\n");
+        assert_eq!(read(10, 6, Cut::CompleteLines), b"");
+        // ...unless it fills the whole block.
+        assert_eq!(read(2, 6, Cut::CompleteLines), b"ef");
         std::fs::remove_file(&path).unwrap();
     }
 

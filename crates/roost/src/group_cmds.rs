@@ -231,6 +231,7 @@ fn pgrep(
         pattern,
         numbers,
         strip_syslog: false,
+        complete_lines: false,
     };
     group.gbindaggr(
         FileOp::Read,
@@ -291,8 +292,8 @@ fn print_class(
     out.write_all(&line)
 }
 
-/// Follows the members from their current ends: every poll reads what was appended (whole
-/// lines only) and prints its line classes, in text order (for syslog lines, which begin
+/// Follows the members from their current ends: every poll reads what was appended (complete
+/// lines only: a line still being written waits for a later poll) and prints its classes, in text order (for syslog lines, which begin
 /// with their time, that is time order).
 fn ptail(
     args: &GroupArgs,
@@ -306,6 +307,7 @@ fn ptail(
         pattern: Pattern::All,
         numbers: false,
         strip_syslog,
+        complete_lines: true,
     };
     group.gbindaggr(
         FileOp::Read,

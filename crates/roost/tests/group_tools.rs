@@ -211,12 +211,22 @@ fn ptail_follows_appended_lines_and_folds_them_across_hosts() {
             writeln!(log, "Nov 22 07:01:03 node{i} kernel: disk full").unwrap();
         }
     }
+    // A line written in two pieces is printed once, whole.
+    let append = |text: &str| {
+        let path = c.servers[0].root().join("syslog");
+        let mut log = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+        log.write_all(text.as_bytes()).unwrap();
+    };
+    append("Nov 22 07:01:04 node0 app[9]: par");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    append("tial\n");
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_eq!(
         stdout(&out),
         "node[1-3]: Nov 22 07:01:02 sshd: Accepted key for alice\n\
-         node2: Nov 22 07:01:03 kernel: disk full\n"
+         node2: Nov 22 07:01:03 kernel: disk full\n\
+         node1: Nov 22 07:01:04 app: partial\n"
     );
 }
 

@@ -37,6 +37,7 @@ fn script(g: &mut Group) -> Vec<Outcome> {
             pattern: Pattern::regex("^(all|third)").unwrap(),
             numbers: true,
             strip_syslog: false,
+            complete_lines: false,
         })),
     );
     keep(g.read(4096).unwrap());
