@@ -17,12 +17,16 @@ pub enum SpawnError {
     Filter(&'static str, i32),
     /// PTRACE_SEIZE failed with this errno.
     Ptrace(i32),
+    /// The seccomp notification listener could not be obtained (old kernel, restricted
+    /// pidfd_getfd); the caller may start again without notifications.
+    Listener(io::Error),
 }
 
 impl fmt::Display for SpawnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SpawnError::Fork(e) => write!(f, "cannot fork: {e}"),
+            SpawnError::Listener(e) => write!(f, "cannot take the seccomp listener: {e}"),
             SpawnError::Filter(step, errno) => write!(
                 f,
                 "cannot install the seccomp filter ({step}: {}); roost run needs seccomp-bpf \
@@ -178,7 +182,7 @@ pub fn spawn(
             Err(e) => {
                 kill();
                 close(go_w);
-                return Err(SpawnError::Fork(e));
+                return Err(SpawnError::Listener(e));
             }
         }
     } else {

@@ -157,7 +157,14 @@ pub fn run(
             eprintln!("roost: --pin: {e}");
         }
     }
-    let spawned = spawn::spawn(&cstr(program), &argv, &bpf, notify)?;
+    let spawned = match spawn::spawn(&cstr(program), &argv, &bpf, notify) {
+        // No notifications here (kernel < 5.6, or the filter flag refused): ptrace only.
+        Err(SpawnError::Listener(_)) | Err(SpawnError::Filter(..)) if notify => {
+            let bpf = filter::build(&rules(&table, full, false));
+            spawn::spawn(&cstr(program), &argv, &bpf, false)?
+        }
+        r => r?,
+    };
     let pid = spawned.pid;
     let shared = Arc::new(Shared {
         ns: Mutex::new(ns),
