@@ -70,14 +70,23 @@ impl Encoder {
     }
 }
 
+/// Most member indices the sets of one message may name together: a few bytes of ranges can
+/// name a million members, so the expansion is bounded per message, not only per set.
+pub const MAX_INDICES_PER_MESSAGE: usize = 16 * crate::MAX_MEMBERS;
+
 /// Reads fields from a message.
 pub struct Decoder<'a> {
     rest: &'a [u8],
+    /// Indices named by the sets read so far.
+    indices: usize,
 }
 
 impl<'a> Decoder<'a> {
     pub fn new(bytes: &'a [u8]) -> Decoder<'a> {
-        Decoder { rest: bytes }
+        Decoder {
+            rest: bytes,
+            indices: 0,
+        }
     }
 
     fn digits(&mut self, end: u8) -> Result<&'a [u8], DecodeError> {
@@ -160,7 +169,12 @@ impl<'a> Decoder<'a> {
                 count: self.u32()?,
             });
         }
-        IndexSet::from_ranges(&ranges).ok_or(DecodeError("bad index range"))
+        let set = IndexSet::from_ranges(&ranges).ok_or(DecodeError("bad index range"))?;
+        self.indices += set.len();
+        if self.indices > MAX_INDICES_PER_MESSAGE {
+            return Err(DecodeError("too many member indices"));
+        }
+        Ok(set)
     }
 
     /// Fails unless every byte has been read.
@@ -213,5 +227,15 @@ mod tests {
         assert!(Decoder::new(b"4000000 ").count().is_err());
         assert!(Decoder::new(b"1 0 0 5 ").set().is_err());
         assert!(Decoder::new(b"1 ").end().is_err());
+        // Many sets of a million members each: refused once the message names too many.
+        let big = IndexSet::from_indices(0..crate::MAX_MEMBERS as u32);
+        let mut e = Encoder::new();
+        for _ in 0..17 {
+            e.set(&big);
+        }
+        let bytes = e.finish();
+        let mut d = Decoder::new(&bytes);
+        let read: Vec<_> = std::iter::from_fn(|| d.set().ok()).collect();
+        assert_eq!(read.len(), 16);
     }
 }

@@ -21,8 +21,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
-/// Largest reply a node accepts from a child.
-const MAX_REPLY: u64 = 1 << 32;
+/// Largest reply a node accepts from a child (the reply is read whole before it is decoded).
+const MAX_REPLY: u64 = 1 << 30;
 
 /// First step of a member read's buffer (it doubles as it fills).
 const READ_CHUNK: usize = 64 * 1024;
