@@ -33,5 +33,5 @@ pub use client::{Client, Options};
 pub use error::{Error, Result};
 pub use roost_wire::auth::{Method, Subject};
 pub use roost_wire::{AclEntry, DirEntry, ErrorCode, OpenFlags, Stat, StatFs};
-pub use socket::Keepalive;
+pub use socket::{set_keepalive, Keepalive};
 pub use url::{split_host_port, ChirpUrl};

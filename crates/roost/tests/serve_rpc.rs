@@ -363,3 +363,23 @@ fn hostname_authentication_is_confirmed_both_ways() {
         "a method the server does not run is refused"
     );
 }
+
+#[test]
+fn the_server_keeps_quiet_connections_probed() {
+    let server = TestServer::start(ALL);
+    let _c = server.connect();
+    let out = std::process::Command::new("ss")
+        .args([
+            "-tno",
+            "state",
+            "established",
+            &format!("( sport = :{} )", server.port),
+        ])
+        .output()
+        .expect("ss (iproute2) runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("timer:(keepalive"),
+        "server socket without keepalive: {text}"
+    );
+}

@@ -125,6 +125,9 @@ impl Server {
 /// Runs one client's session, containing any panic to this connection.
 fn connection(shared: &Shared, stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
+    // Probe quiet clients, so a peer that vanished without a word (a crashed host, a NAT box
+    // that forgot the flow) frees its thread instead of waiting out the idle timeout.
+    let _ = roost_client::set_keepalive(&stream, roost_client::Keepalive::default());
     let started = std::time::Instant::now();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         session::serve(shared, stream, peer)
