@@ -179,6 +179,12 @@ fn hosts_members(file: &PathBuf, path: &str) -> Result<Vec<MemberSpec>, Failure>
 /// Opens the group best effort, reporting members that did not open.
 fn open(args: &GroupArgs, target: &str, flags: i32, mode: u32) -> Result<Group, Failure> {
     let options = group_options(args)?;
+    if options.relay.is_some() && options.connect.credentials.hmac_key.is_none() {
+        eprintln!(
+            "roost: note: without an hmac key (--key or ROOST_HMAC_KEY) relays cannot act for \
+             you; only members on the root relay itself can be reached"
+        );
+    }
     let flags = flags | O_BESTEFFORT;
     let group = match &args.hosts {
         Some(file) => gopen_members(hosts_members(file, target)?, flags, mode, &options),
