@@ -9,10 +9,12 @@
 //! that succeeded (errors are kept apart, see [`crate::message::Reply`], so a failed
 //! member never corrupts a sum). Data aggregations ([`DataAggr`]) combine what members
 //! return: concatenate (indexed by member), line equivalence classes, members grouped by
-//! identical block signatures (`psync`), or the classes of the members' last statuses (what
+//! identical block signatures (`psync`), statistics of numeric fields (custom aggregations
+//! described by a regular expression), or the classes of the members' last statuses (what
 //! `gstatus` collects).
 
 use crate::codec::{DecodeError, Decoder, Encoder};
+use crate::fields::{FieldSpec, FieldStats};
 use crate::lines::{self, LineClasses, LineSpec};
 use crate::ranges::IndexSet;
 use std::collections::BTreeMap;
@@ -243,6 +245,8 @@ pub enum DataAggr {
     Lines(LineSpec),
     /// Members grouped by identical content: rsync block signatures (`psync`).
     Blocks { block_size: u32 },
+    /// Count, sum, min and max of numeric fields ([`crate::fields`]).
+    Fields(FieldSpec),
 }
 
 /// A data aggregation's partial result.
@@ -256,6 +260,8 @@ pub enum DataPartial {
     Statuses(BTreeMap<i64, IndexSet>),
     /// Members grouped by the encoding of their block signature ([`crate::blocks`]).
     Signatures(BTreeMap<Vec<u8>, IndexSet>),
+    /// Statistics per field.
+    Fields(Vec<FieldStats>),
 }
 
 impl DataAggr {
@@ -266,6 +272,12 @@ impl DataAggr {
             DataAggr::Concat => DataPartial::Concat(BTreeMap::new()),
             DataAggr::Lines(_) => DataPartial::Lines(LineClasses::new()),
             DataAggr::Blocks { .. } => DataPartial::Signatures(BTreeMap::new()),
+            DataAggr::Fields(spec) => {
+                DataPartial::Fields(vec![
+                    FieldStats::default();
+                    spec.pattern.captures_len().saturating_sub(1)
+                ])
+            }
         }
     }
 
@@ -285,6 +297,9 @@ impl DataAggr {
                 let signature = crate::blocks::Signature::of(data, *block_size).encode();
                 DataPartial::Signatures(BTreeMap::from([(signature, IndexSet::single(member))]))
             }
+            DataAggr::Fields(spec) => {
+                DataPartial::Fields(crate::fields::extract(&spec.pattern, data))
+            }
         }
     }
 
@@ -303,6 +318,10 @@ impl DataAggr {
             DataAggr::Blocks { block_size } => {
                 e.text("blocks").uint((*block_size).into());
             }
+            DataAggr::Fields(spec) => {
+                e.text("fields");
+                spec.encode(e);
+            }
         }
     }
 
@@ -311,6 +330,7 @@ impl DataAggr {
             "none" => Ok(DataAggr::None),
             "concat" => Ok(DataAggr::Concat),
             "lines" => Ok(DataAggr::Lines(LineSpec::decode(d)?)),
+            "fields" => Ok(DataAggr::Fields(FieldSpec::decode(d)?)),
             "blocks" => match d.u32()? {
                 0 => Err(DecodeError("block size 0")),
                 block_size => Ok(DataAggr::Blocks { block_size }),
@@ -363,6 +383,10 @@ impl DataPartial {
                 merge_sets(&mut a, b);
                 D::Signatures(a)
             }
+            (D::Fields(mut a), D::Fields(b)) => {
+                crate::fields::merge(&mut a, &b);
+                D::Fields(a)
+            }
             _ => return Err(Mismatch),
         })
     }
@@ -396,6 +420,10 @@ impl DataPartial {
                     e.blob(signature).set(members);
                 }
             }
+            DataPartial::Fields(stats) => {
+                e.text("fields");
+                crate::fields::encode(e, stats);
+            }
         }
     }
 
@@ -424,6 +452,7 @@ impl DataPartial {
                 }
                 DataPartial::Statuses(classes)
             }
+            "fields" => DataPartial::Fields(crate::fields::decode(d)?),
             "signatures" => {
                 let mut classes = BTreeMap::new();
                 for _ in 0..d.count()? {
@@ -586,6 +615,7 @@ mod tests {
                 complete_lines: false,
             }),
             DataAggr::Blocks { block_size: 4 },
+            DataAggr::Fields(FieldSpec::new(r"(?m)^([a-z]+)|(\d+)").unwrap()),
         ];
         for aggr in &aggrs {
             for n in [1u32, 3, 40, 300] {

@@ -184,6 +184,8 @@ pub enum GroupData {
     Lines(Vec<LineClass>),
     /// Distinct contents (block signatures) with the members holding each.
     Signatures(Vec<(Signature, Vec<usize>)>),
+    /// Statistics of each field of a field aggregation, over every member.
+    Fields(Vec<crate::fields::FieldStats>),
 }
 
 /// The result of a group operation.
@@ -613,6 +615,7 @@ impl Group {
                     })
                     .collect(),
             ),
+            DataPartial::Fields(stats) => GroupData::Fields(stats),
             DataPartial::Signatures(classes) => GroupData::Signatures(
                 classes
                     .into_iter()

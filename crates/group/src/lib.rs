@@ -7,7 +7,8 @@
 //!   `gbindaggr`, read, write, lseek, ...), flat or through a root relay.
 //! - [`ranges`]: member indices folded into strided ranges; [`hostset`]: names as `node[1-64/3]`.
 //! - [`aggregate`]: status and data aggregations as partial + merge + finish;
-//!   [`lines`]: line equivalence classes.
+//!   [`lines`]: line equivalence classes; [`blocks`]: rsync signatures and deltas;
+//!   [`fields`]: numeric fields described by a regular expression.
 //! - [`codec`], [`message`]: the relay protocol's messages; [`delegation`]: the token by
 //!   which a user lets relays act for it.
 //! - [`node`]: one node of the tree (in the client or in a relaying server): its local
@@ -18,6 +19,7 @@ pub mod api;
 pub mod blocks;
 pub mod codec;
 pub mod delegation;
+pub mod fields;
 pub mod hostset;
 pub mod lines;
 pub mod message;

@@ -230,3 +230,31 @@ fn forged_tokens_are_refused() {
     assert_eq!(raw.rpc_with(&line, op), ErrorCode::BadFd.as_i64());
     assert_eq!(raw.rpc("whoami 100"), "address:127.0.0.1".len() as i64);
 }
+
+#[test]
+fn a_field_aggregation_averages_load_through_the_tree() {
+    use roost_group::fields::FieldSpec;
+    // The paper's custom aggregation (its Figure 2b), described instead of compiled.
+    let c = Cluster::start(5, "rl");
+    c.write_files("/loadavg", |i| {
+        format!("{}.50 {}.25 0.{i}0 1/120 4242\n", i, 2 * i).into_bytes()
+    });
+    let spec = FieldSpec::new(r"^(\S+) (\S+) (\S+)").unwrap();
+    let mut results = Vec::new();
+    for options in [c.flat(), c.tree(0, 2)] {
+        let mut g = gopen_members(c.members("/loadavg"), libc::O_RDONLY, 0, &options).unwrap();
+        g.gbindaggr(FileOp::Read, None, Some(DataAggr::Fields(spec.clone())));
+        let out = g.read(4096).unwrap();
+        let GroupData::Fields(stats) = out.data else {
+            panic!("{:?}", out.data)
+        };
+        results.push(stats);
+    }
+    assert_eq!(results[0], results[1]);
+    let load = &results[0];
+    assert_eq!(load.len(), 3);
+    assert_eq!(load[0].mean(), Some(2.5)); // (0.5 + 1.5 + ... + 4.5) / 5
+    assert_eq!(load[1].max(), Some(8.25));
+    assert_eq!(load[2].min(), Some(0.0));
+    assert_eq!(load[2].count, 5);
+}
