@@ -392,6 +392,17 @@ mod tests {
     use crate::lines::{LineSpec, Pattern};
 
     #[test]
+    fn the_example_in_docs_group_md_is_what_is_sent() {
+        let req = OpRequest {
+            op: Op::Read { length: 4096 },
+            status: StatusAggr::Sum,
+            data: DataAggr::Concat,
+            only: None,
+        };
+        assert_eq!(req.encode(), b"4:read 4096 3:sum 6:concat 0 ");
+    }
+
+    #[test]
     fn open_requests_round_trip() {
         let req = OpenRequest {
             local: "127.0.0.1:9094".into(),
