@@ -258,3 +258,32 @@ fn a_field_aggregation_averages_load_through_the_tree() {
     assert_eq!(load[2].min(), Some(0.0));
     assert_eq!(load[2].count, 5);
 }
+
+#[test]
+fn a_relay_killed_during_a_stream_of_writes_fails_only_its_subtree() {
+    let mut c = Cluster::start(7, "rwl");
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | roost_group::api::O_BESTEFFORT;
+    let mut g = gopen_members(c.members("/big"), flags, 0o644, &c.tree(0, 2)).unwrap();
+    // Server 4 relays for members 4..6. It dies while 8 MiB writes are streaming through it.
+    let victim = c.servers.remove(4);
+    let block = vec![b'x'; 8 << 20];
+    let writer = std::thread::spawn(move || {
+        let mut outcomes = Vec::new();
+        for _ in 0..12 {
+            outcomes.push(g.write(&block).unwrap());
+        }
+        outcomes
+    });
+    std::thread::sleep(Duration::from_millis(150));
+    drop(victim);
+    let outcomes = writer.join().unwrap();
+    let last = outcomes.last().unwrap();
+    assert_eq!(last.failed, vec![4, 5, 6]);
+    assert_eq!(last.silent, vec![4, 5, 6]);
+    assert_eq!(last.status, Some(4 * (8 << 20)));
+    // Every write reached every surviving member, whatever the moment of the kill.
+    for s in &c.servers[..4] {
+        let len = std::fs::metadata(s.root().join("big")).unwrap().len();
+        assert_eq!(len, 12 * (8 << 20));
+    }
+}
