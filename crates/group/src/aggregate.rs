@@ -247,6 +247,8 @@ pub enum DataAggr {
     Blocks { block_size: u32 },
     /// Count, sum, min and max of numeric fields ([`crate::fields`]).
     Fields(FieldSpec),
+    /// Process tables grouped by command, and by user if asked ([`crate::procs`]).
+    Procs { by_user: bool },
 }
 
 /// A data aggregation's partial result.
@@ -262,6 +264,8 @@ pub enum DataPartial {
     Signatures(BTreeMap<Vec<u8>, IndexSet>),
     /// Statistics per field.
     Fields(Vec<FieldStats>),
+    /// Processes grouped by command (and user).
+    Procs(crate::procs::ProcTable),
 }
 
 impl DataAggr {
@@ -272,6 +276,7 @@ impl DataAggr {
             DataAggr::Concat => DataPartial::Concat(BTreeMap::new()),
             DataAggr::Lines(_) => DataPartial::Lines(LineClasses::new()),
             DataAggr::Blocks { .. } => DataPartial::Signatures(BTreeMap::new()),
+            DataAggr::Procs { .. } => DataPartial::Procs(Default::default()),
             DataAggr::Fields(spec) => {
                 DataPartial::Fields(vec![
                     FieldStats::default();
@@ -300,6 +305,8 @@ impl DataAggr {
             DataAggr::Fields(spec) => {
                 DataPartial::Fields(crate::fields::extract(&spec.pattern, data))
             }
+            // Process tables come from scanning a directory (see the node), not from data.
+            DataAggr::Procs { .. } => DataPartial::Procs(Default::default()),
         }
     }
 
@@ -322,6 +329,9 @@ impl DataAggr {
                 e.text("fields");
                 spec.encode(e);
             }
+            DataAggr::Procs { by_user } => {
+                e.text("procs").uint((*by_user).into());
+            }
         }
     }
 
@@ -331,6 +341,11 @@ impl DataAggr {
             "concat" => Ok(DataAggr::Concat),
             "lines" => Ok(DataAggr::Lines(LineSpec::decode(d)?)),
             "fields" => Ok(DataAggr::Fields(FieldSpec::decode(d)?)),
+            "procs" => match d.uint()? {
+                0 => Ok(DataAggr::Procs { by_user: false }),
+                1 => Ok(DataAggr::Procs { by_user: true }),
+                _ => Err(DecodeError("bad flag")),
+            },
             "blocks" => match d.u32()? {
                 0 => Err(DecodeError("block size 0")),
                 block_size => Ok(DataAggr::Blocks { block_size }),
@@ -387,6 +402,10 @@ impl DataPartial {
                 crate::fields::merge(&mut a, &b);
                 D::Fields(a)
             }
+            (D::Procs(mut a), D::Procs(b)) => {
+                crate::procs::merge(&mut a, b);
+                D::Procs(a)
+            }
             _ => return Err(Mismatch),
         })
     }
@@ -424,6 +443,10 @@ impl DataPartial {
                 e.text("fields");
                 crate::fields::encode(e, stats);
             }
+            DataPartial::Procs(table) => {
+                e.text("procs");
+                crate::procs::encode(e, table);
+            }
         }
     }
 
@@ -453,6 +476,7 @@ impl DataPartial {
                 DataPartial::Statuses(classes)
             }
             "fields" => DataPartial::Fields(crate::fields::decode(d)?),
+            "procs" => DataPartial::Procs(crate::procs::decode(d)?),
             "signatures" => {
                 let mut classes = BTreeMap::new();
                 for _ in 0..d.count()? {

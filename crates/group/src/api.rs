@@ -186,6 +186,22 @@ pub enum GroupData {
     Signatures(Vec<(Signature, Vec<usize>)>),
     /// Statistics of each field of a field aggregation, over every member.
     Fields(Vec<crate::fields::FieldStats>),
+    /// Processes grouped by command (and user), with the group indices running each.
+    Procs(Vec<ProcRow>),
+}
+
+/// One row of a process table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcRow {
+    pub command: String,
+    /// The user id, when grouping by user.
+    pub uid: Option<u32>,
+    pub processes: u64,
+    /// CPU time of the processes alive now, in clock ticks since they started.
+    pub cpu_ticks: u64,
+    pub rss_kib: u64,
+    pub max_rss_kib: u64,
+    pub members: Vec<usize>,
 }
 
 /// The result of a group operation.
@@ -513,6 +529,13 @@ impl Group {
         self.run_with(op, StatusAggr::Max, data, None)
     }
 
+    /// The processes under every member directory (a `/proc` served by `roost serve /proc`),
+    /// grouped by command, and by user with `by_user`; the status is the number of processes.
+    pub fn proc_table(&mut self, by_user: bool) -> Result<Outcome, GroupError> {
+        let data = DataAggr::Procs { by_user };
+        self.run_with(Op::ProcTable, StatusAggr::Sum, data, None)
+    }
+
     /// Rebuilds the given members (group indices) from their old blocks and `pieces` (see
     /// [`crate::blocks`]); the status is their common new length.
     pub fn patch(
@@ -616,6 +639,20 @@ impl Group {
                     .collect(),
             ),
             DataPartial::Fields(stats) => GroupData::Fields(stats),
+            DataPartial::Procs(table) => GroupData::Procs(
+                table
+                    .into_iter()
+                    .map(|((command, uid), s)| ProcRow {
+                        command,
+                        uid,
+                        processes: s.processes,
+                        cpu_ticks: s.cpu_ticks,
+                        rss_kib: s.rss_kib,
+                        max_rss_kib: s.max_rss_kib,
+                        members: self.group_indices(&s.members),
+                    })
+                    .collect(),
+            ),
             DataPartial::Signatures(classes) => GroupData::Signatures(
                 classes
                     .into_iter()

@@ -8,7 +8,8 @@
 //! - [`ranges`]: member indices folded into strided ranges; [`hostset`]: names as `node[1-64/3]`.
 //! - [`aggregate`]: status and data aggregations as partial + merge + finish;
 //!   [`lines`]: line equivalence classes; [`blocks`]: rsync signatures and deltas;
-//!   [`fields`]: numeric fields described by a regular expression.
+//!   [`fields`]: numeric fields described by a regular expression; [`procs`]: process
+//!   tables for ptop.
 //! - [`codec`], [`message`]: the relay protocol's messages; [`delegation`]: the token by
 //!   which a user lets relays act for it.
 //! - [`node`]: one node of the tree (in the client or in a relaying server): its local
@@ -24,6 +25,7 @@ pub mod hostset;
 pub mod lines;
 pub mod message;
 pub mod node;
+pub mod procs;
 pub mod ranges;
 
 /// Most members one group may have (and most indices one message may name).

@@ -149,6 +149,9 @@ pub enum Op {
         block_size: u32,
         pieces: Vec<Piece>,
     },
+    /// Read the process table under each member directory (`ptop`, see [`crate::procs`]);
+    /// the result is the number of processes.
+    ProcTable,
 }
 
 impl Op {
@@ -165,6 +168,7 @@ impl Op {
             Op::Close => "close",
             Op::Status => "status",
             Op::Patch { .. } => "patch",
+            Op::ProcTable => "proctable",
         }
     }
 
@@ -194,7 +198,7 @@ impl Op {
             Op::Ftruncate { length } => {
                 e.uint(*length);
             }
-            Op::Fstat | Op::Fsync | Op::Close | Op::Status => {}
+            Op::Fstat | Op::Fsync | Op::Close | Op::Status | Op::ProcTable => {}
             Op::Patch { block_size, pieces } => {
                 e.uint((*block_size).into());
                 crate::blocks::encode_pieces(e, pieces);
@@ -230,6 +234,7 @@ impl Op {
             "ftruncate" => Op::Ftruncate { length: d.uint()? },
             "close" => Op::Close,
             "status" => Op::Status,
+            "proctable" => Op::ProcTable,
             "patch" => Op::Patch {
                 block_size: match d.u32()? {
                     0 => return Err(DecodeError("block size 0")),
@@ -454,6 +459,7 @@ mod tests {
             Op::Ftruncate { length: 4 },
             Op::Close,
             Op::Status,
+            Op::ProcTable,
             Op::Patch {
                 block_size: 8,
                 pieces: vec![Piece::Copy(3), Piece::Literal(b"new".to_vec())],

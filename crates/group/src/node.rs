@@ -433,12 +433,18 @@ fn apply_local(local: &mut [LocalMember], req: &OpRequest) -> Reply {
             _ => 0,
         };
         match apply_one(m, &req.op, cut) {
-            Ok((value, data)) => {
+            Ok((value, produced)) => {
                 m.last = value;
-                let data = data.as_deref().unwrap_or(&[]);
+                let data = match (produced, &req.data) {
+                    (Produced::Processes(list), DataAggr::Procs { by_user }) => {
+                        DataPartial::Procs(crate::procs::table(m.index, &list, *by_user))
+                    }
+                    (Produced::Bytes(bytes), aggr) => aggr.leaf_at(m.index, &bytes, lines_before),
+                    (_, aggr) => aggr.leaf(m.index, &[]),
+                };
                 let part = Reply {
                     status: req.status.leaf(value),
-                    data: req.data.leaf_at(m.index, data, lines_before),
+                    data,
                     ..Reply::empty(req.status, &req.data)
                 };
                 merge_or_fail(&mut reply, part, &IndexSet::single(m.index));
@@ -456,7 +462,14 @@ fn newlines(data: &[u8]) -> u64 {
     data.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
-type Applied = Result<(i64, Option<Vec<u8>>), ErrorCode>;
+/// What an operation on one member produced besides its result.
+enum Produced {
+    Nothing,
+    Bytes(Vec<u8>),
+    Processes(Vec<crate::procs::Process>),
+}
+
+type Applied = Result<(i64, Produced), ErrorCode>;
 
 fn io_code(e: io::Error) -> ErrorCode {
     ErrorCode::from_io(&e)
@@ -513,21 +526,21 @@ fn apply_one(m: &mut LocalMember, op: &Op, cut: Cut) -> Applied {
             let data = read_at(&m.file, *length, m.offset, cut).map_err(io_code)?;
             m.offset += data.len() as u64;
             m.lines_before += newlines(&data);
-            Ok((data.len() as i64, Some(data)))
+            Ok((data.len() as i64, Produced::Bytes(data)))
         }
         Op::Pread { length, offset } => {
             let data = read_at(&m.file, *length, *offset, cut).map_err(io_code)?;
-            Ok((data.len() as i64, Some(data)))
+            Ok((data.len() as i64, Produced::Bytes(data)))
         }
         Op::Write { data } => {
             m.file.write_all_at(data, m.offset).map_err(io_code)?;
             m.offset += data.len() as u64;
             m.lines_before += newlines(data);
-            Ok((data.len() as i64, None))
+            Ok((data.len() as i64, Produced::Nothing))
         }
         Op::Pwrite { data, offset } => {
             m.file.write_all_at(data, *offset).map_err(io_code)?;
-            Ok((data.len() as i64, None))
+            Ok((data.len() as i64, Produced::Nothing))
         }
         Op::Lseek { offset, whence } => {
             let base = match whence {
@@ -541,19 +554,31 @@ fn apply_one(m: &mut LocalMember, op: &Op, cut: Cut) -> Applied {
                 .ok_or(ErrorCode::InvalidRequest)?;
             m.offset = at as u64;
             m.lines_before = 0;
-            Ok((at, None))
+            Ok((at, Produced::Nothing))
         }
         Op::Fstat => {
             let mut st: libc::stat = unsafe { std::mem::zeroed() };
             if unsafe { libc::fstat(m.file.as_raw_fd(), &mut st) } != 0 {
                 return Err(io_code(io::Error::last_os_error()));
             }
-            Ok((0, Some(Stat::from(&st).to_line())))
+            Ok((0, Produced::Bytes(Stat::from(&st).to_line())))
         }
-        Op::Fsync => m.file.sync_all().map(|_| (0, None)).map_err(io_code),
-        Op::Ftruncate { length } => m.file.set_len(*length).map(|_| (0, None)).map_err(io_code),
-        Op::Close => Ok((0, None)),
-        Op::Status => Ok((m.last, None)),
+        Op::Fsync => m
+            .file
+            .sync_all()
+            .map(|_| (0, Produced::Nothing))
+            .map_err(io_code),
+        Op::Ftruncate { length } => m
+            .file
+            .set_len(*length)
+            .map(|_| (0, Produced::Nothing))
+            .map_err(io_code),
+        Op::Close => Ok((0, Produced::Nothing)),
+        Op::Status => Ok((m.last, Produced::Nothing)),
+        Op::ProcTable => {
+            let list = crate::procs::scan(&m.file).map_err(io_code)?;
+            Ok((list.len() as i64, Produced::Processes(list)))
+        }
         Op::Patch { block_size, pieces } => {
             let size = m.file.metadata().map_err(io_code)?.len();
             if size > roost_wire::MAX_BLOCK {
@@ -564,7 +589,7 @@ fn apply_one(m: &mut LocalMember, op: &Op, cut: Cut) -> Applied {
                 crate::blocks::apply(&old, *block_size, pieces).ok_or(ErrorCode::InvalidRequest)?;
             m.file.write_all_at(&new, 0).map_err(io_code)?;
             m.file.set_len(new.len() as u64).map_err(io_code)?;
-            Ok((new.len() as i64, None))
+            Ok((new.len() as i64, Produced::Nothing))
         }
     }
 }

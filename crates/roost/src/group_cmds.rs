@@ -1,7 +1,8 @@
 //! The group tools: `roost pgrep` (each distinct matching line once, with its member set),
 //! `roost ptail` (follow a group of logs, folding identical lines), `roost pcp` (a file
-//! multicast to every member by group writes) and `roost psync` (only the differences, by
-//! rsync's algorithm per distinct content), over a group directory or `--hosts FILE PATH`,
+//! multicast to every member by group writes), `roost psync` (only the differences, by
+//! rsync's algorithm per distinct content) and `roost ptop` (processes across hosts, grouped
+//! by command), over a group directory or `--hosts FILE PATH`,
 //! flat or through a relay tree (`docs/group.md`).
 
 use crate::remote::{options, ConnectArgs, Failure};
@@ -89,6 +90,29 @@ pub enum GroupCommand {
         /// A group directory, or with --hosts the path on each host.
         target: String,
     },
+    /// Show the busiest commands across a group of hosts, refreshed like top: each member is
+    /// a host's /proc (served by `roost serve /proc`); processes are grouped by command.
+    Ptop {
+        #[command(flatten)]
+        group: GroupArgs,
+        /// Group by command and user id instead of by command alone.
+        #[arg(long)]
+        by_user: bool,
+        /// Rows to show.
+        #[arg(short = 'n', long = "rows", default_value_t = 20, value_name = "N")]
+        rows: usize,
+        /// Order rows by cpu, mem (total resident memory) or procs.
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "mem", "procs"])]
+        sort: String,
+        /// Seconds between refreshes.
+        #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+        interval: f64,
+        /// Stop after this many tables (default: refresh until interrupted).
+        #[arg(long, value_name = "N")]
+        iterations: Option<u64>,
+        /// A group directory, or with --hosts the path on each host (usually /).
+        target: String,
+    },
     /// Copy a local file to every member of a group by group writes.
     Pcp {
         #[command(flatten)]
@@ -126,6 +150,25 @@ pub fn main(command: GroupCommand) -> ExitCode {
             source,
             target,
         } => psync(&group, block_size, &source, &target),
+        GroupCommand::Ptop {
+            group,
+            by_user,
+            rows,
+            sort,
+            interval,
+            iterations,
+            target,
+        } => ptop(
+            &group,
+            &TopView {
+                by_user,
+                rows,
+                sort,
+                interval: Duration::from_secs_f64(interval.max(0.05)),
+            },
+            iterations,
+            &target,
+        ),
         GroupCommand::Ptail {
             group,
             strip_syslog,
@@ -419,6 +462,121 @@ fn psync(
     let closed = outcome_of(group.close())?;
     let ok = failed.is_empty() && closed.failed.is_empty() && group.open_failures().is_empty();
     Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// How ptop shows its table.
+struct TopView {
+    by_user: bool,
+    rows: usize,
+    sort: String,
+    interval: Duration,
+}
+
+/// Refreshes a table of the busiest commands: each refresh is one group operation whose
+/// process tables are merged in the tree; CPU use is the growth of each group's CPU time
+/// since the previous refresh (clock ticks of this host's length).
+fn ptop(
+    args: &GroupArgs,
+    view: &TopView,
+    iterations: Option<u64>,
+    target: &str,
+) -> Result<ExitCode, Failure> {
+    let mut group = open(args, target, libc::O_RDONLY, 0)?;
+    let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let clear = unsafe { libc::isatty(1) } == 1;
+    let mut previous: BTreeMap<(String, Option<u32>), (u64, std::time::Instant)> = BTreeMap::new();
+    let mut reported = BTreeSet::new();
+    let mut shown = 0u64;
+    loop {
+        let out = outcome_of(group.proc_table(view.by_user))?;
+        let now = std::time::Instant::now();
+        let new_failures: BTreeSet<usize> = out
+            .failed
+            .iter()
+            .copied()
+            .filter(|i| !reported.contains(i))
+            .collect();
+        if !new_failures.is_empty() {
+            report_failures(&mut group, &new_failures);
+            reported.extend(new_failures);
+        }
+        let GroupData::Procs(table) = out.data else {
+            return Err(Failure("no process table in the reply".into()));
+        };
+        let mut rows: Vec<_> = table
+            .iter()
+            .map(|r| {
+                let key = (r.command.clone(), r.uid);
+                let cpu = previous.get(&key).map(|(ticks, at)| {
+                    let seconds = now.duration_since(*at).as_secs_f64().max(1e-3);
+                    r.cpu_ticks.saturating_sub(*ticks) as f64 / ticks_per_second / seconds * 100.0
+                });
+                (r, cpu)
+            })
+            .collect();
+        match view.sort.as_str() {
+            "mem" => rows.sort_by_key(|r| std::cmp::Reverse(r.0.rss_kib)),
+            "procs" => rows.sort_by_key(|r| std::cmp::Reverse(r.0.processes)),
+            _ => rows.sort_by(|a, b| {
+                let cpu = |r: &(&roost_group::api::ProcRow, Option<f64>)| r.1.unwrap_or(0.0);
+                cpu(b)
+                    .total_cmp(&cpu(a))
+                    .then(b.0.cpu_ticks.cmp(&a.0.cpu_ticks))
+            }),
+        }
+        let mut text = String::new();
+        if clear {
+            text.push_str("\x1b[H\x1b[2J");
+        }
+        let processes: u64 = table.iter().map(|r| r.processes).sum();
+        text.push_str(&format!(
+            "ptop: {} hosts, {processes} processes, {} commands\n",
+            group.gsize() - reported.len(),
+            table.len()
+        ));
+        text.push_str(&format!(
+            "{:<16} {:>6} {:>6} {:>7} {:>11} {:>9} {:>9}  HOSTS\n",
+            "COMMAND", "USER", "PROCS", "CPU%", "RSS-TOTAL", "RSS-AVG", "RSS-MAX"
+        ));
+        for (r, cpu) in rows.iter().take(view.rows) {
+            let names: Vec<&str> = r
+                .members
+                .iter()
+                .map(|&i| group.gfiles()[i].as_str())
+                .collect();
+            text.push_str(&format!(
+                "{:<16} {:>6} {:>6} {:>7} {:>10}K {:>8}K {:>8}K  {}\n",
+                r.command,
+                r.uid.map_or("*".to_string(), |u| u.to_string()),
+                r.processes,
+                cpu.map_or("-".to_string(), |c| format!("{c:.1}")),
+                r.rss_kib,
+                r.rss_kib / r.processes.max(1),
+                r.max_rss_kib,
+                hostset::format(&names)
+            ));
+        }
+        let mut stdout = std::io::stdout().lock();
+        stdout
+            .write_all(text.as_bytes())
+            .and_then(|_| stdout.flush())
+            .map_err(|e| Failure(format!("standard output: {e}")))?;
+        previous = table
+            .iter()
+            .map(|r| ((r.command.clone(), r.uid), (r.cpu_ticks, now)))
+            .collect();
+        shown += 1;
+        if iterations.is_some_and(|n| shown >= n) || reported.len() == group.gsize() {
+            break;
+        }
+        std::thread::sleep(view.interval);
+    }
+    let _ = group.close();
+    Ok(if reported.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

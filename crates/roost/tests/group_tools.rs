@@ -279,3 +279,145 @@ fn psync_sends_only_what_differs_to_each_distinct_copy() {
     assert!(sent < new.len() + 2048 + 4 * 200, "{err}");
     assert!(sent >= new.len(), "{err}");
 }
+
+/// A fake process directory: `stat` and `status` as Linux writes them.
+fn fake_process(root: &std::path::Path, pid: u32, command: &str, uid: u32, ticks: u64, rss: u64) {
+    let dir = root.join(pid.to_string());
+    std::fs::create_dir_all(&dir).unwrap();
+    let stat = format!("{pid} ({command}) S 1 {pid} {pid} 0 -1 0 0 0 0 0 {ticks} 0 0 0 20 0 1 0 1");
+    std::fs::write(dir.join("stat"), stat).unwrap();
+    let status = format!("Name:\t{command}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nVmRSS:\t{rss} kB\n");
+    std::fs::write(dir.join("status"), status).unwrap();
+}
+
+#[test]
+fn ptop_groups_processes_across_hosts_by_command() {
+    let c = Cluster::start(3, "rl");
+    for (i, s) in c.servers.iter().enumerate() {
+        fake_process(s.root(), 100, "sshd", 0, 10, 1000);
+        fake_process(s.root(), 101, "sshd", 0, 5, 1000);
+        fake_process(s.root(), 102, "worker", 1000, 50, 5000 * (i as u64 + 1));
+    }
+    std::fs::write(c.servers[0].root().join("notaprocess"), b"x").unwrap();
+    let dir = c.link_group("/");
+    let key = c.key_arg();
+    let dir = dir.to_str().unwrap();
+    let out = roost(&[
+        "ptop",
+        "--key",
+        &key,
+        "--iterations",
+        "1",
+        "--sort",
+        "mem",
+        dir,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "ptop: 3 hosts, 9 processes, 2 commands", "{text}");
+    let words = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        words(lines[2]),
+        [
+            "worker",
+            "*",
+            "3",
+            "-",
+            "30000K",
+            "10000K",
+            "15000K",
+            "node[1-3]"
+        ]
+    );
+    assert_eq!(
+        words(lines[3]),
+        [
+            "sshd",
+            "*",
+            "6",
+            "-",
+            "6000K",
+            "1000K",
+            "1000K",
+            "node[1-3]"
+        ]
+    );
+    let relay = c.authority(0);
+    let by_user = roost(&[
+        "ptop",
+        "--key",
+        &key,
+        "--by-user",
+        "--relay",
+        &relay,
+        "--fanout",
+        "2",
+        "--iterations",
+        "1",
+        "--sort",
+        "procs",
+        dir,
+    ]);
+    let text = stdout(&by_user);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(&words(lines[2])[..3], ["sshd", "0", "6"], "{text}");
+    assert_eq!(&words(lines[3])[..3], ["worker", "1000", "3"], "{text}");
+}
+
+#[test]
+fn ptop_reads_a_real_proc_served_by_roost() {
+    let keys = tempfile::tempdir().unwrap();
+    let mut args = serve_support::TestServer::with_keys(keys.path(), &[group_support::USER]);
+    args.extend(["--acl".into(), format!("hmac:{}=rl", group_support::USER)]);
+    let mut server = Command::new(env!("CARGO_BIN_EXE_roost"))
+        .args(["serve", "/proc", "--listen", "127.0.0.1", "--port", "0"])
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let port: u16 = first
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    let hosts = keys.path().join("hosts");
+    std::fs::write(&hosts, format!("127.0.0.1:{port}\n")).unwrap();
+    let key = format!(
+        "{}={}",
+        group_support::USER,
+        keys.path().join("alice.key").display()
+    );
+    let out = roost(&[
+        "ptop",
+        "--key",
+        &key,
+        "--hosts",
+        hosts.to_str().unwrap(),
+        "--iterations",
+        "2",
+        "--interval",
+        "0.2",
+        "-n",
+        "1000",
+        "/",
+    ]);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = stdout(&out);
+    // The server itself is one of the processes; the second table has CPU figures.
+    assert!(text.lines().any(|l| l.starts_with("roost ")), "{text}");
+    let second = text.split("ptop: ").nth(2).unwrap();
+    let roost_row = second.lines().find(|l| l.starts_with("roost ")).unwrap();
+    let cpu = roost_row.split_whitespace().nth(3).unwrap();
+    assert!(cpu.parse::<f64>().is_ok(), "{second}");
+}
