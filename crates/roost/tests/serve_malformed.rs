@@ -100,6 +100,14 @@ fn clients_vanishing_mid_transfer_lose_nothing() {
     c.line();
     c.send(format!("pwrite {fd} 100 0\nabc").as_bytes());
     drop(c);
+    // A large pwrite (spliced from the socket into the file), cut short.
+    let mut c = server.connect();
+    let fd = c.rpc("open /spliced rwc 420");
+    c.line();
+    let mut partial = format!("pwrite {fd} 10000000 0\n").into_bytes();
+    partial.extend(vec![5u8; 300_000]);
+    c.send(&partial);
+    drop(c);
     // getfile of a large file, hanging up while it streams.
     std::fs::write(server.root().join("large"), vec![7u8; 8 << 20]).unwrap();
     let mut c = server.connect();

@@ -383,3 +383,28 @@ fn the_server_keeps_quiet_connections_probed() {
         "server socket without keepalive: {text}"
     );
 }
+
+#[test]
+fn large_writes_land_intact_and_refused_ones_keep_the_stream_in_step() {
+    let server = TestServer::start(ALL);
+    let mut c = server.connect();
+    let fd = c.rpc("open /big rwc 420");
+    c.line();
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+    assert_eq!(
+        c.rpc_with(&format!("pwrite {fd} {} 7", data.len()), &data),
+        data.len() as i64
+    );
+    let on_disk = fs::read(server.root().join("big")).unwrap();
+    assert_eq!(&on_disk[7..], &data[..]);
+    // Beyond the largest file size the file system allows: refused after the payload is
+    // consumed, and the next request is understood.
+    let far = i64::MAX as u64 - 1000;
+    let refused = c.rpc_with(&format!("pwrite {fd} 200000 {far}"), &vec![1u8; 200_000]);
+    assert!(
+        refused < 0,
+        "a write past the maximum file size must fail, got {refused}"
+    );
+    assert_eq!(c.rpc("whoami 100"), 17);
+    assert_eq!(c.bytes(17), b"address:127.0.0.1");
+}

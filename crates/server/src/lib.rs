@@ -18,5 +18,6 @@ pub mod log;
 pub mod output;
 pub mod relay;
 pub mod session;
+pub mod splice;
 
 pub use listener::{Limits, Server};

@@ -1,6 +1,10 @@
 //! Requests on open descriptors: open, the read and write family, strided I/O.
 
 use super::*;
+use crate::splice::{Pipe, SpliceError};
+
+/// Payloads at least this large move from the socket to the file by splice.
+const SPLICE_FROM: u64 = 64 * 1024;
 
 impl Session<'_> {
     // ---- file descriptors -----------------------------------------------------------------
@@ -80,6 +84,9 @@ impl Session<'_> {
         length: u64,
         offset: u64,
     ) -> Result<(u64, Option<io::Error>), Stop> {
+        if length >= SPLICE_FROM {
+            return self.splice_payload_at(file, length, offset);
+        }
         let mut done: u64 = 0;
         while done < length {
             let chunk = (length - done).min(CHUNK as u64);
@@ -91,6 +98,41 @@ impl Session<'_> {
             done += chunk;
         }
         Ok((done, None))
+    }
+
+    /// Like [`Session::write_payload_at`] for large payloads: what the reader already holds is
+    /// written from there, the rest is spliced from the socket into the file.
+    fn splice_payload_at(
+        &mut self,
+        file: &File,
+        length: u64,
+        offset: u64,
+    ) -> Result<(u64, Option<io::Error>), Stop> {
+        let buffered = self.reader.buffer().len().min(length as usize);
+        let head = file.write_all_at(&self.reader.buffer()[..buffered], offset);
+        self.reader.consume(buffered);
+        if let Err(e) = head {
+            self.discard_payload(length - buffered as u64)?;
+            return Ok((0, Some(e)));
+        }
+        if self.pipe.is_none() {
+            self.pipe = Some(Pipe::new().map_err(Stop::from)?);
+        }
+        let pipe = self.pipe.as_ref().expect("just made");
+        let socket = self.reader.get_ref().as_raw_fd();
+        let rest = length - buffered as u64;
+        match pipe.socket_to_file(socket, file.as_raw_fd(), offset + buffered as u64, rest) {
+            Ok(()) => Ok((length, None)),
+            Err(SpliceError::Socket(e)) => Err(e.into()),
+            Err(SpliceError::File {
+                written,
+                taken,
+                error,
+            }) => {
+                self.discard_payload(rest - taken)?;
+                Ok((buffered as u64 + written, Some(error)))
+            }
+        }
     }
 
     pub(super) fn sread(

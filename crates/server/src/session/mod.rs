@@ -76,6 +76,8 @@ struct Session<'a> {
     buffer: Vec<u8>,
     /// Why the last refused request was refused, for the `explain` extension.
     last_refusal: Option<String>,
+    /// A pipe for splicing large writes, made on first use.
+    pipe: Option<crate::splice::Pipe>,
     /// Group file operations open on this connection.
     groups: crate::relay::Groups,
 }
@@ -125,6 +127,7 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
         files: BTreeMap::new(),
         buffer: Vec::new(),
         last_refusal: None,
+        pipe: None,
         groups: Default::default(),
     };
     let stop = session.run(&mut summary.requests);
