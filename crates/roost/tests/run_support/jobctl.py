@@ -1,7 +1,7 @@
 """Drives `roost run -- bash -i` in a pseudo-terminal: Ctrl-Z stops a foreground job and
 bash regains the terminal, fg resumes it, Ctrl-C interrupts it (status 130), a terminal size
 change is seen, and roost exits with bash's exit code. Prints one line per observation."""
-import fcntl, os, pty, select, struct, sys, termios, time
+import fcntl, os, pty, select, signal, struct, sys, termios, time
 
 roost = sys.argv[1]
 # A duration no other process on the machine uses, so the job is found by its command line
@@ -9,6 +9,10 @@ roost = sys.argv[1]
 DURATION = f"31.{os.getpid()}"
 pid, fd = pty.fork()
 if pid == 0:
+    # A test started from a background job inherits SIGINT and SIGQUIT ignored, and an
+    # ignored signal stays ignored across exec: give the terminal's signals their defaults.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     os.environ["PS1"] = "$ "
     os.environ["TERM"] = "dumb"
     os.execv(roost, [roost, "run", "--mount", "/roost-unused=/tmp", "--",
