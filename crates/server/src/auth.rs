@@ -196,8 +196,9 @@ fn socket_addr_to_raw(addr: &std::net::SocketAddr) -> (libc::sockaddr_storage, l
 }
 
 /// The `unix` method: name a fresh path, wait for the client's "yes", and take the owner of
-/// the regular file it created there. Unlike cctools, the file is examined with `lstat`, so a
-/// symlink planted at the path cannot lend the client the identity of the link's target.
+/// the file it created there. Unlike cctools, only a freshly made file counts: an empty
+/// regular file (not a symlink, which would lend its target's owner), with one link (not a
+/// hard link to somebody else's file) and born after the challenge was issued.
 fn unix_challenge<R: BufRead, W: Write>(
     config: &AuthConfig,
     reader: &mut R,
@@ -211,6 +212,9 @@ fn unix_challenge<R: BufRead, W: Write>(
     let cpath = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     unsafe { libc::unlink(cpath.as_ptr()) };
+    let issued = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
     send(writer, &format!("{}\n", path.display()))?;
     let answer = read_line(reader)?;
     let mut outcome = Outcome::Abandoned;
@@ -218,10 +222,24 @@ fn unix_challenge<R: BufRead, W: Write>(
         outcome = Outcome::Rejected;
         let deadline = std::time::Instant::now() + config.challenge_timeout;
         loop {
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            if unsafe { libc::lstat(cpath.as_ptr(), &mut st) } == 0 {
-                if st.st_mode & libc::S_IFMT == libc::S_IFREG {
-                    if let Some(user) = user_name(st.st_uid) {
+            let mut st: libc::statx = unsafe { std::mem::zeroed() };
+            let mask = libc::STATX_BASIC_STATS | libc::STATX_BTIME;
+            let found = unsafe {
+                libc::statx(
+                    libc::AT_FDCWD,
+                    cpath.as_ptr(),
+                    libc::AT_SYMLINK_NOFOLLOW,
+                    mask,
+                    &mut st,
+                )
+            };
+            if found == 0 {
+                let regular = u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFREG;
+                // File systems without birth times cannot tell a fresh file from an old one.
+                let fresh =
+                    st.stx_mask & libc::STATX_BTIME != 0 && st.stx_btime.tv_sec >= issued - 1;
+                if regular && st.stx_nlink == 1 && st.stx_size == 0 && fresh {
+                    if let Some(user) = user_name(st.stx_uid) {
                         outcome = Outcome::Accepted(user);
                     }
                 }

@@ -16,6 +16,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Why an operation failed: an errno, and for ACL refusals the right that was missing.
 #[derive(Debug)]
@@ -86,10 +87,22 @@ impl Object {
         }
     }
 
+    /// Whole-file operations work on regular files only: EISDIR for a directory, EINVAL for
+    /// a FIFO, socket or device.
+    fn require_regular(&self) -> OpResult<()> {
+        match self.stat.st_mode & libc::S_IFMT {
+            libc::S_IFREG => Ok(()),
+            libc::S_IFDIR => Err(OpError::errno(libc::EISDIR)),
+            _ => Err(OpError::errno(libc::EINVAL)),
+        }
+    }
+
     /// Opens this very object with `flags` (through its `/proc` magic link, so no path is
     /// resolved again).
     pub fn reopen(&self, flags: i32) -> io::Result<File> {
-        let fd = cvt(unsafe { libc::open(self.proc_path().as_ptr(), flags | libc::O_CLOEXEC) })?;
+        // Never blocking: a FIFO or device in the export must not hold the thread.
+        let flags = flags | libc::O_CLOEXEC | libc::O_NONBLOCK;
+        let fd = cvt(unsafe { libc::open(self.proc_path().as_ptr(), flags) })?;
         Ok(unsafe { File::from_raw_fd(fd) })
     }
 
@@ -105,6 +118,11 @@ pub struct Export {
     jail: Jail,
     host_root: PathBuf,
     acls: AclStore,
+    /// Held shared by every check-then-act operation and exclusively by every operation that
+    /// moves or removes names (rename, link, symlink, unlink, rmdir, rmall, mkdir, ACL
+    /// changes, upload commits). A client can then never swap a directory for a symlink
+    /// between another client's ACL check and its use of what was checked.
+    names: RwLock<()>,
 }
 
 impl Export {
@@ -119,7 +137,17 @@ impl Export {
             jail,
             host_root,
             acls: AclStore::new(root_acl),
+            names: RwLock::new(()),
         })
+    }
+
+    fn reading(&self) -> RwLockReadGuard<'_, ()> {
+        self.names.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn changing(&self) -> RwLockWriteGuard<'_, ()> {
+        self.acls.invalidate();
+        self.names.write().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn jail(&self) -> &Jail {
@@ -238,6 +266,7 @@ impl Export {
 
     /// Opens a file for a client. `flags` are `O_*` open flags.
     pub fn open(&self, subject: &str, path: &JailPath, flags: i32, mode: u32) -> OpResult<File> {
+        let _names = self.reading();
         let accmode = flags & libc::O_ACCMODE;
         let mut needs = 0u8;
         if accmode == libc::O_RDONLY || accmode == libc::O_RDWR {
@@ -252,7 +281,14 @@ impl Export {
         let deferred = libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC;
         // Fast path: with no symlink on the way, the file is opened directly (creation and
         // truncation held back until the check passes) and checked through that descriptor.
-        if let Ok(Some(fd)) = self.jail.open_path_literal(path, flags & !deferred) {
+        // (O_TRUNC takes the slow path: truncating needs a descriptor open for writing, and a
+        // read-only open with O_TRUNC truncates on Linux.)
+        let literal = if flags & libc::O_TRUNC == 0 {
+            self.jail.open_path_literal(path, flags & !deferred)
+        } else {
+            Ok(None)
+        };
+        if let Ok(Some(fd)) = literal {
             let file = File::from(fd);
             let stat = fstat(file.as_raw_fd())?;
             self.check_open_existing(subject, path, is_dir(&stat), flags, needs)?;
@@ -282,7 +318,7 @@ impl Export {
                         name.dir_fd.as_raw_fd(),
                         name.name.as_ptr(),
                         flags,
-                        mode & 0o7777,
+                        mode & PERMISSION_BITS,
                     )
                 })?;
                 Ok(unsafe { File::from_raw_fd(fd) })
@@ -330,14 +366,17 @@ impl Export {
     }
 
     pub fn stat(&self, subject: &str, path: &JailPath) -> OpResult<libc::stat> {
+        let _names = self.reading();
         Ok(self.checked(subject, path, true, Rights::LIST)?.stat)
     }
 
     pub fn lstat(&self, subject: &str, path: &JailPath) -> OpResult<libc::stat> {
+        let _names = self.reading();
         Ok(self.checked(subject, path, false, Rights::LIST)?.stat)
     }
 
     pub fn statfs(&self, subject: &str, path: &JailPath) -> OpResult<libc::statfs> {
+        let _names = self.reading();
         let obj = self.checked(subject, path, true, Rights::LIST)?;
         let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
         cvt(unsafe { libc::fstatfs(obj.fd.as_raw_fd(), &mut buf) })?;
@@ -346,6 +385,7 @@ impl Export {
 
     /// `access(2)` with `mode` of R_OK/W_OK/X_OK/F_OK, checked against ACL and file mode.
     pub fn access(&self, subject: &str, path: &JailPath, mode: i32) -> OpResult<()> {
+        let _names = self.reading();
         let obj = self.object(path, true)?;
         let mut needs = 0u8;
         if mode & libc::R_OK != 0 {
@@ -377,32 +417,34 @@ impl Export {
     }
 
     pub fn chmod(&self, subject: &str, path: &JailPath, mode: u32) -> OpResult<()> {
+        let _names = self.reading();
         let obj = self.checked(subject, path, true, Rights::WRITE)?;
-        cvt(unsafe { libc::chmod(obj.proc_path().as_ptr(), mode & 0o7777) })?;
+        cvt(unsafe { libc::chmod(obj.proc_path().as_ptr(), mode & PERMISSION_BITS) })?;
         Ok(())
     }
 
     /// Ownership is checked like cctools does and then left alone: every file of an export
     /// belongs to the server's own user, and a client must never give files away as root.
     pub fn chown(&self, subject: &str, path: &JailPath, follow: bool) -> OpResult<()> {
+        let _names = self.reading();
         self.checked(subject, path, follow, Rights::WRITE)?;
         Ok(())
     }
 
     pub fn truncate(&self, subject: &str, path: &JailPath, length: i64) -> OpResult<()> {
+        let _names = self.reading();
         if length < 0 {
             return Err(OpError::errno(libc::EINVAL));
         }
         let obj = self.checked(subject, path, true, Rights::WRITE)?;
-        if obj.is_dir() {
-            return Err(OpError::errno(libc::EISDIR));
-        }
+        obj.require_regular()?;
         let file = obj.reopen(libc::O_WRONLY)?;
         cvt(unsafe { libc::ftruncate(file.as_raw_fd(), length) })?;
         Ok(())
     }
 
     pub fn utime(&self, subject: &str, path: &JailPath, atime: i64, mtime: i64) -> OpResult<()> {
+        let _names = self.reading();
         let obj = self.checked(subject, path, true, Rights::WRITE)?;
         let times = [
             libc::timespec {
@@ -421,6 +463,7 @@ impl Export {
     }
 
     pub fn unlink(&self, subject: &str, path: &JailPath) -> OpResult<()> {
+        let _names = self.changing();
         let name = self.name(path)?;
         self.require(subject, &name.dir, Rights::DELETE)?;
         cvt(unsafe { libc::unlinkat(name.dir_fd.as_raw_fd(), name.name.as_ptr(), 0) })?;
@@ -429,6 +472,7 @@ impl Export {
 
     /// Removes an empty directory, with the ACL file it may hold.
     pub fn rmdir(&self, subject: &str, path: &JailPath) -> OpResult<()> {
+        let _names = self.changing();
         let name = self.name(path)?;
         self.require(subject, &name.dir, Rights::DELETE)?;
         remove_empty_dir(name.dir_fd.as_raw_fd(), &name.name)?;
@@ -439,6 +483,7 @@ impl Export {
     /// Removes a whole tree. Nothing below is followed: children are named relative to their
     /// directory's descriptor and opened with `O_NOFOLLOW`.
     pub fn rmall(&self, subject: &str, path: &JailPath) -> OpResult<()> {
+        let _names = self.changing();
         let name = self.name(path)?;
         self.require(subject, &name.dir, Rights::DELETE)?;
         remove_tree(name.dir_fd.as_raw_fd(), &name.name)?;
@@ -447,6 +492,7 @@ impl Export {
     }
 
     pub fn rename(&self, subject: &str, from: &JailPath, to: &JailPath) -> OpResult<()> {
+        let _names = self.changing();
         let old = self.name(from)?;
         let new = self.name(to)?;
         self.require(subject, &old.dir, Rights::READ | Rights::DELETE)?;
@@ -464,6 +510,7 @@ impl Export {
     }
 
     pub fn link(&self, subject: &str, from: &JailPath, to: &JailPath) -> OpResult<()> {
+        let _names = self.changing();
         let old = self.name(from)?;
         let new = self.name(to)?;
         self.require(subject, &old.dir, Rights::READ | Rights::WRITE)?;
@@ -483,6 +530,7 @@ impl Export {
     /// Creates a symlink. Its target is stored as given: it may say anything, since every
     /// later access through it is resolved inside the jail and checked again.
     pub fn symlink(&self, subject: &str, target: &[u8], path: &JailPath) -> OpResult<()> {
+        let _names = self.changing();
         let target = CString::new(target).map_err(|_| OpError::errno(libc::EINVAL))?;
         let name = self.name(path)?;
         self.require(subject, &name.dir, Rights::WRITE)?;
@@ -493,6 +541,7 @@ impl Export {
     }
 
     pub fn readlink(&self, subject: &str, path: &JailPath) -> OpResult<Vec<u8>> {
+        let _names = self.reading();
         let name = self.name(path)?;
         self.require(subject, &name.dir, Rights::READ)?;
         let mut buf = vec![0u8; libc::PATH_MAX as usize];
@@ -513,9 +562,16 @@ impl Export {
 
     /// Creates a directory holding a copy of its parent's ACL.
     pub fn mkdir(&self, subject: &str, path: &JailPath, mode: u32) -> OpResult<()> {
+        let _names = self.changing();
         let name = self.name(path)?;
         self.require(subject, &name.dir, Rights::WRITE)?;
-        cvt(unsafe { libc::mkdirat(name.dir_fd.as_raw_fd(), name.name.as_ptr(), mode & 0o7777) })?;
+        cvt(unsafe {
+            libc::mkdirat(
+                name.dir_fd.as_raw_fd(),
+                name.name.as_ptr(),
+                mode & PERMISSION_BITS,
+            )
+        })?;
         let inherited = self.acls.effective(&self.jail, &name.dir)?;
         let created = name.dir.join(name.name.to_bytes());
         if let Err(e) = self.acls.store(&self.jail, &created, &inherited) {
@@ -534,6 +590,7 @@ impl Export {
         path: &JailPath,
         with_stat: bool,
     ) -> OpResult<Vec<(Vec<u8>, Option<libc::stat>)>> {
+        let _names = self.reading();
         let obj = self.object(path, true)?;
         if !obj.is_dir() {
             return Err(OpError::errno(libc::ENOTDIR));
@@ -569,10 +626,9 @@ impl Export {
 
     /// Opens a file for reading as a whole (getfile, md5, hash).
     pub fn open_read(&self, subject: &str, path: &JailPath) -> OpResult<(File, libc::stat)> {
+        let _names = self.reading();
         let obj = self.checked(subject, path, true, Rights::READ)?;
-        if obj.is_dir() {
-            return Err(OpError::errno(libc::EISDIR));
-        }
+        obj.require_regular()?;
         Ok((obj.reopen(libc::O_RDONLY)?, obj.stat))
     }
 
@@ -580,25 +636,23 @@ impl Export {
     /// [`Upload::commit`] renames into place, so a transfer cut short never destroys the old
     /// contents.
     pub fn begin_put(&self, subject: &str, path: &JailPath, mode: u32) -> OpResult<Upload> {
+        let _names = self.reading();
         let name = self.name(path)?;
-        let exists = unsafe {
-            let mut st = zeroed_stat();
-            libc::fstatat(
-                name.dir_fd.as_raw_fd(),
-                name.name.as_ptr(),
-                &mut st,
-                libc::AT_SYMLINK_NOFOLLOW,
-            ) == 0
-        };
-        if !self.has(subject, &name.dir, Rights::WRITE)? {
-            if exists && self.has(subject, &name.dir, Rights::PUT)? {
+        let existing = fstat_at(&name.dir_fd, &name.name).ok();
+        if existing.as_ref().is_some_and(is_dir) {
+            return Err(OpError::errno(libc::EISDIR));
+        }
+        let may_replace = self.has(subject, &name.dir, Rights::WRITE)?;
+        if !may_replace {
+            if existing.is_some() && self.has(subject, &name.dir, Rights::PUT)? {
                 return Err(OpError::errno(libc::EEXIST));
             }
-            self.require(
-                subject,
-                &name.dir,
-                if exists { Rights::WRITE } else { Rights::PUT },
-            )?;
+            let needs = if existing.is_some() {
+                Rights::WRITE
+            } else {
+                Rights::PUT
+            };
+            self.require(subject, &name.dir, needs)?;
         }
         let tmp = CString::new(format!(
             "{}.put.{}.{}",
@@ -612,7 +666,7 @@ impl Export {
                 name.dir_fd.as_raw_fd(),
                 tmp.as_ptr(),
                 libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                mode & 0o7777,
+                mode & PERMISSION_BITS,
             )
         })?;
         let file = unsafe { File::from_raw_fd(fd) };
@@ -621,6 +675,7 @@ impl Export {
             dir_fd: name.dir_fd,
             tmp,
             name: name.name,
+            may_replace,
             committed: false,
         })
     }
@@ -630,6 +685,7 @@ impl Export {
     /// The ACL governing directory `path`. Like cctools, anyone may read an ACL: knowing who
     /// may do what is how users sort out their own permission problems.
     pub fn getacl(&self, path: &JailPath) -> OpResult<Acl> {
+        let _names = self.reading();
         let obj = self.object(path, true)?;
         if !obj.is_dir() {
             return Err(OpError::errno(libc::ENOTDIR));
@@ -645,6 +701,7 @@ impl Export {
         who: &str,
         rights: Rights,
     ) -> OpResult<()> {
+        let _names = self.changing();
         let obj = self.admin_dir(subject, path)?;
         let mut acl = (*self.acls.effective(&self.jail, &obj.real)?).clone();
         acl.set(who, rights);
@@ -655,6 +712,7 @@ impl Export {
     /// Replaces the ACL of `path` with one entry: the caller, with `rights` plus admin (so a
     /// caller cannot lock themselves out).
     pub fn resetacl(&self, subject: &str, path: &JailPath, rights: Rights) -> OpResult<()> {
+        let _names = self.changing();
         let obj = self.admin_dir(subject, path)?;
         let mut acl = Acl::default();
         acl.set(
@@ -686,11 +744,13 @@ impl Export {
         follow: bool,
         attr: &CStr,
     ) -> OpResult<Vec<u8>> {
+        let _names = self.reading();
         let obj = self.checked(subject, path, follow, Rights::READ)?;
         xattr_get(&obj.proc_path(), attr)
     }
 
     pub fn listxattr(&self, subject: &str, path: &JailPath, follow: bool) -> OpResult<Vec<u8>> {
+        let _names = self.reading();
         let obj = self.checked(subject, path, follow, Rights::READ)?;
         xattr_list(&obj.proc_path())
     }
@@ -704,6 +764,8 @@ impl Export {
         value: &[u8],
         flags: i32,
     ) -> OpResult<()> {
+        let _names = self.reading();
+        user_attribute(attr)?;
         let obj = self.checked(subject, path, follow, Rights::WRITE)?;
         let p = obj.proc_path();
         cvt(unsafe {
@@ -725,6 +787,8 @@ impl Export {
         follow: bool,
         attr: &CStr,
     ) -> OpResult<()> {
+        let _names = self.reading();
+        user_attribute(attr)?;
         let obj = self.checked(subject, path, follow, Rights::WRITE)?;
         let p = obj.proc_path();
         cvt(unsafe { libc::removexattr(p.as_ptr(), attr.as_ptr()) })?;
@@ -738,14 +802,23 @@ pub struct Upload {
     dir_fd: OwnedFd,
     tmp: CString,
     name: CString,
+    /// Whether the subject may replace an existing file (write right), not only create one.
+    may_replace: bool,
     committed: bool,
 }
 
 impl Upload {
-    /// Moves the finished file into place.
-    pub fn commit(mut self) -> OpResult<()> {
+    /// Moves the finished file into place. A subject with only the put right never replaces
+    /// a file that appeared meanwhile (EEXIST).
+    pub fn commit(mut self, export: &Export) -> OpResult<()> {
+        let _names = export.changing();
         let dir = self.dir_fd.as_raw_fd();
-        cvt(unsafe { libc::renameat(dir, self.tmp.as_ptr(), dir, self.name.as_ptr()) })?;
+        let flags = if self.may_replace {
+            0
+        } else {
+            libc::RENAME_NOREPLACE
+        };
+        cvt(unsafe { libc::renameat2(dir, self.tmp.as_ptr(), dir, self.name.as_ptr(), flags) })?;
         self.committed = true;
         Ok(())
     }
@@ -766,6 +839,10 @@ fn next_unique() -> u64 {
     static N: AtomicU64 = AtomicU64::new(0);
     N.fetch_add(1, Ordering::Relaxed)
 }
+
+/// Mode bits a client may set: permissions and the sticky bit, never setuid or setgid (a
+/// server running as root must not hand out setuid-root programs).
+pub const PERMISSION_BITS: u32 = 0o1777;
 
 fn is_dir(st: &libc::stat) -> bool {
     st.st_mode & libc::S_IFMT == libc::S_IFDIR
@@ -844,30 +921,76 @@ fn remove_empty_dir(dir: RawFd, name: &CStr) -> io::Result<()> {
 
 /// Removes `name` in `dir` and everything below it without following symlinks.
 fn remove_tree(dir: RawFd, name: &CStr) -> io::Result<()> {
-    let fd = unsafe {
-        libc::openat(
-            dir,
-            name.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
+    // An explicit stack rather than recursion: a client can build trees thousands of levels
+    // deep, and a connection thread's stack is small.
+    struct Level {
+        fd: OwnedFd,
+        name: CString,
+        left: Vec<CString>,
+    }
+    let Some(top) = open_subdir(dir, name)? else {
+        return cvt(unsafe { libc::unlinkat(dir, name.as_ptr(), 0) }).map(drop);
     };
-    if fd < 0 {
-        let err = io::Error::last_os_error();
-        return match err.raw_os_error() {
-            // Not a directory (or a symlink to one): remove the name itself.
-            Some(libc::ENOTDIR) | Some(libc::ELOOP) => {
-                cvt(unsafe { libc::unlinkat(dir, name.as_ptr(), 0) }).map(drop)
+    let left = child_names(&top)?;
+    let mut stack = vec![Level {
+        fd: top,
+        name: name.to_owned(),
+        left,
+    }];
+    while let Some(level) = stack.last_mut() {
+        match level.left.pop() {
+            Some(child) => match open_subdir(level.fd.as_raw_fd(), &child)? {
+                Some(fd) => {
+                    let left = child_names(&fd)?;
+                    stack.push(Level {
+                        fd,
+                        name: child,
+                        left,
+                    });
+                }
+                None => {
+                    cvt(unsafe { libc::unlinkat(level.fd.as_raw_fd(), child.as_ptr(), 0) })?;
+                }
+            },
+            None => {
+                let done = stack.pop().expect("a level");
+                let parent = stack.last().map_or(dir, |l| l.fd.as_raw_fd());
+                cvt(unsafe { libc::unlinkat(parent, done.name.as_ptr(), libc::AT_REMOVEDIR) })?;
             }
-            _ => Err(err),
-        };
+        }
     }
-    let sub = unsafe { OwnedFd::from_raw_fd(fd) };
-    for child in read_dir_names(&sub)? {
-        let c = CString::new(child).expect("no NUL");
-        remove_tree(sub.as_raw_fd(), &c)?;
-    }
-    cvt(unsafe { libc::unlinkat(dir, name.as_ptr(), libc::AT_REMOVEDIR) })?;
     Ok(())
+}
+
+/// Opens `name` in `dir` as a directory without following it; `None` if it is anything else.
+fn open_subdir(dir: RawFd, name: &CStr) -> io::Result<Option<OwnedFd>> {
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let fd = unsafe { libc::openat(dir, name.as_ptr(), flags) };
+    if fd >= 0 {
+        return Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }));
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::ENOTDIR) | Some(libc::ELOOP) => Ok(None),
+        _ => Err(err),
+    }
+}
+
+fn child_names(dir: &OwnedFd) -> io::Result<Vec<CString>> {
+    Ok(read_dir_names(dir)?
+        .into_iter()
+        .map(|n| CString::new(n).expect("no NUL"))
+        .collect())
+}
+
+/// Clients may set and remove only `user.` attributes: `trusted.`, `security.` (file
+/// capabilities!) and `system.` ones would act with the server's privileges.
+pub fn user_attribute(attr: &CStr) -> OpResult<()> {
+    if attr.to_bytes().starts_with(b"user.") {
+        Ok(())
+    } else {
+        Err(OpError::errno(libc::EPERM))
+    }
 }
 
 /// Reads an attribute, growing the buffer if it changes size between the two calls.

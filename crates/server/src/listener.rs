@@ -33,7 +33,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(3600),
             stall_timeout: Duration::from_secs(60),
             max_line: 1024,
-            max_message: 1 << 30,
+            max_message: roost_wire::MAX_BLOCK,
         }
     }
 }

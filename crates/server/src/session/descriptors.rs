@@ -84,7 +84,7 @@ impl Session<'_> {
         length: u64,
         offset: u64,
     ) -> Result<(u64, Option<io::Error>), Stop> {
-        if length >= SPLICE_FROM {
+        if length >= SPLICE_FROM && !appends(file) {
             return self.splice_payload_at(file, length, offset);
         }
         let mut done: u64 = 0;
@@ -232,4 +232,10 @@ fn pread_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         }
     }
     Ok(done)
+}
+
+/// Whether `file` was opened for appending (splice cannot write to such files).
+fn appends(file: &File) -> bool {
+    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+    flags >= 0 && flags & libc::O_APPEND != 0
 }

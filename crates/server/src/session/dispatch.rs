@@ -54,7 +54,9 @@ impl Session<'_> {
             }
             Request::Fchmod { fd, mode } => {
                 let result = self.writable_file(*fd).and_then(|f| {
-                    crate::jail::cvt(unsafe { libc::fchmod(f.file.as_raw_fd(), mode & 0o7777) })?;
+                    crate::jail::cvt(unsafe {
+                        libc::fchmod(f.file.as_raw_fd(), mode & crate::export::PERMISSION_BITS)
+                    })?;
                     Ok(())
                 });
                 self.send_unit(result)
@@ -234,7 +236,9 @@ impl Session<'_> {
                 flags,
             } => {
                 let follow = matches!(request, Request::Setxattr { .. });
-                if self.payload_too_big(*length)? {
+                if self
+                    .payload_over(*length, XATTR_VALUE_MAX.min(self.shared.limits.max_message))?
+                {
                     return Ok(());
                 }
                 self.read_payload(*length)?;
@@ -268,12 +272,15 @@ impl Session<'_> {
                 length,
                 flags,
             } => {
-                if self.payload_too_big(*length)? {
+                if self
+                    .payload_over(*length, XATTR_VALUE_MAX.min(self.shared.limits.max_message))?
+                {
                     return Ok(());
                 }
                 self.read_payload(*length)?;
                 let value = std::mem::take(&mut self.buffer);
                 let result = xattr_name(name).and_then(|n| {
+                    crate::export::user_attribute(&n)?;
                     let f = self.writable_file(*fd)?;
                     let v = &value[..*length as usize];
                     crate::jail::cvt(unsafe {
@@ -292,6 +299,7 @@ impl Session<'_> {
             }
             Request::Fremovexattr { fd, name } => {
                 let result = xattr_name(name).and_then(|n| {
+                    crate::export::user_attribute(&n)?;
                     let f = self.writable_file(*fd)?;
                     crate::jail::cvt(unsafe {
                         libc::fremovexattr(f.file.as_raw_fd(), n.as_ptr())

@@ -29,6 +29,12 @@ const READ_BUFFER: usize = 32 * 1024;
 /// Chunk size for streaming payloads between the socket and files.
 const CHUNK: usize = 256 * 1024;
 
+/// Scratch space an idle connection keeps; more is released before waiting.
+const KEEP_BUFFER: usize = 1 << 20;
+
+/// The largest extended attribute value Linux stores (XATTR_SIZE_MAX).
+const XATTR_VALUE_MAX: u64 = 64 * 1024;
+
 /// Most files one connection may hold open.
 const MAX_OPEN_FILES: usize = 1024;
 
@@ -146,6 +152,11 @@ impl Session<'_> {
             if self.reader.buffer().is_empty() {
                 if let Err(e) = self.writer.flush() {
                     return e.into();
+                }
+                // About to wait for the client: give back a scratch buffer a large request
+                // grew, so idle connections stay small.
+                if self.buffer.capacity() > KEEP_BUFFER {
+                    self.buffer = Vec::new();
                 }
             }
             line.clear();
@@ -339,7 +350,12 @@ impl Session<'_> {
 
     /// Refuses an inline payload bigger than the server accepts, after consuming it.
     fn payload_too_big(&mut self, len: u64) -> Result<bool, Stop> {
-        if len <= self.shared.limits.max_message {
+        self.payload_over(len, self.shared.limits.max_message)
+    }
+
+    /// Refuses an inline payload over `limit` bytes, after consuming it.
+    fn payload_over(&mut self, len: u64, limit: u64) -> Result<bool, Stop> {
+        if len <= limit {
             return Ok(false);
         }
         self.discard_payload(len)?;

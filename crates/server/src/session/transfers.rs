@@ -76,7 +76,10 @@ impl Session<'_> {
         self.send_result(0)?;
         self.writer.flush()?;
         let mut upload = upload;
-        let copied = io::copy(&mut (&mut self.reader).take(length), &mut upload.file);
+        let mut incoming = (&mut self.reader).take(length);
+        let copied = io::copy(&mut incoming, &mut upload.file);
+        // What the client has yet to send: bytes taken from the socket are gone, written or not.
+        let left = incoming.limit();
         match copied {
             Ok(n) if n == length => {}
             // The client left mid-transfer: dropping the upload removes its temporary file.
@@ -84,14 +87,12 @@ impl Session<'_> {
             Err(e) if is_socket_error(&e) => return Err(e.into()),
             Err(e) => {
                 // The disk refused: consume what is left, answer the error, keep the old file.
-                let left =
-                    length.saturating_sub(upload.file.metadata().map(|m| m.len()).unwrap_or(0));
                 drop(upload);
                 self.discard_payload(left)?;
                 return self.send_failure(&e.into());
             }
         }
-        match upload.commit() {
+        match upload.commit(self.export) {
             Ok(()) => self.send_result(length as i64),
             Err(e) => self.send_failure(&e),
         }
@@ -116,7 +117,7 @@ impl Session<'_> {
         self.send_result(0)?;
         self.writer.flush()?;
         io::copy(&mut self.reader, &mut upload.file)?;
-        match upload.commit() {
+        match upload.commit(self.export) {
             Ok(()) => Err(Stop::Closed),
             Err(e) => Err(Stop::Broken(format!(
                 "putstream could not be committed: {e}"
