@@ -200,3 +200,17 @@ fn a_fifo_in_the_export_never_hangs_the_server() {
     );
     still_serves(&mut server);
 }
+
+#[test]
+fn a_client_silent_before_authenticating_is_dropped() {
+    let mut server = TestServer::start(ALL);
+    let mut silent = Raw::connect(server.port);
+    let started = std::time::Instant::now();
+    assert!(silent.closed(), "the server hangs up");
+    let waited = started.elapsed();
+    assert!(
+        waited < std::time::Duration::from_secs(15),
+        "dropped after {waited:?}"
+    );
+    still_serves(&mut server);
+}

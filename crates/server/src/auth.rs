@@ -22,6 +22,12 @@ use std::time::Duration;
 /// Longest line accepted during authentication.
 const AUTH_LINE_MAX: usize = 1024;
 
+/// How long one read may wait during the handshake.
+pub const HANDSHAKE_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the whole handshake may take.
+const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(30);
+
 /// Most methods one connection may try before it is dropped.
 const MAX_ATTEMPTS: usize = 16;
 
@@ -62,7 +68,14 @@ pub fn accept<R: BufRead, W: Write>(
     reader: &mut R,
     writer: &mut W,
 ) -> io::Result<Option<String>> {
+    let started = std::time::Instant::now();
     for _ in 0..MAX_ATTEMPTS {
+        if started.elapsed() > HANDSHAKE_DEADLINE {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "authentication took too long",
+            ));
+        }
         let Some(offer) = read_line(reader)? else {
             return Ok(None);
         };

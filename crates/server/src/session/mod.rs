@@ -102,7 +102,9 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
         .stall_timeout
         .min(shared.limits.idle_timeout)
         .max(Duration::from_millis(100));
-    let _ = stream.set_read_timeout(Some(wake));
+    // The handshake gets short reads and a deadline of its own, so silent or dribbling
+    // clients cannot hold connection slots before they have even said who they are.
+    let _ = stream.set_read_timeout(Some(crate::auth::HANDSHAKE_READ_TIMEOUT));
     let _ = stream.set_write_timeout(Some(shared.limits.stall_timeout));
     // Both directions share the one socket descriptor: a thousand clients cost a thousand fds.
     let mut reader = BufReader::with_capacity(READ_BUFFER, &stream);
@@ -118,6 +120,7 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
             return summary;
         }
     };
+    let _ = stream.set_read_timeout(Some(wake));
     log::event(
         Level::Info,
         "connect",
