@@ -226,3 +226,22 @@ fn protocol_corner_cases() {
     assert!(b >= 0);
     assert_eq!(fs::metadata(server.root().join("t")).unwrap().len(), 0);
 }
+
+#[test]
+fn names_cannot_be_probed_without_the_list_right() {
+    let server = TestServer::start(&["--acl", "address:127.0.0.1=rwl"]);
+    fs::create_dir(server.root().join("victim")).unwrap();
+    fs::write(server.root().join("victim/.__acl"), "unix:alice rwlda\n").unwrap();
+    fs::write(server.root().join("victim/secret"), "s").unwrap();
+    let mut c = server.connect();
+    for request in [
+        "getdir /victim/nosuch",
+        "getdir /victim/secret",
+        "access /victim/nosuch 0",
+        "access /victim/secret 0",
+    ] {
+        assert_eq!(c.rpc(request), code(libc::EACCES), "{request}");
+    }
+    // With the list right, the truth is told.
+    assert_eq!(c.rpc("getdir /nosuch"), code(libc::ENOENT));
+}

@@ -262,6 +262,31 @@ impl Export {
         }
     }
 
+    /// `error` about `path`, told only to a subject who may list the directory holding the
+    /// name; anyone else learns nothing about what exists there (EACCES).
+    fn disclose(&self, subject: &str, path: &JailPath, error: OpError) -> OpError {
+        match self.name(path) {
+            Ok(name) if !self.has(subject, &name.dir, Rights::LIST).unwrap_or(false) => OpError {
+                errno: libc::EACCES,
+                needs: Some((Rights::LIST, name.dir)),
+            },
+            _ => error,
+        }
+    }
+
+    /// Opens directory `path` for an operation needing `needs` on it. Missing paths and
+    /// non-directories are reported as such only to subjects who may list their parent.
+    fn directory(&self, subject: &str, path: &JailPath, needs: u8) -> OpResult<Object> {
+        let obj = self
+            .object(path, true)
+            .map_err(|e| self.disclose(subject, path, e))?;
+        if !obj.is_dir() {
+            return Err(self.disclose(subject, path, OpError::errno(libc::ENOTDIR)));
+        }
+        self.require(subject, &obj.real, needs)?;
+        Ok(obj)
+    }
+
     // ---- operations -------------------------------------------------------------------------
 
     /// Opens a file for a client. `flags` are `O_*` open flags.
@@ -386,7 +411,9 @@ impl Export {
     /// `access(2)` with `mode` of R_OK/W_OK/X_OK/F_OK, checked against ACL and file mode.
     pub fn access(&self, subject: &str, path: &JailPath, mode: i32) -> OpResult<()> {
         let _names = self.reading();
-        let obj = self.object(path, true)?;
+        let obj = self
+            .object(path, true)
+            .map_err(|e| self.disclose(subject, path, e))?;
         let mut needs = 0u8;
         if mode & libc::R_OK != 0 {
             needs |= Rights::READ;
@@ -591,11 +618,7 @@ impl Export {
         with_stat: bool,
     ) -> OpResult<Vec<(Vec<u8>, Option<libc::stat>)>> {
         let _names = self.reading();
-        let obj = self.object(path, true)?;
-        if !obj.is_dir() {
-            return Err(OpError::errno(libc::ENOTDIR));
-        }
-        self.require(subject, &obj.real, Rights::LIST)?;
+        let obj = self.directory(subject, path, Rights::LIST)?;
         let dirfd = OwnedFd::from(obj.reopen(libc::O_RDONLY | libc::O_DIRECTORY)?);
         // `.` and `..` come first, as cctools lists them; the root's `..` is the root itself,
         // so nothing about the host directory above the export leaks out.
@@ -727,12 +750,7 @@ impl Export {
     }
 
     fn admin_dir(&self, subject: &str, path: &JailPath) -> OpResult<Object> {
-        let obj = self.object(path, true)?;
-        if !obj.is_dir() {
-            return Err(OpError::errno(libc::ENOTDIR));
-        }
-        self.require(subject, &obj.real, Rights::ADMIN)?;
-        Ok(obj)
+        self.directory(subject, path, Rights::ADMIN)
     }
 
     // ---- extended attributes ----------------------------------------------------------------
