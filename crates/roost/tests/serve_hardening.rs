@@ -245,3 +245,18 @@ fn names_cannot_be_probed_without_the_list_right() {
     // With the list right, the truth is told.
     assert_eq!(c.rpc("getdir /nosuch"), code(libc::ENOENT));
 }
+
+#[test]
+fn rename_replaces_an_empty_directory_despite_its_acl_file() {
+    let server = TestServer::start(ALL);
+    let mut c = server.connect();
+    assert_eq!(c.rpc("mkdir /a 493"), 0);
+    assert_eq!(c.rpc("mkdir /b 493"), 0);
+    fs::write(server.root().join("a/f"), b"x").unwrap();
+    assert_eq!(c.rpc("rename /a /b"), 0);
+    assert_eq!(fs::read(server.root().join("b/f")).unwrap(), b"x");
+    // A directory with real entries is still protected.
+    assert_eq!(c.rpc("mkdir /c 493"), 0);
+    assert_eq!(c.rpc("rename /c /b"), code(libc::ENOTEMPTY));
+    assert!(server.root().join("b/f").exists());
+}

@@ -524,14 +524,27 @@ impl Export {
         let new = self.name(to)?;
         self.require(subject, &old.dir, Rights::READ | Rights::DELETE)?;
         self.require(subject, &new.dir, Rights::WRITE)?;
-        cvt(unsafe {
-            libc::renameat(
-                old.dir_fd.as_raw_fd(),
-                old.name.as_ptr(),
-                new.dir_fd.as_raw_fd(),
-                new.name.as_ptr(),
-            )
-        })?;
+        let rename = || {
+            cvt(unsafe {
+                libc::renameat(
+                    old.dir_fd.as_raw_fd(),
+                    old.name.as_ptr(),
+                    new.dir_fd.as_raw_fd(),
+                    new.name.as_ptr(),
+                )
+            })
+        };
+        match rename() {
+            // A directory the client sees as empty still holds its ACL file; replacing it
+            // is replacing an empty directory (the namespace lock keeps this atomic to clients).
+            Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => {
+                remove_empty_dir(new.dir_fd.as_raw_fd(), &new.name).map_err(|_| e)?;
+                rename()?;
+            }
+            outcome => {
+                outcome?;
+            }
+        }
         self.acls.invalidate();
         Ok(())
     }
