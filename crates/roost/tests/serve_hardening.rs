@@ -173,15 +173,7 @@ fn clients_cannot_set_setuid_bits_or_privileged_attributes() {
 #[test]
 fn whole_file_requests_on_a_fifo_answer_at_once() {
     let server = TestServer::start(ALL);
-    let fifo = std::ffi::CString::new(
-        server
-            .root()
-            .join("pipe")
-            .into_os_string()
-            .into_encoded_bytes(),
-    )
-    .unwrap();
-    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    serve_support::mkfifo(&server.root().join("pipe"));
     let mut c = server.connect();
     for request in [
         "getfile /pipe",

@@ -178,15 +178,7 @@ fn connection_limit_and_idle_timeout() {
 #[test]
 fn a_fifo_in_the_export_never_hangs_the_server() {
     let mut server = TestServer::start(ALL);
-    let fifo = std::ffi::CString::new(
-        server
-            .root()
-            .join("pipe")
-            .into_os_string()
-            .into_encoded_bytes(),
-    )
-    .unwrap();
-    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    serve_support::mkfifo(&server.root().join("pipe"));
     let mut c = server.connect();
     let fd = c.rpc("open /pipe r 0");
     assert!(fd >= 0, "a reader may open a FIFO without a writer: {fd}");

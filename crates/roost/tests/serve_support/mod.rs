@@ -235,6 +235,17 @@ impl Raw {
     }
 }
 
+/// Makes a FIFO at `path` (clients cannot make one; an owner can leave one in an export).
+pub fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
+        0,
+        "mkfifo {}",
+        path.display()
+    );
+}
+
 /// Percent-encodes a path for a request line.
 pub fn enc(path: &str) -> String {
     let mut out = Vec::new();

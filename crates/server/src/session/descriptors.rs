@@ -42,14 +42,30 @@ impl Session<'_> {
         if self.buffer.len() < length {
             self.buffer.resize(length, 0);
         }
-        let result = pread_full(&open.file, &mut self.buffer[..length], offset);
-        match result {
-            Ok(n) => {
-                self.send_result(n as i64)?;
-                self.writer.write_all(&self.buffer[..n])?;
+        match pread_full(&open.file, &mut self.buffer[..length], offset) {
+            Ok(n) => self.send_read(n, None),
+            Err(e) => self.send_read(0, Some(e)),
+        }
+    }
+
+    /// Answers a read that produced `done` bytes in the scratch buffer: the bytes, unless it
+    /// failed before producing any.
+    fn send_read(&mut self, done: usize, failure: Option<io::Error>) -> Step {
+        match failure {
+            Some(e) if done == 0 => self.send_failure(&e.into()),
+            _ => {
+                self.send_result(done as i64)?;
+                self.writer.write_all(&self.buffer[..done])?;
                 Ok(())
             }
-            Err(e) => self.send_failure(&e.into()),
+        }
+    }
+
+    /// Answers a write that stored `done` bytes: the count, unless it failed before any.
+    fn send_written(&mut self, done: u64, failure: Option<io::Error>) -> Step {
+        match failure {
+            Some(e) if done == 0 => self.send_failure(&e.into()),
+            _ => self.send_result(done as i64),
         }
     }
 
@@ -70,10 +86,7 @@ impl Session<'_> {
         let outcome = self.write_payload_at(&open.file, length, offset);
         self.files.insert(fd, open);
         let (done, failure) = outcome?;
-        match failure {
-            Some(e) if done == 0 => self.send_failure(&e.into()),
-            _ => self.send_result(done as i64),
-        }
+        self.send_written(done, failure)
     }
 
     /// Streams `length` payload bytes into `file` at `offset`; returns the bytes written and
@@ -172,14 +185,7 @@ impl Session<'_> {
             }
             at += stride_skip;
         }
-        match failure {
-            Some(e) if done == 0 => self.send_failure(&e.into()),
-            _ => {
-                self.send_result(done as i64)?;
-                self.writer.write_all(&self.buffer[..done])?;
-                Ok(())
-            }
-        }
+        self.send_read(done, failure)
     }
 
     pub(super) fn swrite(
@@ -213,10 +219,7 @@ impl Session<'_> {
             done += piece.len();
             at += stride_skip;
         }
-        match failure {
-            Some(e) if done == 0 => self.send_failure(&e.into()),
-            _ => self.send_result(done as i64),
-        }
+        self.send_written(done as u64, failure)
     }
 }
 
