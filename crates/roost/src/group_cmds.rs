@@ -252,6 +252,19 @@ fn report_failures(group: &mut Group, failed: &BTreeSet<usize>) {
     }
 }
 
+/// Reports the members in `failed` not reported before, and remembers them.
+fn report_new_failures(group: &mut Group, failed: &[usize], reported: &mut BTreeSet<usize>) {
+    let new: BTreeSet<usize> = failed
+        .iter()
+        .copied()
+        .filter(|i| !reported.contains(i))
+        .collect();
+    if !new.is_empty() {
+        report_failures(group, &new);
+        reported.extend(new);
+    }
+}
+
 /// An operation's outcome whether or not some member failed (best effort lists them).
 fn outcome_of(result: Result<Outcome, GroupError>) -> Result<Outcome, Failure> {
     match result {
@@ -370,16 +383,7 @@ fn ptail(
     let mut stdout = std::io::stdout().lock();
     loop {
         let out = outcome_of(group.read(READ_BLOCK))?;
-        let new_failures: BTreeSet<usize> = out
-            .failed
-            .iter()
-            .copied()
-            .filter(|i| !reported.contains(i))
-            .collect();
-        if !new_failures.is_empty() {
-            report_failures(&mut group, &new_failures);
-            reported.extend(new_failures);
-        }
+        report_new_failures(&mut group, &out.failed, &mut reported);
         if let GroupData::Lines(classes) = out.data {
             for c in classes {
                 print_class(&mut stdout, &group, &c.members, None, &c.text)
@@ -494,16 +498,7 @@ fn ptop(
     loop {
         let out = outcome_of(group.proc_table(view.by_user))?;
         let now = std::time::Instant::now();
-        let new_failures: BTreeSet<usize> = out
-            .failed
-            .iter()
-            .copied()
-            .filter(|i| !reported.contains(i))
-            .collect();
-        if !new_failures.is_empty() {
-            report_failures(&mut group, &new_failures);
-            reported.extend(new_failures);
-        }
+        report_new_failures(&mut group, &out.failed, &mut reported);
         let GroupData::Procs(table) = out.data else {
             return Err(Failure("no process table in the reply".into()));
         };
