@@ -62,12 +62,9 @@ impl RunningServer {
         BufReader::new(child.stdout.take().expect("stdout"))
             .read_line(&mut first)
             .map_err(|e| e.to_string())?;
-        let port = first
-            .split("127.0.0.1:")
-            .nth(1)
-            .and_then(|r| r.split(',').next())
-            .and_then(|p| p.parse().ok())
-            .ok_or_else(|| format!("roost serve said {first:?}"))?;
+        let port = roost_server::announced_addr(&first)
+            .ok_or_else(|| format!("roost serve said {first:?}"))?
+            .port();
         Ok(RunningServer {
             name: "roost serve",
             child,

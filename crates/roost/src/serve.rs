@@ -115,11 +115,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let bound = server.local_addr().map_err(|e| e.to_string())?;
     let dir = std::fs::canonicalize(&args.dir).unwrap_or(args.dir.clone());
     let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(
-        stdout,
-        "roost serve: listening on {bound}, exporting {}",
-        dir.display()
-    );
+    let _ = writeln!(stdout, "{}", roost_server::announcement(bound, &dir));
     let _ = stdout.flush();
     drop(stdout);
     log::event(

@@ -383,12 +383,7 @@ fn ptop_reads_a_real_proc_served_by_roost() {
         &mut first,
     )
     .unwrap();
-    let port: u16 = first
-        .split("127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split(',').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap();
+    let port = roost_server::announced_addr(&first).unwrap().port();
     let hosts = keys.path().join("hosts");
     std::fs::write(&hosts, format!("127.0.0.1:{port}\n")).unwrap();
     let key = format!(

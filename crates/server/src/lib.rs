@@ -20,4 +20,4 @@ pub mod relay;
 pub mod session;
 pub mod splice;
 
-pub use listener::{Limits, Server};
+pub use listener::{announced_addr, announcement, Limits, Server};

@@ -52,6 +52,24 @@ pub struct Server {
     shared: Arc<Shared>,
 }
 
+/// The first line `roost serve` prints on standard output, naming where it listens, so a
+/// script that started it with port 0 can find it ([`announced_addr`] reads it back).
+pub fn announcement(addr: SocketAddr, export: &std::path::Path) -> String {
+    format!(
+        "roost serve: listening on {addr}, exporting {}",
+        export.display()
+    )
+}
+
+/// The address in an [`announcement`] line.
+pub fn announced_addr(line: &str) -> Option<SocketAddr> {
+    line.strip_prefix("roost serve: listening on ")?
+        .split(',')
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Each connection thread's stack: requests are handled with heap buffers, so this is plenty.
 const CONNECTION_STACK: usize = 256 * 1024;
 
@@ -150,5 +168,18 @@ fn connection(shared: &Shared, stream: TcpStream, peer: SocketAddr) {
             "panic",
             &[("peer", &peer), ("ms", &elapsed_ms)],
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announcements_read_back() {
+        let addr: SocketAddr = "127.0.0.1:40123".parse().unwrap();
+        let line = announcement(addr, std::path::Path::new("/srv/a, b"));
+        assert_eq!(announced_addr(&line), Some(addr));
+        assert_eq!(announced_addr("something else"), None);
     }
 }

@@ -38,12 +38,9 @@ impl TestServer {
         BufReader::new(child.stdout.take().expect("stdout"))
             .read_line(&mut first)
             .expect("first line");
-        let port = first
-            .split("127.0.0.1:")
-            .nth(1)
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in first line {first:?}"));
+        let port = roost_server::announced_addr(&first)
+            .unwrap_or_else(|| panic!("no address in first line {first:?}"))
+            .port();
         TestServer {
             child,
             port,
