@@ -11,10 +11,15 @@ use std::io;
 const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JEQ_K: u16 = 0x15;
 const BPF_JGE_K: u16 = 0x35;
+const BPF_JSET_K: u16 = 0x45;
 const BPF_RET_K: u16 = 0x06;
 /// Offsets in `struct seccomp_data`.
 const OFFSET_NR: u32 = 0;
 const OFFSET_ARCH: u32 = 4;
+/// The low 32 bits of argument `i` (little-endian), where `int` flags live.
+const fn offset_arg_low(i: usize) -> u32 {
+    16 + 8 * i as u32
+}
 
 pub const RET_ALLOW: u32 = 0x7fff_0000;
 pub const RET_TRACE: u32 = 0x7ff0_0000;
@@ -27,6 +32,12 @@ pub enum Verdict {
     Trace,
     /// A user notification to roost's supervisor thread (no ptrace stop).
     Notify,
+    /// A notification, unless the `int` argument `arg` has one of `bits` set: then a ptrace
+    /// stop (an O_PATH open, whose descriptor the supervisor could not hand over).
+    NotifyUnless {
+        arg: usize,
+        bits: u32,
+    },
     Errno(i32),
 }
 
@@ -49,6 +60,7 @@ fn ret(v: Verdict) -> libc::sock_filter {
         match v {
             Verdict::Trace => RET_TRACE,
             Verdict::Notify => libc::SECCOMP_RET_USER_NOTIF,
+            Verdict::NotifyUnless { .. } => unreachable!("expanded by build"),
             Verdict::Errno(e) => RET_ERRNO | (e as u32 & 0xffff),
         },
     )
@@ -68,8 +80,18 @@ pub fn build(rules: &[(u32, Verdict)]) -> Vec<libc::sock_filter> {
         ret(enosys),
     ];
     for &(nr, verdict) in rules {
-        p.push(jump(BPF_JEQ_K, nr, 0, 1));
-        p.push(ret(verdict));
+        if let Verdict::NotifyUnless { arg, bits } = verdict {
+            // Only this syscall's branch looks at an argument: every other number stays
+            // answerable from the syscall number alone.
+            p.push(jump(BPF_JEQ_K, nr, 0, 4));
+            p.push(stmt(BPF_LD_W_ABS, offset_arg_low(arg)));
+            p.push(jump(BPF_JSET_K, bits, 0, 1));
+            p.push(ret(Verdict::Trace));
+            p.push(ret(Verdict::Notify));
+        } else {
+            p.push(jump(BPF_JEQ_K, nr, 0, 1));
+            p.push(ret(verdict));
+        }
     }
     p.push(stmt(BPF_RET_K, RET_ALLOW));
     p
@@ -116,17 +138,27 @@ mod tests {
 
     /// A tiny interpreter for the instructions `build` emits.
     fn run(p: &[libc::sock_filter], arch: u32, nr: u32) -> u32 {
+        run_with(p, arch, nr, [0; 6])
+    }
+
+    fn run_with(p: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
         let mut acc = 0u32;
         let mut pc = 0usize;
         loop {
             let i = p[pc];
             match i.code {
-                BPF_LD_W_ABS => acc = if i.k == OFFSET_ARCH { arch } else { nr },
-                BPF_JEQ_K | BPF_JGE_K => {
-                    let taken = if i.code == BPF_JEQ_K {
-                        acc == i.k
-                    } else {
-                        acc >= i.k
+                BPF_LD_W_ABS => {
+                    acc = match i.k {
+                        OFFSET_NR => nr,
+                        OFFSET_ARCH => arch,
+                        k => args[(k as usize - 16) / 8] as u32,
+                    }
+                }
+                BPF_JEQ_K | BPF_JGE_K | BPF_JSET_K => {
+                    let taken = match i.code {
+                        BPF_JEQ_K => acc == i.k,
+                        BPF_JGE_K => acc >= i.k,
+                        _ => acc & i.k != 0,
                     };
                     pc += usize::from(if taken { i.jt } else { i.jf });
                 }
@@ -162,5 +194,43 @@ mod tests {
             RET_ERRNO | libc::ENOSYS as u32
         );
         assert_eq!(run(&p, arch::AUDIT_ARCH, arch::REVIEWED_MAX), RET_ALLOW);
+    }
+
+    #[test]
+    fn an_argument_bit_turns_a_notification_into_a_stop() {
+        let o_path = libc::O_PATH as u32;
+        let p = build(&[
+            (
+                2,
+                Verdict::NotifyUnless {
+                    arg: 1,
+                    bits: o_path,
+                },
+            ),
+            (
+                257,
+                Verdict::NotifyUnless {
+                    arg: 2,
+                    bits: o_path,
+                },
+            ),
+            (4, Verdict::Notify),
+        ]);
+        let a = arch::AUDIT_ARCH;
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        assert_eq!(run_with(&p, a, 257, [0, 0, 0o2, 0, 0, 0]), notify);
+        let with_path = [0, 0, (libc::O_PATH | libc::O_CLOEXEC) as u64, 0, 0, 0];
+        assert_eq!(run_with(&p, a, 257, with_path), RET_TRACE);
+        assert_eq!(
+            run_with(&p, a, 2, [0, libc::O_PATH as u64, 0, 0, 0, 0]),
+            RET_TRACE
+        );
+        assert_eq!(
+            run_with(&p, a, 2, [0, 0, libc::O_PATH as u64, 0, 0, 0]),
+            notify
+        );
+        // The numbers after the argument checks are still matched on the number alone.
+        assert_eq!(run_with(&p, a, 4, with_path), notify);
+        assert_eq!(run_with(&p, a, 39, with_path), RET_ALLOW);
     }
 }

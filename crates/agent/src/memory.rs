@@ -44,12 +44,19 @@ pub fn read(pid: i32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Reads a NUL-terminated string at `addr` (without the NUL), page by page, up to `max`.
+/// Reads a NUL-terminated string at `addr` (without the NUL), up to `max`: a short first
+/// read (most paths fit), then page by page.
 pub fn read_cstr(pid: i32, addr: u64, max: usize) -> io::Result<Vec<u8>> {
+    const FIRST: u64 = 256;
     let mut out = Vec::new();
     let mut at = addr;
     while out.len() < max {
-        let chunk = (PAGE - at % PAGE) as usize;
+        let to_page_end = PAGE - at % PAGE;
+        let chunk = if out.is_empty() {
+            to_page_end.min(FIRST)
+        } else {
+            to_page_end
+        } as usize;
         let bytes = read(pid, at, chunk)?;
         if bytes.is_empty() {
             return Err(io::Error::from_raw_os_error(libc::EFAULT));

@@ -70,6 +70,9 @@ pub enum Kind {
     SendMsg,
     /// sendmmsg: a vector of `struct mmsghdr`.
     SendMmsg,
+    /// A credential change (set*id, setgroups, capset), passed through: noted so the
+    /// notification thread stops assuming its tracees share roost's identity.
+    Credentials,
     /// Refused by the filter with this errno; never reaches the agent.
     Refuse(i32),
 }
@@ -291,6 +294,16 @@ pub const SPECS: &[(&str, Kind)] = &[
     ),
     ("sendmsg", Kind::SendMsg),
     ("sendmmsg", Kind::SendMmsg),
+    ("setuid", Kind::Credentials),
+    ("setgid", Kind::Credentials),
+    ("setreuid", Kind::Credentials),
+    ("setregid", Kind::Credentials),
+    ("setgroups", Kind::Credentials),
+    ("setresuid", Kind::Credentials),
+    ("setresgid", Kind::Credentials),
+    ("setfsuid", Kind::Credentials),
+    ("setfsgid", Kind::Credentials),
+    ("capset", Kind::Credentials),
     ("mount", Kind::Refuse(libc::EPERM)),
     ("umount2", Kind::Refuse(libc::EPERM)),
     ("pivot_root", Kind::Refuse(libc::EPERM)),

@@ -19,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::io::{self, Write};
 use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -115,12 +116,24 @@ fn wait(pid: i32) -> io::Result<(i32, i32)> {
 /// tracing), otherwise only the refusals, which the filter answers without a stop. With
 /// `notify`, the pure lookups go to the notification thread instead of a ptrace stop.
 fn rules(table: &Table, full: bool, notify: bool) -> Vec<(u32, Verdict)> {
-    let notified: Vec<i64> = NOTIFIED.iter().filter_map(|n| arch::number(n)).collect();
+    let notified: HashMap<i64, Verdict> = NOTIFIED
+        .iter()
+        .filter_map(|&(n, v)| Some((arch::number(n)?, v)))
+        .collect();
     table
         .entries()
         .filter_map(|(nr, kind)| match kind {
             Kind::Refuse(e) => Some((nr, Verdict::Errno(e))),
-            _ if notify && notified.contains(&i64::from(nr)) => Some((nr, Verdict::Notify)),
+            // Only the notification thread cares, and only when roost is root (others
+            // cannot hand their tracees a different identity).
+            // SAFETY: a plain id query.
+            Kind::Credentials if notify && unsafe { libc::geteuid() } == 0 => {
+                Some((nr, Verdict::Trace))
+            }
+            Kind::Credentials => None,
+            _ if notify && notified.contains_key(&i64::from(nr)) => {
+                Some((nr, notified[&i64::from(nr)]))
+            }
             _ if full => Some((nr, Verdict::Trace)),
             _ => None,
         })
@@ -169,6 +182,7 @@ pub fn run(
     let shared = Arc::new(Shared {
         ns: Mutex::new(ns),
         exes: Mutex::new(HashMap::new()),
+        credentials_changed: AtomicBool::new(false),
     });
     if let Some(listener) = spawned.listener {
         notify::start(listener, Arc::clone(&shared));
@@ -431,6 +445,7 @@ impl Agent {
             ns: &mut ns,
             fs: &fs,
             exe: exe.as_deref(),
+            known_path: None,
         };
         match kind {
             Kind::Path {
@@ -456,6 +471,12 @@ impl Agent {
             Kind::SockAddr { addr, len, follow } => socket::sockaddr(&mut ctx, addr, len, follow),
             Kind::SendMsg => socket::sendmsg(&mut ctx),
             Kind::SendMmsg => socket::sendmmsg(&mut ctx),
+            Kind::Credentials => {
+                self.shared
+                    .credentials_changed
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                Decision::pass()
+            }
             Kind::Refuse(e) => Decision::fail(e),
         }
     }

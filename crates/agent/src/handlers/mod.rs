@@ -24,6 +24,8 @@ pub struct Ctx<'a> {
     pub fs: &'a Fs,
     /// The logical executable of the thread's process, when known.
     pub exe: Option<&'a [u8]>,
+    /// A path argument already read: (address, bytes), saving a second read of it.
+    pub known_path: Option<(u64, &'a [u8])>,
 }
 
 impl Ctx<'_> {
@@ -33,6 +35,11 @@ impl Ctx<'_> {
     }
 
     pub fn read_path(&self, ptr: u64) -> Result<Vec<u8>, i32> {
+        if let Some((at, path)) = self.known_path {
+            if at == ptr {
+                return Ok(path.to_vec());
+            }
+        }
         memory::read_cstr(self.pid, ptr, memory::PATH_MAX)
             .map_err(|e| e.raw_os_error().unwrap_or(libc::EFAULT))
     }

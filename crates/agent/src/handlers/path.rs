@@ -13,7 +13,7 @@ const RESOLVE_BENEATH: u64 = 0x08;
 const RESOLVE_IN_ROOT: u64 = 0x10;
 
 /// Whether a final symlink is followed, for `open`-style flags.
-fn open_follows(flags: u64) -> bool {
+pub(crate) fn open_follows(flags: u64) -> bool {
     let excl = (libc::O_CREAT | libc::O_EXCL) as u64;
     flags & libc::O_NOFOLLOW as u64 == 0 && flags & excl != excl
 }
@@ -204,6 +204,7 @@ mod tests {
             ns: &mut ns,
             fs: &fs,
             exe: None,
+            known_path: None,
         };
         let Some(Kind::Path { args, .. }) = spec("openat") else {
             panic!("openat spec")

@@ -1,0 +1,101 @@
+//! Lookups answered by the supervisor for a mapped path: the stat family, access and
+//! readlink run here on the physical path and their results go into the caller's memory,
+//! as the kernel would have written them.
+
+use crate::arch::{self, Regs};
+use crate::memory;
+use std::ffi::CString;
+
+pub fn last_errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// Performs the lookup `name` on `physical` for thread `tid` and writes its result into the
+/// caller's buffer, as the kernel would have.
+pub fn emulate(name: &str, regs: &Regs, tid: i32, physical: &[u8]) -> Result<i64, i32> {
+    let c = CString::new(physical).map_err(|_| libc::EINVAL)?;
+    let nofollow = |flags: u64| (flags & libc::AT_SYMLINK_NOFOLLOW as u64) as i32;
+    let stat_into = |flags: i32, buf: u64| -> Result<i64, i32> {
+        // SAFETY: the kernel fills the plain-data struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstatat(libc::AT_FDCWD, c.as_ptr(), &mut st, flags) } != 0 {
+            return Err(last_errno());
+        }
+        // SAFETY: viewing plain data as bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                (&st as *const libc::stat).cast::<u8>(),
+                std::mem::size_of::<libc::stat>(),
+            )
+        };
+        memory::write(tid, buf, bytes).map_err(|_| libc::EFAULT)?;
+        Ok(0)
+    };
+    let access = |mode: u64, flags: u64| -> Result<i64, i32> {
+        // SAFETY: raw faccessat2 with a valid C string.
+        let rc = unsafe {
+            libc::syscall(
+                arch::number("faccessat2").expect("faccessat2"),
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                mode,
+                flags,
+            )
+        };
+        if rc != 0 {
+            return Err(last_errno());
+        }
+        Ok(0)
+    };
+    match name {
+        "stat" => stat_into(0, regs.arg(1)),
+        "lstat" => stat_into(libc::AT_SYMLINK_NOFOLLOW, regs.arg(1)),
+        "newfstatat" => stat_into(nofollow(regs.arg(3)), regs.arg(2)),
+        "statx" => {
+            // SAFETY: the kernel fills the plain-data struct.
+            let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+            let flags = (regs.arg(2) & !(crate::syscalls::AT_EMPTY_PATH)) as i32;
+            let rc = unsafe {
+                libc::statx(
+                    libc::AT_FDCWD,
+                    c.as_ptr(),
+                    flags,
+                    regs.arg(3) as u32,
+                    &mut stx,
+                )
+            };
+            if rc != 0 {
+                return Err(last_errno());
+            }
+            // SAFETY: viewing plain data as bytes.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(
+                    (&stx as *const libc::statx).cast::<u8>(),
+                    std::mem::size_of::<libc::statx>(),
+                )
+            };
+            memory::write(tid, regs.arg(4), bytes).map_err(|_| libc::EFAULT)?;
+            Ok(0)
+        }
+        "access" => access(regs.arg(1), 0),
+        "faccessat" => access(regs.arg(2), 0),
+        "faccessat2" => access(regs.arg(2), regs.arg(3)),
+        "readlink" | "readlinkat" => {
+            let (buf, size) = if name == "readlink" {
+                (regs.arg(1), regs.arg(2))
+            } else {
+                (regs.arg(2), regs.arg(3))
+            };
+            if size as i32 <= 0 {
+                return Err(libc::EINVAL);
+            }
+            let target = roost_vfs::Driver::readlink(&roost_vfs::LocalDriver, physical)?;
+            let n = target.len().min(size as usize);
+            memory::write(tid, buf, &target[..n]).map_err(|_| libc::EFAULT)?;
+            Ok(n as i64)
+        }
+        _ => Err(libc::ENOSYS),
+    }
+}

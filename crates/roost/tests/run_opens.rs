@@ -1,0 +1,154 @@
+//! Opens of mapped paths. By default the notification thread performs them and hands the
+//! descriptor over (SECCOMP_IOCTL_NOTIF_ADDFD); with `--no-notify` the kernel opens the
+//! rewritten path in the program. Each test runs both ways and expects the kernel's own
+//! behaviour: flags, umask, close-on-exec, FIFOs, errors, limits and dropped privileges.
+
+mod run_support;
+use run_support::*;
+
+/// Runs `sh -c SCRIPT` under roost with the tree at /m, with notifications and without;
+/// both must give the same output and exit code, which is returned.
+fn sh_both(t: &Tree, script: &str) -> (String, i32) {
+    let mount = format!("/m={}", t.s());
+    let mut results = Vec::new();
+    for mode in [&[][..], &["--no-notify"][..]] {
+        let mut args = mode.to_vec();
+        args.extend(["--mount", &mount, "--", "timeout", "20", "sh", "-c", script]);
+        let o = run(&args);
+        results.push((stdout(&o) + &stderr(&o), o.status.code().unwrap_or(-1)));
+    }
+    assert_eq!(
+        results[0], results[1],
+        "notification vs ptrace for {script:?}"
+    );
+    results.remove(0)
+}
+
+fn mode_of(t: &Tree, rel: &str) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(t.path(rel)).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn created_files_get_the_callers_umask() {
+    let t = Tree::new("open-umask");
+    let script = "rm -f /m/private /m/shared; umask 077; : > /m/private; umask 022; \
+                  : > /m/shared; stat -c %a /m/private /m/shared";
+    let (out, code) = sh_both(&t, script);
+    assert_eq!((out.as_str(), code), ("600\n644\n", 0));
+    assert_eq!(mode_of(&t, "private"), 0o600);
+}
+
+#[test]
+fn flags_behave_as_the_kernels() {
+    let t = Tree::new("open-flags");
+    t.write("f", "hello\n");
+    let script = r#"
+        printf 'hello\n' > /m/f
+        echo appended >> /m/f
+        cat /m/f
+        python3 - <<'EOF'
+import errno, os
+def code(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+print("excl", code(lambda: os.open("/m/f", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)))
+print("missing", code(lambda: os.open("/m/nope", os.O_RDONLY)))
+print("dir for writing", code(lambda: os.open("/m", os.O_WRONLY)))
+print("not a dir", code(lambda: os.open("/m/f", os.O_RDONLY | os.O_DIRECTORY)))
+fd = os.open("/m/f", os.O_RDWR | os.O_TRUNC)
+print("truncated", os.fstat(fd).st_size, "inheritable", os.get_inheritable(fd))
+fd = os.open("/m", os.O_RDONLY | os.O_DIRECTORY)
+print("dir entries", sorted(os.listdir(fd)))
+EOF
+    "#;
+    let (out, code) = sh_both(&t, script);
+    assert_eq!(
+        out,
+        "hello\nappended\nexcl EEXIST\nmissing ENOENT\ndir for writing EISDIR\n\
+         not a dir ENOTDIR\ntruncated 0 inheritable False\ndir entries ['f']\n"
+    );
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn descriptors_without_close_on_exec_survive_exec() {
+    let t = Tree::new("open-inherit");
+    t.write("f", "inherited\n");
+    // The shell opens fd 3 without O_CLOEXEC; the child reads it after its own exec.
+    let (out, code) = sh_both(&t, "exec 3< /m/f; sh -c 'cat <&3'");
+    assert_eq!((out.as_str(), code), ("inherited\n", 0));
+}
+
+#[test]
+fn fifo_opens_block_without_stalling_other_calls() {
+    let t = Tree::new("open-fifo");
+    t.write("f", "plain\n");
+    let fifo = std::ffi::CString::new(t.path("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a plain mkfifo with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    // The reader blocks in open until the writer arrives; meanwhile other calls on the
+    // mount (cat, the shell's own lookups) must still be answered.
+    let script = "cat /m/fifo & sleep 0.3; cat /m/f; echo through > /m/fifo; wait";
+    let (out, code) = sh_both(&t, script);
+    assert_eq!((out.as_str(), code), ("plain\nthrough\n", 0));
+}
+
+#[test]
+fn the_descriptor_limit_is_the_programs() {
+    let t = Tree::new("open-limit");
+    t.write("f", "x\n");
+    let script = r#"python3 -c '
+import errno, os, resource
+resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))
+n = 0
+try:
+    while True:
+        os.open("/m/f", os.O_RDONLY)
+        n += 1
+except OSError as e:
+    print(errno.errorcode[e.errno], n < 32)
+'"#;
+    let (out, code) = sh_both(&t, script);
+    assert_eq!((out.as_str(), code), ("EMFILE True\n", 0));
+}
+
+#[test]
+fn a_program_that_drops_root_opens_with_its_own_identity() {
+    // SAFETY: a plain id query.
+    if unsafe { libc::geteuid() } != 0 {
+        // Only root can hand its tracees another identity; CI runs the suite as root.
+        eprintln!("not root: nothing to check");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let t = Tree::new("open-identity");
+    let secret = t.write("secret", "root only\n");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    t.write("public", "anyone\n");
+    std::fs::set_permissions(&t.root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = r#"python3 -c '
+import errno, os
+def code(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+print("root reads", code(lambda: os.close(os.open("/m/secret", os.O_RDONLY))))
+os.setgroups([]); os.setgid(65534); os.setuid(65534)
+print("nobody reads secret", code(lambda: os.open("/m/secret", os.O_RDONLY)))
+print("nobody reads public", code(lambda: os.close(os.open("/m/public", os.O_RDONLY))))
+print("nobody creates", code(lambda: os.open("/m/new", os.O_WRONLY | os.O_CREAT, 0o644)))
+'"#;
+    let (out, code) = sh_both(&t, script);
+    assert_eq!(
+        out,
+        "root reads ok\nnobody reads secret EACCES\nnobody reads public ok\nnobody creates EACCES\n"
+    );
+    assert_eq!(code, 0);
+    assert!(!t.path("new").exists());
+}
