@@ -1,6 +1,8 @@
 /* notify_cost: the cost of one seccomp user-notification round trip (a supervisor thread
  * reads the path argument and answers CONTINUE) for stat(), to compare with the ptrace
- * seccomp stop roost run uses (iobench "stat" under roost run). Usage: notify_cost [N].
+ * seccomp stop roost run uses (iobench "stat" under roost run). Usage: notify_cost [N];
+ * with SYNC=1 in the environment the listener gets SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+ * (Linux 6.6), as roost run sets it.
  * Build: gcc -O2 -pthread -o notify_cost bench/agent/notify_cost.c */
 #define _GNU_SOURCE
 #include <linux/filter.h>
@@ -47,6 +49,10 @@ int main(int argc, char **argv) {
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     listener = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
     if (listener < 0) { perror("seccomp"); return 1; }
+    if (getenv("SYNC")) {
+        /* SECCOMP_IOCTL_NOTIF_SET_FLAGS (newer than some headers); the flag goes by value. */
+        if (ioctl(listener, _IOW('!', 4, unsigned long long), 1UL) != 0) perror("SET_FLAGS");
+    }
     pthread_t t; pthread_create(&t, NULL, supervisor, NULL);
     struct stat st; struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
