@@ -6,6 +6,8 @@
 //! its physical path ([`lookup`], [`open`]) and failures are answered with their errno. This
 //! thread never calls ptrace.
 
+mod change;
+mod identity;
 mod lookup;
 mod open;
 
@@ -13,8 +15,8 @@ use crate::arch::Regs;
 use crate::filter::Verdict;
 use crate::handlers::{self, path, procfs, Action, Ctx, Decision};
 use crate::memory;
-use crate::syscalls::{Kind, Table};
-use crate::task::Fs;
+use crate::syscalls::{Kind, Table, AT_EMPTY_PATH};
+use crate::task::{AfterExit, Fs};
 use roost_vfs::Namespace;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -23,7 +25,9 @@ use std::sync::{Arc, Mutex};
 
 /// The syscalls delivered as notifications. An O_PATH open still takes a ptrace stop: the
 /// kernel will not hand an O_PATH descriptor to another process. openat2 keeps its flags in
-/// memory the filter cannot read, so it stays with ptrace altogether.
+/// memory the filter cannot read, so it stays with ptrace altogether, as do linkat with
+/// AT_EMPTY_PATH (it names the caller's descriptor), the calls with buffers (xattrs, utime,
+/// statfs), chdir, getcwd, exec and the socket calls.
 pub const NOTIFIED: &[(&str, Verdict)] = &[
     ("stat", Verdict::Notify),
     ("lstat", Verdict::Notify),
@@ -35,6 +39,33 @@ pub const NOTIFIED: &[(&str, Verdict)] = &[
     ("readlink", Verdict::Notify),
     ("readlinkat", Verdict::Notify),
     ("creat", Verdict::Notify),
+    ("mkdir", Verdict::Notify),
+    ("mkdirat", Verdict::Notify),
+    ("mknod", Verdict::Notify),
+    ("mknodat", Verdict::Notify),
+    ("rmdir", Verdict::Notify),
+    ("unlink", Verdict::Notify),
+    ("unlinkat", Verdict::Notify),
+    ("rename", Verdict::Notify),
+    ("renameat", Verdict::Notify),
+    ("renameat2", Verdict::Notify),
+    ("link", Verdict::Notify),
+    (
+        "linkat",
+        Verdict::NotifyUnless {
+            arg: 4,
+            bits: AT_EMPTY_PATH as u32,
+        },
+    ),
+    ("symlink", Verdict::Notify),
+    ("symlinkat", Verdict::Notify),
+    ("chmod", Verdict::Notify),
+    ("fchmodat", Verdict::Notify),
+    ("fchmodat2", Verdict::Notify),
+    ("chown", Verdict::Notify),
+    ("lchown", Verdict::Notify),
+    ("fchownat", Verdict::Notify),
+    ("truncate", Verdict::Notify),
     (
         "open",
         Verdict::NotifyUnless {
@@ -176,9 +207,11 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             .ok()
             .map(|p| (at, p))
     });
-    let needs_cwd = path.as_ref().map_or(true, |(_, p)| {
-        p.first() != Some(&b'/') || p.starts_with(b"/proc")
-    });
+    let two_paths = matches!(kind, Kind::Path { args, .. } if args.len() > 1);
+    let needs_cwd = two_paths
+        || path.as_ref().map_or(true, |(_, p)| {
+            p.first() != Some(&b'/') || p.starts_with(b"/proc")
+        });
     let physical_cwd = if needs_cwd {
         std::fs::read_link(format!("/proc/{tid}/cwd"))
             .map(|p| p.into_os_string().into_encoded_bytes())
@@ -208,7 +241,11 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             known_path: path.as_ref().map(|(at, p)| (*at, p.as_slice())),
         };
         match kind {
-            Kind::Path { args, .. } => path::handle(&mut ctx, args, false, false),
+            Kind::Path {
+                args,
+                mutates,
+                cross,
+            } => path::handle(&mut ctx, args, mutates, cross),
             Kind::Readlink {
                 dirfd,
                 path,
@@ -218,18 +255,53 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             _ => Decision::pass(),
         }
     };
+    // A change that may turn names into symlinks or back is made here even when it passes,
+    // so the cache is cleared after it (see `change`).
+    let Decision {
+        action,
+        after,
+        physical,
+        ..
+    } = decision;
+    let mutating = matches!(kind, Kind::Path { mutates: true, .. }) && change::is_change(name);
     // Acting on what was read from the caller's memory needs the caller to be still waiting
     // (not a new process with a recycled pid); a verdict alone is harmless if it is not.
     let id = req.id;
-    let acts = matches!(
-        decision.action,
-        Action::Emulate { .. } | Action::Rewrite { .. }
-    );
+    let acts = match action {
+        Action::Emulate { .. } | Action::Rewrite { .. } => true,
+        Action::Pass => mutating,
+        Action::Fail(_) => false,
+    };
     // SAFETY: checks a notification id.
     if acts && unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &id) } != 0 {
         return Reply::errno(libc::ENOENT);
     }
-    match decision.action {
+    let other_identity = shared.credentials_changed.load(Ordering::Relaxed);
+    let make_change = |rewrite| {
+        let Kind::Path { args, .. } = kind else {
+            unreachable!("changes are path calls")
+        };
+        let c = change::Change {
+            nr,
+            name,
+            regs: &regs,
+            tid,
+            paths: args,
+        };
+        let result = change::perform(&c, rewrite, other_identity);
+        if let Some(AfterExit::Invalidate(names)) = &after {
+            let mut ns = shared.ns.lock().expect("namespace lock");
+            for logical in names {
+                ns.invalidate_under(logical);
+            }
+        }
+        match result {
+            Ok(v) => Reply::value(v),
+            Err(e) => Reply::errno(e),
+        }
+    };
+    match action {
+        Action::Pass if mutating => make_change(None),
         Action::Pass => CONTINUE,
         Action::Fail(e) => Reply::errno(e),
         Action::Emulate { ret, writes } => {
@@ -240,9 +312,11 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             }
             Reply::value(ret)
         }
-        Action::Rewrite { .. } => match decision.physical {
+        Action::Rewrite { scratch, args } if change::is_change(name) => {
+            make_change(Some((scratch, args)))
+        }
+        Action::Rewrite { .. } => match physical {
             Some(p) if open::is_open(name) => {
-                let other_identity = shared.credentials_changed.load(Ordering::Relaxed);
                 open::emulate(name, &regs, tid, &p, other_identity, (fd, id))
             }
             Some(p) => match lookup::emulate(name, &regs, tid, &p) {

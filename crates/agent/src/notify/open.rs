@@ -4,12 +4,12 @@
 //! notification with the new descriptor's number. A FIFO's open blocks until its other end
 //! arrives, so it runs on a thread of its own and the supervisor goes on.
 
+use super::identity::{as_caller, prepare, Identity};
 use super::{send, Reply};
 use crate::arch::Regs;
 use crate::handlers::path::open_follows;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::OnceLock;
 
 /// True for the calls this module performs (openat2 and O_PATH opens take ptrace stops).
 pub fn is_open(name: &str) -> bool {
@@ -26,70 +26,6 @@ fn flags_and_mode(name: &str, regs: &Regs) -> (u64, u64) {
         ),
         _ => (regs.arg(2), regs.arg(3)),
     }
-}
-
-/// What of the caller's identity an open depends on, from `/proc/TID/status`.
-struct Identity {
-    umask: u32,
-    fsuid: u32,
-    fsgid: u32,
-    groups: Vec<u32>,
-}
-
-fn identity(tid: i32) -> Option<Identity> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(str::split_whitespace)
-    };
-    Some(Identity {
-        umask: u32::from_str_radix(field("Umask:")?.next()?, 8).ok()?,
-        fsuid: field("Uid:")?.nth(3)?.parse().ok()?,
-        fsgid: field("Gid:")?.nth(3)?.parse().ok()?,
-        groups: field("Groups:")?.filter_map(|g| g.parse().ok()).collect(),
-    })
-}
-
-/// This process's supplementary groups (fixed for its life).
-fn own_groups() -> &'static [u32] {
-    static GROUPS: OnceLock<Vec<u32>> = OnceLock::new();
-    GROUPS.get_or_init(|| {
-        let mut groups = vec![0u32; 65536];
-        // SAFETY: the buffer holds as many entries as passed.
-        let n = unsafe { libc::getgroups(groups.len() as i32, groups.as_mut_ptr()) };
-        groups.truncate(n.max(0) as usize);
-        groups.sort_unstable();
-        groups
-    })
-}
-
-/// Runs `f` with this thread's file-system identity switched to `who`'s where it differs
-/// from roost's own. Only root can differ from its tracees (they may drop privileges); the
-/// raw syscalls change this thread alone, unlike libc's process-wide wrappers.
-fn as_caller<T>(who: Option<&Identity>, f: impl FnOnce() -> T) -> T {
-    // SAFETY: plain id queries.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let Some(who) = who.filter(|w| {
-        let mut groups = w.groups.clone();
-        groups.sort_unstable();
-        uid == 0 && (w.fsuid != uid || w.fsgid != gid || groups != own_groups())
-    }) else {
-        return f();
-    };
-    let set = |groups: &[u32], gid: u32, uid: u32| {
-        // SAFETY: raw per-thread credential changes with valid arguments.
-        unsafe {
-            libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr());
-            libc::syscall(libc::SYS_setfsgid, gid);
-            libc::syscall(libc::SYS_setfsuid, uid);
-        }
-    };
-    set(&who.groups, who.fsgid, who.fsuid);
-    let out = f();
-    set(own_groups(), gid, uid);
-    out
 }
 
 /// Opens `physical` as the caller asked.
@@ -170,20 +106,10 @@ pub fn emulate(
         return Reply::errno(libc::EINVAL);
     };
     let creates = flags & (libc::O_CREAT | libc::O_TMPFILE) as u64 != 0;
-    let who = if creates || other_identity {
-        match identity(tid) {
-            Some(who) => Some(who),
-            None => return Reply::errno(libc::ESRCH), // the caller is gone
-        }
-    } else {
-        None
+    let who = match prepare(tid, creates, other_identity) {
+        Ok(who) => who,
+        Err(e) => return Reply::errno(e),
     };
-    if creates {
-        if let Some(who) = &who {
-            // SAFETY: this thread has its own fs attributes (see `start`).
-            unsafe { libc::umask(who.umask as libc::mode_t) };
-        }
-    }
     if is_fifo(&physical, open_follows(flags)) {
         // SAFETY: duplicating the live listener for the opener thread.
         let own = unsafe { libc::fcntl(listener, libc::F_DUPFD_CLOEXEC, 0) };

@@ -1,0 +1,109 @@
+//! Name-space and attribute changes (mkdir, rename, link, symlink, unlink, rmdir, chmod,
+//! chown, truncate) made by the notification thread: relative to the cwd and to dirfds,
+//! through `/proc/self/fd`, with bad dirfds, on unmapped and on mapped directories, with and
+//! without notifications — always as the kernel makes them natively. A symlink swapped by
+//! rename must be followed to its new target at once (the resolution cache is cleared after
+//! the change, not before).
+
+mod run_support;
+use run_support::*;
+use std::process::Command;
+
+/// Works in its cwd and prints what it saw.
+const SCRIPT: &str = r#"
+import errno, os
+def code(f):
+    try:
+        r = f()
+        return "ok" if r is None else r
+    except OSError as e:
+        return errno.errorcode[e.errno]
+os.umask(0o022)
+os.mkdir("d")
+with open("d/f", "w") as f:
+    f.write("hello")
+fd = os.open("d", os.O_RDONLY | os.O_DIRECTORY)
+filefd = os.open("d/f", os.O_RDONLY)
+print("mkdirat", code(lambda: os.mkdir("sub", dir_fd=fd)))
+print("renameat", code(lambda: os.rename("sub", "sub2", src_dir_fd=fd, dst_dir_fd=fd)))
+print("linkat", code(lambda: os.link("f", "hard", src_dir_fd=fd, dst_dir_fd=fd)))
+print("symlinkat", code(lambda: os.symlink("f", "soft", dir_fd=fd)))
+print("readlink", os.readlink("d/soft"))
+print("via /proc/self/fd", code(lambda: os.mkdir("/proc/self/fd/%d/viaproc" % fd)))
+print("symlink via /proc/self/fd", code(lambda: os.symlink("f", "/proc/self/fd/%d/procln" % fd)))
+print("bad dirfd", code(lambda: os.mkdir("x", dir_fd=999)), code(lambda: os.unlink("x", dir_fd=999)))
+print("file as dirfd", code(lambda: os.mkdir("x", dir_fd=filefd)), code(lambda: os.unlink("x", dir_fd=filefd)))
+print("unlink missing", code(lambda: os.unlink("d/nope")))
+print("rmdir not empty", code(lambda: os.rmdir("d")))
+print("rmdirat", code(lambda: os.rmdir("sub2", dir_fd=fd)))
+print("unlinkat", code(lambda: os.unlink("hard", dir_fd=fd)))
+os.umask(0o077)
+print("private mkdir", code(lambda: os.mkdir("private")), oct(os.stat("private").st_mode & 0o777))
+os.umask(0o022)
+print("chmod", code(lambda: os.chmod("d/f", 0o640)), oct(os.stat("d/f").st_mode & 0o777))
+print("truncate", code(lambda: os.truncate("d/f", 2)), os.stat("d/f").st_size)
+print("chown", code(lambda: os.chown("d/f", os.getuid(), os.getgid())))
+print("lchown", code(lambda: os.lchown("d/soft", os.getuid(), os.getgid())))
+# An atomic symlink swap, read through the link right before and right after.
+os.mkdir("a"); os.mkdir("b")
+open("a/in-a", "w").close(); open("b/in-b", "w").close()
+os.symlink("a", "cur")
+print("before swap", os.listdir("cur/"))
+os.symlink("b", "cur.new")
+os.rename("cur.new", "cur")
+print("after swap", os.listdir("cur/"))
+os.unlink("cur")
+print("after unlink", code(lambda: os.listdir("cur/")))
+os.symlink("a", "cur")
+print("recreated", os.listdir("cur/"))
+print("tree", sorted(os.listdir(".")), sorted(os.listdir("d")))
+"#;
+
+fn output(cmd: &mut Command) -> String {
+    let o = cmd.output().expect("run");
+    let text =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{text}");
+    text
+}
+
+#[test]
+fn changes_match_the_kernels_own_everywhere() {
+    let native_dir = Tree::new("changes-native");
+    let native = output(
+        Command::new("python3")
+            .args(["-c", SCRIPT])
+            .current_dir(&native_dir.root),
+    );
+    assert!(native.contains("after swap ['in-b']"), "{native}");
+    assert!(native.contains("bad dirfd EBADF EBADF"), "{native}");
+    assert!(native.contains("symlink via /proc/self/fd ok"), "{native}");
+    let elsewhere = Tree::new("changes-elsewhere");
+    for mode in ["notify", "ptrace"] {
+        let extra: &[&str] = if mode == "ptrace" {
+            &["--no-notify"]
+        } else {
+            &[]
+        };
+        // Unmapped: the cwd lies outside every mount, so the calls pass (and the mutating
+        // ones are made by roost through /proc/TID/cwd and /proc/TID/fd).
+        let plain = Tree::new(&format!("changes-plain-{mode}"));
+        let mount = format!("/m={}", elsewhere.s());
+        let mut cmd = roost();
+        cmd.arg("run")
+            .args(extra)
+            .args(["--mount", &mount, "--", "python3", "-c", SCRIPT])
+            .current_dir(&plain.root);
+        assert_eq!(output(&mut cmd), native, "{mode}, unmapped");
+        // Mapped: the same work inside a mount, every path rewritten.
+        let mapped = Tree::new(&format!("changes-mapped-{mode}"));
+        let mount = format!("/m={}", mapped.s());
+        let script = format!("import os\nos.chdir('/m')\n{SCRIPT}");
+        let mut cmd = roost();
+        cmd.arg("run")
+            .args(extra)
+            .args(["--mount", &mount, "--", "python3", "-c", &script]);
+        assert_eq!(output(&mut cmd), native, "{mode}, mapped");
+        assert!(mapped.path("d/soft").symlink_metadata().is_ok());
+    }
+}
