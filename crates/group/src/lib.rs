@@ -21,6 +21,7 @@ pub mod blocks;
 pub mod codec;
 pub mod delegation;
 pub mod fields;
+pub mod fuzz_check;
 pub mod hostset;
 pub mod lines;
 pub mod message;
