@@ -107,3 +107,64 @@ fn changes_match_the_kernels_own_everywhere() {
         assert!(mapped.path("d/soft").symlink_metadata().is_ok());
     }
 }
+
+/// Attribute calls whose buffers roost copies in and out, on absolute paths under the
+/// directory named by the first argument (so that on a mount every path is rewritten).
+const ATTRS: &str = r#"
+import ctypes, errno, os, sys
+os.chdir("/")
+D = sys.argv[1]
+def at(name):
+    return D + "/" + name
+libc = ctypes.CDLL(None, use_errno=True)
+def code(f):
+    try:
+        r = f()
+        return "ok" if r is None else r
+    except OSError as e:
+        return errno.errorcode[e.errno]
+with open(at("f"), "w") as f:
+    f.write("x")
+os.symlink("f", at("l"))
+print("set", code(lambda: os.setxattr(at("f"), "user.colour", b"blue\0green")))
+print("get", code(lambda: os.getxattr(at("f"), "user.colour")))
+print("get through link", code(lambda: os.getxattr(at("l"), "user.colour")))
+print("get link itself", code(lambda: os.getxattr(at("l"), "user.colour", follow_symlinks=False)))
+print("list", code(lambda: sorted(os.listxattr(at("f")))))
+print("size only", libc.syscall(191, at("f").encode(), b"user.colour", None, 0))
+small = ctypes.create_string_buffer(2)
+print("too small", libc.syscall(191, at("f").encode(), b"user.colour", small, 2), errno.errorcode[ctypes.get_errno()])
+print("long name", code(lambda: os.getxattr(at("f"), "user." + "n" * 300)))
+print("remove", code(lambda: os.removexattr(at("f"), "user.colour")), code(lambda: os.listxattr(at("f"))))
+print("missing", code(lambda: os.getxattr(at("f"), "user.colour")))
+os.utime(at("f"), ns=(1_000_000_123, 2_000_000_456))
+st = os.stat(at("f"))
+print("utimensat", st.st_atime_ns, st.st_mtime_ns)
+tv = (ctypes.c_long * 4)(3, 5, 4, 7)
+print("utimes", libc.syscall(235, at("f").encode(), tv), os.stat(at("f")).st_atime_ns, os.stat(at("f")).st_mtime_ns)
+ub = (ctypes.c_long * 2)(8, 9)
+print("utime", libc.syscall(132, at("f").encode(), ub), os.stat(at("f")).st_atime_ns, os.stat(at("f")).st_mtime_ns)
+print("utime missing", libc.syscall(132, at("nope").encode(), ub), errno.errorcode[ctypes.get_errno()])
+sv = os.statvfs(at("f"))
+print("statfs", sv.f_bsize > 0, sv.f_blocks > 0, sv.f_namemax)
+"#;
+
+#[test]
+fn attributes_on_mapped_paths_match_native() {
+    let native_dir = Tree::new("attrs-native");
+    let native = output(Command::new("python3").args(["-c", ATTRS, &native_dir.s()]));
+    assert!(native.contains("get b'blue\\x00green'"), "{native}");
+    assert!(
+        native.contains("utimes 0 3000005000 4000007000"),
+        "{native}"
+    );
+    for extra in [&[][..], &["--no-notify"][..]] {
+        let mapped = Tree::new("attrs-mapped");
+        let mount = format!("/m={}", mapped.s());
+        let mut cmd = roost();
+        cmd.arg("run")
+            .args(extra)
+            .args(["--mount", &mount, "--", "python3", "-c", ATTRS, "/m"]);
+        assert_eq!(output(&mut cmd), native, "{extra:?}");
+    }
+}

@@ -6,6 +6,7 @@
 //! its physical path ([`lookup`], [`open`]) and failures are answered with their errno. This
 //! thread never calls ptrace.
 
+mod attrs;
 mod change;
 mod identity;
 mod lookup;
@@ -26,8 +27,9 @@ use std::sync::{Arc, Mutex};
 /// The syscalls delivered as notifications. An O_PATH open still takes a ptrace stop: the
 /// kernel will not hand an O_PATH descriptor to another process. openat2 keeps its flags in
 /// memory the filter cannot read, so it stays with ptrace altogether, as do linkat with
-/// AT_EMPTY_PATH (it names the caller's descriptor), the calls with buffers (xattrs, utime,
-/// statfs), chdir, getcwd, exec and the socket calls.
+/// AT_EMPTY_PATH (it names the caller's descriptor), the *xattrat calls (their arguments are
+/// structs), inotify/fanotify marks and name_to_handle_at (they act on the caller's
+/// descriptors), chdir, getcwd, chroot, exec and the socket calls.
 pub const NOTIFIED: &[(&str, Verdict)] = &[
     ("stat", Verdict::Notify),
     ("lstat", Verdict::Notify),
@@ -66,6 +68,19 @@ pub const NOTIFIED: &[(&str, Verdict)] = &[
     ("lchown", Verdict::Notify),
     ("fchownat", Verdict::Notify),
     ("truncate", Verdict::Notify),
+    ("getxattr", Verdict::Notify),
+    ("lgetxattr", Verdict::Notify),
+    ("listxattr", Verdict::Notify),
+    ("llistxattr", Verdict::Notify),
+    ("setxattr", Verdict::Notify),
+    ("lsetxattr", Verdict::Notify),
+    ("removexattr", Verdict::Notify),
+    ("lremovexattr", Verdict::Notify),
+    ("statfs", Verdict::Notify),
+    ("utime", Verdict::Notify),
+    ("utimes", Verdict::Notify),
+    ("futimesat", Verdict::Notify),
+    ("utimensat", Verdict::Notify),
     (
         "open",
         Verdict::NotifyUnless {
@@ -318,6 +333,12 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         Action::Rewrite { .. } => match physical {
             Some(p) if open::is_open(name) => {
                 open::emulate(name, &regs, tid, &p, other_identity, (fd, id))
+            }
+            Some(p) if attrs::is_attr(name) => {
+                match attrs::emulate(name, &regs, tid, &p, other_identity) {
+                    Ok(v) => Reply::value(v),
+                    Err(e) => Reply::errno(e),
+                }
             }
             Some(p) => match lookup::emulate(name, &regs, tid, &p) {
                 Ok(v) => Reply::value(v),

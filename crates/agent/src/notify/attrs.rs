@@ -1,0 +1,193 @@
+//! Attribute calls on mapped paths, made by the supervisor on the physical path with the
+//! caller's buffers copied in and out: the path xattr calls, statfs, and the utime family.
+//! (On unmapped paths these calls are answered `CONTINUE` and never reach this module.)
+
+use super::identity::{as_caller, prepare};
+use super::lookup::last_errno;
+use crate::arch::Regs;
+use crate::memory;
+use std::ffi::CString;
+
+/// Linux's limits on xattr names and values.
+const XATTR_NAME_MAX: usize = 255;
+const XATTR_SIZE_MAX: usize = 65536;
+
+/// The calls this module makes.
+pub fn is_attr(name: &str) -> bool {
+    matches!(
+        name,
+        "getxattr"
+            | "lgetxattr"
+            | "listxattr"
+            | "llistxattr"
+            | "setxattr"
+            | "lsetxattr"
+            | "removexattr"
+            | "lremovexattr"
+            | "statfs"
+            | "utime"
+            | "utimes"
+            | "futimesat"
+            | "utimensat"
+    )
+}
+
+fn fault(e: std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EFAULT)
+}
+
+/// An xattr name from the caller (ERANGE when longer than the kernel allows).
+fn xattr_name(tid: i32, addr: u64) -> Result<CString, i32> {
+    let name =
+        memory::read_cstr(tid, addr, XATTR_NAME_MAX + 1).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENAMETOOLONG) => libc::ERANGE,
+            other => other.unwrap_or(libc::EFAULT),
+        })?;
+    CString::new(name).map_err(|_| libc::EINVAL)
+}
+
+/// `len` bytes the caller points at, or a null pointer for a null address.
+fn caller_bytes(tid: i32, addr: u64, len: usize) -> Result<Option<Vec<u8>>, i32> {
+    if addr == 0 {
+        return Ok(None);
+    }
+    let bytes = memory::read(tid, addr, len).map_err(fault)?;
+    if bytes.len() < len {
+        return Err(libc::EFAULT);
+    }
+    Ok(Some(bytes))
+}
+
+fn ptr_of(b: &Option<Vec<u8>>) -> *const libc::c_void {
+    b.as_ref().map_or(std::ptr::null(), |v| v.as_ptr().cast())
+}
+
+/// A syscall result as the caller gets it.
+fn result(rc: i64) -> Result<i64, i32> {
+    if rc < 0 {
+        Err(last_errno())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// Makes attribute call `name` of thread `tid` on `physical`; returns its result or errno.
+pub fn emulate(
+    name: &str,
+    regs: &Regs,
+    tid: i32,
+    physical: &[u8],
+    other_identity: bool,
+) -> Result<i64, i32> {
+    let path = CString::new(physical).map_err(|_| libc::EINVAL)?;
+    let p = path.as_ptr();
+    let who = prepare(tid, false, other_identity)?;
+    let nr = |n: &str| crate::arch::number(n).expect("a known syscall");
+    match name {
+        "getxattr" | "lgetxattr" | "listxattr" | "llistxattr" => {
+            let listing = name.contains("list");
+            let (out, size) = if listing {
+                (regs.arg(1), regs.arg(2) as usize)
+            } else {
+                (regs.arg(2), regs.arg(3) as usize)
+            };
+            let attr = if listing {
+                None
+            } else {
+                Some(xattr_name(tid, regs.arg(1))?)
+            };
+            let mut buf = vec![0u8; size.min(XATTR_SIZE_MAX)];
+            let rc = as_caller(who.as_ref(), || {
+                // SAFETY: valid C strings and a buffer of the length passed.
+                unsafe {
+                    match &attr {
+                        Some(a) => {
+                            libc::syscall(nr(name), p, a.as_ptr(), buf.as_mut_ptr(), buf.len())
+                        }
+                        None => libc::syscall(nr(name), p, buf.as_mut_ptr(), buf.len()),
+                    }
+                }
+            });
+            let n = result(rc)?;
+            if !buf.is_empty() {
+                memory::write(tid, out, &buf[..n as usize]).map_err(fault)?;
+            }
+            Ok(n)
+        }
+        "setxattr" | "lsetxattr" => {
+            let attr = xattr_name(tid, regs.arg(1))?;
+            let size = regs.arg(3) as usize;
+            if size > XATTR_SIZE_MAX {
+                return Err(libc::E2BIG);
+            }
+            let value = caller_bytes(tid, regs.arg(2), size)?;
+            let rc = as_caller(who.as_ref(), || {
+                // SAFETY: valid C strings and a value buffer of `size` bytes (or null).
+                unsafe {
+                    libc::syscall(
+                        nr(name),
+                        p,
+                        attr.as_ptr(),
+                        ptr_of(&value),
+                        size,
+                        regs.arg(4),
+                    )
+                }
+            });
+            result(rc)
+        }
+        "removexattr" | "lremovexattr" => {
+            let attr = xattr_name(tid, regs.arg(1))?;
+            // SAFETY: valid C strings.
+            let rc = as_caller(who.as_ref(), || unsafe {
+                libc::syscall(nr(name), p, attr.as_ptr())
+            });
+            result(rc)
+        }
+        "statfs" => {
+            // SAFETY: the kernel fills the plain-data struct.
+            let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+            // SAFETY: a valid C string and struct.
+            let rc = as_caller(who.as_ref(), || unsafe { libc::statfs(p, &mut st) });
+            result(rc.into())?;
+            // SAFETY: viewing plain data as bytes.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(
+                    (&st as *const libc::statfs).cast::<u8>(),
+                    std::mem::size_of::<libc::statfs>(),
+                )
+            };
+            memory::write(tid, regs.arg(1), bytes).map_err(fault)?;
+            Ok(0)
+        }
+        "utime" | "utimes" | "futimesat" | "utimensat" => {
+            // (times argument, bytes it points at); futimesat's dirfd was made AT_FDCWD by
+            // the rewrite, so it is utimes on the physical path.
+            let (times_arg, len) = match name {
+                "utime" => (1, 16),
+                "utimes" => (1, 32),
+                "futimesat" => (2, 32),
+                _ => (2, 32),
+            };
+            let times = caller_bytes(tid, regs.arg(times_arg), len)?;
+            let rc = as_caller(who.as_ref(), || {
+                // SAFETY: a valid C string and a times array of the kernel's size (or null).
+                unsafe {
+                    match name {
+                        "utime" | "utimes" => libc::syscall(nr(name), p, ptr_of(&times)),
+                        "futimesat" => libc::syscall(nr("utimes"), p, ptr_of(&times)),
+                        _ => libc::syscall(
+                            nr("utimensat"),
+                            libc::AT_FDCWD,
+                            p,
+                            ptr_of(&times),
+                            regs.arg(3),
+                        ),
+                    }
+                }
+            });
+            result(rc)
+        }
+        _ => Err(libc::ENOSYS),
+    }
+}
