@@ -75,22 +75,13 @@ impl Session<'_> {
         };
         self.send_result(0)?;
         self.writer.flush()?;
-        let mut upload = upload;
-        let mut incoming = (&mut self.reader).take(length);
-        let copied = io::copy(&mut incoming, &mut upload.file);
-        // What the client has yet to send: bytes taken from the socket are gone, written or not.
-        let left = incoming.limit();
-        match copied {
-            Ok(n) if n == length => {}
-            // The client left mid-transfer: dropping the upload removes its temporary file.
-            Ok(_) => return Err(Stop::Broken("disconnected during putfile".into())),
-            Err(e) if is_socket_error(&e) => return Err(e.into()),
-            Err(e) => {
-                // The disk refused: consume what is left, answer the error, keep the old file.
-                drop(upload);
-                self.discard_payload(left)?;
-                return self.send_failure(&e.into());
-            }
+        // Spliced from the socket into the file like a large pwrite; a client that leaves
+        // mid-transfer stops the session and dropping the upload removes its temporary file.
+        let (_, failure) = self.write_payload_at(&upload.file, length, 0)?;
+        if let Some(e) = failure {
+            // The disk refused (the rest of the payload is consumed): keep the old file.
+            drop(upload);
+            return self.send_failure(&e.into());
         }
         match upload.commit(self.export) {
             Ok(()) => self.send_result(length as i64),
@@ -142,16 +133,4 @@ impl Session<'_> {
         }
         Ok(hasher.finish())
     }
-}
-
-/// Whether an error from `io::copy` between socket and file came from the socket side.
-fn is_socket_error(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock
-            | io::ErrorKind::TimedOut
-            | io::ErrorKind::ConnectionReset
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::UnexpectedEof
-    )
 }
