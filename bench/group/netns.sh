@@ -7,9 +7,14 @@
 # Each server namespace and the client's namespace hang off one bridge through a veth pair
 # shaped with tc tbf to RATE in both directions, so the client's link is the bottleneck of a
 # flat client, as on a real network. Servers hold a copy of /etc/services; the root relay is
-# the first server of the first namespace. Prints median wall times and the bytes the client
-# read and wrote (strace, one separate run) for pgrep and a 1 MiB pcp, flat and through
-# trees. Uses target/release/roost (or $ROOST).
+# the first server of the first namespace. Prints median wall times, the bytes the client
+# read and wrote (strace, one separate run), the client's CPU time (user+system of its whole
+# process tree, one separate run) and the size of what it printed, for pgrep-like work done
+# five ways — a client visiting the members one by one (`roost cat | grep` in a loop), pdsh
+# and clush -b in exec mode (the same command per member, in parallel), roost pgrep flat and
+# through relay trees — and for a 1 MiB pcp, flat and through trees. pdsh and clush rows
+# appear when the commands are installed (Debian packages pdsh, clustershell).
+# Uses target/release/roost (or $ROOST).
 set -eu
 NS=${1:-16}
 PER=${2:-16}
@@ -64,6 +69,7 @@ while [ "$i" -lt "$NS" ]; do
         name=$(printf 'n%02d-%02d' "$i" "$j")
         ln -s "chirp://$NET.1.$((10 + i)):$((9100 + j))/services" "$WORK/group/$name"
         ln -s "chirp://$NET.1.$((10 + i)):$((9100 + j))/copy" "$WORK/copy/$name"
+        echo "$name" >>"$WORK/hosts"
         j=$((j + 1))
     done
     i=$((i + 1))
@@ -78,7 +84,7 @@ timed() {
     s=$(date +%s.%N)
     "$@" >/dev/null 2>&1 || true
     e=$(date +%s.%N)
-    echo "$e - $s" | bc
+    echo "$e - $s" | bc | awk '{printf "%.3f\n", $1}'
 }
 bytes_io() {
     strace -f -qq -e trace=read,recvfrom,readv,write,sendto,sendmsg,writev \
@@ -87,19 +93,53 @@ bytes_io() {
         if ($0 ~ /(read|recvfrom|readv)\(/) r += $NF; else w += $NF
     } END {print r + 0, w + 0}' "$WORK/trace"
 }
+# cpu_out CMD...: the CPU seconds (user+system, children included) of one run, and the
+# bytes it printed.
+cpu_out() {
+    /usr/bin/time -f "%U %S" -o "$WORK/cpu" "$@" >"$WORK/out" 2>/dev/null || true
+    echo "$(awk '{print $1 + $2}' "$WORK/cpu") $(wc -c <"$WORK/out")"
+}
 run_config() {
     tool=$1; name=$2; shift 2
     t=$(for r in $(seq "$RUNS"); do timed $IN_C "$@"; done | median)
-    set -- $(bytes_io $IN_C "$@")
-    echo "| $tool | $name | $t | $1 | $2 |"
+    set -- $(bytes_io $IN_C "$@") $(cpu_out $IN_C "$@")
+    echo "| $tool | $name | $t | $1 | $2 | $3 | $4 |"
 }
 
 N=$((NS * PER))
 raw=$(cat "$WORK"/s*/services | grep -c udp)
 echo "$N servers in $NS namespaces, links capped at $RATE; grep finds $raw udp lines in all copies"
 echo
-echo "| tool | configuration | median wall (s) | bytes read by client | bytes written by client |"
-echo "|---|---|---|---|---|"
+raw_bytes=$(for d in "$WORK"/s*; do grep -H udp "$d/services"; done | wc -c)
+echo "Plain grep -H over all copies prints $raw_bytes bytes."
+echo
+# One member's share of the pgrep-like work, as pdsh/clush run it per member (%h) and the
+# one-by-one client runs it in a loop: fetch the member's file, keep the matching lines.
+cat >"$WORK/member.sh" <<EOS
+#!/bin/sh
+ROOST_HMAC_KEY="$KEY" "$ROOST" cat "\$(readlink "$WORK/group/\$1")" | grep -F udp
+EOS
+chmod +x "$WORK/member.sh"
+cat >"$WORK/one_by_one.sh" <<EOS
+#!/bin/sh
+while read -r h; do "$WORK/member.sh" "\$h" | sed "s/^/\$h: /"; done <"$WORK/hosts"
+EOS
+chmod +x "$WORK/one_by_one.sh"
+echo "| tool | configuration | median wall (s) | bytes read by client | bytes written by client | client CPU (s) | output bytes |"
+echo "|---|---|---|---|---|---|---|"
+run_config pgrep-like "one by one (roost cat, grep)" "$WORK/one_by_one.sh"
+if command -v pdsh >/dev/null; then
+    run_config pgrep-like "pdsh -R exec -f 32" env PDSH_RCMD_TYPE=exec pdsh -f 32 \
+        -w "^$WORK/hosts" "$WORK/member.sh" %h
+else
+    echo "| pgrep-like | pdsh | not installed | | | | |"
+fi
+if command -v clush >/dev/null; then
+    run_config pgrep-like "clush -b -R exec -f 32" clush -b -R exec -f 32 \
+        -w "$(paste -sd, "$WORK/hosts")" "$WORK/member.sh" %h
+else
+    echo "| pgrep-like | clush | not installed | | | | |"
+fi
 run_config pgrep flat "$ROOST" pgrep --key "$KEY" -F udp "$WORK/group"
 for f in 16 32; do
     run_config pgrep "tree fanout $f" "$ROOST" pgrep --key "$KEY" --relay "$ROOT" --fanout "$f" \
