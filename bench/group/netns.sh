@@ -97,7 +97,8 @@ bytes_io() {
 # bytes it printed.
 cpu_out() {
     /usr/bin/time -f "%U %S" -o "$WORK/cpu" "$@" >"$WORK/out" 2>/dev/null || true
-    echo "$(awk '{print $1 + $2}' "$WORK/cpu") $(wc -c <"$WORK/out")"
+    # (time writes a "Command exited with non-zero status" line first when the tool fails)
+    echo "$(awk 'END {print $1 + $2}' "$WORK/cpu") $(wc -c <"$WORK/out")"
 }
 run_config() {
     tool=$1; name=$2; shift 2
