@@ -408,3 +408,34 @@ fn large_writes_land_intact_and_refused_ones_keep_the_stream_in_step() {
     assert_eq!(c.rpc("whoami 100"), 17);
     assert_eq!(c.bytes(17), b"address:127.0.0.1");
 }
+
+#[test]
+fn large_preads_carry_exact_bytes_up_to_the_end_of_the_file() {
+    // Reads of 64 KiB and more leave a regular file by sendfile: the count in the result
+    // line and the bytes after it must still be exact, near and past the end of the file,
+    // and requests pipelined behind them must stay in step.
+    let server = TestServer::start(ALL);
+    let content: Vec<u8> = (0..300 * 1024u32).map(|i| (i * 7 % 251) as u8).collect();
+    fs::write(server.root().join("big"), &content).unwrap();
+    let mut c = server.connect();
+    let fd = c.rpc("open /big r 0");
+    assert!(fd >= 0);
+    c.line();
+    let k = 1024usize;
+    let cases = [(0, 128 * k), (100 * k + 3, 64 * k), (250 * k, 128 * k), (300 * k, 64 * k)];
+    // All at once, then the answers in order, with a small read between each pair.
+    let mut pipelined = Vec::new();
+    for (offset, length) in cases {
+        pipelined.extend_from_slice(format!("pread {fd} {length} {offset}\n").as_bytes());
+        pipelined.extend_from_slice(format!("pread {fd} 3 1\n").as_bytes());
+    }
+    c.send(&pipelined);
+    for (offset, length) in cases {
+        let expect = &content[offset.min(content.len())..(offset + length).min(content.len())];
+        assert_eq!(c.result(), expect.len() as i64, "pread {length} at {offset}");
+        assert_eq!(c.bytes(expect.len()), expect, "pread {length} at {offset}");
+        assert_eq!(c.result(), 3);
+        assert_eq!(c.bytes(3), &content[1..4]);
+    }
+    assert_eq!(c.rpc(&format!("close {fd}")), 0);
+}

@@ -4,6 +4,7 @@
 
 use std::io::{self, IoSlice, Write};
 use std::net::TcpStream;
+use std::os::fd::AsRawFd;
 
 /// Buffered bytes beyond this are sent at once.
 const CAPACITY: usize = 64 * 1024;
@@ -21,6 +22,34 @@ impl<'a> Output<'a> {
             socket,
             buf: Vec::with_capacity(4096),
         }
+    }
+
+    /// Sends the buffered bytes telling the kernel more follows at once (`MSG_MORE`), so a
+    /// result line and the sendfile after it can share a segment.
+    pub fn flush_more(&mut self) -> io::Result<()> {
+        let mut sent = 0;
+        while sent < self.buf.len() {
+            let rest = &self.buf[sent..];
+            // SAFETY: a send from a live buffer on the live socket.
+            let n = unsafe {
+                libc::send(
+                    self.socket.as_raw_fd(),
+                    rest.as_ptr().cast(),
+                    rest.len(),
+                    libc::MSG_MORE | libc::MSG_NOSIGNAL,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            sent += n as usize;
+        }
+        self.buf.clear();
+        Ok(())
     }
 
     /// The socket itself, for transfers that bypass the buffer (sendfile); flush first.

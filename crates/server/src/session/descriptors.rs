@@ -2,9 +2,12 @@
 
 use super::*;
 use crate::splice::{Pipe, SpliceError};
+use std::os::fd::RawFd;
 
 /// Payloads at least this large move from the socket to the file by splice.
 const SPLICE_FROM: u64 = 64 * 1024;
+/// Reads at least this large leave a regular file by sendfile (one copy instead of two).
+const SENDFILE_FROM: usize = 64 * 1024;
 
 impl Session<'_> {
     // ---- file descriptors -----------------------------------------------------------------
@@ -39,6 +42,14 @@ impl Session<'_> {
         let Some(open) = self.files.get(&fd) else {
             return self.send_error(ErrorCode::BadFd);
         };
+        if length >= SENDFILE_FROM {
+            // (An empty reply is a line alone: it takes the ordinary path.)
+            if let Some(n) = regular_span(&open.file, offset, length).filter(|&n| n > 0) {
+                let file = open.file.as_raw_fd();
+                self.send_result(n as i64)?;
+                return self.send_file_range(file, offset, n);
+            }
+        }
         if self.buffer.len() < length {
             self.buffer.resize(length, 0);
         }
@@ -46,6 +57,36 @@ impl Session<'_> {
             Ok(n) => self.send_read(n, None),
             Err(e) => self.send_read(0, Some(e)),
         }
+    }
+
+    /// Sends `n` bytes of `file` from `offset` after the queued result line, by sendfile. A
+    /// file that shrank since its size was taken cannot keep the count already promised:
+    /// the connection is closed, so the client sees a short transfer, never wrong data.
+    fn send_file_range(&mut self, file: RawFd, offset: u64, n: u64) -> Step {
+        self.writer.flush_more()?;
+        let socket = self.writer.socket().as_raw_fd();
+        let mut at = offset as libc::off_t;
+        let mut left = n;
+        while left > 0 {
+            // SAFETY: both descriptors are open for the whole call; `at` is a valid offset.
+            let sent = unsafe { libc::sendfile(socket, file, &mut at, left as usize) };
+            match sent {
+                0 => {
+                    return Err(Stop::Broken(format!(
+                        "file shrank during pread ({} of {n} bytes)",
+                        n - left
+                    )))
+                }
+                s if s > 0 => left -= s as u64,
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e.into());
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Answers a read that produced `done` bytes in the scratch buffer: the bytes, unless it
@@ -235,6 +276,20 @@ fn pread_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         }
     }
     Ok(done)
+}
+
+/// For a regular file, how many of `length` bytes from `offset` it holds now; `None` for
+/// other files (pipes, devices), whose reads take the copying path.
+fn regular_span(file: &File, offset: u64, length: usize) -> Option<u64> {
+    let st = crate::export::fstat(file.as_raw_fd()).ok()?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    Some(
+        (st.st_size as u64)
+            .saturating_sub(offset)
+            .min(length as u64),
+    )
 }
 
 /// Whether `file` was opened for appending (splice cannot write to such files).
