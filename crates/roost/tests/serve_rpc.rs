@@ -422,7 +422,12 @@ fn large_preads_carry_exact_bytes_up_to_the_end_of_the_file() {
     assert!(fd >= 0);
     c.line();
     let k = 1024usize;
-    let cases = [(0, 128 * k), (100 * k + 3, 64 * k), (250 * k, 128 * k), (300 * k, 64 * k)];
+    let cases = [
+        (0, 128 * k),
+        (100 * k + 3, 64 * k),
+        (250 * k, 128 * k),
+        (300 * k, 64 * k),
+    ];
     // All at once, then the answers in order, with a small read between each pair.
     let mut pipelined = Vec::new();
     for (offset, length) in cases {
@@ -432,7 +437,11 @@ fn large_preads_carry_exact_bytes_up_to_the_end_of_the_file() {
     c.send(&pipelined);
     for (offset, length) in cases {
         let expect = &content[offset.min(content.len())..(offset + length).min(content.len())];
-        assert_eq!(c.result(), expect.len() as i64, "pread {length} at {offset}");
+        assert_eq!(
+            c.result(),
+            expect.len() as i64,
+            "pread {length} at {offset}"
+        );
         assert_eq!(c.bytes(expect.len()), expect, "pread {length} at {offset}");
         assert_eq!(c.result(), 3);
         assert_eq!(c.bytes(3), &content[1..4]);
