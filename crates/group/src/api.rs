@@ -459,17 +459,12 @@ impl Group {
     }
 
     pub fn write(&mut self, data: &[u8]) -> Result<Outcome, GroupError> {
-        self.run(
-            FileOp::Write,
-            Op::Write {
-                data: data.to_vec(),
-            },
-        )
+        self.run(FileOp::Write, Op::Write { data: data.into() })
     }
 
     pub fn pwrite(&mut self, data: &[u8], offset: u64) -> Result<Outcome, GroupError> {
         let op = Op::Pwrite {
-            data: data.to_vec(),
+            data: data.into(),
             offset,
         };
         self.run(FileOp::Pwrite, op)

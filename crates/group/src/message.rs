@@ -13,6 +13,7 @@ use crate::codec::{DecodeError, Decoder, Encoder};
 use crate::delegation::Token;
 use crate::ranges::IndexSet;
 use roost_wire::OpenFlags;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// One member file: its index in the group, its server (`host:port`) and its path there.
@@ -112,9 +113,11 @@ pub enum Whence {
     End,
 }
 
-/// A group file operation.
+/// A group file operation. Data to write is borrowed where it can be (a relay's from the
+/// request it received, a client's from the caller's buffer), so a 1 MiB write is not copied
+/// again at every node.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Op {
+pub enum Op<'a> {
     /// Read up to `length` bytes at each member's offset, advancing it.
     Read {
         length: u64,
@@ -125,10 +128,10 @@ pub enum Op {
     },
     /// Write `data` at each member's offset, advancing it.
     Write {
-        data: Vec<u8>,
+        data: Cow<'a, [u8]>,
     },
     Pwrite {
-        data: Vec<u8>,
+        data: Cow<'a, [u8]>,
         offset: u64,
     },
     Lseek {
@@ -154,7 +157,7 @@ pub enum Op {
     ProcTable,
 }
 
-impl Op {
+impl Op<'_> {
     pub fn name(&self) -> &'static str {
         match self {
             Op::Read { .. } => "read",
@@ -206,7 +209,7 @@ impl Op {
         }
     }
 
-    fn decode(d: &mut Decoder<'_>) -> Result<Op, DecodeError> {
+    fn decode<'a>(d: &mut Decoder<'a>) -> Result<Op<'a>, DecodeError> {
         Ok(match d.text()?.as_str() {
             "read" => Op::Read { length: d.uint()? },
             "pread" => Op::Pread {
@@ -214,10 +217,10 @@ impl Op {
                 offset: d.uint()?,
             },
             "write" => Op::Write {
-                data: d.blob()?.to_vec(),
+                data: Cow::Borrowed(d.blob()?),
             },
             "pwrite" => Op::Pwrite {
-                data: d.blob()?.to_vec(),
+                data: Cow::Borrowed(d.blob()?),
                 offset: d.uint()?,
             },
             "lseek" => Op::Lseek {
@@ -249,8 +252,8 @@ impl Op {
 
 /// `group_op`'s payload.
 #[derive(Clone, Debug, PartialEq)]
-pub struct OpRequest {
-    pub op: Op,
+pub struct OpRequest<'a> {
+    pub op: Op<'a>,
     pub status: StatusAggr,
     pub data: DataAggr,
     /// Only these members take part (`None`: all); the others are left alone and are
@@ -258,7 +261,7 @@ pub struct OpRequest {
     pub only: Option<IndexSet>,
 }
 
-impl OpRequest {
+impl<'a> OpRequest<'a> {
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Encoder::new();
         self.op.encode(&mut e);
@@ -275,7 +278,7 @@ impl OpRequest {
         e.finish()
     }
 
-    pub fn decode(bytes: &[u8]) -> Result<OpRequest, DecodeError> {
+    pub fn decode(bytes: &'a [u8]) -> Result<OpRequest<'a>, DecodeError> {
         let mut d = Decoder::new(bytes);
         let op = Op::decode(&mut d)?;
         let status = StatusAggr::parse(&d.text()?).ok_or(DecodeError("unknown aggregation"))?;
@@ -444,10 +447,10 @@ mod tests {
                 offset: 2,
             },
             Op::Write {
-                data: b"x y".to_vec(),
+                data: b"x y".to_vec().into(),
             },
             Op::Pwrite {
-                data: vec![0, 10],
+                data: vec![0, 10].into(),
                 offset: 9,
             },
             Op::Lseek {

@@ -43,7 +43,7 @@ fn seeds() -> Vec<Vec<u8>> {
             offset: 1 << 40,
         },
         Op::Write {
-            data: b"a b\n".to_vec(),
+            data: b"a b\n".to_vec().into(),
         },
         Op::Lseek {
             offset: -3,
