@@ -13,7 +13,11 @@
 # five ways — a client visiting the members one by one (`roost cat | grep` in a loop), pdsh
 # and clush -b in exec mode (the same command per member, in parallel), roost pgrep flat and
 # through relay trees — and for a 1 MiB pcp, flat and through trees. pdsh and clush rows
-# appear when the commands are installed (Debian packages pdsh, clustershell).
+# appear when the commands are installed (Debian packages pdsh, clustershell). A last column
+# gives the CPU time all the servers spent in the client's CPU-time run (user+system from
+# /proc/PID/stat before and after), where the tree's work happens; a tool that exited
+# non-zero in that run is marked "exit N" beside its CPU time.
+# ONLY=pgrep or ONLY=pcp runs only those rows (pcp alone, to see how it grows with N).
 # Uses target/release/roost (or $ROOST).
 set -eu
 NS=${1:-16}
@@ -93,23 +97,32 @@ bytes_io() {
         if ($0 ~ /(read|recvfrom|readv)\(/) r += $NF; else w += $NF
     } END {print r + 0, w + 0}' "$WORK/trace"
 }
-# cpu_out CMD...: the CPU seconds (user+system, children included) of one run, and the
-# bytes it printed.
+# servers_cpu: user+system seconds all the servers have used so far.
+servers_cpu() {
+    for p in $(cat "$WORK/pids"); do cat "/proc/$p/stat" 2>/dev/null || true; done |
+        awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); t += $12 + $13} END {print t / hz}'
+}
+# cpu_out CMD...: the CPU seconds (user+system, children included) of one run ("+exit N"
+# if it failed), the bytes it printed, and the servers' CPU seconds meanwhile.
 cpu_out() {
+    before=$(servers_cpu)
     /usr/bin/time -f "%U %S" -o "$WORK/cpu" "$@" >"$WORK/out" 2>/dev/null || true
-    # (time writes a "Command exited with non-zero status" line first when the tool fails)
-    echo "$(awk 'END {print $1 + $2}' "$WORK/cpu") $(wc -c <"$WORK/out")"
+    after=$(servers_cpu)
+    # (time writes a "Command exited with non-zero status N" line first when the tool fails)
+    echo "$(awk '/exited with non-zero/ {e = "+exit_" $NF} END {print $1 + $2 e}' "$WORK/cpu")" \
+        "$(wc -c <"$WORK/out")" "$(echo "$after - $before" | bc | awk '{printf "%.2f", $1}')"
 }
 run_config() {
     tool=$1; name=$2; shift 2
     t=$(for r in $(seq "$RUNS"); do timed $IN_C "$@"; done | median)
     set -- $(bytes_io $IN_C "$@") $(cpu_out $IN_C "$@")
-    echo "| $tool | $name | $t | $1 | $2 | $3 | $4 |"
+    echo "| $tool | $name | $t | $1 | $2 | $(echo "$3" | tr _+ ' ,') | $4 | $5 |"
 }
 
 N=$((NS * PER))
 raw=$(cat "$WORK"/s*/services | grep -c udp)
 echo "$N servers in $NS namespaces, links capped at $RATE; grep finds $raw udp lines in all copies"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 raw_bytes=$(for d in "$WORK"/s*; do grep -H udp "$d/services"; done | wc -c)
 echo "Plain grep -H over all copies prints $raw_bytes bytes."
@@ -126,28 +139,34 @@ cat >"$WORK/one_by_one.sh" <<EOS
 while read -r h; do "$WORK/member.sh" "\$h" | sed "s/^/\$h: /"; done <"$WORK/hosts"
 EOS
 chmod +x "$WORK/one_by_one.sh"
-echo "| tool | configuration | median wall (s) | bytes read by client | bytes written by client | client CPU (s) | output bytes |"
-echo "|---|---|---|---|---|---|---|"
+echo "| tool | configuration | median wall (s) | bytes read by client | bytes written by client | client CPU (s) | output bytes | servers' CPU (s) |"
+echo "|---|---|---|---|---|---|---|---|"
+if [ "${ONLY:-pgrep}" = pgrep ]; then
 run_config pgrep-like "one by one (roost cat, grep)" "$WORK/one_by_one.sh"
 if command -v pdsh >/dev/null; then
     run_config pgrep-like "pdsh -R exec -f 32" env PDSH_RCMD_TYPE=exec pdsh -f 32 \
         -w "^$WORK/hosts" "$WORK/member.sh" %h
 else
-    echo "| pgrep-like | pdsh | not installed | | | | |"
+    echo "| pgrep-like | pdsh | not installed | | | | | |"
 fi
 if command -v clush >/dev/null; then
     run_config pgrep-like "clush -b -R exec -f 32" clush -b -R exec -f 32 \
         -w "$(paste -sd, "$WORK/hosts")" "$WORK/member.sh" %h
 else
-    echo "| pgrep-like | clush | not installed | | | | |"
+    echo "| pgrep-like | clush | not installed | | | | | |"
 fi
 run_config pgrep flat "$ROOST" pgrep --key "$KEY" -F udp "$WORK/group"
 for f in 16 32; do
     run_config pgrep "tree fanout $f" "$ROOST" pgrep --key "$KEY" --relay "$ROOT" --fanout "$f" \
         -F udp "$WORK/group"
 done
+fi
+if [ "${ONLY:-pcp}" = pcp ]; then
 run_config "pcp 1 MiB" flat "$ROOST" pcp --key "$KEY" "$WORK/payload" "$WORK/copy"
 for f in 16 32; do
     run_config "pcp 1 MiB" "tree fanout $f" "$ROOST" pcp --key "$KEY" --relay "$ROOT" \
         --fanout "$f" "$WORK/payload" "$WORK/copy"
 done
+fi
+echo
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
