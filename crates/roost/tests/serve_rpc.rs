@@ -448,3 +448,19 @@ fn large_preads_carry_exact_bytes_up_to_the_end_of_the_file() {
     }
     assert_eq!(c.rpc(&format!("close {fd}")), 0);
 }
+
+#[test]
+fn large_preads_on_write_only_descriptors_are_refused_in_step() {
+    // Such reads must fail before a count is promised (sendfile would fail after it).
+    let server = TestServer::start(ALL);
+    fs::write(server.root().join("w"), vec![7u8; 200 * 1024]).unwrap();
+    let mut c = server.connect();
+    let fd = c.rpc("open /w w 0");
+    assert!(fd >= 0);
+    c.line();
+    c.send(format!("pread {fd} 131072 0\npread {fd} 3 0\n").as_bytes());
+    assert_eq!(c.result(), -12, "BAD_FD");
+    assert_eq!(c.result(), -12, "BAD_FD");
+    assert_eq!(c.rpc("whoami 100"), 17);
+    assert_eq!(c.bytes(17), b"address:127.0.0.1");
+}

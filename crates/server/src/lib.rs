@@ -12,6 +12,7 @@ pub mod acl;
 pub mod auth;
 pub mod digest;
 pub mod export;
+pub mod input;
 pub mod jail;
 pub mod listener;
 pub mod log;

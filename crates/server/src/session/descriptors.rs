@@ -27,8 +27,15 @@ impl Session<'_> {
                 let fd = (0..)
                     .find(|n| !self.files.contains_key(n))
                     .expect("a free number");
-                let writable = libc_flags & libc::O_ACCMODE != libc::O_RDONLY;
-                self.files.insert(fd, OpenFile { file, writable });
+                let mode = libc_flags & libc::O_ACCMODE;
+                self.files.insert(
+                    fd,
+                    OpenFile {
+                        file,
+                        readable: mode != libc::O_WRONLY,
+                        writable: mode != libc::O_RDONLY,
+                    },
+                );
                 self.send_result(fd)?;
                 self.writer.write_all(&Stat::from(&stat).to_line())?;
                 Ok(())
@@ -42,8 +49,9 @@ impl Session<'_> {
         let Some(open) = self.files.get(&fd) else {
             return self.send_error(ErrorCode::BadFd);
         };
-        if length >= SENDFILE_FROM {
-            // (An empty reply is a line alone: it takes the ordinary path.)
+        if length >= SENDFILE_FROM && open.readable {
+            // (An empty reply is a line alone, and a descriptor not open for reading fails
+            // before any byte is promised: both take the ordinary path.)
             if let Some(n) = regular_span(&open.file, offset, length).filter(|&n| n > 0) {
                 let file = open.file.as_raw_fd();
                 self.send_result(n as i64)?;
@@ -173,10 +181,14 @@ impl Session<'_> {
             self.pipe = Some(Pipe::new().map_err(Stop::from)?);
         }
         let pipe = self.pipe.as_ref().expect("just made");
-        let socket = self.reader.get_ref().as_raw_fd();
+        let socket = self.reader.socket().as_raw_fd();
         let rest = length - buffered as u64;
         match pipe.socket_to_file(socket, file.as_raw_fd(), offset + buffered as u64, rest) {
-            Ok(()) => Ok((length, None)),
+            Ok(()) => {
+                // Another large write most likely follows: read its line without its payload.
+                self.reader.short_fills(true);
+                Ok((length, None))
+            }
             Err(SpliceError::Socket(e)) => Err(e.into()),
             Err(SpliceError::File {
                 written,

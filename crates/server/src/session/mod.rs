@@ -9,6 +9,7 @@ mod dispatch;
 mod transfers;
 
 use crate::export::{Export, OpError, OpResult};
+use crate::input::Input;
 use crate::jail::JailPath;
 use crate::listener::Shared;
 use crate::log::{self, Level};
@@ -17,7 +18,7 @@ use roost_wire::{listing, reply, ErrorCode, OpenFlags, Request, Rights, Stat, St
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
@@ -48,6 +49,7 @@ pub struct Summary {
 /// An open file of the session, with how it was opened.
 struct OpenFile {
     file: File,
+    readable: bool,
     writable: bool,
 }
 
@@ -75,7 +77,7 @@ struct Session<'a> {
     export: &'a Export,
     shared: &'a Shared,
     subject: String,
-    reader: BufReader<&'a TcpStream>,
+    reader: Input<'a>,
     writer: Output<'a>,
     files: BTreeMap<i64, OpenFile>,
     /// Scratch space for reads and writes, grown on demand.
@@ -107,7 +109,7 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
     let _ = stream.set_read_timeout(Some(crate::auth::HANDSHAKE_READ_TIMEOUT));
     let _ = stream.set_write_timeout(Some(shared.limits.stall_timeout));
     // Both directions share the one socket descriptor: a thousand clients cost a thousand fds.
-    let mut reader = BufReader::with_capacity(READ_BUFFER, &stream);
+    let mut reader = Input::new(&stream, READ_BUFFER);
     let mut writer = Output::new(&stream);
     let subject = match crate::auth::accept(&shared.auth, peer.ip(), &mut reader, &mut writer) {
         Ok(Some(subject)) => subject,
@@ -171,6 +173,8 @@ impl Session<'_> {
             *requests += 1;
             let started = Instant::now();
             let request = Request::parse(&line);
+            // Full-sized fills again, unless this request splices a payload (see `Input`).
+            self.reader.short_fills(false);
             let outcome = match &request {
                 Ok(request) => self.handle(request),
                 Err(WireError::Empty) => continue,

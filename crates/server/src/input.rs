@@ -1,0 +1,136 @@
+//! The request side of a connection: a read buffer over the socket whose fills can be kept
+//! short.
+//!
+//! An ordinary buffered read of a request line drags up to a buffer's worth of whatever
+//! follows it into memory. When that is the payload of a large `pwrite`, those bytes cost a
+//! second copy on their way into the file, where the rest of the payload is spliced from the
+//! socket without passing through the server's memory. So right after a spliced payload, when
+//! the next request is most likely another large write, fills stop after a few hundred bytes:
+//! enough for a request line, leaving nearly all of the next payload in the socket.
+
+use std::io::{self, BufRead, Read};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+
+/// Most bytes a short fill asks for: a typical request line and a little more.
+const SHORT_FILL: usize = 256;
+
+pub struct Input<'a> {
+    socket: &'a TcpStream,
+    /// Received bytes; `buf.len()` is how far the buffer is filled, its capacity the most
+    /// one fill takes. Only what the kernel writes is ever touched, so an idle connection's
+    /// buffer costs almost no memory.
+    buf: Vec<u8>,
+    /// How much of `buf` has been consumed.
+    pos: usize,
+    short: bool,
+}
+
+impl<'a> Input<'a> {
+    pub fn new(socket: &'a TcpStream, capacity: usize) -> Input<'a> {
+        Input {
+            socket,
+            buf: Vec::with_capacity(capacity),
+            pos: 0,
+            short: false,
+        }
+    }
+
+    /// Makes the following fills short (see the module comment) or full-sized again.
+    pub fn short_fills(&mut self, short: bool) {
+        self.short = short;
+    }
+
+    /// The bytes received but not consumed yet.
+    pub fn buffer(&self) -> &[u8] {
+        &self.buf[self.pos..]
+    }
+
+    /// The socket itself, for splicing; take what [`Input::buffer`] holds first.
+    pub fn socket(&self) -> &'a TcpStream {
+        self.socket
+    }
+
+    /// Reads into the spare room of the emptied buffer, at most `max` bytes.
+    fn refill(&mut self, max: usize) -> io::Result<()> {
+        self.buf.clear();
+        self.pos = 0;
+        let want = max.min(self.buf.capacity());
+        loop {
+            // SAFETY: the kernel writes at most `want` bytes into the vector's spare capacity,
+            // which holds at least that many; only the bytes it reports written become part
+            // of the vector.
+            let n =
+                unsafe { libc::read(self.socket.as_raw_fd(), self.buf.as_mut_ptr().cast(), want) };
+            if n >= 0 {
+                unsafe { self.buf.set_len(n as usize) };
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+impl Read for Input<'_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        // A large read with nothing buffered goes straight from the socket.
+        if self.pos == self.buf.len() && out.len() >= self.buf.capacity() {
+            return (&*self.socket).read(out);
+        }
+        let buffered = self.fill_buf()?;
+        let n = buffered.len().min(out.len());
+        out[..n].copy_from_slice(&buffered[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for Input<'_> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        if self.pos == self.buf.len() {
+            let max = if self.short {
+                SHORT_FILL
+            } else {
+                self.buf.capacity()
+            };
+            self.refill(max)?;
+        }
+        Ok(self.buffer())
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.buf.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    #[test]
+    fn short_fills_leave_the_rest_in_the_socket() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let mut data = b"first line\n".to_vec();
+        data.extend((0..5000u32).map(|i| i as u8));
+        client.write_all(&data).unwrap();
+        client.shutdown(std::net::Shutdown::Write).unwrap();
+
+        let mut input = Input::new(&server, 32 * 1024);
+        input.short_fills(true);
+        let mut line = Vec::new();
+        input.read_until(b'\n', &mut line).unwrap();
+        assert_eq!(line, b"first line\n");
+        assert!(input.buffer().len() <= SHORT_FILL - line.len());
+        input.short_fills(false);
+        let mut rest = Vec::new();
+        input.read_to_end(&mut rest).unwrap();
+        assert_eq!(rest, data[line.len()..]);
+    }
+}
