@@ -153,7 +153,6 @@ impl Client {
         let depth = depth.max(1);
         let end = offset.saturating_add(len);
         self.guard(|c| {
-            let mut buf = vec![0u8; block as usize];
             let mut in_flight: VecDeque<(u64, u64)> = VecDeque::with_capacity(depth);
             let mut next = offset;
             let mut stale = 0usize; // replies still to discard after a short read
@@ -161,7 +160,10 @@ impl Client {
             let mut at_eof = false;
             let mut delivered = 0u64;
             loop {
-                while stop.is_none() && !at_eof && in_flight.len() < depth && next < end {
+                // The pipeline is topped up once half of it has been answered, so requests
+                // leave in batches (one send for several) rather than one at a time.
+                let refill = in_flight.len() <= depth / 2;
+                while refill && stop.is_none() && !at_eof && in_flight.len() < depth && next < end {
                     let n = block.min(end - next);
                     c.send(
                         &Request::Pread {
@@ -191,17 +193,18 @@ impl Client {
                     }
                     Err(e) => return Err(e),
                 };
-                c.reader.read_exact(&mut buf[..got as usize])?;
-                if stale > 0 {
-                    stale -= 1;
+                if stale > 0 || stop.is_some() || at_eof {
+                    c.copy_reply(got, &mut io::sink())?;
+                    stale = stale.saturating_sub(1);
                     continue;
                 }
-                if stop.is_some() || at_eof {
-                    continue;
-                }
-                if let Err(e) = sink.write_all(&buf[..got as usize]) {
-                    stop = Some(Error::Local(e));
-                    continue;
+                match c.copy_reply(got, sink) {
+                    Ok(()) => {}
+                    Err(e @ Error::Local(_)) => {
+                        stop = Some(e);
+                        continue;
+                    }
+                    Err(e) => return Err(e),
                 }
                 delivered += got;
                 if got == 0 {
@@ -319,7 +322,8 @@ impl Client {
         })
     }
 
-    /// Copies exactly `n` reply bytes to `sink`. If the sink fails the rest is still read
+    /// Copies exactly `n` reply bytes to `sink`, straight from the connection's read buffer
+    /// (the bytes are copied once, by the kernel). If the sink fails the rest is still read
     /// off the connection, so it stays usable, and the sink's error is returned.
     fn copy_reply(&mut self, mut n: u64, sink: &mut dyn Write) -> Result<()> {
         let mut failed: Option<io::Error> = None;
