@@ -464,3 +464,20 @@ fn large_preads_on_write_only_descriptors_are_refused_in_step() {
     assert_eq!(c.rpc("whoami 100"), 17);
     assert_eq!(c.bytes(17), b"address:127.0.0.1");
 }
+
+#[test]
+fn whole_file_replies_carry_exact_bytes_past_one_sendfile() {
+    // getfile and getstream send file data by sendfile in 1 MiB calls: a file of several
+    // calls and a ragged end must arrive whole, and getfile's connection stays in step.
+    let server = TestServer::start(ALL);
+    let content: Vec<u8> = (0..(3 << 20) + 4321u32).map(|i| (i % 253) as u8).collect();
+    fs::write(server.root().join("f"), &content).unwrap();
+    let mut c = server.connect();
+    assert_eq!(c.rpc("getfile /f"), content.len() as i64);
+    assert!(c.bytes(content.len()) == content);
+    assert_eq!(c.rpc("whoami 100"), 17);
+    assert_eq!(c.bytes(17), b"address:127.0.0.1");
+    assert_eq!(c.rpc("getstream /f"), 0);
+    assert!(c.bytes(content.len()) == content);
+    assert!(c.closed(), "getstream ends the connection after the file");
+}

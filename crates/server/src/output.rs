@@ -1,15 +1,18 @@
 //! The reply side of a connection: small replies collect in a buffer and leave in one send;
 //! a large block of data leaves together with whatever is buffered in a single `writev`, so a
-//! `pread` reply costs one system call, not one for its result line and one for its bytes.
+//! reply costs one system call, not one for its result line and one for its bytes. File data
+//! (large `pread` replies, `getfile`, `getstream`) leaves by `sendfile`, never copied here.
 
 use std::io::{self, IoSlice, Write};
 use std::net::TcpStream;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 /// Buffered bytes beyond this are sent at once.
 const CAPACITY: usize = 64 * 1024;
 /// Writes at least this large skip the buffer.
 const DIRECT: usize = 16 * 1024;
+/// Most bytes one `sendfile` call is asked for (whole files go in several).
+const SENDFILE_CHUNK: u64 = 1 << 20;
 
 pub struct Output<'a> {
     socket: &'a TcpStream,
@@ -24,9 +27,35 @@ impl<'a> Output<'a> {
         }
     }
 
-    /// Sends the buffered bytes telling the kernel more follows at once (`MSG_MORE`), so a
-    /// result line and the sendfile after it can share a segment.
-    pub fn flush_more(&mut self) -> io::Result<()> {
+    /// Sends the buffered bytes, then up to `limit` bytes of `file` from `offset` by
+    /// `sendfile` (the file's pages go to the socket without passing through this process);
+    /// returns how many of the file's bytes were sent, fewer than `limit` only at end of file.
+    /// The buffered bytes leave with `MSG_MORE`, so a result line and the data after it can
+    /// share a segment.
+    pub fn send_file(&mut self, file: RawFd, offset: u64, limit: u64) -> io::Result<u64> {
+        self.flush_more()?;
+        let socket = self.socket.as_raw_fd();
+        let mut at = offset as libc::off_t;
+        let mut sent = 0u64;
+        while sent < limit {
+            let want = (limit - sent).min(SENDFILE_CHUNK) as usize;
+            // SAFETY: both descriptors are open for the whole call; `at` is a valid offset.
+            match unsafe { libc::sendfile(socket, file, &mut at, want) } {
+                0 => break,
+                n if n > 0 => sent += n as u64,
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Sends the buffered bytes telling the kernel more follows at once (`MSG_MORE`).
+    fn flush_more(&mut self) -> io::Result<()> {
         let mut sent = 0;
         while sent < self.buf.len() {
             let rest = &self.buf[sent..];
@@ -50,11 +79,6 @@ impl<'a> Output<'a> {
         }
         self.buf.clear();
         Ok(())
-    }
-
-    /// The socket itself, for transfers that bypass the buffer (sendfile); flush first.
-    pub fn socket(&self) -> &'a TcpStream {
-        self.socket
     }
 
     /// Sends the buffered bytes and `data` with as few system calls as the kernel allows.

@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::splice::{Pipe, SpliceError};
-use std::os::fd::RawFd;
 
 /// Payloads at least this large move from the socket to the file by splice.
 const SPLICE_FROM: u64 = 64 * 1024;
@@ -55,7 +54,7 @@ impl Session<'_> {
             if let Some(n) = regular_span(&open.file, offset, length).filter(|&n| n > 0) {
                 let file = open.file.as_raw_fd();
                 self.send_result(n as i64)?;
-                return self.send_file_range(file, offset, n);
+                return self.send_file_bytes(file, offset, n);
             }
         }
         if self.buffer.len() < length {
@@ -65,36 +64,6 @@ impl Session<'_> {
             Ok(n) => self.send_read(n, None),
             Err(e) => self.send_read(0, Some(e)),
         }
-    }
-
-    /// Sends `n` bytes of `file` from `offset` after the queued result line, by sendfile. A
-    /// file that shrank since its size was taken cannot keep the count already promised:
-    /// the connection is closed, so the client sees a short transfer, never wrong data.
-    fn send_file_range(&mut self, file: RawFd, offset: u64, n: u64) -> Step {
-        self.writer.flush_more()?;
-        let socket = self.writer.socket().as_raw_fd();
-        let mut at = offset as libc::off_t;
-        let mut left = n;
-        while left > 0 {
-            // SAFETY: both descriptors are open for the whole call; `at` is a valid offset.
-            let sent = unsafe { libc::sendfile(socket, file, &mut at, left as usize) };
-            match sent {
-                0 => {
-                    return Err(Stop::Broken(format!(
-                        "file shrank during pread ({} of {n} bytes)",
-                        n - left
-                    )))
-                }
-                s if s > 0 => left -= s as u64,
-                _ => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e.into());
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Answers a read that produced `done` bytes in the scratch buffer: the bytes, unless it

@@ -2,6 +2,7 @@
 //! digests.
 
 use super::*;
+use std::os::fd::RawFd;
 
 impl Session<'_> {
     // ---- directories and ACLs -------------------------------------------------------------
@@ -49,20 +50,17 @@ impl Session<'_> {
         };
         let size = stat.st_size as u64;
         self.send_result(size as i64)?;
-        self.send_file_bytes(&file, size)?;
-        Ok(())
+        self.send_file_bytes(file.as_raw_fd(), 0, size)
     }
 
-    /// Copies `size` bytes of `file` to the client (by sendfile where the kernel can). A file
-    /// that shrank under us cannot keep the promise made in the result line: the connection
-    /// is closed so the client sees a short transfer rather than misread data.
-    pub(super) fn send_file_bytes(&mut self, file: &File, size: u64) -> Step {
-        self.writer.flush()?;
-        let mut socket = self.writer.socket();
-        let sent = io::copy(&mut file.take(size), &mut socket)?;
-        if sent < size {
+    /// Sends `n` bytes of `file` from `offset` after the queued result line, by sendfile. A
+    /// file that shrank since its size was taken cannot keep the count already promised:
+    /// the connection is closed, so the client sees a short transfer, never wrong data.
+    pub(super) fn send_file_bytes(&mut self, file: RawFd, offset: u64, n: u64) -> Step {
+        let sent = self.writer.send_file(file, offset, n)?;
+        if sent < n {
             return Err(Stop::Broken(format!(
-                "file shrank during transfer ({sent} of {size} bytes)"
+                "file shrank during transfer ({sent} of {n} bytes)"
             )));
         }
         Ok(())
@@ -95,8 +93,7 @@ impl Session<'_> {
             Err(e) => return self.send_failure(&e),
         };
         self.send_result(0)?;
-        self.writer.flush()?;
-        io::copy(&mut &file, &mut self.writer.socket())?;
+        self.writer.send_file(file.as_raw_fd(), 0, u64::MAX)?;
         Err(Stop::Closed)
     }
 
