@@ -1,7 +1,7 @@
 //! The floors every server is measured against: a raw TCP round trip and a raw socket copy,
 //! between two threads of this process over loopback.
 
-use crate::stats::median;
+use crate::stats::{median, thread_cpu, Transfer};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Instant;
@@ -103,12 +103,13 @@ pub fn round_trip_us(ops: usize, port: Option<u16>, send: usize, receive: usize)
     median(&samples)
 }
 
-/// MB/s pushing `bytes` through one loopback connection in 64 KiB writes; with `file`, the
+/// Pushes `bytes` through one loopback connection in 64 KiB writes; with `file`, the
 /// receiver writes everything into that file (the floor for a server storing uploads).
-pub fn copy_mb_s(bytes: u64, file: Option<&std::path::Path>) -> f64 {
+pub fn copy(bytes: u64, file: Option<&std::path::Path>) -> Transfer {
     let (mut client, mut server) = pair();
     let mut out = file.map(|f| std::fs::File::create(f).expect("floor file"));
     let sink = std::thread::spawn(move || {
+        let cpu = thread_cpu();
         let mut buf = vec![0u8; 256 * 1024];
         let mut total = 0u64;
         while let Ok(n) = server.read(&mut buf) {
@@ -120,10 +121,11 @@ pub fn copy_mb_s(bytes: u64, file: Option<&std::path::Path>) -> f64 {
             }
             total += n as u64;
         }
-        total
+        (total, thread_cpu() - cpu)
     });
     let block = vec![0u8; 64 * 1024];
     let started = Instant::now();
+    let cpu = thread_cpu();
     let mut sent = 0u64;
     while sent < bytes {
         let n = (bytes - sent).min(block.len() as u64) as usize;
@@ -133,7 +135,12 @@ pub fn copy_mb_s(bytes: u64, file: Option<&std::path::Path>) -> f64 {
     client
         .shutdown(std::net::Shutdown::Write)
         .expect("shutdown");
-    let received = sink.join().expect("sink");
+    let sender_cpu = thread_cpu() - cpu;
+    let (received, receiver_cpu) = sink.join().expect("sink");
     assert_eq!(received, bytes);
-    bytes as f64 / started.elapsed().as_secs_f64() / 1e6
+    Transfer {
+        mb_s: bytes as f64 / started.elapsed().as_secs_f64() / 1e6,
+        sender_cpu,
+        receiver_cpu,
+    }
 }

@@ -3,7 +3,8 @@
 //! and many-client stat load. Prints a Markdown report for `docs/benchmarks.md`.
 //!
 //! Usage: `chirp-bench --roost target/release/roost [--runs 5] [--ops 20000] [--mib 1024]
-//! [--idle 1000] [--clients 64] [--seconds 5]`
+//! [--idle 1000] [--clients 64] [--seconds 5] [--bandwidth-only]`; `--bandwidth-only` measures
+//! the sequential transfers of roost and the raw floors alone (no cctools), for quick checks.
 
 mod floor;
 mod servers;
@@ -11,7 +12,7 @@ mod stats;
 
 use roost_client::{Client, Credentials, Method, OpenFlags, Options};
 use servers::RunningServer;
-use stats::median;
+use stats::{median, median_transfer, thread_cpu, Transfer};
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -24,6 +25,7 @@ struct Config {
     idle: usize,
     clients: usize,
     seconds: u64,
+    bandwidth_only: bool,
 }
 
 fn parse_args() -> Result<Config, String> {
@@ -35,6 +37,7 @@ fn parse_args() -> Result<Config, String> {
         idle: 1000,
         clients: 64,
         seconds: 5,
+        bandwidth_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -51,9 +54,10 @@ fn parse_args() -> Result<Config, String> {
             "--idle" => config.idle = number(value()?)? as usize,
             "--clients" => config.clients = number(value()?)? as usize,
             "--seconds" => config.seconds = number(value()?)?,
+            "--bandwidth-only" => config.bandwidth_only = true,
             "--echo-server" => floor::echo_server(),
             "--help" | "-h" => {
-                println!("usage: chirp-bench [--roost PATH] [--runs N] [--ops N] [--mib N] [--idle N] [--clients N] [--seconds N]");
+                println!("usage: chirp-bench [--roost PATH] [--runs N] [--ops N] [--mib N] [--idle N] [--clients N] [--seconds N] [--bandwidth-only]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown option {other} (try --help)")),
@@ -90,6 +94,10 @@ fn progress(what: &str) {
 fn run(config: &Config) -> Result<(), Box<dyn std::error::Error>> {
     servers::raise_fd_limit();
     let roost = RunningServer::roost(&config.roost)?;
+    if config.bandwidth_only {
+        println!("## roost serve (Chirp server), bandwidth only\n");
+        return bandwidth(config, &roost, None);
+    }
     let cctools = RunningServer::cctools()?;
     let servers = [&roost, &cctools];
     for s in servers {
@@ -137,53 +145,7 @@ fn run(config: &Config) -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("\nFor reference, the same small round trip between two threads of one process: {in_process:.1} µs.");
 
-    progress("bandwidth");
-    let bytes = config.mib << 20;
-    println!(
-        "\nSequential transfer of a {} MiB file in 64 KiB blocks (MB/s, median of {} runs).",
-        config.mib,
-        config.runs.min(3)
-    );
-    println!(
-        "Raw socket copy: the same bytes through one loopback TCP connection between two threads."
-    );
-    let raw: Vec<f64> = (0..config.runs.min(3))
-        .map(|_| floor::copy_mb_s(bytes, None))
-        .collect();
-    let raw = median(&raw);
-    let floor_file = roost.dir().join("floor");
-    let raw_file: Vec<f64> = (0..config.runs.min(3))
-        .map(|_| floor::copy_mb_s(bytes, Some(&floor_file)))
-        .collect();
-    let _ = std::fs::remove_file(&floor_file);
-    println!(
-        "Raw socket → file: the receiver also writes the bytes into a file on the exports' file system (the floor for uploads): {:.0} MB/s.\n",
-        median(&raw_file)
-    );
-    println!("| direction | raw socket | roost, pipelined | cctools, pipelined | cctools, one at a time | roost / raw | roost / cctools (1 at a time) |");
-    println!("|---|---|---|---|---|---|---|");
-    for direction in [Direction::Write, Direction::Read] {
-        let mut rates = Vec::new();
-        for (s, depth) in [(&roost, 16), (&cctools, 16), (&cctools, 1)] {
-            let runs: Vec<f64> = (0..config.runs.min(3))
-                .map(|_| direction.measure(s, bytes, depth))
-                .collect::<Result<_, _>>()?;
-            rates.push(median(&runs));
-        }
-        println!(
-            "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0}% | {:.1}x |",
-            direction.name(),
-            raw,
-            rates[0],
-            rates[1],
-            rates[2],
-            100.0 * rates[0] / raw,
-            rates[0] / rates[2]
-        );
-    }
-    for s in servers {
-        let _ = std::fs::remove_file(s.dir().join("big"));
-    }
+    bandwidth(config, &roost, Some(&cctools))?;
 
     progress("idle connections");
     let before = roost.rss_kib()?;
@@ -217,6 +179,122 @@ fn run(config: &Config) -> Result<(), Box<dyn std::error::Error>> {
             p50,
             p99
         );
+    }
+    Ok(())
+}
+
+/// The sequential transfers: the raw floors, then roost and, when given, cctools, both
+/// pipelined (`pread`/`pwrite` of 64 KiB, cctools also one request at a time) and as whole
+/// files (`putfile`/`getfile`, what `roost put` and `roost get` use).
+fn bandwidth(
+    config: &Config,
+    roost: &RunningServer,
+    cctools: Option<&RunningServer>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    progress("bandwidth");
+    let runs = config.runs.min(3);
+    let bytes = config.mib << 20;
+    println!(
+        "\nSequential transfer of a {} MiB file in 64 KiB blocks (MB/s, median of {runs} runs; each run measures every column in turn, and roost / raw is the median of the runs' own ratios, so a machine whose speed drifts skews it less).",
+        config.mib,
+    );
+    println!(
+        "Raw socket copy: the same bytes through one loopback TCP connection between two threads."
+    );
+    let mut servers = vec![roost];
+    servers.extend(cctools);
+    let mut cases = Vec::new();
+    for direction in Direction::ALL {
+        for &server in &servers {
+            cases.push((direction, server, 16));
+            if !std::ptr::eq(server, roost) && direction.pipelined() {
+                cases.push((direction, server, 1));
+            }
+        }
+    }
+    let floor_file = roost.dir().join("floor");
+    let (mut raw, mut raw_file) = (Vec::new(), Vec::new());
+    let mut measured: Vec<Vec<Transfer>> = vec![Vec::new(); cases.len()];
+    for _ in 0..runs {
+        raw.push(floor::copy(bytes, None));
+        raw_file.push(floor::copy(bytes, Some(&floor_file)));
+        let _ = std::fs::remove_file(&floor_file);
+        for (i, &(direction, server, depth)) in cases.iter().enumerate() {
+            measured[i].push(direction.measure(server, bytes, depth)?);
+        }
+    }
+    // The median rate of a case, and its median ratio to the raw copy of the same run.
+    let result = |direction: Direction, server: &RunningServer, depth: usize| {
+        let i = cases
+            .iter()
+            .position(|&(d, s, n)| d == direction && std::ptr::eq(s, server) && n == depth)?;
+        let ratios: Vec<f64> = (0..runs)
+            .map(|r| measured[i][r].mb_s / raw[r].mb_s)
+            .collect();
+        Some((median_transfer(&measured[i]), median(&ratios)))
+    };
+    let (raw, raw_file) = (median_transfer(&raw), median_transfer(&raw_file));
+    println!(
+        "Raw socket → file: the receiver also writes the bytes into a file on the exports' file system (the floor for uploads): {:.0} MB/s.\n",
+        raw_file.mb_s
+    );
+    println!("| direction | raw socket | roost, pipelined | cctools, pipelined | cctools, one at a time | roost / raw | roost / cctools (1 at a time) |");
+    println!("|---|---|---|---|---|---|---|");
+    let shown = |t: Option<Transfer>| t.map_or("—".to_string(), |t| format!("{:.0}", t.mb_s));
+    let theirs = |direction, depth| {
+        cctools
+            .and_then(|c| result(direction, c, depth))
+            .map(|(t, _)| t)
+    };
+    let mut roost_cpu = Vec::new();
+    for direction in Direction::ALL {
+        let (ours, ratio) = result(direction, roost, 16).expect("measured");
+        roost_cpu.push((direction, ours));
+        if !direction.pipelined() {
+            continue;
+        }
+        println!(
+            "| {} | {:.0} | {:.0} | {} | {} | {:.0}% | {} |",
+            direction.name(),
+            raw.mb_s,
+            ours.mb_s,
+            shown(theirs(direction, 16)),
+            shown(theirs(direction, 1)),
+            100.0 * ratio,
+            theirs(direction, 1)
+                .map_or("—".to_string(), |t| format!("{:.1}x", ours.mb_s / t.mb_s)),
+        );
+    }
+    println!(
+        "\nWhole files, one `putfile` or `getfile` each (what `roost put` and `roost get` do):"
+    );
+    for direction in Direction::ALL.into_iter().filter(|d| !d.pipelined()) {
+        let (ours, ratio) = result(direction, roost, 16).expect("measured");
+        println!(
+            "roost {} {:.0} MB/s ({:.0}% of the raw socket copy), cctools {} MB/s.",
+            direction.name(),
+            ours.mb_s,
+            100.0 * ratio,
+            shown(theirs(direction, 16)),
+        );
+    }
+    let per_gib = |cpu: f64| cpu * 1000.0 * (1u64 << 30) as f64 / bytes as f64;
+    println!("\nCPU time per GiB moved (ms, medians; the two sides run on different CPUs at once, so the busier side bounds the rate): raw socket copy: sender {:.0}, receiver {:.0}; raw socket → file: sender {:.0}, receiver {:.0}.", per_gib(raw.sender_cpu), per_gib(raw.receiver_cpu), per_gib(raw_file.sender_cpu), per_gib(raw_file.receiver_cpu));
+    for (direction, t) in roost_cpu {
+        let (client, server) = if direction.uploads() {
+            (t.sender_cpu, t.receiver_cpu)
+        } else {
+            (t.receiver_cpu, t.sender_cpu)
+        };
+        println!(
+            "roost {}: client {:.0}, server {:.0}.",
+            direction.name(),
+            per_gib(client),
+            per_gib(server)
+        );
+    }
+    for server in servers {
+        let _ = std::fs::remove_file(server.dir().join("big"));
     }
     Ok(())
 }
@@ -286,52 +364,85 @@ impl LatencyOp {
     }
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 enum Direction {
     Write,
     Read,
+    Put,
+    Get,
 }
 
 impl Direction {
+    const ALL: [Direction; 4] = [
+        Direction::Write,
+        Direction::Read,
+        Direction::Put,
+        Direction::Get,
+    ];
+
     fn name(self) -> &'static str {
         match self {
             Direction::Write => "write",
             Direction::Read => "read",
+            Direction::Put => "put",
+            Direction::Get => "get",
         }
     }
 
-    /// MB/s moving `bytes` to or from `/big` with `depth` requests in flight.
+    /// Whether this moves the file in `pread`/`pwrite` blocks (not as one whole file).
+    fn pipelined(self) -> bool {
+        matches!(self, Direction::Write | Direction::Read)
+    }
+
+    /// Whether the client sends the bytes.
+    fn uploads(self) -> bool {
+        matches!(self, Direction::Write | Direction::Put)
+    }
+
+    /// Moves `bytes` to or from `/big`, pipelined ones with `depth` requests in flight.
     fn measure(
         self,
         server: &RunningServer,
         bytes: u64,
         depth: usize,
-    ) -> Result<f64, roost_client::Error> {
+    ) -> Result<Transfer, roost_client::Error> {
         let mut c = Client::connect(&server.authority(), &options())?;
         const BLOCK: usize = 64 * 1024;
-        let started;
-        match self {
+        let server_cpu = || server.cpu_seconds().unwrap_or(f64::NAN);
+        let mut source = Zeros { left: bytes };
+        let fd = match self {
             Direction::Write => {
-                let (fd, _) = c.open(
-                    "/big",
-                    OpenFlags::from_letters(b"wct").expect("flags"),
-                    0o644,
-                )?;
-                started = Instant::now();
-                let mut source = Zeros { left: bytes };
-                let n = c.write_pipelined(fd, 0, &mut source, BLOCK, depth)?;
-                assert_eq!(n, bytes, "short write");
-                c.close(fd)?;
+                let flags = OpenFlags::from_letters(b"wct").expect("flags");
+                Some(c.open("/big", flags, 0o644)?.0)
             }
-            Direction::Read => {
-                let (fd, _) = c.open("/big", OpenFlags::READ, 0)?;
-                started = Instant::now();
-                let n = c.read_pipelined(fd, 0, bytes, BLOCK, depth, &mut io::sink())?;
-                assert_eq!(n, bytes, "short read");
-                c.close(fd)?;
+            Direction::Read => Some(c.open("/big", OpenFlags::READ, 0)?.0),
+            Direction::Put | Direction::Get => None,
+        };
+        let (started, client_before, server_before) = (Instant::now(), thread_cpu(), server_cpu());
+        let moved = match (self, fd) {
+            (Direction::Write, Some(fd)) => c.write_pipelined(fd, 0, &mut source, BLOCK, depth)?,
+            (Direction::Read, Some(fd)) => {
+                c.read_pipelined(fd, 0, bytes, BLOCK, depth, &mut io::sink())?
             }
+            (Direction::Put, _) => c.putfile("/big", 0o644, bytes, &mut source)?,
+            _ => c.getfile("/big", &mut io::sink())?,
+        };
+        let mb_s = bytes as f64 / started.elapsed().as_secs_f64() / 1e6;
+        let (client, server) = (thread_cpu() - client_before, server_cpu() - server_before);
+        assert_eq!(moved, bytes, "short {}", self.name());
+        if let Some(fd) = fd {
+            c.close(fd)?;
         }
-        Ok(bytes as f64 / started.elapsed().as_secs_f64() / 1e6)
+        let (sender_cpu, receiver_cpu) = if self.uploads() {
+            (client, server)
+        } else {
+            (server, client)
+        };
+        Ok(Transfer {
+            mb_s,
+            sender_cpu,
+            receiver_cpu,
+        })
     }
 }
 

@@ -152,6 +152,21 @@ impl RunningServer {
         Ok(())
     }
 
+    /// CPU seconds (user and system) the server process has used so far.
+    pub fn cpu_seconds(&self) -> Result<f64, String> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .map_err(|e| e.to_string())?;
+        // Fields 14 and 15 (utime, stime) count after the command name, which may hold spaces.
+        let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+        let (Some(user), Some(system)) = (ticks(11), ticks(12)) else {
+            return Err("unreadable /proc/PID/stat".into());
+        };
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        Ok((user + system) as f64 / per_second)
+    }
+
     /// The server process's resident set size, in KiB.
     pub fn rss_kib(&self) -> Result<u64, String> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
