@@ -71,6 +71,19 @@ pub fn read_cstr(pid: i32, addr: u64, max: usize) -> io::Result<Vec<u8>> {
     Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG))
 }
 
+/// Writes a plain C struct (`stat`, `statx`, `statfs`) at `addr`, as the kernel would have.
+///
+/// # Safety
+/// `T` must be plain data with every byte initialised (the callers zero it before the
+/// kernel fills it), since its bytes, padding included, are copied out.
+pub unsafe fn write_struct<T: Copy>(pid: i32, addr: u64, value: &T) -> io::Result<()> {
+    // SAFETY: the caller guarantees `value` is fully initialised plain data.
+    let bytes = unsafe {
+        std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>())
+    };
+    write(pid, addr, bytes)
+}
+
 /// Reads the NULL-terminated pointer array at `addr` (argv), at most `max` entries.
 pub fn read_ptr_array(pid: i32, addr: u64, max: usize) -> io::Result<Vec<u64>> {
     let mut out = Vec::new();

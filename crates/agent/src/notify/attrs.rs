@@ -150,14 +150,8 @@ pub fn emulate(
             // SAFETY: a valid C string and struct.
             let rc = as_caller(who.as_ref(), || unsafe { libc::statfs(p, &mut st) });
             result(rc.into())?;
-            // SAFETY: viewing plain data as bytes.
-            let bytes = unsafe {
-                std::slice::from_raw_parts(
-                    (&st as *const libc::statfs).cast::<u8>(),
-                    std::mem::size_of::<libc::statfs>(),
-                )
-            };
-            memory::write(tid, regs.arg(1), bytes).map_err(fault)?;
+            // SAFETY: zeroed, then filled by the kernel.
+            unsafe { memory::write_struct(tid, regs.arg(1), &st) }.map_err(fault)?;
             Ok(0)
         }
         "utime" | "utimes" | "futimesat" | "utimensat" => {

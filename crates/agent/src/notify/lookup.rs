@@ -23,14 +23,8 @@ pub fn emulate(name: &str, regs: &Regs, tid: i32, physical: &[u8]) -> Result<i64
         if unsafe { libc::fstatat(libc::AT_FDCWD, c.as_ptr(), &mut st, flags) } != 0 {
             return Err(last_errno());
         }
-        // SAFETY: viewing plain data as bytes.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(
-                (&st as *const libc::stat).cast::<u8>(),
-                std::mem::size_of::<libc::stat>(),
-            )
-        };
-        memory::write(tid, buf, bytes).map_err(|_| libc::EFAULT)?;
+        // SAFETY: zeroed, then filled by the kernel.
+        unsafe { memory::write_struct(tid, buf, &st) }.map_err(|_| libc::EFAULT)?;
         Ok(0)
     };
     let access = |mode: u64, flags: u64| -> Result<i64, i32> {
@@ -69,14 +63,8 @@ pub fn emulate(name: &str, regs: &Regs, tid: i32, physical: &[u8]) -> Result<i64
             if rc != 0 {
                 return Err(last_errno());
             }
-            // SAFETY: viewing plain data as bytes.
-            let bytes = unsafe {
-                std::slice::from_raw_parts(
-                    (&stx as *const libc::statx).cast::<u8>(),
-                    std::mem::size_of::<libc::statx>(),
-                )
-            };
-            memory::write(tid, regs.arg(4), bytes).map_err(|_| libc::EFAULT)?;
+            // SAFETY: zeroed, then filled by the kernel.
+            unsafe { memory::write_struct(tid, regs.arg(4), &stx) }.map_err(|_| libc::EFAULT)?;
             Ok(0)
         }
         "access" => access(regs.arg(1), 0),

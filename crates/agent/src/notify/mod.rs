@@ -188,6 +188,16 @@ pub enum Reply {
     Answered,
 }
 
+impl From<Result<i64, i32>> for Reply {
+    /// A call's result or errno, as the caller gets it.
+    fn from(result: Result<i64, i32>) -> Reply {
+        match result {
+            Ok(v) => Reply::value(v),
+            Err(e) => Reply::errno(e),
+        }
+    }
+}
+
 impl Reply {
     fn value(v: i64) -> Reply {
         Reply::Send(v, 0, 0)
@@ -310,10 +320,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
                 ns.invalidate_under(logical);
             }
         }
-        match result {
-            Ok(v) => Reply::value(v),
-            Err(e) => Reply::errno(e),
-        }
+        Reply::from(result)
     };
     match action {
         Action::Pass if mutating => make_change(None),
@@ -335,15 +342,9 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
                 open::emulate(name, &regs, tid, &p, other_identity, (fd, id))
             }
             Some(p) if attrs::is_attr(name) => {
-                match attrs::emulate(name, &regs, tid, &p, other_identity) {
-                    Ok(v) => Reply::value(v),
-                    Err(e) => Reply::errno(e),
-                }
+                Reply::from(attrs::emulate(name, &regs, tid, &p, other_identity))
             }
-            Some(p) => match lookup::emulate(name, &regs, tid, &p) {
-                Ok(v) => Reply::value(v),
-                Err(e) => Reply::errno(e),
-            },
+            Some(p) => Reply::from(lookup::emulate(name, &regs, tid, &p)),
             None => Reply::errno(libc::EFAULT),
         },
     }
