@@ -105,28 +105,41 @@ pub fn install(program: &[libc::sock_filter], listener: bool) -> Result<i32, (&'
         len: program.len() as u16,
         filter: program.as_ptr() as *mut _,
     };
-    let flags = if listener {
-        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
-    } else {
-        0
-    };
     // SAFETY: prctl/seccomp with plain integer and pointer arguments; `prog` outlives them.
-    unsafe {
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            return Err(("prctl(PR_SET_NO_NEW_PRIVS)", errno()));
-        }
-        let rc = libc::syscall(
+    let set = |flags: libc::c_ulong| unsafe {
+        libc::syscall(
             libc::SYS_seccomp,
             libc::SECCOMP_SET_MODE_FILTER,
             flags,
             &prog as *const libc::sock_fprog,
-        );
-        if rc < 0 {
-            return Err(("seccomp filter", errno()));
-        }
-        Ok(rc as i32)
+        )
+    };
+    // SAFETY: a plain prctl.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(("prctl(PR_SET_NO_NEW_PRIVS)", errno()));
     }
+    let rc = if listener {
+        // Once roost has received a notification, only a fatal signal may interrupt the
+        // caller: a change made here must not be made again by a restarted call (Linux 5.19;
+        // older kernels refuse the flag and keep interruptible waits).
+        let rc = set(NEW_LISTENER | WAIT_KILLABLE_RECV);
+        if rc < 0 && errno() == libc::EINVAL {
+            set(NEW_LISTENER)
+        } else {
+            rc
+        }
+    } else {
+        set(0)
+    };
+    if rc < 0 {
+        return Err(("seccomp filter", errno()));
+    }
+    Ok(rc as i32)
 }
+
+const NEW_LISTENER: libc::c_ulong = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+/// `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` (newer than the libc crate).
+const WAIT_KILLABLE_RECV: libc::c_ulong = 1 << 5;
 
 fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)

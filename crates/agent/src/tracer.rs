@@ -445,7 +445,7 @@ impl Agent {
             ns: &mut ns,
             fs: &fs,
             exe: exe.as_deref(),
-            known_path: None,
+            known_paths: &[],
         };
         match kind {
             Kind::Path {

@@ -24,8 +24,8 @@ pub struct Ctx<'a> {
     pub fs: &'a Fs,
     /// The logical executable of the thread's process, when known.
     pub exe: Option<&'a [u8]>,
-    /// A path argument already read: (address, bytes), saving a second read of it.
-    pub known_path: Option<(u64, &'a [u8])>,
+    /// Path arguments already read: (address, bytes), saving a second read of them.
+    pub known_paths: &'a [(u64, Vec<u8>)],
 }
 
 impl Ctx<'_> {
@@ -35,10 +35,8 @@ impl Ctx<'_> {
     }
 
     pub fn read_path(&self, ptr: u64) -> Result<Vec<u8>, i32> {
-        if let Some((at, path)) = self.known_path {
-            if at == ptr {
-                return Ok(path.to_vec());
-            }
+        if let Some((_, path)) = self.known_paths.iter().find(|(at, _)| *at == ptr) {
+            return Ok(path.clone());
         }
         memory::read_cstr(self.pid, ptr, memory::PATH_MAX)
             .map_err(|e| e.raw_os_error().unwrap_or(libc::EFAULT))
@@ -135,6 +133,8 @@ pub struct Decision {
     /// For traces: the first path, logical and physical.
     pub logical: Option<Vec<u8>>,
     pub physical: Option<Vec<u8>>,
+    /// Each resolved path argument's logical name, by argument index.
+    pub logicals: Vec<(usize, Vec<u8>)>,
     /// For execve: the logical executable.
     pub exe: Option<Vec<u8>>,
 }
@@ -146,6 +146,7 @@ impl Decision {
             after: None,
             logical: None,
             physical: None,
+            logicals: Vec::new(),
             exe: None,
         }
     }

@@ -80,6 +80,10 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             .map(<[u8]>::to_vec);
         d.after = Some(AfterExit::Invalidate(names.collect()));
     }
+    d.logicals = resolved
+        .iter()
+        .filter_map(|(arg, r)| Some((arg.path, r.logical()?.to_vec())))
+        .collect();
     if let Some((_, r)) = resolved.first() {
         d.logical = r.logical().map(<[u8]>::to_vec);
         d.physical = match r {
@@ -204,7 +208,7 @@ mod tests {
             ns: &mut ns,
             fs: &fs,
             exe: None,
-            known_path: None,
+            known_paths: &[],
         };
         let Some(Kind::Path { args, .. }) = spec("openat") else {
             panic!("openat spec")

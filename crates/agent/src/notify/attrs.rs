@@ -2,8 +2,9 @@
 //! caller's buffers copied in and out: the path xattr calls, statfs, and the utime family.
 //! (On unmapped paths these calls are answered `CONTINUE` and never reach this module.)
 
-use super::identity::{as_caller, prepare};
+use super::identity::{as_caller, Identity};
 use super::lookup::last_errno;
+use super::Notification;
 use crate::arch::Regs;
 use crate::memory;
 use std::ffi::CString;
@@ -71,17 +72,19 @@ fn result(rc: i64) -> Result<i64, i32> {
     }
 }
 
-/// Makes attribute call `name` of thread `tid` on `physical`; returns its result or errno.
+/// Makes attribute call `name` of thread `tid` on `physical` with the caller's identity
+/// `who`; returns its result or errno. The caller's buffers are read before `n` is checked
+/// to be still waiting, and written after the call.
 pub fn emulate(
     name: &str,
     regs: &Regs,
     tid: i32,
     physical: &[u8],
-    other_identity: bool,
+    who: Option<&Identity>,
+    n: Notification,
 ) -> Result<i64, i32> {
     let path = CString::new(physical).map_err(|_| libc::EINVAL)?;
     let p = path.as_ptr();
-    let who = prepare(tid, false, other_identity)?;
     let nr = |n: &str| crate::arch::number(n).expect("a known syscall");
     match name {
         "getxattr" | "lgetxattr" | "listxattr" | "llistxattr" => {
@@ -97,7 +100,8 @@ pub fn emulate(
                 Some(xattr_name(tid, regs.arg(1))?)
             };
             let mut buf = vec![0u8; size.min(XATTR_SIZE_MAX)];
-            let rc = as_caller(who.as_ref(), || {
+            n.ensure_waiting()?;
+            let rc = as_caller(who, || {
                 // SAFETY: valid C strings and a buffer of the length passed.
                 unsafe {
                     match &attr {
@@ -121,7 +125,8 @@ pub fn emulate(
                 return Err(libc::E2BIG);
             }
             let value = caller_bytes(tid, regs.arg(2), size)?;
-            let rc = as_caller(who.as_ref(), || {
+            n.ensure_waiting()?;
+            let rc = as_caller(who, || {
                 // SAFETY: valid C strings and a value buffer of `size` bytes (or null).
                 unsafe {
                     libc::syscall(
@@ -138,17 +143,17 @@ pub fn emulate(
         }
         "removexattr" | "lremovexattr" => {
             let attr = xattr_name(tid, regs.arg(1))?;
+            n.ensure_waiting()?;
             // SAFETY: valid C strings.
-            let rc = as_caller(who.as_ref(), || unsafe {
-                libc::syscall(nr(name), p, attr.as_ptr())
-            });
+            let rc = as_caller(who, || unsafe { libc::syscall(nr(name), p, attr.as_ptr()) });
             result(rc)
         }
         "statfs" => {
             // SAFETY: the kernel fills the plain-data struct.
             let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+            n.ensure_waiting()?;
             // SAFETY: a valid C string and struct.
-            let rc = as_caller(who.as_ref(), || unsafe { libc::statfs(p, &mut st) });
+            let rc = as_caller(who, || unsafe { libc::statfs(p, &mut st) });
             result(rc.into())?;
             // SAFETY: zeroed, then filled by the kernel.
             unsafe { memory::write_struct(tid, regs.arg(1), &st) }.map_err(fault)?;
@@ -164,7 +169,8 @@ pub fn emulate(
                 _ => (2, 32),
             };
             let times = caller_bytes(tid, regs.arg(times_arg), len)?;
-            let rc = as_caller(who.as_ref(), || {
+            n.ensure_waiting()?;
+            let rc = as_caller(who, || {
                 // SAFETY: a valid C string and a times array of the kernel's size (or null).
                 unsafe {
                     match name {

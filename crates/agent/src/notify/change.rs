@@ -1,21 +1,34 @@
 //! Name-space and attribute changes by notification: mkdir, mknod, rmdir, unlink, rename,
 //! link, symlink, chmod, chown and truncate — the path calls whose other arguments are plain
-//! numbers, so the supervisor can make the same call itself. A call on a mapped path is
-//! made here on the physical paths. A call that may change which names are symlinks
-//! (rmdir, unlink, rename, link, symlink) is made here even when its paths pass, so the
-//! resolution cache is cleared after the change and never between the agent's verdict and
-//! the kernel's work, where another thread could cache the old state for good. Its
-//! relative paths are reached through `/proc/TID/cwd` and `/proc/TID/fd/N`, the caller's
-//! own directories.
+//! numbers, so the supervisor can make the same change itself.
+//!
+//! A change on a mapped path is made here on the physical path. A change that may alter
+//! which names are symlinks (rmdir, unlink, rename, link, symlink: [`RELINKS`]) is made here
+//! even when its paths pass, so the resolution cache is cleared after the change and never
+//! between the agent's verdict and the kernel's work, where another thread could cache the
+//! old state for good. Its paths are then reached as the caller reaches them:
+//! - relative paths through handles on the caller's cwd or dirfd (`/proc/TID/cwd`,
+//!   `/proc/TID/fd/N`, opened `O_PATH` before the notification is re-validated, so a
+//!   recycled pid can never lend its directories);
+//! - paths whose resolution enters `/proc` (given so, or through `/dev/fd`, a symlink or a
+//!   dirfd on /proc) by their resolved name with `/proc/self` made the caller's;
+//! - other absolute paths as given, when the caller shares roost's root and mount
+//!   namespace. After a `chroot` or `setns` the kernel must resolve them itself, so such a
+//!   change is let through (`CONTINUE`, with the cache cleared before).
+//!
+//! Every call is made in its `*at` form, with the caller's paths and numbers read before
+//! the notification is re-validated and never re-read after.
 
-use super::identity::{as_caller, prepare};
-use super::tgid;
+use super::identity::{as_caller, prepare, tgid};
+use super::lookup::last_errno;
+use super::Notification;
 use crate::arch::Regs;
-use crate::handlers::{Arg, Scratch, AT_FDCWD};
-use crate::memory;
+use crate::handlers::AT_FDCWD;
 use crate::syscalls::PathArg;
-use roost_vfs::path::join;
+use roost_vfs::path::strip_prefix;
 use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::OnceLock;
 
 /// The calls this module makes.
 pub const CHANGES: &[&str] = &[
@@ -42,8 +55,26 @@ pub const CHANGES: &[&str] = &[
     "truncate",
 ];
 
+/// The changes that can turn a name into a symlink or back: made here even when they pass.
+pub const RELINKS: &[&str] = &[
+    "rmdir",
+    "unlink",
+    "unlinkat",
+    "rename",
+    "renameat",
+    "renameat2",
+    "link",
+    "linkat",
+    "symlink",
+    "symlinkat",
+];
+
 pub fn is_change(name: &str) -> bool {
     CHANGES.contains(&name)
+}
+
+pub fn relinks(name: &str) -> bool {
+    RELINKS.contains(&name)
 }
 
 /// Calls that apply the caller's umask.
@@ -52,28 +83,121 @@ fn applies_umask(name: &str) -> bool {
 }
 
 /// The argument holding a symlink's target: text stored as given, not a path to resolve.
-fn target_arg(name: &str) -> Option<usize> {
+pub fn target_arg(name: &str) -> Option<usize> {
     matches!(name, "symlink" | "symlinkat").then_some(0)
 }
 
-/// One trapped change.
+/// How the handler left one path argument.
+pub enum Given<'a> {
+    /// Rewritten to this absolute physical path.
+    Physical(&'a [u8]),
+    /// Passed: the bytes the caller gave and their resolved logical name.
+    Caller { path: &'a [u8], logical: &'a [u8] },
+    /// A null pointer.
+    Null,
+}
+
+/// One trapped change, with everything read from the caller.
 pub struct Change<'a> {
-    pub nr: i64,
     pub name: &'a str,
     pub regs: &'a Regs,
     pub tid: i32,
-    /// The call's path arguments (from the syscall table).
-    pub paths: &'a [PathArg],
+    /// The call's path arguments (from the syscall table), and how each was left.
+    pub paths: &'a [(PathArg, Given<'a>)],
+    /// A symlink's target, read from the caller.
+    pub target: Option<&'a [u8]>,
 }
 
-/// The caller's own name for a path it passed: absolute as given (with `/proc/self` made
-/// the caller's), relative through its cwd or dirfd. Also says which dirfd was used.
-fn callers_path(c: &Change<'_>, arg: &PathArg, path: &[u8]) -> Result<(Vec<u8>, Option<i64>), i32> {
+/// What became of a change.
+pub enum Outcome {
+    /// Made here: the call's result or errno.
+    Made(Result<i64, i32>),
+    /// The kernel must make it (the caller's root or mount namespace is not roost's).
+    Continue,
+}
+
+/// A path argument as handed to the kernel: relative to `dir` (a handle roost holds, or
+/// AT_FDCWD for absolute paths).
+struct Operand {
+    dir: Option<OwnedFd>,
+    path: CString,
+}
+
+impl Operand {
+    fn absolute(path: &[u8]) -> Result<Operand, i32> {
+        Ok(Operand {
+            dir: None,
+            path: CString::new(path).map_err(|_| libc::EINVAL)?,
+        })
+    }
+
+    fn dirfd(&self) -> i64 {
+        self.dir.as_ref().map_or(AT_FDCWD, |d| d.as_raw_fd().into())
+    }
+
+    fn ptr(&self) -> u64 {
+        self.path.as_ptr() as u64
+    }
+}
+
+/// Opens `path` (a /proc magic link naming one of the caller's directories) as a handle.
+fn handle(path: &str) -> Option<OwnedFd> {
+    let c = CString::new(path).ok()?;
+    // SAFETY: a plain O_PATH open of a valid C string.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `/proc/self` and `/proc/thread-self` as the caller means them.
+fn proc_self_as(tid: i32, path: &[u8]) -> Vec<u8> {
+    let tgid = || tgid(tid).unwrap_or(tid);
+    if let Some(rest) = strip_prefix(path, b"/proc/thread-self") {
+        return [format!("/proc/{}/task/{tid}", tgid()).as_bytes(), rest].concat();
+    }
+    if let Some(rest) = strip_prefix(path, b"/proc/self") {
+        return [format!("/proc/{}", tgid()).as_bytes(), rest].concat();
+    }
+    path.to_vec()
+}
+
+/// (device, inode) of a file.
+type FileId = (u64, u64);
+
+/// The [`FileId`] of what `path` names.
+fn identity_of(path: &str) -> Option<FileId> {
+    let st = std::fs::metadata(path).ok()?;
+    use std::os::unix::fs::MetadataExt;
+    Some((st.dev(), st.ino()))
+}
+
+/// Whether thread `tid` resolves absolute paths as roost does: the same root directory in
+/// the same mount namespace.
+fn shares_root(tid: i32) -> bool {
+    static OWN: OnceLock<(Option<FileId>, Option<FileId>)> = OnceLock::new();
+    let own = OWN.get_or_init(|| (identity_of("/"), identity_of("/proc/self/ns/mnt")));
+    let theirs = (
+        identity_of(&format!("/proc/{tid}/root")),
+        identity_of(&format!("/proc/{tid}/ns/mnt")),
+    );
+    own.0.is_some() && own.1.is_some() && *own == theirs
+}
+
+/// The operand for a path the caller gave and the handler let pass.
+fn caller_operand(
+    c: &Change<'_>,
+    arg: &PathArg,
+    path: &[u8],
+    logical: &[u8],
+) -> Result<Operand, i32> {
     if path.is_empty() {
-        return Err(libc::ENOENT); // none of these calls takes AT_EMPTY_PATH here
+        return Err(libc::ENOENT); // AT_EMPTY_PATH changes never come here
+    }
+    if strip_prefix(logical, b"/proc").is_some() {
+        return Operand::absolute(&proc_self_as(c.tid, logical));
     }
     if path[0] == b'/' {
-        return Ok((proc_self_as(c.tid, path), None));
+        return Operand::absolute(path);
     }
     let dirfd = arg.dirfd.map_or(AT_FDCWD, |i| c.regs.arg(i) as i32 as i64);
     let base = match dirfd {
@@ -81,95 +205,113 @@ fn callers_path(c: &Change<'_>, arg: &PathArg, path: &[u8]) -> Result<(Vec<u8>, 
         fd if fd >= 0 => format!("/proc/{}/fd/{fd}", c.tid),
         _ => return Err(libc::EBADF),
     };
-    Ok((
-        join(base.as_bytes(), path),
-        (dirfd != AT_FDCWD).then_some(dirfd),
-    ))
+    Ok(Operand {
+        // A closed dirfd: the kernel says EBADF.
+        dir: Some(handle(&base).ok_or(libc::EBADF)?),
+        path: CString::new(path).map_err(|_| libc::EINVAL)?,
+    })
 }
 
-/// `/proc/self` and `/proc/thread-self` as the caller means them.
-fn proc_self_as(tid: i32, path: &[u8]) -> Vec<u8> {
-    let swap = |prefix: &[u8], with: String| {
-        let rest = &path[prefix.len()..];
-        (rest.is_empty() || rest[0] == b'/').then(|| [with.as_bytes(), rest].concat())
-    };
-    let tgid = || tgid(tid).unwrap_or(tid);
-    path.strip_prefix(b"/proc/thread-self")
-        .and_then(|_| swap(b"/proc/thread-self", format!("/proc/{}/task/{tid}", tgid())))
-        .or_else(|| {
-            path.strip_prefix(b"/proc/self")
-                .and_then(|_| swap(b"/proc/self", format!("/proc/{}", tgid())))
-        })
-        .unwrap_or_else(|| path.to_vec())
-}
-
-/// Makes change `c`, with `rewrite` (the handler's physical paths and AT_FDCWD dirfds)
-/// applied; the caller's other paths are reached as the caller would. Returns the call's
-/// result or errno.
-pub fn perform(
-    c: &Change<'_>,
-    rewrite: Option<(Scratch, Vec<(usize, Arg)>)>,
-    other_identity: bool,
-) -> Result<i64, i32> {
-    let mut args: [u64; 6] = std::array::from_fn(|i| c.regs.arg(i));
-    let mut replaced = [false; 6];
-    let scratch = match rewrite {
-        Some((scratch, changes)) => {
-            for (i, a) in changes {
-                args[i] = match a {
-                    Arg::Value(v) => v,
-                    Arg::Scratch(off) => {
-                        replaced[i] = true;
-                        scratch.bytes[off..].as_ptr() as u64
-                    }
-                };
-            }
-            Some(scratch)
-        }
-        None => None,
-    };
-    // Local copies of the strings the call reads; they outlive the call below.
-    let mut owned: Vec<CString> = Vec::new();
-    let mut dirfds_used = Vec::new();
-    let mut own = |args: &mut [u64; 6], i: usize, bytes: Vec<u8>| -> Result<(), i32> {
-        let s = CString::new(bytes).map_err(|_| libc::EINVAL)?;
-        args[i] = s.as_ptr() as u64;
-        owned.push(s);
-        Ok(())
-    };
-    for arg in c.paths {
-        if replaced[arg.path] || args[arg.path] == 0 {
-            continue;
-        }
-        let path = memory::read_cstr(c.tid, args[arg.path], memory::PATH_MAX)
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EFAULT))?;
-        let (full, dirfd) = callers_path(c, arg, &path)?;
-        dirfds_used.extend(dirfd);
-        own(&mut args, arg.path, full)?;
-        if let Some(d) = arg.dirfd {
-            args[d] = AT_FDCWD as u64;
+/// Makes change `c` (answering notification `n`); `other_identity`: the caller may not
+/// share roost's credentials.
+pub fn perform(c: &Change<'_>, n: Notification, other_identity: bool) -> Outcome {
+    let mut operands = Vec::with_capacity(c.paths.len());
+    for (arg, given) in c.paths {
+        let operand = match given {
+            Given::Physical(p) => Operand::absolute(p),
+            Given::Caller { path, logical } => caller_operand(c, arg, path, logical),
+            Given::Null => Err(libc::EFAULT),
+        };
+        match operand {
+            Ok(o) => operands.push(o),
+            Err(e) => return Outcome::Made(Err(e)),
         }
     }
-    if let Some(t) = target_arg(c.name) {
-        let target = memory::read_cstr(c.tid, c.regs.arg(t), memory::PATH_MAX)
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EFAULT))?;
-        own(&mut args, t, target)?;
+    // Every path of the caller's meets its root: absolute ones at once, relative ones at
+    // `..` or an absolute symlink.
+    let callers = |g: &Given<'_>| !matches!(g, Given::Physical(_));
+    if c.paths.iter().any(|(_, g)| callers(g)) && !shares_root(c.tid) {
+        let all_callers = c.paths.iter().all(|(_, g)| callers(g));
+        // A mapped path cannot be handed to the kernel as given; one in another root
+        // cannot be reached from here: as if on another file system.
+        return if all_callers {
+            Outcome::Continue
+        } else {
+            Outcome::Made(Err(libc::EXDEV))
+        };
     }
-    let who = prepare(c.tid, applies_umask(c.name), other_identity)?;
+    let target = match c.target.map(|t| CString::new(t).map_err(|_| libc::EINVAL)) {
+        Some(Err(e)) => return Outcome::Made(Err(e)),
+        t => t.and_then(Result::ok),
+    };
+    let who = match prepare(c.tid, applies_umask(c.name), other_identity) {
+        Ok(who) => who,
+        Err(e) => return Outcome::Made(Err(e)),
+    };
+    if let Err(e) = n.ensure_waiting() {
+        return Outcome::Made(Err(e));
+    }
     let rc = as_caller(who.as_ref(), || {
-        // SAFETY: every pointer argument now points at a NUL-terminated string owned here
-        // (`owned`, `scratch`); the others are the caller's plain numbers.
-        unsafe { libc::syscall(c.nr, args[0], args[1], args[2], args[3], args[4], args[5]) }
+        call(c.name, c.regs, &operands, target.as_ref())
     });
-    drop(scratch);
-    if rc >= 0 {
-        return Ok(rc);
+    Outcome::Made(if rc < 0 { Err(last_errno()) } else { Ok(rc) })
+}
+
+/// Makes call `name` in its `*at` form on `ops` (its path operands in order), with the
+/// caller's other arguments from `regs`.
+fn call(name: &str, regs: &Regs, ops: &[Operand], target: Option<&CString>) -> i64 {
+    let a = |i: usize| regs.arg(i);
+    let (d0, p0) = (ops[0].dirfd(), ops[0].ptr());
+    let second = || (ops[1].dirfd(), ops[1].ptr());
+    let raw = |nr: i64, args: [u64; 5]| {
+        // SAFETY: every pointer is a NUL-terminated string owned by `ops` or `target`,
+        // alive for the call; the other arguments are the caller's plain numbers.
+        unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3], args[4]) }
+    };
+    let d = |fd: i64| fd as u64;
+    match name {
+        "rmdir" => raw(
+            libc::SYS_unlinkat,
+            [d(d0), p0, libc::AT_REMOVEDIR as u64, 0, 0],
+        ),
+        "unlink" => raw(libc::SYS_unlinkat, [d(d0), p0, 0, 0, 0]),
+        "unlinkat" => raw(libc::SYS_unlinkat, [d(d0), p0, a(2), 0, 0]),
+        "rename" | "renameat" | "renameat2" => {
+            let flags = if name == "renameat2" { a(4) } else { 0 };
+            let (d1, p1) = second();
+            raw(libc::SYS_renameat2, [d(d0), p0, d(d1), p1, flags])
+        }
+        "link" | "linkat" => {
+            let flags = if name == "linkat" { a(4) } else { 0 };
+            let (d1, p1) = second();
+            raw(libc::SYS_linkat, [d(d0), p0, d(d1), p1, flags])
+        }
+        "symlink" | "symlinkat" => {
+            let t = target.map_or(0, |t| t.as_ptr() as u64);
+            raw(libc::SYS_symlinkat, [t, d(d0), p0, 0, 0])
+        }
+        "mkdir" => raw(libc::SYS_mkdirat, [d(d0), p0, a(1), 0, 0]),
+        "mkdirat" => raw(libc::SYS_mkdirat, [d(d0), p0, a(2), 0, 0]),
+        "mknod" => raw(libc::SYS_mknodat, [d(d0), p0, a(1), a(2), 0]),
+        "mknodat" => raw(libc::SYS_mknodat, [d(d0), p0, a(2), a(3), 0]),
+        "chmod" => raw(libc::SYS_fchmodat, [d(d0), p0, a(1), 0, 0]),
+        "fchmodat" => raw(libc::SYS_fchmodat, [d(d0), p0, a(2), 0, 0]),
+        "fchmodat2" => {
+            let nr = crate::arch::number("fchmodat2").expect("fchmodat2");
+            raw(nr, [d(d0), p0, a(2), a(3), 0])
+        }
+        "chown" => raw(libc::SYS_fchownat, [d(d0), p0, a(1), a(2), 0]),
+        "lchown" => {
+            let nofollow = libc::AT_SYMLINK_NOFOLLOW as u64;
+            raw(libc::SYS_fchownat, [d(d0), p0, a(1), a(2), nofollow])
+        }
+        "fchownat" => raw(libc::SYS_fchownat, [d(d0), p0, a(2), a(3), a(4)]),
+        // truncate has no *at form; it is only made here on a rewritten (absolute) path.
+        "truncate" if ops[0].dir.is_none() => raw(libc::SYS_truncate, [p0, a(1), 0, 0, 0]),
+        _ => {
+            // SAFETY: sets this thread's errno for the caller's answer.
+            unsafe { *libc::__errno_location() = libc::ENOSYS };
+            -1
+        }
     }
-    let e = super::lookup::last_errno();
-    // A dirfd that is not open: the kernel says EBADF, the /proc path ENOENT.
-    let closed = |fd: &i64| !std::path::Path::new(&format!("/proc/{}/fd/{fd}", c.tid)).exists();
-    if e == libc::ENOENT && dirfds_used.iter().any(closed) {
-        return Err(libc::EBADF);
-    }
-    Err(e)
 }

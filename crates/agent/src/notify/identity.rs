@@ -1,85 +1,227 @@
 //! Whose call the supervisor performs: the caller's umask and file-system credentials, and
-//! running a change with them. roost and its tracees share one user unless roost is root
-//! and a tracee dropped its privileges; then changes are made with the caller's fsuid,
-//! fsgid and groups, set on the supervisor thread alone for the duration of the call.
+//! running a call with them. roost and its tracees share one user unless roost is root and
+//! a tracee dropped its privileges (ids, groups or capabilities); then the supervisor thread
+//! takes on the caller's fsuid, fsgid, groups and effective capabilities for the duration of
+//! the call. Everything comes from `/proc/TID/status`.
 
 use std::sync::OnceLock;
 
-/// What of the caller's identity a file-system change depends on, from `/proc/TID/status`.
+/// A thread's `/proc/TID/status`, read once.
+pub struct Status(String);
+
+impl Status {
+    pub fn read(tid: i32) -> Option<Status> {
+        std::fs::read_to_string(format!("/proc/{tid}/status"))
+            .ok()
+            .map(Status)
+    }
+
+    /// The whitespace-separated values of field `name` (e.g. `"Uid:"`).
+    fn field<'a>(&'a self, name: &str) -> Option<std::str::SplitWhitespace<'a>> {
+        self.0
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::split_whitespace)
+    }
+
+    fn number(&self, name: &str, index: usize) -> Option<u32> {
+        self.field(name)?.nth(index)?.parse().ok()
+    }
+
+    fn hex(&self, name: &str) -> Option<u64> {
+        u64::from_str_radix(self.field(name)?.next()?, 16).ok()
+    }
+
+    pub fn tgid(&self) -> Option<i32> {
+        self.field("Tgid:")?.next()?.parse().ok()
+    }
+
+    /// Whether a signal the thread does not block is pending for it: one sent to the
+    /// thread, or one sent to its process when it is the process's only thread (otherwise
+    /// the kernel may hand that one to another thread).
+    pub fn signal_pending(&self) -> bool {
+        let blocked = self.hex("SigBlk:").unwrap_or(0);
+        let mut pending = self.hex("SigPnd:").unwrap_or(0);
+        if self.number("Threads:", 0) == Some(1) {
+            pending |= self.hex("ShdPnd:").unwrap_or(0);
+        }
+        pending & !blocked != 0
+    }
+}
+
+/// The thread-group id of `tid`.
+pub fn tgid(tid: i32) -> Option<i32> {
+    Status::read(tid)?.tgid()
+}
+
+/// What of the caller's identity a file-system call depends on.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Identity {
     pub umask: u32,
     fsuid: u32,
     fsgid: u32,
     groups: Vec<u32>,
+    /// Effective capabilities.
+    caps: u64,
+    real_uid: u32,
+    real_gid: u32,
+    permitted_caps: u64,
 }
 
-pub fn identity(tid: i32) -> Option<Identity> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(str::split_whitespace)
-    };
-    Some(Identity {
-        umask: u32::from_str_radix(field("Umask:")?.next()?, 8).ok()?,
-        fsuid: field("Uid:")?.nth(3)?.parse().ok()?,
-        fsgid: field("Gid:")?.nth(3)?.parse().ok()?,
-        groups: field("Groups:")?.filter_map(|g| g.parse().ok()).collect(),
-    })
-}
-
-/// This process's supplementary groups (fixed for its life).
-fn own_groups() -> &'static [u32] {
-    static GROUPS: OnceLock<Vec<u32>> = OnceLock::new();
-    GROUPS.get_or_init(|| {
-        let mut groups = vec![0u32; 65536];
-        // SAFETY: the buffer holds as many entries as passed.
-        let n = unsafe { libc::getgroups(groups.len() as i32, groups.as_mut_ptr()) };
-        groups.truncate(n.max(0) as usize);
+impl Identity {
+    pub fn of(status: &Status) -> Option<Identity> {
+        let mut groups: Vec<u32> = status
+            .field("Groups:")?
+            .filter_map(|g| g.parse().ok())
+            .collect();
         groups.sort_unstable();
-        groups
-    })
+        Some(Identity {
+            umask: u32::from_str_radix(status.field("Umask:")?.next()?, 8).ok()?,
+            fsuid: status.number("Uid:", 3)?,
+            fsgid: status.number("Gid:", 3)?,
+            groups,
+            caps: status.hex("CapEff:")?,
+            real_uid: status.number("Uid:", 0)?,
+            real_gid: status.number("Gid:", 0)?,
+            permitted_caps: status.hex("CapPrm:")?,
+        })
+    }
+
+    /// The identity `access(2)` checks with (no `AT_EACCESS`): the real uid and gid, and
+    /// the full permitted capabilities for a real root, none otherwise — as the kernel's
+    /// `faccessat` overrides the caller's credentials.
+    pub fn for_access(&self) -> Identity {
+        Identity {
+            fsuid: self.real_uid,
+            fsgid: self.real_gid,
+            caps: if self.real_uid == 0 {
+                self.permitted_caps
+            } else {
+                0
+            },
+            ..self.clone()
+        }
+    }
+}
+
+/// The supervisor's own identity (fixed for its life): what `as_caller` returns to.
+fn own() -> &'static Option<Identity> {
+    static OWN: OnceLock<Option<Identity>> = OnceLock::new();
+    // SAFETY: a plain id query.
+    OWN.get_or_init(|| Status::read(unsafe { libc::gettid() }).and_then(|s| Identity::of(&s)))
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// Sets this thread's effective capabilities (within its permitted set).
+fn set_effective_caps(caps: u64) {
+    let mut header = [CAPABILITY_VERSION_3, 0u32];
+    // (effective, permitted, inheritable) for the low and the high 32 capabilities.
+    let mut data = [[0u32; 3]; 2];
+    // SAFETY: raw capget/capset on this thread with buffers of the version-3 size.
+    unsafe {
+        if libc::syscall(libc::SYS_capget, header.as_mut_ptr(), data.as_mut_ptr()) != 0 {
+            return;
+        }
+        data[0][0] = caps as u32 & data[0][1];
+        data[1][0] = (caps >> 32) as u32 & data[1][1];
+        libc::syscall(libc::SYS_capset, header.as_mut_ptr(), data.as_ptr());
+    }
+}
+
+/// Sets this thread's file-system ids and groups.
+fn set_ids(groups: &[u32], fsgid: u32, fsuid: u32) {
+    // SAFETY: raw per-thread credential changes with valid arguments.
+    unsafe {
+        libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr());
+        libc::syscall(libc::SYS_setfsgid, fsgid);
+        libc::syscall(libc::SYS_setfsuid, fsuid);
+    }
 }
 
 /// Runs `f` with this thread's file-system identity switched to `who`'s where it differs
 /// from roost's own. Only root can differ from its tracees (they may drop privileges); the
 /// raw syscalls change this thread alone, unlike libc's process-wide wrappers.
 pub fn as_caller<T>(who: Option<&Identity>, f: impl FnOnce() -> T) -> T {
-    // SAFETY: plain id queries.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let Some(who) = who.filter(|w| {
-        let mut groups = w.groups.clone();
-        groups.sort_unstable();
-        uid == 0 && (w.fsuid != uid || w.fsgid != gid || groups != own_groups())
-    }) else {
+    let Some(own) = own() else {
         return f();
     };
-    let set = |groups: &[u32], gid: u32, uid: u32| {
-        // SAFETY: raw per-thread credential changes with valid arguments.
-        unsafe {
-            libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr());
-            libc::syscall(libc::SYS_setfsgid, gid);
-            libc::syscall(libc::SYS_setfsuid, uid);
-        }
+    let differs = |w: &&Identity| {
+        own.fsuid == 0
+            && (w.fsuid != own.fsuid
+                || w.fsgid != own.fsgid
+                || w.groups != own.groups
+                || w.caps != own.caps)
     };
-    set(&who.groups, who.fsgid, who.fsuid);
+    let Some(who) = who.filter(differs) else {
+        return f();
+    };
+    // setgroups needs CAP_SETGID: ids first, capabilities last; the reverse to restore.
+    set_ids(&who.groups, who.fsgid, who.fsuid);
+    set_effective_caps(who.caps);
     let out = f();
-    set(own_groups(), gid, uid);
+    set_effective_caps(own.caps);
+    set_ids(&own.groups, own.fsgid, own.fsuid);
     out
 }
 
-/// Reads what a change by thread `tid` needs: its identity when the call applies the umask
+/// Reads what a call by thread `tid` needs: its identity when the call applies the umask
 /// (`umask`; the umask is then set on this thread) or when it may not share roost's
 /// credentials (`other_identity`). `Err(ESRCH)`: the caller is gone.
 pub fn prepare(tid: i32, umask: bool, other_identity: bool) -> Result<Option<Identity>, i32> {
     if !umask && !other_identity {
         return Ok(None);
     }
-    let who = identity(tid).ok_or(libc::ESRCH)?;
+    let who = Status::read(tid)
+        .and_then(|s| Identity::of(&s))
+        .ok_or(libc::ESRCH)?;
     if umask {
         // SAFETY: the supervisor thread has its own fs attributes (see `notify::start`).
         unsafe { libc::umask(who.umask as libc::mode_t) };
     }
     Ok(Some(who))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATUS: &str = "Name:\tsh\nUmask:\t0027\nTgid:\t41\nUid:\t1000\t0\t0\t0\n\
+        Gid:\t100\t0\t0\t0\nGroups:\t27 4 \nCapPrm:\t000001ffffffffff\n\
+        CapEff:\t000001ffffffffff\n";
+
+    #[test]
+    fn status_fields_parse() {
+        let s = Status(STATUS.into());
+        assert_eq!(s.tgid(), Some(41));
+        let who = Identity::of(&s).unwrap();
+        assert_eq!((who.umask, who.fsuid, who.fsgid), (0o027, 0, 0));
+        assert_eq!(who.groups, vec![4, 27]);
+        assert_eq!(who.caps, 0x1ff_ffff_ffff);
+        assert!(!s.signal_pending());
+    }
+
+    #[test]
+    fn pending_signals_count_unless_blocked() {
+        let with = |extra: &str| Status(format!("{STATUS}{extra}")).signal_pending();
+        assert!(with("Threads:\t1\nSigPnd:\t0000000000002000\nSigBlk:\t0\n"));
+        assert!(!with(
+            "Threads:\t1\nSigPnd:\t0000000000002000\nSigBlk:\t2000\n"
+        ));
+        // A signal sent to the process goes to one of its threads, not necessarily this.
+        assert!(with("Threads:\t1\nShdPnd:\t0000000000004000\nSigBlk:\t0\n"));
+        assert!(!with(
+            "Threads:\t2\nShdPnd:\t0000000000004000\nSigBlk:\t0\n"
+        ));
+    }
+
+    #[test]
+    fn access_checks_with_the_real_ids() {
+        let who = Identity::of(&Status(STATUS.into())).unwrap();
+        let a = who.for_access();
+        assert_eq!((a.fsuid, a.fsgid, a.caps), (1000, 100, 0));
+        let root = Identity::of(&Status(STATUS.replace("Uid:\t1000", "Uid:\t0"))).unwrap();
+        assert_eq!(root.for_access().caps, 0x1ff_ffff_ffff);
+    }
 }

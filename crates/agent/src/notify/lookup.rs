@@ -2,6 +2,7 @@
 //! readlink run here on the physical path and their results go into the caller's memory,
 //! as the kernel would have written them.
 
+use super::identity::{as_caller, Identity};
 use crate::arch::{self, Regs};
 use crate::memory;
 use std::ffi::CString;
@@ -12,15 +13,26 @@ pub fn last_errno() -> i32 {
         .unwrap_or(libc::EIO)
 }
 
-/// Performs the lookup `name` on `physical` for thread `tid` and writes its result into the
-/// caller's buffer, as the kernel would have.
-pub fn emulate(name: &str, regs: &Regs, tid: i32, physical: &[u8]) -> Result<i64, i32> {
+/// Performs the lookup `name` on `physical` for thread `tid`, with its identity `who` when
+/// that may differ from roost's, and writes its result into the caller's buffer, as the
+/// kernel would have.
+pub fn emulate(
+    name: &str,
+    regs: &Regs,
+    tid: i32,
+    physical: &[u8],
+    who: Option<&Identity>,
+) -> Result<i64, i32> {
     let c = CString::new(physical).map_err(|_| libc::EINVAL)?;
     let nofollow = |flags: u64| (flags & libc::AT_SYMLINK_NOFOLLOW as u64) as i32;
     let stat_into = |flags: i32, buf: u64| -> Result<i64, i32> {
         // SAFETY: the kernel fills the plain-data struct.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstatat(libc::AT_FDCWD, c.as_ptr(), &mut st, flags) } != 0 {
+        // SAFETY: a valid C string and stat buffer.
+        let rc = as_caller(who, || unsafe {
+            libc::fstatat(libc::AT_FDCWD, c.as_ptr(), &mut st, flags)
+        });
+        if rc != 0 {
             return Err(last_errno());
         }
         // SAFETY: zeroed, then filled by the kernel.
@@ -28,8 +40,20 @@ pub fn emulate(name: &str, regs: &Regs, tid: i32, physical: &[u8]) -> Result<i64
         Ok(0)
     };
     let access = |mode: u64, flags: u64| -> Result<i64, i32> {
+        // Without AT_EACCESS the kernel checks with the caller's real ids: take those on
+        // and ask for the check with this thread's (switched) ids.
+        let eaccess = libc::AT_EACCESS as u64;
+        let real;
+        let (checker, flags) = match who {
+            Some(w) if flags & eaccess == 0 => {
+                real = w.for_access();
+                (Some(&real), flags | eaccess)
+            }
+            Some(w) => (Some(w), flags),
+            None => (None, flags),
+        };
         // SAFETY: raw faccessat2 with a valid C string.
-        let rc = unsafe {
+        let rc = as_caller(checker, || unsafe {
             libc::syscall(
                 arch::number("faccessat2").expect("faccessat2"),
                 libc::AT_FDCWD,
@@ -37,7 +61,7 @@ pub fn emulate(name: &str, regs: &Regs, tid: i32, physical: &[u8]) -> Result<i64
                 mode,
                 flags,
             )
-        };
+        });
         if rc != 0 {
             return Err(last_errno());
         }
@@ -51,7 +75,8 @@ pub fn emulate(name: &str, regs: &Regs, tid: i32, physical: &[u8]) -> Result<i64
             // SAFETY: the kernel fills the plain-data struct.
             let mut stx: libc::statx = unsafe { std::mem::zeroed() };
             let flags = (regs.arg(2) & !(crate::syscalls::AT_EMPTY_PATH)) as i32;
-            let rc = unsafe {
+            // SAFETY: a valid C string and statx buffer.
+            let rc = as_caller(who, || unsafe {
                 libc::statx(
                     libc::AT_FDCWD,
                     c.as_ptr(),
@@ -59,7 +84,7 @@ pub fn emulate(name: &str, regs: &Regs, tid: i32, physical: &[u8]) -> Result<i64
                     regs.arg(3) as u32,
                     &mut stx,
                 )
-            };
+            });
             if rc != 0 {
                 return Err(last_errno());
             }
@@ -79,7 +104,9 @@ pub fn emulate(name: &str, regs: &Regs, tid: i32, physical: &[u8]) -> Result<i64
             if size as i32 <= 0 {
                 return Err(libc::EINVAL);
             }
-            let target = roost_vfs::Driver::readlink(&roost_vfs::LocalDriver, physical)?;
+            let target = as_caller(who, || {
+                roost_vfs::Driver::readlink(&roost_vfs::LocalDriver, physical)
+            })?;
             let n = target.len().min(size as usize);
             memory::write(tid, buf, &target[..n]).map_err(|_| libc::EFAULT)?;
             Ok(n as i64)

@@ -8,16 +8,17 @@
 
 mod attrs;
 mod change;
+mod fifo;
 mod identity;
 mod lookup;
 mod open;
 
 use crate::arch::Regs;
 use crate::filter::Verdict;
-use crate::handlers::{self, path, procfs, Action, Ctx, Decision};
+use crate::handlers::{self, path, procfs, Action, Arg, Ctx, Decision};
 use crate::memory;
-use crate::syscalls::{Kind, Table, AT_EMPTY_PATH};
-use crate::task::{AfterExit, Fs};
+use crate::syscalls::{Kind, PathArg, Table, AT_EMPTY_PATH};
+use crate::task::Fs;
 use roost_vfs::Namespace;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -171,15 +172,6 @@ fn send(listener: i32, id: u64, reply: Reply) {
     unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) };
 }
 
-/// The thread-group id of `tid`.
-fn tgid(tid: i32) -> Option<i32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 /// How a notification is answered.
 pub enum Reply {
     /// Return value, negative errno, flags.
@@ -208,9 +200,50 @@ impl Reply {
     }
 }
 
+/// A notification being answered: the listener it came on and its id.
+#[derive(Clone, Copy)]
+pub struct Notification {
+    pub listener: i32,
+    pub id: u64,
+}
+
+impl Notification {
+    /// Whether the caller still waits for this answer. Asked after roost has read what it
+    /// needs from the caller (memory, /proc entries) and before it acts on it: a caller that
+    /// was killed meanwhile is gone, and its pid may be another process's.
+    pub fn ensure_waiting(&self) -> Result<(), i32> {
+        // SAFETY: checks a notification id.
+        let rc =
+            unsafe { libc::ioctl(self.listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &self.id) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(libc::ENOENT)
+        }
+    }
+}
+
+/// Reads the path arguments of a call: (address, bytes) of each one that could be read.
+fn read_paths(tid: i32, regs: &Regs, kind: &Kind) -> Vec<(u64, Vec<u8>)> {
+    let indices: Vec<usize> = match kind {
+        Kind::Path { args, .. } => args.iter().map(|a| a.path).collect(),
+        Kind::Readlink { path, .. } => vec![*path],
+        _ => Vec::new(),
+    };
+    indices
+        .into_iter()
+        .filter_map(|i| {
+            let at = regs.arg(i);
+            let path = memory::read_cstr(tid, at, memory::PATH_MAX).ok()?;
+            Some((at, path))
+        })
+        .collect()
+}
+
+const CONTINUE: Reply = Reply::Send(0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+
 /// Answers one notification.
 fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) -> Reply {
-    const CONTINUE: Reply = Reply::Send(0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE);
     let tid = req.pid as i32;
     let nr = i64::from(req.data.nr);
     let Some((name, kind)) = table.get(nr) else {
@@ -220,23 +253,13 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     for (i, a) in req.data.args.iter().enumerate() {
         regs.set_arg(i, *a);
     }
+    let paths = read_paths(tid, &regs, &kind);
     // The cwd costs a /proc lookup: only relative paths and /proc magic links need it.
-    let path_arg = match kind {
-        Kind::Path { args, .. } => args.first().map(|a| a.path),
-        Kind::Readlink { path, .. } => Some(path),
-        _ => None,
-    };
-    let path = path_arg.and_then(|i| {
-        let at = regs.arg(i);
-        memory::read_cstr(tid, at, memory::PATH_MAX)
-            .ok()
-            .map(|p| (at, p))
-    });
-    let two_paths = matches!(kind, Kind::Path { args, .. } if args.len() > 1);
-    let needs_cwd = two_paths
-        || path.as_ref().map_or(true, |(_, p)| {
-            p.first() != Some(&b'/') || p.starts_with(b"/proc")
-        });
+    let needs_cwd = paths.is_empty()
+        || matches!(kind, Kind::Path { args, .. } if args.len() > paths.len())
+        || paths
+            .iter()
+            .any(|(_, p)| p.first() != Some(&b'/') || p.starts_with(b"/proc"));
     let physical_cwd = if needs_cwd {
         std::fs::read_link(format!("/proc/{tid}/cwd"))
             .map(|p| p.into_os_string().into_encoded_bytes())
@@ -253,7 +276,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         // Only `/proc/.../exe` needs the logical executable (a /proc read to find it).
         let exe = match kind {
             Kind::Readlink { .. } if needs_cwd => {
-                tgid(tid).and_then(|g| shared.exes.lock().expect("exes").get(&g).cloned())
+                identity::tgid(tid).and_then(|g| shared.exes.lock().expect("exes").get(&g).cloned())
             }
             _ => None,
         };
@@ -263,7 +286,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             ns: &mut ns,
             fs: &fs,
             exe: exe.as_deref(),
-            known_path: path.as_ref().map(|(at, p)| (*at, p.as_slice())),
+            known_paths: &paths,
         };
         match kind {
             Kind::Path {
@@ -280,53 +303,31 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             _ => Decision::pass(),
         }
     };
-    // A change that may turn names into symlinks or back is made here even when it passes,
-    // so the cache is cleared after it (see `change`).
-    let Decision {
-        action,
-        after,
-        physical,
-        ..
-    } = decision;
-    let mutating = matches!(kind, Kind::Path { mutates: true, .. }) && change::is_change(name);
-    // Acting on what was read from the caller's memory needs the caller to be still waiting
-    // (not a new process with a recycled pid); a verdict alone is harmless if it is not.
-    let id = req.id;
-    let acts = match action {
-        Action::Emulate { .. } | Action::Rewrite { .. } => true,
-        Action::Pass => mutating,
-        Action::Fail(_) => false,
+    let n = Notification {
+        listener: fd,
+        id: req.id,
     };
-    // SAFETY: checks a notification id.
-    if acts && unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &id) } != 0 {
-        return Reply::errno(libc::ENOENT);
-    }
     let other_identity = shared.credentials_changed.load(Ordering::Relaxed);
-    let make_change = |rewrite| {
-        let Kind::Path { args, .. } = kind else {
-            unreachable!("changes are path calls")
-        };
-        let c = change::Change {
-            nr,
-            name,
-            regs: &regs,
-            tid,
-            paths: args,
-        };
-        let result = change::perform(&c, rewrite, other_identity);
-        if let Some(AfterExit::Invalidate(names)) = &after {
-            let mut ns = shared.ns.lock().expect("namespace lock");
-            for logical in names {
-                ns.invalidate_under(logical);
-            }
-        }
-        Reply::from(result)
+    let physical = match (&decision.action, &decision.physical) {
+        (Action::Rewrite { .. }, Some(p)) => Some(p.clone()),
+        _ => None,
     };
-    match action {
-        Action::Pass if mutating => make_change(None),
+    match decision.action {
+        Action::Pass if change::relinks(name) => make_change(
+            shared,
+            (name, &kind),
+            (&regs, tid),
+            &paths,
+            decision,
+            n,
+            other_identity,
+        ),
         Action::Pass => CONTINUE,
         Action::Fail(e) => Reply::errno(e),
         Action::Emulate { ret, writes } => {
+            if n.ensure_waiting().is_err() {
+                return Reply::Answered;
+            }
             for (addr, bytes) in writes {
                 if memory::write(tid, addr, &bytes).is_err() {
                     return Reply::errno(libc::EFAULT);
@@ -334,18 +335,105 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             }
             Reply::value(ret)
         }
-        Action::Rewrite { scratch, args } if change::is_change(name) => {
-            make_change(Some((scratch, args)))
+        Action::Rewrite { .. } if change::is_change(name) => make_change(
+            shared,
+            (name, &kind),
+            (&regs, tid),
+            &paths,
+            decision,
+            n,
+            other_identity,
+        ),
+        Action::Rewrite { .. } => {
+            let Some(p) = physical else {
+                return Reply::errno(libc::EFAULT);
+            };
+            if open::is_open(name) {
+                return open::emulate(name, &regs, tid, &p, other_identity, n);
+            }
+            let who = match identity::prepare(tid, false, other_identity) {
+                Ok(who) => who,
+                Err(e) => return Reply::errno(e),
+            };
+            if attrs::is_attr(name) {
+                return Reply::from(attrs::emulate(name, &regs, tid, &p, who.as_ref(), n));
+            }
+            if n.ensure_waiting().is_err() {
+                return Reply::Answered;
+            }
+            Reply::from(lookup::emulate(name, &regs, tid, &p, who.as_ref()))
         }
-        Action::Rewrite { .. } => match physical {
-            Some(p) if open::is_open(name) => {
-                open::emulate(name, &regs, tid, &p, other_identity, (fd, id))
-            }
-            Some(p) if attrs::is_attr(name) => {
-                Reply::from(attrs::emulate(name, &regs, tid, &p, other_identity))
-            }
-            Some(p) => Reply::from(lookup::emulate(name, &regs, tid, &p)),
-            None => Reply::errno(libc::EFAULT),
-        },
+    }
+}
+
+/// Makes a change here (see [`change`]) and clears the names it touched from the cache.
+fn make_change(
+    shared: &Shared,
+    (name, kind): (&str, &Kind),
+    (regs, tid): (&Regs, i32),
+    read: &[(u64, Vec<u8>)],
+    decision: Decision,
+    n: Notification,
+    other_identity: bool,
+) -> Reply {
+    let Kind::Path { args, .. } = kind else {
+        unreachable!("changes are path calls")
+    };
+    let rewritten: Vec<(usize, &[u8])> = match &decision.action {
+        Action::Rewrite { scratch, args } => args
+            .iter()
+            .filter_map(|(i, a)| match a {
+                Arg::Scratch(off) => {
+                    let s = &scratch.bytes[*off..];
+                    Some((*i, &s[..s.iter().position(|&b| b == 0)?]))
+                }
+                Arg::Value(_) => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let given_of = |arg: &PathArg| {
+        if let Some((_, p)) = rewritten.iter().find(|(i, _)| *i == arg.path) {
+            return change::Given::Physical(p);
+        }
+        let at = regs.arg(arg.path);
+        let logical = decision.logicals.iter().find(|(i, _)| *i == arg.path);
+        match (read.iter().find(|(a, _)| *a == at), logical) {
+            (Some((_, path)), Some((_, logical))) => change::Given::Caller { path, logical },
+            (Some((_, path)), None) => change::Given::Caller {
+                path,
+                logical: path,
+            },
+            _ => change::Given::Null,
+        }
+    };
+    let given: Vec<(PathArg, change::Given<'_>)> = args.iter().map(|a| (*a, given_of(a))).collect();
+    let target = change::target_arg(name)
+        .and_then(|i| memory::read_cstr(tid, regs.arg(i), memory::PATH_MAX).ok());
+    if change::target_arg(name).is_some() && target.is_none() {
+        return Reply::errno(libc::EFAULT);
+    }
+    let c = change::Change {
+        name,
+        regs,
+        tid,
+        paths: &given,
+        target: target.as_deref(),
+    };
+    let invalidate = || {
+        let mut ns = shared.ns.lock().expect("namespace lock");
+        for (_, logical) in &decision.logicals {
+            ns.invalidate_under(logical);
+        }
+    };
+    match change::perform(&c, n, other_identity) {
+        change::Outcome::Made(result) => {
+            invalidate();
+            Reply::from(result)
+        }
+        change::Outcome::Continue => {
+            invalidate();
+            CONTINUE
+        }
     }
 }

@@ -1,0 +1,203 @@
+//! A FIFO open that must wait for the other end, on a thread of its own so the supervisor
+//! goes on serving. The caller's signals are still delivered while it waits: roost's filter
+//! makes a received notification wait killably (a change must not be made twice by a
+//! restarted call), so this thread watches the caller and, when a signal is pending for it,
+//! abandons the open and answers `ERESTARTSYS` — the kernel then restarts the call after an
+//! `SA_RESTART` handler (or a stop) and fails it with `EINTR` otherwise, as it does for a
+//! FIFO open interrupted natively.
+
+use super::identity::{as_caller, Status};
+use super::lookup::last_errno;
+use super::open::Request;
+use super::{send, Notification, Reply};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Once;
+use std::time::Duration;
+
+/// The kernel's "restart this call" code (never seen by programs).
+const ERESTARTSYS: i32 = 512;
+/// How often the caller is looked at while it waits.
+const TICK: Duration = Duration::from_millis(10);
+
+/// How the caller's open waits for the FIFO's other end.
+pub enum Wait {
+    /// A read-only open: roost holds a non-blocking read end, so writers see a reader as
+    /// they would see the caller, and waits for a writer in a blocking reopen of it.
+    Reader(OwnedFd),
+    /// A write-only open with no reader yet: retried without blocking until one comes (a
+    /// blocking open, interrupted to look at signals, would wake readers as if a writer had
+    /// come and gone).
+    Writer,
+}
+
+/// Whether `path` (followed) is a FIFO.
+pub fn names_fifo(path: &CString) -> bool {
+    // SAFETY: the kernel fills the plain-data struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and stat buffer.
+    let rc = unsafe { libc::stat(path.as_ptr(), &mut st) };
+    rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
+}
+
+/// What the waiting caller is doing.
+#[derive(Clone, Copy, PartialEq)]
+enum Caller {
+    Waiting = 0,
+    /// A signal is pending for it: its call must be restarted to take it.
+    Signalled = 1,
+    /// Killed: nothing waits for an answer any more.
+    Gone = 2,
+}
+
+fn look_at(tid: i32, n: Notification) -> Caller {
+    if n.ensure_waiting().is_err() {
+        return Caller::Gone;
+    }
+    match Status::read(tid) {
+        None => Caller::Gone,
+        Some(s) if s.signal_pending() => Caller::Signalled,
+        Some(_) => Caller::Waiting,
+    }
+}
+
+fn abandoned(state: Caller) -> i32 {
+    match state {
+        Caller::Signalled => ERESTARTSYS,
+        _ => libc::ENOENT,
+    }
+}
+
+/// Waits for the FIFO's other end on a new thread, which answers notification `n` of
+/// thread `tid`. `Err`: no thread could be started.
+pub fn wait_elsewhere(request: Request, wait: Wait, tid: i32, n: Notification) -> Result<(), i32> {
+    // SAFETY: duplicating the live listener for the thread.
+    let own = unsafe { libc::fcntl(n.listener, libc::F_DUPFD_CLOEXEC, 0) };
+    if own < 0 {
+        return Err(libc::EMFILE);
+    }
+    // SAFETY: the new descriptor is ours alone.
+    let own = unsafe { OwnedFd::from_raw_fd(own) };
+    std::thread::Builder::new()
+        .name("roost-fifo-open".into())
+        .stack_size(128 * 1024)
+        .spawn(move || {
+            let n = Notification {
+                listener: own.as_raw_fd(),
+                id: n.id,
+            };
+            let opened = match wait {
+                Wait::Reader(read_end) => wait_for_writer(&request, &read_end, tid, n),
+                Wait::Writer => wait_for_reader(&request, tid, n),
+            };
+            let reply = match opened {
+                Ok(fd) => request.install(n, &fd),
+                Err(e) => Reply::errno(e),
+            };
+            send(n.listener, n.id, reply);
+        })
+        .map(drop)
+        .map_err(|_| libc::EAGAIN)
+}
+
+fn wait_for_reader(request: &Request, tid: i32, n: Notification) -> Result<OwnedFd, i32> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match request.open_nonblocking() {
+            Err(libc::ENXIO) if names_fifo(&request.physical) => {}
+            other => return other,
+        }
+        match look_at(tid, n) {
+            Caller::Waiting => {}
+            state => return Err(abandoned(state)),
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(TICK);
+    }
+}
+
+/// The signal that interrupts this module's blocking opens (no `SA_RESTART`).
+fn wake_signal() -> i32 {
+    static HANDLER: Once = Once::new();
+    let sig = libc::SIGRTMIN() + 7;
+    extern "C" fn ignore(_: libc::c_int) {}
+    HANDLER.call_once(|| {
+        // SAFETY: installs a handler that does nothing, for a signal roost sends itself.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    });
+    sig
+}
+
+fn wait_for_writer(
+    request: &Request,
+    read_end: &OwnedFd,
+    tid: i32,
+    n: Notification,
+) -> Result<OwnedFd, i32> {
+    let sig = wake_signal();
+    // SAFETY: unblocks one signal for this thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+    // SAFETY: plain id queries.
+    let (pid, me) = unsafe { (libc::getpid(), libc::gettid()) };
+    let reopen = CString::new(format!("/proc/self/fd/{}", read_end.as_raw_fd()))
+        .expect("no NUL in a /proc path");
+    let flags = request.flags | libc::O_CLOEXEC | libc::O_NOCTTY;
+    // 0 while the caller waits, else why it stopped; 3 once this thread is done.
+    let state = AtomicU8::new(Caller::Waiting as u8);
+    const DONE: u8 = 3;
+    std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            // Signals until the open returns: one sent just before it began is not enough.
+            while state.load(Ordering::Acquire) != DONE {
+                std::thread::park_timeout(TICK);
+                let now = state.load(Ordering::Acquire);
+                if now == Caller::Waiting as u8 {
+                    let seen = look_at(tid, n);
+                    if seen == Caller::Waiting {
+                        continue;
+                    }
+                    let _ = state.compare_exchange(
+                        now,
+                        seen as u8,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
+                }
+                if state.load(Ordering::Acquire) != DONE {
+                    // SAFETY: a signal to this process's own opener thread.
+                    unsafe { libc::syscall(libc::SYS_tgkill, pid, me, sig) };
+                }
+            }
+        });
+        let opened = loop {
+            // SAFETY: a blocking reopen of our FIFO read end through its /proc name.
+            let fd = as_caller(request.who.as_ref(), || unsafe {
+                libc::open(reopen.as_ptr(), flags)
+            });
+            if fd >= 0 {
+                // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
+                break Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+            match (last_errno(), state.load(Ordering::Acquire)) {
+                (libc::EINTR, 0) => continue,
+                (libc::EINTR, 1) => break Err(abandoned(Caller::Signalled)),
+                (libc::EINTR, _) => break Err(abandoned(Caller::Gone)),
+                (e, _) => break Err(e),
+            }
+        };
+        state.store(DONE, Ordering::Release);
+        watcher.thread().unpark();
+        opened
+    })
+}
