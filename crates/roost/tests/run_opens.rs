@@ -6,24 +6,6 @@
 mod run_support;
 use run_support::*;
 
-/// Runs `sh -c SCRIPT` under roost with the tree at /m, with notifications and without;
-/// both must give the same output and exit code, which is returned.
-fn sh_both(t: &Tree, script: &str) -> (String, i32) {
-    let mount = format!("/m={}", t.s());
-    let mut results = Vec::new();
-    for mode in [&[][..], &["--no-notify"][..]] {
-        let mut args = mode.to_vec();
-        args.extend(["--mount", &mount, "--", "timeout", "20", "sh", "-c", script]);
-        let o = run(&args);
-        results.push((stdout(&o) + &stderr(&o), o.status.code().unwrap_or(-1)));
-    }
-    assert_eq!(
-        results[0], results[1],
-        "notification vs ptrace for {script:?}"
-    );
-    results.remove(0)
-}
-
 fn mode_of(t: &Tree, rel: &str) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(t.path(rel)).unwrap().permissions().mode() & 0o7777

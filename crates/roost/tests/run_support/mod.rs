@@ -95,3 +95,34 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// Runs `ARGV` under roost (inside `timeout 20`) with the tree at /m, with notifications and
+/// with `--no-notify`; both must give the same output and exit code, which are returned.
+pub fn run_both(t: &Tree, argv: &[&str]) -> (String, i32) {
+    let mount = format!("/m={}", t.s());
+    let mut results = Vec::new();
+    for mode in [&[][..], &["--no-notify"][..]] {
+        let mut args = mode.to_vec();
+        args.extend(["--mount", &mount, "--", "timeout", "20"]);
+        args.extend(argv);
+        let o = run(&args);
+        results.push((stdout(&o) + &stderr(&o), o.status.code().unwrap_or(-1)));
+    }
+    assert_eq!(
+        results[0], results[1],
+        "notification vs ptrace for {argv:?}"
+    );
+    results.remove(0)
+}
+
+/// [`run_both`] for `sh -c SCRIPT`.
+pub fn sh_both(t: &Tree, script: &str) -> (String, i32) {
+    run_both(t, &["sh", "-c", script])
+}
+
+/// Whether the tests run as root (CI does): only root can hand its tracees another
+/// identity or chroot them, so tests of those print why they check nothing otherwise.
+pub fn is_root() -> bool {
+    // SAFETY: a plain id query.
+    unsafe { libc::geteuid() == 0 }
+}

@@ -1,0 +1,206 @@
+//! The notification thread makes changes and lookups on a program's behalf; these tests
+//! hold it to the kernel's own behaviour at the edges where doing a call for someone else
+//! differs from doing it yourself: signals arriving meanwhile, paths that go through
+//! `/proc/self`, a program in a chroot, and a program that dropped root. Each runs with
+//! notifications and with `--no-notify` (plain ptrace), which must agree.
+
+mod run_support;
+use run_support::*;
+
+/// Runs `python3 -c SCRIPT ARGS...` under roost both ways; returns (output, exit code).
+fn python_both(t: &Tree, script: &str, args: &[&str]) -> (String, i32) {
+    let mut argv = vec!["python3", "-c", script];
+    argv.extend(args);
+    run_both(t, &argv)
+}
+
+#[test]
+fn changes_interrupted_by_signals_are_made_once() {
+    // A 0.5 ms SA_RESTART timer interrupts mkdir, symlink, rename, link, unlink and rmdir
+    // while roost makes them: a change made by roost and again by the restarted call shows
+    // up as EEXIST or ENOENT. Both on the mount and outside it (where roost makes the
+    // changes that may relink names itself).
+    let t = Tree::new("notify-restart");
+    let outside = t.path("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let rc = compiled("restarted_changes");
+    let mount = format!("/m={}", t.s());
+    for mode in [&[][..], &["--no-notify"][..]] {
+        for dir in ["/m", outside.to_str().unwrap()] {
+            let mut args = mode.to_vec();
+            args.extend([
+                "--mount",
+                &mount,
+                "--",
+                rc.to_str().unwrap(),
+                dir,
+                "300",
+                "500",
+            ]);
+            let o = run(&args);
+            let out = stdout(&o);
+            let signals: u64 = out
+                .strip_prefix("0 failures, ")
+                .and_then(|rest| rest.strip_suffix(" signals\n"))
+                .unwrap_or_else(|| panic!("{mode:?} under {dir}: {out}{}", stderr(&o)))
+                .parse()
+                .unwrap();
+            assert!(o.status.success(), "{mode:?} under {dir}: {out}");
+            assert!(signals > 20, "the timer hardly fired ({signals} signals)");
+        }
+    }
+}
+
+/// Opens a FIFO on the mount for reading or writing while a 0.3 s timer's handler either
+/// raises (the open must fail then) or returns (the open must keep waiting, and succeed when
+/// a child opens the other end at 0.6 s).
+const FIFO_SIGNAL: &str = r#"
+import os, signal, sys, time
+mode, handler = sys.argv[1], sys.argv[2]
+flags, other = (os.O_RDONLY, os.O_WRONLY) if mode == "r" else (os.O_WRONLY, os.O_RDONLY)
+if os.fork() == 0:
+    time.sleep(0.6)
+    os.close(os.open("/m/fifo", other))
+    os._exit(0)
+calls = []
+def on_alarm(sig, frame):
+    calls.append(time.monotonic())
+    if handler == "raise":
+        raise TimeoutError
+signal.signal(signal.SIGALRM, on_alarm)
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+t0 = time.monotonic()
+try:
+    os.close(os.open("/m/fifo", flags))
+    waited = time.monotonic() - t0
+    print("opened; handler ran", len(calls), "time(s) while waiting:", calls[0] - t0 < waited, waited > 0.5)
+except TimeoutError:
+    print("interrupted at the signal:", 0.25 < time.monotonic() - t0 < 0.5)
+    os.close(os.open("/m/fifo", flags))
+os.wait()
+"#;
+
+#[test]
+fn a_fifo_open_waits_through_signals_and_fails_when_a_handler_raises() {
+    let t = Tree::new("notify-fifo");
+    let fifo = std::ffi::CString::new(t.path("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a plain mkfifo with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    for mode in ["r", "w"] {
+        let (out, code) = python_both(&t, FIFO_SIGNAL, &[mode, "raise"]);
+        assert_eq!(
+            (out.as_str(), code),
+            ("interrupted at the signal: True\n", 0),
+            "{mode}"
+        );
+        let (out, code) = python_both(&t, FIFO_SIGNAL, &[mode, "return"]);
+        assert_eq!(
+            (out.as_str(), code),
+            (
+                "opened; handler ran 1 time(s) while waiting: True True\n",
+                0
+            ),
+            "{mode}"
+        );
+    }
+}
+
+#[test]
+fn changes_through_proc_self_name_the_programs_descriptors() {
+    // /dev/fd/N, /proc/self/fd/N and a dirfd on /proc all name the program's descriptors,
+    // never roost's, when roost makes the change for the program.
+    let t = Tree::new("notify-proc");
+    let script = r#"
+import os
+os.mkdir("/m/dir")
+for name in "abcd":
+    open(f"/m/dir/{name}", "w").close()
+os.mkdir("/m/dir/e")
+d = os.open("/m/dir", os.O_RDONLY | os.O_DIRECTORY)
+proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+os.unlink(f"/dev/fd/{d}/a")
+os.unlink(f"/proc/self/fd/{d}/b")
+os.unlink(f"self/fd/{d}/c", dir_fd=proc)
+os.rename(f"/dev/fd/{d}/d", f"/proc/thread-self/fd/{d}/renamed")
+os.rmdir(f"/proc/{os.getpid()}/fd/{d}/e")
+print(sorted(os.listdir("/m/dir")))
+os.unlink("/m/dir/renamed")
+os.rmdir("/m/dir")
+"#;
+    let (out, code) = python_both(&t, script, &[]);
+    assert_eq!((out.as_str(), code), ("['renamed']\n", 0));
+    assert!(!t.path("dir").exists());
+}
+
+#[test]
+fn a_chrooted_program_changes_names_inside_its_root() {
+    if !is_root() {
+        eprintln!("not root: a program cannot chroot, nothing to check");
+        return;
+    }
+    let t = Tree::new("notify-chroot");
+    let jail = t.path("jail");
+    let script = r#"
+import os, sys
+os.chroot(sys.argv[1])
+os.rmdir("/x")
+os.mkdir("/y")
+os.symlink("target", "/z")
+print(sorted(os.listdir("/")))
+"#;
+    for _ in 0..2 {
+        std::fs::create_dir_all(jail.join("x")).unwrap();
+        let _ = std::fs::remove_dir(jail.join("y"));
+        let _ = std::fs::remove_file(jail.join("z"));
+        let o = run(&[
+            "--mount",
+            &format!("/m={}", t.s()),
+            "--",
+            "python3",
+            "-c",
+            script,
+            jail.to_str().unwrap(),
+        ]);
+        assert_eq!(stdout(&o), "['y', 'z']\n", "{}", stderr(&o));
+        assert!(o.status.success());
+        assert!(!jail.join("x").exists() && jail.join("y").is_dir());
+    }
+}
+
+#[test]
+fn a_program_that_drops_root_looks_up_with_its_own_identity() {
+    if !is_root() {
+        eprintln!("not root: a program cannot change identity, nothing to check");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let t = Tree::new("notify-identity");
+    t.write("private/f", "root only\n");
+    std::fs::set_permissions(t.path("private"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(&t.root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // access() checks the real ids, stat() the effective ones: with real uid nobody and
+    // effective uid root, access must fail and stat succeed; once all ids are nobody's,
+    // both fail.
+    let script = r#"
+import errno, os
+def code(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+print("root", code(lambda: os.stat("/m/private/f")), os.access("/m/private/f", os.R_OK))
+os.setresuid(65534, 0, 0)
+print("real nobody", code(lambda: os.stat("/m/private/f")), os.access("/m/private/f", os.R_OK))
+os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+print("nobody", code(lambda: os.stat("/m/private/f")), os.access("/m/private/f", os.R_OK))
+print("nobody mkdir", code(lambda: os.mkdir("/m/private/d")))
+"#;
+    let (out, code) = python_both(&t, script, &[]);
+    assert_eq!(
+        out,
+        "root ok True\nreal nobody ok False\nnobody EACCES False\nnobody mkdir EACCES\n"
+    );
+    assert_eq!(code, 0);
+    assert!(!t.path("private/d").exists());
+}
