@@ -60,6 +60,11 @@ impl Request {
         self.flags & libc::O_NONBLOCK == 0
     }
 
+    /// Whether the open itself may change the file system (create or truncate a file).
+    fn changes_the_file(&self) -> bool {
+        self.flags & (libc::O_CREAT | libc::O_TRUNC) != 0
+    }
+
     pub fn access_mode(&self) -> i32 {
         self.flags & libc::O_ACCMODE
     }
@@ -94,6 +99,28 @@ impl Request {
             e => Reply::errno(e), // EMFILE and the like: the caller's own limits
         }
     }
+}
+
+/// Whether thread `tid` has a free descriptor below its `RLIMIT_NOFILE`. The kernel checks
+/// this before an open touches the file system; roost installs the descriptor only after
+/// opening, so a creating or truncating open checks first, lest a caller at its limit get
+/// EMFILE for an open that created or emptied a file. (Another thread of the caller opening
+/// meanwhile can still take the last slot.)
+fn has_room(tid: i32) -> bool {
+    // SAFETY: the kernel fills the plain-data struct.
+    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: a query of another process's limit into a valid struct.
+    if unsafe { libc::prlimit(tid, libc::RLIMIT_NOFILE, std::ptr::null(), &mut limit) } != 0 {
+        return true; // cannot tell: let the install say
+    }
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{tid}/fd")) else {
+        return true;
+    };
+    let below_limit = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+        .filter(|&fd| fd < limit.rlim_cur)
+        .count() as u64;
+    below_limit < limit.rlim_cur
 }
 
 /// Whether `fd` is a FIFO.
@@ -131,6 +158,9 @@ pub fn emulate(
         mode: mode as u32,
         who,
     };
+    if request.changes_the_file() && !has_room(tid) {
+        return Reply::errno(libc::EMFILE);
+    }
     if n.ensure_waiting().is_err() {
         return Reply::Answered;
     }
