@@ -8,6 +8,9 @@
 pub enum Follow {
     Always,
     Never,
+    /// The call creates or removes this name (mkdir, unlink, rename, ...): never followed,
+    /// and a final `.` or `..` is the kernel's to refuse, not a directory to act on.
+    Entry,
     /// Not followed when `flags_arg & flag` (AT_SYMLINK_NOFOLLOW, IN_DONT_FOLLOW, ...).
     UnlessFlag(usize, u64),
     /// Followed only when `flags_arg & flag` (AT_SYMLINK_FOLLOW of linkat, name_to_handle_at).
@@ -150,7 +153,7 @@ const fn crossing(args: &'static [PathArg]) -> Kind {
     }
 }
 
-use Follow::{Always, Never, UnlessFlag};
+use Follow::{Always, Entry, Never, UnlessFlag};
 
 const NOFOLLOW_3: Follow = UnlessFlag(3, AT_SYMLINK_NOFOLLOW);
 const NOFOLLOW_2: Follow = UnlessFlag(2, AT_SYMLINK_NOFOLLOW);
@@ -187,26 +190,26 @@ pub const SPECS: &[(&str, Kind)] = &[
             size: 3,
         },
     ),
-    ("mkdir", path(&[cwd(0, Never)])),
-    ("mkdirat", path(&[at(0, 1, Never)])),
-    ("mknod", path(&[cwd(0, Never)])),
-    ("mknodat", path(&[at(0, 1, Never)])),
-    ("rmdir", mutating(&[cwd(0, Never)])),
-    ("unlink", mutating(&[cwd(0, Never)])),
-    ("unlinkat", mutating(&[at(0, 1, Never)])),
-    ("rename", crossing(&[cwd(0, Never), cwd(1, Never)])),
-    ("renameat", crossing(&[at(0, 1, Never), at(2, 3, Never)])),
-    ("renameat2", crossing(&[at(0, 1, Never), at(2, 3, Never)])),
-    ("link", crossing(&[cwd(0, Never), cwd(1, Never)])),
+    ("mkdir", path(&[cwd(0, Entry)])),
+    ("mkdirat", path(&[at(0, 1, Entry)])),
+    ("mknod", path(&[cwd(0, Entry)])),
+    ("mknodat", path(&[at(0, 1, Entry)])),
+    ("rmdir", mutating(&[cwd(0, Entry)])),
+    ("unlink", mutating(&[cwd(0, Entry)])),
+    ("unlinkat", mutating(&[at(0, 1, Entry)])),
+    ("rename", crossing(&[cwd(0, Entry), cwd(1, Entry)])),
+    ("renameat", crossing(&[at(0, 1, Entry), at(2, 3, Entry)])),
+    ("renameat2", crossing(&[at(0, 1, Entry), at(2, 3, Entry)])),
+    ("link", crossing(&[cwd(0, Never), cwd(1, Entry)])),
     (
         "linkat",
         crossing(&[
             at_empty(0, 1, Follow::IfFlag(4, AT_SYMLINK_FOLLOW), 4),
-            at(2, 3, Never),
+            at(2, 3, Entry),
         ]),
     ),
-    ("symlink", mutating(&[cwd(1, Never)])),
-    ("symlinkat", mutating(&[at(1, 2, Never)])),
+    ("symlink", mutating(&[cwd(1, Entry)])),
+    ("symlinkat", mutating(&[at(1, 2, Entry)])),
     ("chmod", path(&[cwd(0, Always)])),
     ("fchmodat", path(&[at(0, 1, Always)])),
     ("fchmodat2", path(&[at_empty(0, 1, NOFOLLOW_3, 3)])),

@@ -56,6 +56,18 @@ os.unlink("cur")
 print("after unlink", code(lambda: os.listdir("cur/")))
 os.symlink("a", "cur")
 print("recreated", os.listdir("cur/"))
+# A final "." or ".." is refused by its spelling once what precedes it resolves.
+os.mkdir("e")
+for p in ["e/.", "e/..", ".", "..", "nope/."]:
+    print("rmdir", p, code(lambda: os.rmdir(p)))
+for p in ["new/.", "e/.", "e/.."]:
+    print("mkdir", p, code(lambda: os.mkdir(p)))
+for p in ["d/f/.", "d/f/..", "e/.", "e/.."]:
+    print("unlink", p, code(lambda: os.unlink(p)))
+for p in ["d/f/.", "d/f/", "e/.", "nope/."]:
+    print("stat", p, code(lambda: os.stat(p) and None), code(lambda: os.lstat(p) and None))
+print("rename", code(lambda: os.rename("e/.", "e2")), code(lambda: os.rename("d/f", "e/..")))
+print("symlink", code(lambda: os.symlink("x", "e/.")), "link", code(lambda: os.link("d/f", "e/..")))
 print("tree", sorted(os.listdir(".")), sorted(os.listdir("d")))
 "#;
 

@@ -159,8 +159,8 @@ impl Namespace {
                 break;
             }
             via_mount = via_mount || self.table.covers(&resolved);
-            let last = pending.iter().all(|c| c == b".");
-            if last && !follow_last && !trailing_slash {
+            // A name followed only by `.` components is followed, as before a slash.
+            if pending.is_empty() && !follow_last && !trailing_slash {
                 // Still refuse names below a DENY/ENOENT mount.
                 self.check_reachable(&resolved)?;
                 break;
@@ -250,10 +250,19 @@ mod tests {
         assert!(!ns.walk(b"/usr/bin", true).unwrap().via_mount);
         let phys_f = ns.map(&r.logical).local_path().unwrap().to_vec();
         assert_eq!(phys_f, bytes(&phys.join("real/f")));
-        // Not following the last component names the link itself.
+        // Not following the last component names the link itself, unless a `.` follows
+        // it (as a slash would).
         assert_eq!(
             ns.walk(b"/data/link", false).unwrap().logical,
             b"/data/link"
+        );
+        assert_eq!(
+            ns.walk(b"/data/link/.", false).unwrap().logical,
+            b"/data/real"
+        );
+        assert_eq!(
+            ns.walk(b"/data/link/./", false).unwrap().logical,
+            b"/data/real"
         );
         std::fs::remove_dir_all(phys).unwrap();
     }

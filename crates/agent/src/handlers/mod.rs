@@ -240,7 +240,10 @@ pub fn resolve_path(
         Err(e) => return Resolution::Fail(e),
     };
     let mut physical = walked.physical;
-    if path.ends_with(b"/") && !physical.ends_with(b"/") {
+    if last_component(path) == Some(b".") {
+        // The kernel still checks that what precedes it is a directory.
+        physical = join(&physical, b".");
+    } else if path.ends_with(b"/") && !physical.ends_with(b"/") {
         physical.push(b'/');
     }
     // No mount on the way and the kernel starts where the walk did: same object.
@@ -265,6 +268,41 @@ pub fn resolve_path(
         physical,
         followed_symlink: walked.followed_symlink,
     }
+}
+
+/// Resolves `path` for a call that creates or removes the name (mkdir, unlink, rename's
+/// operands, ...). A final `.` or `..` does not name a directory to act on: the kernel
+/// refuses it by its spelling (EINVAL, ENOTEMPTY, EISDIR, EEXIST, EBUSY) once what precedes
+/// it resolves, so only that part is resolved and the dots are kept.
+pub fn resolve_entry(ctx: &mut Ctx<'_>, dirfd: Option<i64>, path: &[u8]) -> Resolution {
+    let Some(last @ (b"." | b"..")) = last_component(path) else {
+        return resolve_path(ctx, dirfd, path, false);
+    };
+    let trimmed = &path[..path.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1)];
+    let prefix = match &trimmed[..trimmed.len() - last.len()] {
+        b"" => &b"."[..],
+        p => p,
+    };
+    match resolve_path(ctx, dirfd, prefix, true) {
+        Resolution::Pass { logical } => Resolution::Pass {
+            logical: join(&logical, last),
+        },
+        Resolution::Rewrite {
+            logical,
+            physical,
+            followed_symlink,
+        } => Resolution::Rewrite {
+            logical: join(&logical, last),
+            physical: join(&physical, last),
+            followed_symlink,
+        },
+        fail => fail,
+    }
+}
+
+/// The final component of `path`, ignoring trailing slashes.
+fn last_component(path: &[u8]) -> Option<&[u8]> {
+    roost_vfs::path::components(path).next_back()
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 //! inotify, fanotify, name_to_handle_at, ...). Each path is resolved; rewritten ones go into
 //! the scratch slot with their dirfd set to AT_FDCWD.
 
-use super::{resolve_path, Action, Arg, Ctx, Decision, Resolution, Scratch, AT_FDCWD};
+use super::{
+    resolve_entry, resolve_path, Action, Arg, Ctx, Decision, Resolution, Scratch, AT_FDCWD,
+};
 use crate::memory;
 use crate::syscalls::{Follow, PathArg};
 use crate::task::AfterExit;
@@ -31,7 +33,7 @@ fn open_how(ctx: &Ctx<'_>, arg: usize) -> Result<[u64; 3], i32> {
 fn follows(ctx: &Ctx<'_>, f: Follow) -> Result<bool, i32> {
     Ok(match f {
         Follow::Always => true,
-        Follow::Never => false,
+        Follow::Never | Follow::Entry => false,
         Follow::UnlessFlag(arg, flag) => ctx.regs.arg(arg) & flag == 0,
         Follow::IfFlag(arg, flag) => ctx.regs.arg(arg) & flag != 0,
         Follow::OpenFlags(arg) => open_follows(ctx.regs.arg(arg)),
@@ -61,7 +63,11 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             Err(e) => return Decision::fail(e),
         };
         let dirfd = arg.dirfd.map(|i| ctx.int_arg(i));
-        let r = resolve_path(ctx, dirfd, &path, follow);
+        let r = if arg.follow == Follow::Entry {
+            resolve_entry(ctx, dirfd, &path)
+        } else {
+            resolve_path(ctx, dirfd, &path, follow)
+        };
         if let Resolution::Fail(e) = r {
             return Decision::fail(e);
         }
