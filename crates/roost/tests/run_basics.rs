@@ -1,5 +1,6 @@
 //! `roost run` as a command: exit codes, shell-like errors, mount lists (files, variables,
-//! DENY, ENOENT, single-file mounts, `/` remapped), nested `#!` interpreters, tracing and
+//! DENY, ENOENT, single-file mounts, `/` remapped), nested `#!` interpreters, exec of what is
+//! not a regular file, tracing and
 //! the summary, and the explanation when ptrace is unavailable.
 
 mod run_support;
@@ -184,6 +185,38 @@ fn nested_shebangs_with_arguments_through_mounts() {
         stdout(&o),
         format!("argv: {} -x /tools/outer /src/script a b\n", "/tools/inner")
     );
+}
+
+#[test]
+fn exec_of_a_fifo_or_directory_fails_at_once() {
+    // roost reads an executable's head to find `#!` and the ELF loader: a FIFO must not make
+    // that read wait for a writer (which would stall every traced program).
+    let t = Tree::new("execfifo");
+    let fifo = std::ffi::CString::new(t.path("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a plain mkfifo with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o755) }, 0);
+    let script = r#"
+import errno, os
+for path in ["/m/fifo", "/m", "/dev/null"]:
+    try:
+        os.execv(path, [path])
+    except OSError as e:
+        print(path, errno.errorcode[e.errno])
+"#;
+    let mount = format!("/m={}", t.s());
+    // A stalled roost is killed after 20 s (the program's own timeout would not end it).
+    let o = std::process::Command::new("timeout")
+        .args(["20", env!("CARGO_BIN_EXE_roost"), "run", "--mount", &mount])
+        .args(["--", "python3", "-c", script])
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout(&o),
+        "/m/fifo EACCES\n/m EACCES\n/dev/null EACCES\n",
+        "{}",
+        stderr(&o)
+    );
+    assert!(o.status.success());
 }
 
 #[test]

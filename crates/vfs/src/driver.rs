@@ -144,11 +144,22 @@ impl Driver for LocalDriver {
     fn read_head(&self, path: &[u8], len: usize) -> Result<Vec<u8>, Errno> {
         self.pread(path, 0, len)
     }
+    /// Regular files only (EACCES otherwise, as exec answers): the agent reads executables
+    /// here, and an open that waited for a FIFO's writer or a terminal would hold up every
+    /// traced program.
     fn pread(&self, path: &[u8], offset: u64, len: usize) -> Result<Vec<u8>, Errno> {
         use std::os::unix::ffi::OsStrExt;
-        use std::os::unix::fs::FileExt;
+        use std::os::unix::fs::{FileExt, OpenOptionsExt};
         let p = std::path::Path::new(std::ffi::OsStr::from_bytes(path));
-        let f = std::fs::File::open(p).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(p)
+            .map_err(errno)?;
+        if !f.metadata().map_err(errno)?.is_file() {
+            return Err(libc::EACCES);
+        }
         let mut buf = vec![0u8; len];
         let mut got = 0;
         while got < len {
