@@ -3,7 +3,8 @@
 //! through `/proc/self/fd`, with bad dirfds, on unmapped and on mapped directories, with and
 //! without notifications — always as the kernel makes them natively. A symlink swapped by
 //! rename must be followed to its new target at once (the resolution cache is cleared after
-//! the change, not before).
+//! the change, not before); one swapped where roost cannot see it, once its cached answer
+//! expires.
 
 mod run_support;
 use run_support::*;
@@ -64,7 +65,7 @@ for p in ["new/.", "e/.", "e/.."]:
     print("mkdir", p, code(lambda: os.mkdir(p)))
 for p in ["d/f/.", "d/f/..", "e/.", "e/.."]:
     print("unlink", p, code(lambda: os.unlink(p)))
-for p in ["d/f/.", "d/f/", "e/.", "nope/."]:
+for p in ["d/f/.", "d/f/", "e/.", "nope/.", "d/f/../f", "nope/../d", "e/../d/f"]:
     print("stat", p, code(lambda: os.stat(p) and None), code(lambda: os.lstat(p) and None))
 print("rename", code(lambda: os.rename("e/.", "e2")), code(lambda: os.rename("d/f", "e/..")))
 print("symlink", code(lambda: os.symlink("x", "e/.")), "link", code(lambda: os.link("d/f", "e/..")))
@@ -178,5 +179,33 @@ fn attributes_on_mapped_paths_match_native() {
             .args(extra)
             .args(["--mount", &mount, "--", "python3", "-c", ATTRS, "/m"]);
         assert_eq!(output(&mut cmd), native, "{extra:?}");
+    }
+}
+
+#[test]
+fn a_symlink_swapped_behind_roosts_back_is_seen_within_a_second() {
+    // The swap is made through the physical name, which roost cannot relate to the cached
+    // logical one: the cached answer must expire.
+    let t = Tree::new("changes-ttl");
+    t.write("a/in-a", "");
+    t.write("b/in-b", "");
+    std::os::unix::fs::symlink("a", t.path("cur")).unwrap();
+    let script = format!(
+        "ls /m/cur/; ln -s b {p}/cur.new && mv -T {p}/cur.new {p}/cur; sleep 1.2; ls /m/cur/",
+        p = t.s()
+    );
+    for extra in [&[][..], &["--no-notify"][..]] {
+        std::fs::remove_file(t.path("cur")).unwrap();
+        std::os::unix::fs::symlink("a", t.path("cur")).unwrap();
+        let mut cmd = roost();
+        cmd.arg("run").args(extra).args([
+            "--mount",
+            &format!("/m={}", t.s()),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        assert_eq!(output(&mut cmd), "in-a\nin-b\n", "{extra:?}");
     }
 }

@@ -1,13 +1,18 @@
 //! Logical path resolution: walks an absolute logical path component by component in the
 //! logical namespace (`..` climbs logical directories; a symlink's absolute target is logical),
-//! asking the mapped driver whether each component is a symlink. Answers are cached by logical
-//! path, so a warm lookup costs hash probes and no system calls; the agent clears the cache
-//! whenever a traced call may change the name space (unlink, rename, symlink, ...).
+//! asking the mapped driver whether each component is a symlink, and whether a name that a
+//! `.` or `..` follows is a directory (as the kernel insists). Answers are cached by logical
+//! path, so a warm lookup costs hash probes and no system calls. The agent drops the answers
+//! for names a traced call may change (unlink, rename, symlink, ...); an answer also expires
+//! after [`TTL`], so a change made by a process roost does not trace (or through another
+//! name of the same file) is seen within that time, as a network file system's attribute
+//! cache would.
 
 use crate::mount::{Mapped, MountTable};
 use crate::path::components;
 use crate::{Driver, Errno};
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// The most symlinks one walk follows before failing with ELOOP (as Linux).
 const MAX_LINKS: usize = 40;
@@ -16,14 +21,39 @@ const MAX_LINKS: usize = 40;
 const OPAQUE: &[u8] = b"/proc";
 /// The cache is cleared rather than grown past this many entries.
 const CACHE_LIMIT: usize = 1 << 16;
+/// How long a cached answer is trusted by default (FUSE's default entry timeout).
+pub const TTL: Duration = Duration::from_secs(1);
 
 /// What a logical name is, for the walk.
 #[derive(Clone, Debug, PartialEq)]
 enum Node {
     /// A symlink with this target.
     Link(Vec<u8>),
+    /// Known to be a directory.
+    Dir,
     /// Anything else, including nothing at all (the kernel reports that later).
     Plain,
+}
+
+/// Why a question about a logical name got no answer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Refusal {
+    /// The name lies under a `DENY` mapping.
+    Deny,
+    /// The name lies under an `ENOENT` mapping.
+    Enoent,
+    /// The driver's own error.
+    Driver(Errno),
+}
+
+impl Refusal {
+    fn errno(self) -> Errno {
+        match self {
+            Refusal::Deny => libc::EACCES,
+            Refusal::Enoent => libc::ENOENT,
+            Refusal::Driver(e) => e,
+        }
+    }
 }
 
 /// A walked path.
@@ -52,7 +82,10 @@ pub struct Located {
 /// The mount table plus the resolution cache.
 pub struct Namespace {
     table: MountTable,
-    cache: HashMap<Vec<u8>, Node>,
+    /// Each answer with when it was learnt.
+    cache: HashMap<Vec<u8>, (Node, Instant)>,
+    /// How long an answer is trusted.
+    ttl: Duration,
     /// Lookups answered from the cache, and by asking a driver.
     pub hits: u64,
     pub misses: u64,
@@ -63,6 +96,7 @@ impl Namespace {
         Namespace {
             table,
             cache: HashMap::new(),
+            ttl: TTL,
             hits: 0,
             misses: 0,
         }
@@ -75,6 +109,11 @@ impl Namespace {
     /// Maps a walked logical path to its driver and physical path.
     pub fn map(&self, logical: &[u8]) -> Mapped<'_> {
         self.table.map(logical)
+    }
+
+    /// Sets how long a cached answer is trusted.
+    pub fn set_ttl(&mut self, ttl: Duration) {
+        self.ttl = ttl;
     }
 
     /// Forgets every cached answer.
@@ -94,39 +133,60 @@ impl Namespace {
             .retain(|k, _| crate::path::strip_prefix(k, logical).is_none());
     }
 
-    fn lookup(&mut self, logical: &[u8]) -> Result<Node, Errno> {
-        if let Some(node) = self.cache.get(logical) {
-            self.hits += 1;
-            return Ok(node.clone());
-        }
-        if !self.table.covers(logical) {
-            // Unmapped: ask the local file system directly.
-            self.misses += 1;
-            let node = match crate::LocalDriver.readlink(logical) {
-                Ok(target) => Node::Link(target),
-                Err(_) => Node::Plain,
-            };
-            self.remember(logical, &node);
-            return Ok(node);
+    /// Whether `logical` is a symlink (with its target), from the cache while fresh.
+    fn lookup(&mut self, logical: &[u8], now: Instant) -> Result<Node, Errno> {
+        if let Some((node, at)) = self.cache.get(logical) {
+            if now.duration_since(*at) < self.ttl {
+                self.hits += 1;
+                return Ok(node.clone());
+            }
         }
         self.misses += 1;
-        let node = match self.table.map(logical) {
-            Mapped::Deny => return Err(libc::EACCES),
-            Mapped::Enoent => return Err(libc::ENOENT),
-            Mapped::At { driver, path, .. } => match driver.readlink(&path) {
-                Ok(target) => Node::Link(target),
-                Err(_) => Node::Plain,
-            },
+        let node = match self.ask(logical, |driver, path| driver.readlink(path)) {
+            Err(e @ (Refusal::Deny | Refusal::Enoent)) => return Err(e.errno()),
+            answer => answer.map_or(Node::Plain, Node::Link),
         };
-        self.remember(logical, &node);
+        self.remember(logical, &node, now);
         Ok(node)
     }
 
-    fn remember(&mut self, logical: &[u8], node: &Node) {
+    /// Fails unless `logical` (not a symlink) is a directory: what the kernel checks before
+    /// it applies a `.` or `..` after a name. Only a positive answer is cached.
+    fn require_dir(&mut self, logical: &[u8], node: &Node, now: Instant) -> Result<(), Errno> {
+        if *node == Node::Dir || logical.is_empty() {
+            return Ok(());
+        }
+        let stat = self
+            .ask(logical, |driver, path| driver.lstat(path))
+            .map_err(Refusal::errno)?;
+        if !stat.is_dir() {
+            return Err(libc::ENOTDIR);
+        }
+        self.remember(logical, &Node::Dir, now);
+        Ok(())
+    }
+
+    /// Asks the driver `logical` maps to (the local file system where nothing maps it).
+    fn ask<T>(
+        &self,
+        logical: &[u8],
+        question: impl FnOnce(&dyn Driver, &[u8]) -> Result<T, Errno>,
+    ) -> Result<T, Refusal> {
+        if !self.table.covers(logical) {
+            return question(&crate::LocalDriver, logical).map_err(Refusal::Driver);
+        }
+        match self.table.map(logical) {
+            Mapped::Deny => Err(Refusal::Deny),
+            Mapped::Enoent => Err(Refusal::Enoent),
+            Mapped::At { driver, path, .. } => question(driver, &path).map_err(Refusal::Driver),
+        }
+    }
+
+    fn remember(&mut self, logical: &[u8], node: &Node, now: Instant) {
         if self.cache.len() >= CACHE_LIMIT {
             self.cache.clear();
         }
-        self.cache.insert(logical.to_vec(), node.clone());
+        self.cache.insert(logical.to_vec(), (node.clone(), now));
     }
 
     /// Walks `path` (absolute, logical). `follow_last` says whether a final symlink is
@@ -138,6 +198,7 @@ impl Namespace {
         let mut links = 0;
         let mut followed = false;
         let mut via_mount = false;
+        let now = Instant::now();
         while let Some(comp) = pending.pop() {
             match comp.as_slice() {
                 b"." => continue,
@@ -165,7 +226,8 @@ impl Namespace {
                 self.check_reachable(&resolved)?;
                 break;
             }
-            if let Node::Link(target) = self.lookup(&resolved)? {
+            let node = self.lookup(&resolved, now)?;
+            if let Node::Link(target) = node {
                 links += 1;
                 if links > MAX_LINKS {
                     return Err(libc::ELOOP);
@@ -177,6 +239,8 @@ impl Namespace {
                     resolved.truncate(base);
                 }
                 pending.extend(components(&target).rev().map(<[u8]>::to_vec));
+            } else if matches!(pending.last().map(Vec::as_slice), Some(b"." | b"..")) {
+                self.require_dir(&resolved, &node, now)?;
             }
         }
         if resolved.is_empty() {
@@ -314,6 +378,44 @@ mod tests {
         );
         ns.invalidate();
         assert_eq!(ns.walk(b"/c/x", true).unwrap().logical, b"/elsewhere");
+        std::fs::remove_dir_all(phys).unwrap();
+    }
+
+    #[test]
+    fn cached_answers_expire() {
+        let phys = tmpdir("ttl");
+        let mut t = MountTable::new();
+        t.add(b"/c", Target::local(bytes(&phys)));
+        let mut ns = Namespace::new(t);
+        ns.set_ttl(Duration::from_millis(50));
+        assert_eq!(ns.walk(b"/c/x", true).unwrap().logical, b"/c/x");
+        // Made by someone roost does not see: trusted stale for the TTL, then seen.
+        std::os::unix::fs::symlink("/elsewhere", phys.join("x")).unwrap();
+        assert_eq!(ns.walk(b"/c/x", true).unwrap().logical, b"/c/x");
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(ns.walk(b"/c/x", true).unwrap().logical, b"/elsewhere");
+        std::fs::remove_dir_all(phys).unwrap();
+    }
+
+    #[test]
+    fn dots_follow_only_directories() {
+        let phys = tmpdir("dots");
+        std::fs::create_dir(phys.join("dir")).unwrap();
+        std::fs::write(phys.join("file"), b"x").unwrap();
+        std::os::unix::fs::symlink("/d/dir", phys.join("link")).unwrap();
+        let mut t = MountTable::new();
+        t.add(b"/d", Target::local(bytes(&phys)));
+        let mut ns = Namespace::new(t);
+        let walk = |ns: &mut Namespace, p: &[u8]| ns.walk(p, false).map(|r| r.logical);
+        assert_eq!(walk(&mut ns, b"/d/dir/../file"), Ok(b"/d/file".to_vec()));
+        assert_eq!(walk(&mut ns, b"/d/link/.."), Ok(b"/d".to_vec()));
+        assert_eq!(walk(&mut ns, b"/d/file/../dir"), Err(libc::ENOTDIR));
+        assert_eq!(walk(&mut ns, b"/d/file/."), Err(libc::ENOTDIR));
+        assert_eq!(walk(&mut ns, b"/d/missing/../dir"), Err(libc::ENOENT));
+        assert_eq!(walk(&mut ns, b"/.."), Ok(b"/".to_vec()));
+        // A directory made after a failed check is found at once (no negative caching).
+        std::fs::create_dir(phys.join("missing")).unwrap();
+        assert_eq!(walk(&mut ns, b"/d/missing/../dir"), Ok(b"/d/dir".to_vec()));
         std::fs::remove_dir_all(phys).unwrap();
     }
 

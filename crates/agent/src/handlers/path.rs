@@ -188,10 +188,11 @@ mod tests {
     }
 
     /// Decides `openat(AT_FDCWD, path, O_RDONLY)` in this process (memory reads work on
-    /// ourselves) with `/data` mapped to `/tmp/phys` and `/net` to a non-local driver.
+    /// ourselves) with `/data` mapped to `/usr` (a directory that exists, for `..`) and `/net`
+    /// to a non-local driver.
     fn decide_openat(path: &str, cwd: &str) -> Decision {
         let mut table = MountTable::new();
-        table.add(b"/data", Target::local("/tmp/phys"));
+        table.add(b"/data", Target::local("/usr"));
         table.add(
             b"/net",
             Target::Driver {
@@ -223,7 +224,7 @@ mod tests {
     }
 
     fn table_physical(cwd: &str) -> Vec<u8> {
-        cwd.replacen("/data", "/tmp/phys", 1).into_bytes()
+        cwd.replacen("/data", "/usr", 1).into_bytes()
     }
 
     fn rewritten(d: &Decision) -> Option<String> {
@@ -245,7 +246,7 @@ mod tests {
     #[test]
     fn mapped_paths_are_rewritten_to_physical() {
         let d = decide_openat("/data/sub/f", "/");
-        assert_eq!(rewritten(&d).as_deref(), Some("/tmp/phys/sub/f"));
+        assert_eq!(rewritten(&d).as_deref(), Some("/usr/sub/f"));
         assert_eq!(d.logical.as_deref(), Some(&b"/data/sub/f"[..]));
     }
 
