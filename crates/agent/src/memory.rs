@@ -44,6 +44,12 @@ pub fn read(pid: i32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// The errno to answer a program with when its memory could not be read or written: the
+/// kernel's own, EFAULT when there is none.
+pub fn errno(e: io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EFAULT)
+}
+
 /// Reads a NUL-terminated string at `addr` (without the NUL), up to `max`: a short first
 /// read (most paths fit), then page by page.
 pub fn read_cstr(pid: i32, addr: u64, max: usize) -> io::Result<Vec<u8>> {

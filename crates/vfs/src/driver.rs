@@ -166,7 +166,7 @@ impl Driver for LocalDriver {
             match f.read_at(&mut buf[got..], offset + got as u64) {
                 Ok(0) => break,
                 Ok(n) => got += n,
-                Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
+                Err(e) => return Err(errno(e)),
             }
         }
         buf.truncate(got);

@@ -192,7 +192,7 @@ pub fn handle(
     // [loader, --argv0, argv0, program, front..., argv[1..]].
     let old_argv = match memory::read_ptr_array(ctx.pid, ctx.regs.arg(argv_arg), MAX_ARGS) {
         Ok(v) => v,
-        Err(e) => return Decision::fail(e.raw_os_error().unwrap_or(libc::EFAULT)),
+        Err(e) => return Decision::fail(memory::errno(e)),
     };
     let mut scratch = Scratch::default();
     let mut words: Vec<Arg> = Vec::new();

@@ -38,8 +38,7 @@ impl Ctx<'_> {
         if let Some((_, path)) = self.known_paths.iter().find(|(at, _)| *at == ptr) {
             return Ok(path.clone());
         }
-        memory::read_cstr(self.pid, ptr, memory::PATH_MAX)
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EFAULT))
+        memory::read_cstr(self.pid, ptr, memory::PATH_MAX).map_err(memory::errno)
     }
 }
 

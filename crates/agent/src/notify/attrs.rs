@@ -33,10 +33,6 @@ pub fn is_attr(name: &str) -> bool {
     )
 }
 
-fn fault(e: std::io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(libc::EFAULT)
-}
-
 /// An xattr name from the caller (ERANGE when longer than the kernel allows).
 fn xattr_name(tid: i32, addr: u64) -> Result<CString, i32> {
     let name =
@@ -52,7 +48,7 @@ fn caller_bytes(tid: i32, addr: u64, len: usize) -> Result<Option<Vec<u8>>, i32>
     if addr == 0 {
         return Ok(None);
     }
-    let bytes = memory::read(tid, addr, len).map_err(fault)?;
+    let bytes = memory::read(tid, addr, len).map_err(memory::errno)?;
     if bytes.len() < len {
         return Err(libc::EFAULT);
     }
@@ -114,7 +110,7 @@ pub fn emulate(
             });
             let n = result(rc)?;
             if !buf.is_empty() {
-                memory::write(tid, out, &buf[..n as usize]).map_err(fault)?;
+                memory::write(tid, out, &buf[..n as usize]).map_err(memory::errno)?;
             }
             Ok(n)
         }
@@ -156,7 +152,7 @@ pub fn emulate(
             let rc = as_caller(who, || unsafe { libc::statfs(p, &mut st) });
             result(rc.into())?;
             // SAFETY: zeroed, then filled by the kernel.
-            unsafe { memory::write_struct(tid, regs.arg(1), &st) }.map_err(fault)?;
+            unsafe { memory::write_struct(tid, regs.arg(1), &st) }.map_err(memory::errno)?;
             Ok(0)
         }
         "utime" | "utimes" | "futimesat" | "utimensat" => {

@@ -189,11 +189,14 @@ fn wait_for_writer(
                 // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
                 break Ok(unsafe { OwnedFd::from_raw_fd(fd) });
             }
-            match (last_errno(), state.load(Ordering::Acquire)) {
-                (libc::EINTR, 0) => continue,
-                (libc::EINTR, 1) => break Err(abandoned(Caller::Signalled)),
-                (libc::EINTR, _) => break Err(abandoned(Caller::Gone)),
-                (e, _) => break Err(e),
+            let why = state.load(Ordering::Acquire);
+            match last_errno() {
+                libc::EINTR if why == Caller::Waiting as u8 => continue,
+                libc::EINTR if why == Caller::Signalled as u8 => {
+                    break Err(abandoned(Caller::Signalled))
+                }
+                libc::EINTR => break Err(abandoned(Caller::Gone)),
+                e => break Err(e),
             }
         };
         state.store(DONE, Ordering::Release);
