@@ -19,6 +19,19 @@ fn created_files_get_the_callers_umask() {
     let (out, code) = sh_both(&t, script);
     assert_eq!((out.as_str(), code), ("600\n644\n", 0));
     assert_eq!(mode_of(&t, "private"), 0o600);
+    // An unnamed file made with O_TMPFILE and given a name: the umask applies too.
+    let script = r#"rm -f /m/linked; python3 -c '
+import ctypes, os
+os.umask(0o077)
+fd = os.open("/m", os.O_TMPFILE | os.O_WRONLY, 0o666)
+AT_FDCWD, AT_SYMLINK_FOLLOW = -100, 0x400
+libc = ctypes.CDLL(None, use_errno=True)
+path = f"/proc/self/fd/{fd}".encode()
+assert libc.linkat(AT_FDCWD, path, AT_FDCWD, b"/m/linked", AT_SYMLINK_FOLLOW) == 0, ctypes.get_errno()
+print(oct(os.stat("/m/linked").st_mode & 0o777))
+'"#;
+    let (out, code) = sh_both(&t, script);
+    assert_eq!((out.as_str(), code), ("0o600\n", 0));
 }
 
 #[test]

@@ -147,7 +147,9 @@ pub fn emulate(
     let Ok(physical) = CString::new(physical) else {
         return Reply::errno(libc::EINVAL);
     };
-    let creates = flags & (libc::O_CREAT | libc::O_TMPFILE) as u64 != 0;
+    // O_TMPFILE includes O_DIRECTORY's bit: only both bits together create a file.
+    let tmpfile = libc::O_TMPFILE as u64;
+    let creates = flags & libc::O_CREAT as u64 != 0 || flags & tmpfile == tmpfile;
     let who = match prepare(tid, creates, other_identity) {
         Ok(who) => who,
         Err(e) => return Reply::errno(e),
