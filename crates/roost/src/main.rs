@@ -11,7 +11,18 @@ use std::process::ExitCode;
 
 /// roost lets unmodified programs use distributed storage, with no privileges.
 #[derive(Parser)]
-#[command(name = "roost", version, about, long_about = None)]
+#[command(
+    name = "roost",
+    version,
+    about,
+    long_about = None,
+    after_help = "\
+Exit status: 0 on success. Client commands (ls ... whoami): 1 when the operation failed
+(a bad location, no connection, or the server refused: the message names host, path and
+cause), 2 for bad --auth/--key options. roost serve: 2 when it cannot start. pgrep: 0
+when a line matched, 1 when none did, 2 on errors; the other group tools: 1 when a member
+failed. roost run: see `roost run --help`."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -9,6 +9,15 @@ use std::process::ExitCode;
 
 /// Options of `roost run`.
 #[derive(Args)]
+#[command(after_help = "\
+Exit status: the program's own; 128+N when it dies of signal N (as a shell reports it);
+127 when the program is not found, 126 when it cannot be executed; 2 for a bad --mount,
+--mount-file or --trace; 125 when roost cannot trace at all (e.g. ptrace forbidden).
+
+Examples:
+  roost run --mount /data=/scratch/run7 -- make -C /data
+  roost run --mount /usr/lib/python3=DENY -- python3 -c 'import sys'
+  roost run --summary --mount-file job.mounts -- ./analysis.sh")]
 pub struct RunArgs {
     /// Map a logical path to a physical one (or DENY / ENOENT); repeatable.
     #[arg(long = "mount", value_name = "LOGICAL=PHYSICAL")]
@@ -26,8 +35,8 @@ pub struct RunArgs {
     /// parallel program gets a single CPU.
     #[arg(long)]
     pub pin: bool,
-    /// Deliver every trapped call as a ptrace stop; by default pure lookups (stat, access,
-    /// readlink) come as cheaper seccomp notifications.
+    /// Deliver every trapped call as a ptrace stop; by default lookups, opens, changes and
+    /// attribute calls come as cheaper seccomp notifications.
     #[arg(long)]
     pub no_notify: bool,
     /// The program and its arguments.
