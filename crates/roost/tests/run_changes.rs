@@ -69,6 +69,13 @@ for p in ["d/f/.", "d/f/", "e/.", "nope/.", "d/f/../f", "nope/../d", "e/../d/f"]
     print("stat", p, code(lambda: os.stat(p) and None), code(lambda: os.lstat(p) and None))
 print("rename", code(lambda: os.rename("e/.", "e2")), code(lambda: os.rename("d/f", "e/..")))
 print("symlink", code(lambda: os.symlink("x", "e/.")), "link", code(lambda: os.link("d/f", "e/..")))
+# Nor is a name followed by a slash: a symlink there is not followed (ENOTDIR, EEXIST).
+os.symlink("e", "le")
+os.symlink("nowhere", "dang")
+print("slash", code(lambda: os.rmdir("le/")), code(lambda: os.rename("d", "le/")),
+      code(lambda: os.rename("le/", "x")), code(lambda: os.unlink("le/")),
+      code(lambda: os.mkdir("dang/")), code(lambda: os.rename("d", "dang/")),
+      code(lambda: os.mkdir("new2/")), code(lambda: os.rmdir("new2/")))
 print("tree", sorted(os.listdir(".")), sorted(os.listdir("d")))
 "#;
 

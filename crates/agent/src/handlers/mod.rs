@@ -270,29 +270,48 @@ pub fn resolve_path(
 }
 
 /// Resolves `path` for a call that creates or removes the name (mkdir, unlink, rename's
-/// operands, ...). A final `.` or `..` does not name a directory to act on: the kernel
-/// refuses it by its spelling (EINVAL, ENOTEMPTY, EISDIR, EEXIST, EBUSY) once what precedes
-/// it resolves, so only that part is resolved and the dots are kept.
+/// operands, ...). The kernel never follows such a name, trailing slash or not: it resolves
+/// what precedes the name, then checks the name's own spelling and a trailing slash against
+/// what it finds. So the name is located without following it and its spelling kept: a
+/// final `.` or `..` (refused by spelling: EINVAL, ENOTEMPTY, EISDIR, EEXIST, EBUSY) and a
+/// trailing slash (ENOTDIR on a symlink or a file) reach the kernel as given.
 pub fn resolve_entry(ctx: &mut Ctx<'_>, dirfd: Option<i64>, path: &[u8]) -> Resolution {
-    let Some(last @ (b"." | b"..")) = last_component(path) else {
-        return resolve_path(ctx, dirfd, path, false);
-    };
     let trimmed = &path[..path.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1)];
-    let prefix = match &trimmed[..trimmed.len() - last.len()] {
-        b"" => &b"."[..],
-        p => p,
-    };
-    match resolve_path(ctx, dirfd, prefix, true) {
-        Resolution::Pass { logical } => Resolution::Pass {
-            logical: join(&logical, last),
+    match last_component(path) {
+        Some(last @ (b"." | b"..")) => {
+            let prefix = match &trimmed[..trimmed.len() - last.len()] {
+                b"" => &b"."[..],
+                p => p,
+            };
+            let r = resolve_path(ctx, dirfd, prefix, true);
+            keep_spelling(r, |l| join(l, last), |p| join(p, last))
+        }
+        _ if !trimmed.is_empty() && trimmed.len() < path.len() => {
+            let r = resolve_path(ctx, dirfd, trimmed, false);
+            keep_spelling(r, <[u8]>::to_vec, |p| join(p, b""))
+        }
+        _ => resolve_path(ctx, dirfd, path, false),
+    }
+}
+
+/// A resolution of part of a path, with the rest of its spelling put back: `logical` and
+/// `physical` build the names from the part's.
+fn keep_spelling(
+    part: Resolution,
+    logical: impl Fn(&[u8]) -> Vec<u8>,
+    physical: impl Fn(&[u8]) -> Vec<u8>,
+) -> Resolution {
+    match part {
+        Resolution::Pass { logical: l } => Resolution::Pass {
+            logical: logical(&l),
         },
         Resolution::Rewrite {
-            logical,
-            physical,
+            logical: l,
+            physical: p,
             followed_symlink,
         } => Resolution::Rewrite {
-            logical: join(&logical, last),
-            physical: join(&physical, last),
+            logical: logical(&l),
+            physical: physical(&p),
             followed_symlink,
         },
         fail => fail,
