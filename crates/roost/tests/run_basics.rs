@@ -190,11 +190,20 @@ fn nested_shebangs_with_arguments_through_mounts() {
 #[test]
 fn exec_of_a_fifo_or_directory_fails_at_once() {
     // roost reads an executable's head to find `#!` and the ELF loader: a FIFO must not make
-    // that read wait for a writer (which would stall every traced program).
+    // that read wait for a writer (which would stall every traced program), nor open the
+    // FIFO at all (which would wake a writer waiting for a reader).
     let t = Tree::new("execfifo");
     let fifo = std::ffi::CString::new(t.path("fifo").to_str().unwrap()).unwrap();
     // SAFETY: a plain mkfifo with a valid C string.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o755) }, 0);
+    let (opened, writer_opened) = std::sync::mpsc::channel();
+    let fifo_path = t.path("fifo");
+    let writer = std::thread::spawn(move || {
+        let f = std::fs::OpenOptions::new().write(true).open(fifo_path);
+        opened.send(()).unwrap();
+        f.map(drop)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(100));
     let script = r#"
 import errno, os
 for path in ["/m/fifo", "/m", "/dev/null"]:
@@ -217,6 +226,13 @@ for path in ["/m/fifo", "/m", "/dev/null"]:
         stderr(&o)
     );
     assert!(o.status.success());
+    assert!(
+        writer_opened.try_recv().is_err(),
+        "the FIFO's writer was woken"
+    );
+    // A real reader releases the writer.
+    drop(std::fs::File::open(t.path("fifo")).unwrap());
+    writer.join().unwrap().unwrap();
 }
 
 #[test]

@@ -145,21 +145,25 @@ impl Driver for LocalDriver {
         self.pread(path, 0, len)
     }
     /// Regular files only (EACCES otherwise, as exec answers): the agent reads executables
-    /// here, and an open that waited for a FIFO's writer or a terminal would hold up every
-    /// traced program.
+    /// here. The file is first named with `O_PATH` and only a regular file is opened for
+    /// reading: opening a FIFO would wake a writer waiting for a reader (then hand it
+    /// EPIPE), or wait for one; opening a device can have effects of its own.
     fn pread(&self, path: &[u8], offset: u64, len: usize) -> Result<Vec<u8>, Errno> {
+        use std::os::fd::AsRawFd;
         use std::os::unix::ffi::OsStrExt;
         use std::os::unix::fs::{FileExt, OpenOptionsExt};
         let p = std::path::Path::new(std::ffi::OsStr::from_bytes(path));
         let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
-        let f = std::fs::OpenOptions::new()
+        let named = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .custom_flags(libc::O_PATH)
             .open(p)
             .map_err(errno)?;
-        if !f.metadata().map_err(errno)?.is_file() {
+        if !named.metadata().map_err(errno)?.is_file() {
             return Err(libc::EACCES);
         }
+        let f =
+            std::fs::File::open(format!("/proc/self/fd/{}", named.as_raw_fd())).map_err(errno)?;
         let mut buf = vec![0u8; len];
         let mut got = 0;
         while got < len {
