@@ -106,6 +106,31 @@ fn a_fifo_open_waits_through_signals_and_fails_when_a_handler_raises() {
 }
 
 #[test]
+fn fifo_opens_meet_early_writers_and_signals_only_one_thread_can_take() {
+    let t = Tree::new("notify-fifo-races");
+    let fifo = std::ffi::CString::new(t.path("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a plain mkfifo with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let races = compiled("fifo_races");
+    let races = races.to_str().unwrap();
+    // The writer's data must reach a reader whose open waited, even when the writer came
+    // and went before roost's opener thread began to wait (a hang before).
+    let (out, code) = run_both(&t, &[races, "early-writer", "/m/fifo", "30"]);
+    assert_eq!((out.as_str(), code), ("30 of 30 readers got the data\n", 0));
+    // A signal sent to the process interrupts the open of the thread the kernel gives it to.
+    let (out, code) = run_both(&t, &[races, "thread-signal", "/m/fifo"]);
+    assert_eq!(
+        (out.as_str(), code),
+        ("worker open: Interrupted system call\n", 0)
+    );
+    let (out, code) = run_both(&t, &[races, "main-waits", "/m/fifo"]);
+    assert_eq!(
+        (out.as_str(), code),
+        ("main open: Interrupted system call\n", 0)
+    );
+}
+
+#[test]
 fn changes_through_proc_self_name_the_programs_descriptors() {
     // /dev/fd/N, /proc/self/fd/N and a dirfd on /proc all name the program's descriptors,
     // never roost's, when roost makes the change for the program.

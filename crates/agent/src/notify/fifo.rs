@@ -6,7 +6,7 @@
 //! `SA_RESTART` handler (or a stop) and fails it with `EINTR` otherwise, as it does for a
 //! FIFO open interrupted natively.
 
-use super::identity::{as_caller, Status};
+use super::identity::{as_caller, main_thread_blocked, Status};
 use super::lookup::last_errno;
 use super::open::Request;
 use super::{send, Notification, Reply};
@@ -57,7 +57,7 @@ fn look_at(tid: i32, n: Notification) -> Caller {
     }
     match Status::read(tid) {
         None => Caller::Gone,
-        Some(s) if s.signal_pending() => Caller::Signalled,
+        Some(s) if s.signal_pending(|| main_thread_blocked(tid)) => Caller::Signalled,
         Some(_) => Caller::Waiting,
     }
 }
@@ -92,7 +92,7 @@ pub fn wait_elsewhere(request: Request, wait: Wait, tid: i32, n: Notification) -
                 Wait::Writer => wait_for_reader(&request, tid, n),
             };
             let reply = match opened {
-                Ok(fd) => request.install(n, &fd),
+                Ok(fd) => request.install(n, fd),
                 Err(e) => Reply::errno(e),
             };
             send(n.listener, n.id, reply);
@@ -134,6 +134,34 @@ fn wake_signal() -> i32 {
     sig
 }
 
+/// Where a reader's blocking reopen stands (shared with the thread watching it).
+#[derive(Clone, Copy, PartialEq)]
+enum Watch {
+    Waiting,
+    /// The caller must take a signal: its call is restarted.
+    Signalled,
+    /// The caller is gone.
+    Gone,
+    /// A writer came (and maybe went) before the reopen began waiting, which would then
+    /// wait for the next one: the read end roost holds is handed over instead.
+    WriterCame,
+    /// The reopen returned.
+    Done,
+}
+
+/// Whether a writer has opened the FIFO since `read_end` was opened: data to read, or a
+/// hang-up (a writer came and went).
+fn writer_came(read_end: &OwnedFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd: read_end.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no waiting.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0 && poll.revents & (libc::POLLIN | libc::POLLHUP) != 0
+}
+
 fn wait_for_writer(
     request: &Request,
     read_end: &OwnedFd,
@@ -153,33 +181,42 @@ fn wait_for_writer(
     let reopen = CString::new(format!("/proc/self/fd/{}", read_end.as_raw_fd()))
         .expect("no NUL in a /proc path");
     let flags = request.flags | libc::O_CLOEXEC | libc::O_NOCTTY;
-    // 0 while the caller waits, else why it stopped; 3 once this thread is done.
-    let state = AtomicU8::new(Caller::Waiting as u8);
-    const DONE: u8 = 3;
+    let state = AtomicU8::new(Watch::Waiting as u8);
+    let stopped = |why: Watch| state.load(Ordering::Acquire) == why as u8;
     std::thread::scope(|s| {
-        let watcher = s.spawn(|| {
-            // Signals until the open returns: one sent just before it began is not enough.
-            while state.load(Ordering::Acquire) != DONE {
-                std::thread::park_timeout(TICK);
-                let now = state.load(Ordering::Acquire);
-                if now == Caller::Waiting as u8 {
-                    let seen = look_at(tid, n);
-                    if seen == Caller::Waiting {
-                        continue;
+        let watcher = std::thread::Builder::new()
+            .name("roost-fifo-watch".into())
+            .stack_size(64 * 1024)
+            .spawn_scoped(s, || {
+                // Signals until the open returns: one sent just before it began is not enough.
+                while !stopped(Watch::Done) {
+                    std::thread::park_timeout(TICK);
+                    if stopped(Watch::Waiting) {
+                        let seen = if writer_came(read_end) {
+                            Watch::WriterCame
+                        } else {
+                            match look_at(tid, n) {
+                                Caller::Waiting => continue,
+                                Caller::Signalled => Watch::Signalled,
+                                Caller::Gone => Watch::Gone,
+                            }
+                        };
+                        let _ = state.compare_exchange(
+                            Watch::Waiting as u8,
+                            seen as u8,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        );
                     }
-                    let _ = state.compare_exchange(
-                        now,
-                        seen as u8,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    );
+                    if !stopped(Watch::Done) {
+                        // SAFETY: a signal to this process's own opener thread.
+                        unsafe { libc::syscall(libc::SYS_tgkill, pid, me, sig) };
+                    }
                 }
-                if state.load(Ordering::Acquire) != DONE {
-                    // SAFETY: a signal to this process's own opener thread.
-                    unsafe { libc::syscall(libc::SYS_tgkill, pid, me, sig) };
-                }
-            }
-        });
+            });
+        let Ok(watcher) = watcher else {
+            return Err(libc::EAGAIN);
+        };
         let opened = loop {
             // SAFETY: a blocking reopen of our FIFO read end through its /proc name.
             let fd = as_caller(request.who.as_ref(), || unsafe {
@@ -189,17 +226,20 @@ fn wait_for_writer(
                 // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
                 break Ok(unsafe { OwnedFd::from_raw_fd(fd) });
             }
-            let why = state.load(Ordering::Acquire);
             match last_errno() {
-                libc::EINTR if why == Caller::Waiting as u8 => continue,
-                libc::EINTR if why == Caller::Signalled as u8 => {
+                libc::EINTR if stopped(Watch::Waiting) => continue,
+                // The writer's data (or end of file) waits in the read end roost holds.
+                libc::EINTR if stopped(Watch::WriterCame) => {
+                    break read_end.try_clone().map_err(|_| libc::EMFILE)
+                }
+                libc::EINTR if stopped(Watch::Signalled) => {
                     break Err(abandoned(Caller::Signalled))
                 }
                 libc::EINTR => break Err(abandoned(Caller::Gone)),
                 e => break Err(e),
             }
         };
-        state.store(DONE, Ordering::Release);
+        state.store(Watch::Done as u8, Ordering::Release);
         watcher.thread().unpark();
         opened
     })

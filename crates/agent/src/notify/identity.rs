@@ -36,17 +36,40 @@ impl Status {
         self.field("Tgid:")?.next()?.parse().ok()
     }
 
-    /// Whether a signal the thread does not block is pending for it: one sent to the
-    /// thread, or one sent to its process when it is the process's only thread (otherwise
-    /// the kernel may hand that one to another thread).
-    pub fn signal_pending(&self) -> bool {
-        let blocked = self.hex("SigBlk:").unwrap_or(0);
-        let mut pending = self.hex("SigPnd:").unwrap_or(0);
-        if self.number("Threads:", 0) == Some(1) {
-            pending |= self.hex("ShdPnd:").unwrap_or(0);
-        }
-        pending & !blocked != 0
+    /// Whether the thread has exited (its status lingers while the process lives).
+    fn is_zombie(&self) -> bool {
+        self.field("State:").and_then(|mut f| f.next()) == Some("Z")
     }
+
+    /// The signals this thread blocks.
+    pub fn blocked(&self) -> u64 {
+        self.hex("SigBlk:").unwrap_or(0)
+    }
+
+    /// Whether a signal is pending that this thread must take: one sent to the thread and
+    /// not blocked, or one sent to its process that the kernel handed to this thread. The
+    /// kernel offers a process's signal to the main thread first, then to any thread that
+    /// does not block it; so this thread takes it when it is the main thread, or when the
+    /// main thread blocks it (`main_blocked`: the main thread's blocked set, asked only when
+    /// such a signal is pending; then another thread may take it too, and a needless
+    /// restart of this thread's call is the lesser harm).
+    pub fn signal_pending(&self, main_blocked: impl FnOnce() -> u64) -> bool {
+        let blocked = self.blocked();
+        if self.hex("SigPnd:").unwrap_or(0) & !blocked != 0 {
+            return true;
+        }
+        let shared = self.hex("ShdPnd:").unwrap_or(0) & !blocked;
+        let is_main = self.tgid() == self.field("Pid:").and_then(|mut f| f.next()?.parse().ok());
+        shared != 0 && (is_main || shared & main_blocked() != 0)
+    }
+}
+
+/// The signals the main thread of `tid`'s process blocks (all, when it has exited).
+pub fn main_thread_blocked(tid: i32) -> u64 {
+    tgid(tid)
+        .and_then(Status::read)
+        .filter(|main| !main.is_zombie())
+        .map_or(!0, |main| main.blocked())
 }
 
 /// The thread-group id of `tid`.
@@ -199,21 +222,23 @@ mod tests {
         assert_eq!((who.umask, who.fsuid, who.fsgid), (0o027, 0, 0));
         assert_eq!(who.groups, vec![4, 27]);
         assert_eq!(who.caps, 0x1ff_ffff_ffff);
-        assert!(!s.signal_pending());
+        assert!(!s.signal_pending(|| 0));
     }
 
     #[test]
-    fn pending_signals_count_unless_blocked() {
-        let with = |extra: &str| Status(format!("{STATUS}{extra}")).signal_pending();
-        assert!(with("Threads:\t1\nSigPnd:\t0000000000002000\nSigBlk:\t0\n"));
-        assert!(!with(
-            "Threads:\t1\nSigPnd:\t0000000000002000\nSigBlk:\t2000\n"
-        ));
-        // A signal sent to the process goes to one of its threads, not necessarily this.
-        assert!(with("Threads:\t1\nShdPnd:\t0000000000004000\nSigBlk:\t0\n"));
-        assert!(!with(
-            "Threads:\t2\nShdPnd:\t0000000000004000\nSigBlk:\t0\n"
-        ));
+    fn pending_signals_count_unless_blocked_or_the_main_threads() {
+        // STATUS is thread 41 of process 41 (the main thread); 42 is another thread.
+        let main = |extra: &str| Status(format!("{STATUS}Pid:\t41\n{extra}"));
+        let other = |extra: &str| Status(format!("{STATUS}Pid:\t42\n{extra}"));
+        let thread = "SigPnd:\t0000000000002000\n";
+        assert!(other(&format!("{thread}SigBlk:\t0\n")).signal_pending(|| 0));
+        assert!(!other(&format!("{thread}SigBlk:\t2000\n")).signal_pending(|| 0));
+        // A signal sent to the process: the main thread's unless it blocks it.
+        let process = "ShdPnd:\t0000000000004000\n";
+        assert!(main(&format!("{process}SigBlk:\t0\n")).signal_pending(|| !0));
+        assert!(!main(&format!("{process}SigBlk:\t4000\n")).signal_pending(|| 0));
+        assert!(!other(&format!("{process}SigBlk:\t0\n")).signal_pending(|| 0));
+        assert!(other(&format!("{process}SigBlk:\t0\n")).signal_pending(|| 0x4000));
     }
 
     #[test]

@@ -176,7 +176,7 @@ fn send(listener: i32, id: u64, reply: Reply) {
 pub enum Reply {
     /// Return value, negative errno, flags.
     Send(i64, i32, u64),
-    /// Already answered (an fd installed with its number as the result).
+    /// Already answered, or nobody waits for an answer any more.
     Answered,
 }
 

@@ -69,8 +69,11 @@ impl Request {
         self.flags & libc::O_ACCMODE
     }
 
-    /// Hands `fd` to the caller with the file status flags it asked for.
-    pub fn install(&self, n: Notification, fd: &OwnedFd) -> Reply {
+    /// Hands `fd` to the caller with the file status flags it asked for. roost's own copy is
+    /// closed before the caller is answered, so from then on the caller's descriptor is the
+    /// only one: a FIFO has no phantom reader or writer, the file is not busy for exec
+    /// (ETXTBSY) and its close is the last one, as if the caller had opened it itself.
+    pub fn install(&self, n: Notification, fd: OwnedFd) -> Reply {
         if self.blocks() {
             // SAFETY: plain fcntl calls on a descriptor we own.
             unsafe {
@@ -80,7 +83,7 @@ impl Request {
         }
         let addfd = libc::seccomp_notif_addfd {
             id: n.id,
-            flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
+            flags: 0,
             srcfd: fd.as_raw_fd() as u32,
             newfd: 0,
             newfd_flags: if self.flags & libc::O_CLOEXEC != 0 {
@@ -90,10 +93,14 @@ impl Request {
             },
         };
         // SAFETY: a plain-data request on the live listener.
-        if unsafe { libc::ioctl(n.listener, libc::SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) } >= 0 {
-            return Reply::Answered;
+        let installed = unsafe { libc::ioctl(n.listener, libc::SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) };
+        let failure = super::lookup::last_errno();
+        drop(fd);
+        if installed >= 0 {
+            // The caller waits killably, so it is still there to take its descriptor.
+            return Reply::value(installed.into());
         }
-        match super::lookup::last_errno() {
+        match failure {
             // The caller is gone or was interrupted: nothing is waiting for an answer.
             libc::ENOENT => Reply::Answered,
             e => Reply::errno(e), // EMFILE and the like: the caller's own limits
@@ -175,7 +182,7 @@ pub fn emulate(
         Ok(fd) if request.blocks() && request.access_mode() == libc::O_RDONLY && is_fifo(&fd) => {
             fifo::Wait::Reader(fd)
         }
-        Ok(fd) => return request.install(n, &fd),
+        Ok(fd) => return request.install(n, fd),
     };
     match fifo::wait_elsewhere(request, wait, tid, n) {
         Ok(()) => Reply::Answered,

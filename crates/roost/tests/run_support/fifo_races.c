@@ -1,0 +1,116 @@
+/* FIFO opens at the edges the agent must get right. Usage: fifo_races MODE FIFO [ROUNDS]
+ *   early-writer: a writer that opens without blocking, writes and closes as soon as a
+ *     reader exists, while the reader blocks in open: the reader must get the data
+ *     (ROUNDS times, default 1).
+ *   thread-signal: a worker thread blocks in a read-only open; the main thread blocks
+ *     SIGUSR1 and sends it to the process, so only the worker can take it: the open must
+ *     fail with EINTR (the handler has no SA_RESTART).
+ *   main-waits: the main thread blocks in a read-only open while a worker that does not
+ *     block SIGUSR1 sends it to the process: the kernel gives it to the main thread, whose
+ *     open must fail with EINTR (as Ctrl-C must reach a threaded program's main thread).
+ * Prints what the reader or the worker saw. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *fifo;
+
+static void nothing(int sig) { (void)sig; }
+
+static void *open_for_reading(void *unused) {
+    (void)unused;
+    int fd = open(fifo, O_RDONLY);
+    printf("worker open: %s\n", fd < 0 ? strerror(errno) : "ok");
+    return NULL;
+}
+
+/* One round of early-writer: 1 when the reader got the writer's data. */
+static int early_writer_round(void) {
+    pid_t child = fork();
+    if (child == 0) {
+        int fd;
+        while ((fd = open(fifo, O_WRONLY | O_NONBLOCK)) < 0 && errno == ENXIO)
+            ;
+        if (fd < 0 || write(fd, "data\n", 5) != 5)
+            _exit(1);
+        close(fd);
+        _exit(0);
+    }
+    usleep(20000); /* the writer is trying by now */
+    int fd = open(fifo, O_RDONLY);
+    char buf[16] = {0};
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (fd >= 0)
+        close(fd);
+    int status;
+    waitpid(child, &status, 0);
+    return n == 5 && memcmp(buf, "data\n", 5) == 0;
+}
+
+static int early_writer(int rounds) {
+    int got = 0;
+    for (int i = 0; i < rounds; i++)
+        got += early_writer_round();
+    printf("%d of %d readers got the data\n", got, rounds);
+    return got == rounds ? 0 : 1;
+}
+
+static int thread_signal(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = nothing; /* no SA_RESTART */
+    sigaction(SIGUSR1, &sa, NULL);
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_t worker;
+    pthread_create(&worker, NULL, open_for_reading, NULL); /* inherits no blocked signals */
+    pthread_sigmask(SIG_BLOCK, &usr1, NULL); /* only the worker can take it now */
+    usleep(300000);
+    kill(getpid(), SIGUSR1);
+    pthread_join(worker, NULL);
+    return 0;
+}
+
+static void *signal_the_process(void *unused) {
+    (void)unused;
+    usleep(300000);
+    kill(getpid(), SIGUSR1);
+    return NULL;
+}
+
+static int main_waits(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = nothing; /* no SA_RESTART */
+    sigaction(SIGUSR1, &sa, NULL);
+    pthread_t worker;
+    pthread_create(&worker, NULL, signal_the_process, NULL);
+    int fd = open(fifo, O_RDONLY);
+    printf("main open: %s\n", fd < 0 ? strerror(errno) : "ok");
+    pthread_join(worker, NULL);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3 || argc > 4) {
+        fprintf(stderr, "usage: %s early-writer|thread-signal|main-waits FIFO [ROUNDS]\n", argv[0]);
+        return 2;
+    }
+    fifo = argv[2];
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (strcmp(argv[1], "early-writer") == 0)
+        return early_writer(argc == 4 ? atoi(argv[3]) : 1);
+    if (strcmp(argv[1], "thread-signal") == 0)
+        return thread_signal();
+    if (strcmp(argv[1], "main-waits") == 0)
+        return main_waits();
+    fprintf(stderr, "%s: unknown mode %s\n", argv[0], argv[1]);
+    return 2;
+}
