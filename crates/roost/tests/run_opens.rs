@@ -1,7 +1,8 @@
 //! Opens of mapped paths. By default the notification thread performs them and hands the
 //! descriptor over (SECCOMP_IOCTL_NOTIF_ADDFD); with `--no-notify` the kernel opens the
 //! rewritten path in the program. Each test runs both ways and expects the kernel's own
-//! behaviour: flags, umask, close-on-exec, FIFOs, errors, limits and dropped privileges.
+//! behaviour: flags, umask, close-on-exec, FIFOs, leases, errors, limits and dropped
+//! privileges.
 
 mod run_support;
 use run_support::*;
@@ -153,4 +154,57 @@ print("nobody creates", code(lambda: os.open("/m/new", os.O_WRONLY | os.O_CREAT,
     );
     assert_eq!(code, 0);
     assert!(!t.path("new").exists());
+}
+
+/// Holds a write lease on FILE until the kernel asks for it back, then gives it up after
+/// 0.3 s (as a lease holder flushes its cache first).
+const LEASE_HOLDER: &str = r#"
+import fcntl, os, signal, sys, time
+F_SETLEASE = 1024
+fd = os.open(sys.argv[1], os.O_RDONLY)
+def give_back(sig, frame):
+    time.sleep(0.3)
+    fcntl.fcntl(fd, F_SETLEASE, fcntl.F_UNLCK)
+signal.signal(signal.SIGIO, give_back)
+fcntl.fcntl(fd, F_SETLEASE, fcntl.F_WRLCK)
+print("leased", flush=True)
+time.sleep(10)
+"#;
+
+#[test]
+fn an_open_waits_for_another_process_to_give_up_its_lease() {
+    use std::io::BufRead;
+    // Leases belong to the file's owner (or CAP_LEASE): true of the test's own files.
+    let t = Tree::new("open-lease");
+    t.write("f", "data\n");
+    let script = r#"python3 -c '
+import os, time
+t0 = time.monotonic()
+fd = os.open("/m/f", os.O_RDONLY)
+print("opened after the lease was given up:", time.monotonic() - t0 > 0.2, os.read(fd, 5))
+'"#;
+    for mode in [&[][..], &["--no-notify"][..]] {
+        let mut holder = std::process::Command::new("python3")
+            .args(["-c", LEASE_HOLDER, t.path("f").to_str().unwrap()])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(holder.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "leased\n");
+        let mount = format!("/m={}", t.s());
+        let mut args = mode.to_vec();
+        args.extend(["--mount", &mount, "--", "timeout", "20", "sh", "-c", script]);
+        let o = run(&args);
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        assert_eq!(
+            stdout(&o),
+            "opened after the lease was given up: True b'data\\n'\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+    }
 }

@@ -1,10 +1,11 @@
-//! A FIFO open that must wait for the other end, on a thread of its own so the supervisor
-//! goes on serving. The caller's signals are still delivered while it waits: roost's filter
+//! An open that must wait — for a FIFO's other end, or for a lease on the file to be
+//! broken — on a thread of its own so the supervisor goes on serving. The caller's signals
+//! are still delivered while it waits: roost's filter
 //! makes a received notification wait killably (a change must not be made twice by a
 //! restarted call), so this thread watches the caller and, when a signal is pending for it,
 //! abandons the open and answers `ERESTARTSYS` — the kernel then restarts the call after an
-//! `SA_RESTART` handler (or a stop) and fails it with `EINTR` otherwise, as it does for a
-//! FIFO open interrupted natively.
+//! `SA_RESTART` handler (or a stop) and fails it with `EINTR` otherwise, as it does for an
+//! open interrupted natively.
 
 use super::identity::{as_caller, main_thread_blocked, Status};
 use super::lookup::last_errno;
@@ -21,15 +22,27 @@ const ERESTARTSYS: i32 = 512;
 /// How often the caller is looked at while it waits.
 const TICK: Duration = Duration::from_millis(10);
 
-/// How the caller's open waits for the FIFO's other end.
+/// How the caller's open waits.
 pub enum Wait {
-    /// A read-only open: roost holds a non-blocking read end, so writers see a reader as
-    /// they would see the caller, and waits for a writer in a blocking reopen of it.
+    /// A read-only open of a FIFO: roost holds a non-blocking read end, so writers see a
+    /// reader as they would see the caller, and waits for a writer in a blocking reopen of it.
     Reader(OwnedFd),
-    /// A write-only open with no reader yet: retried without blocking until one comes (a
-    /// blocking open, interrupted to look at signals, would wake readers as if a writer had
-    /// come and gone).
-    Writer,
+    /// An open that failed with this errno only because it did not block: a write-only
+    /// open of a FIFO with no reader yet (ENXIO), or an open that started breaking another
+    /// process's lease on the file (EWOULDBLOCK). Retried without blocking until it can be
+    /// made (a blocking open of a FIFO, interrupted to look at signals, would wake readers
+    /// as if a writer had come and gone).
+    Retry(i32),
+}
+
+/// Whether an open that failed with `errno` would have waited had it been blocking: what
+/// [`Wait::Retry`] waits out.
+pub fn would_wait(request: &Request, errno: i32) -> bool {
+    match errno {
+        libc::ENXIO => names_fifo(&request.physical), // a socket says ENXIO for good
+        libc::EWOULDBLOCK => true,
+        _ => false,
+    }
 }
 
 /// Whether `path` (followed) is a FIFO.
@@ -89,7 +102,7 @@ pub fn wait_elsewhere(request: Request, wait: Wait, tid: i32, n: Notification) -
             };
             let opened = match wait {
                 Wait::Reader(read_end) => wait_for_writer(&request, &read_end, tid, n),
-                Wait::Writer => wait_for_reader(&request, tid, n),
+                Wait::Retry(errno) => retry(&request, errno, tid, n),
             };
             let reply = match opened {
                 Ok(fd) => request.install(n, fd),
@@ -101,11 +114,11 @@ pub fn wait_elsewhere(request: Request, wait: Wait, tid: i32, n: Notification) -
         .map_err(|_| libc::EAGAIN)
 }
 
-fn wait_for_reader(request: &Request, tid: i32, n: Notification) -> Result<OwnedFd, i32> {
+fn retry(request: &Request, errno: i32, tid: i32, n: Notification) -> Result<OwnedFd, i32> {
     let mut pause = Duration::from_millis(1);
     loop {
         match request.open_nonblocking() {
-            Err(libc::ENXIO) if names_fifo(&request.physical) => {}
+            Err(e) if e == errno && would_wait(request, e) => {}
             other => return other,
         }
         match look_at(tid, n) {

@@ -1,12 +1,13 @@
 //! Opens of mapped paths, performed by the supervisor: the file is opened here on its
 //! physical path with the caller's flags, umask and file-system identity, then installed in
-//! the caller's fd table with `SECCOMP_IOCTL_NOTIF_ADDFD`, which also answers the
-//! notification with the new descriptor's number.
+//! the caller's fd table with `SECCOMP_IOCTL_NOTIF_ADDFD`, and the notification answered
+//! with the new descriptor's number.
 //!
 //! The supervisor never blocks: it opens with `O_NONBLOCK` added (which changes nothing but
-//! FIFO waits for regular files, directories and most devices) and clears the flag after.
-//! What turns out to be a FIFO whose other end is missing waits on a thread of its own
-//! ([`fifo`]), as the caller would in the kernel — with its signals still delivered.
+//! waits, for regular files, directories and most devices) and clears the flag after. An
+//! open that would have waited — a FIFO whose other end is missing, a file whose lease is
+//! being broken — waits on a thread of its own ([`fifo`]), as the caller would in the
+//! kernel, with its signals still delivered.
 
 use super::identity::{as_caller, prepare, Identity};
 use super::{fifo, Notification, Reply};
@@ -174,10 +175,8 @@ pub fn emulate(
         return Reply::Answered;
     }
     let wait = match request.open_nonblocking() {
-        // No reader yet: a FIFO's writer waits for one (a socket says ENXIO for good).
-        Err(libc::ENXIO) if request.blocks() && fifo::names_fifo(&request.physical) => {
-            fifo::Wait::Writer
-        }
+        // A FIFO's writer waits for a reader; an open that breaks a lease waits for it.
+        Err(e) if request.blocks() && fifo::would_wait(&request, e) => fifo::Wait::Retry(e),
         Err(e) => return Reply::errno(e),
         Ok(fd) if request.blocks() && request.access_mode() == libc::O_RDONLY && is_fifo(&fd) => {
             fifo::Wait::Reader(fd)
