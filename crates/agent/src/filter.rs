@@ -137,6 +137,26 @@ pub fn install(program: &[libc::sock_filter], listener: bool) -> Result<i32, (&'
     Ok(rc as i32)
 }
 
+/// Whether this kernel makes a received notification wait killably
+/// (`SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`, which [`install`] asks for). Probed once with a
+/// null program: a kernel that knows the flag gets as far as reading the program (EFAULT),
+/// one that does not refuses the flags (EINVAL). Nothing is installed either way.
+pub fn waits_killably() -> bool {
+    static KILLABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *KILLABLE.get_or_init(|| {
+        // SAFETY: a seccomp call with a null program, which the kernel rejects.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                NEW_LISTENER | WAIT_KILLABLE_RECV,
+                std::ptr::null::<libc::sock_fprog>(),
+            )
+        };
+        rc < 0 && errno() == libc::EFAULT
+    })
+}
+
 const NEW_LISTENER: libc::c_ulong = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
 /// `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` (newer than the libc crate).
 const WAIT_KILLABLE_RECV: libc::c_ulong = 1 << 5;
@@ -148,6 +168,12 @@ fn errno() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn this_kernel_waits_killably() {
+        // Linux 5.19 and later (the project's machines run 6.x).
+        assert!(waits_killably());
+    }
 
     /// A tiny interpreter for the instructions `build` emits.
     fn run(p: &[libc::sock_filter], arch: u32, nr: u32) -> u32 {

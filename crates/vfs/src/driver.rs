@@ -162,8 +162,13 @@ impl Driver for LocalDriver {
         if !named.metadata().map_err(errno)?.is_file() {
             return Err(libc::EACCES);
         }
-        let f =
-            std::fs::File::open(format!("/proc/self/fd/{}", named.as_raw_fd())).map_err(errno)?;
+        // Non-blocking still: a file under another process's lease says EWOULDBLOCK rather
+        // than holding up roost until the lease is given up.
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(format!("/proc/self/fd/{}", named.as_raw_fd()))
+            .map_err(errno)?;
         let mut buf = vec![0u8; len];
         let mut got = 0;
         while got < len {

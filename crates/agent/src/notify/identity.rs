@@ -54,7 +54,11 @@ impl Status {
     /// such a signal is pending; then another thread may take it too, and a needless
     /// restart of this thread's call is the lesser harm).
     pub fn signal_pending(&self, main_blocked: impl FnOnce() -> u64) -> bool {
-        let blocked = self.blocked();
+        // A traced thread is sent even the signals it ignores, and those whose default is
+        // to be ignored: neither interrupts a call natively unless a handler catches it.
+        let caught = self.hex("SigCgt:").unwrap_or(0);
+        let ignored = self.hex("SigIgn:").unwrap_or(0) | (IGNORED_BY_DEFAULT & !caught);
+        let blocked = self.blocked() | ignored;
         if self.hex("SigPnd:").unwrap_or(0) & !blocked != 0 {
             return true;
         }
@@ -63,6 +67,12 @@ impl Status {
         shared != 0 && (is_main || shared & main_blocked() != 0)
     }
 }
+
+/// SIGCHLD, SIGCONT, SIGURG and SIGWINCH: ignored unless caught (bit N-1 for signal N).
+const IGNORED_BY_DEFAULT: u64 = 1 << (libc::SIGCHLD - 1)
+    | 1 << (libc::SIGCONT - 1)
+    | 1 << (libc::SIGURG - 1)
+    | 1 << (libc::SIGWINCH - 1);
 
 /// The signals the main thread of `tid`'s process blocks (all, when it has exited).
 pub fn main_thread_blocked(tid: i32) -> u64 {
@@ -239,6 +249,13 @@ mod tests {
         assert!(!main(&format!("{process}SigBlk:\t4000\n")).signal_pending(|| 0));
         assert!(!other(&format!("{process}SigBlk:\t0\n")).signal_pending(|| 0));
         assert!(other(&format!("{process}SigBlk:\t0\n")).signal_pending(|| 0x4000));
+        // SIGCHLD (bit 16) interrupts only when caught; an ignored signal never does.
+        let chld = "SigPnd:\t0000000000010000\nSigBlk:\t0\n";
+        assert!(!other(chld).signal_pending(|| 0));
+        let caught = format!("{chld}SigCgt:\t0000000000010000\n");
+        assert!(other(&caught).signal_pending(|| 0));
+        let ignored = format!("{thread}SigBlk:\t0\nSigIgn:\t2000\n");
+        assert!(!other(&ignored).signal_pending(|| 0));
     }
 
     #[test]

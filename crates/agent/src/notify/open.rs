@@ -82,9 +82,17 @@ impl Request {
                 libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, status & !libc::O_NONBLOCK);
             }
         }
+        // Without killable waits (kernels before 5.19) a signal between installing and
+        // answering would leave the descriptor behind for a restarted call: install and
+        // answer in one step there.
+        let at_once = !crate::filter::waits_killably();
         let addfd = libc::seccomp_notif_addfd {
             id: n.id,
-            flags: 0,
+            flags: if at_once {
+                libc::SECCOMP_ADDFD_FLAG_SEND as u32
+            } else {
+                0
+            },
             srcfd: fd.as_raw_fd() as u32,
             newfd: 0,
             newfd_flags: if self.flags & libc::O_CLOEXEC != 0 {
@@ -97,6 +105,9 @@ impl Request {
         let installed = unsafe { libc::ioctl(n.listener, libc::SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) };
         let failure = super::lookup::last_errno();
         drop(fd);
+        if installed >= 0 && at_once {
+            return Reply::Answered;
+        }
         if installed >= 0 {
             // The caller waits killably, so it is still there to take its descriptor.
             return Reply::value(installed.into());
