@@ -82,8 +82,8 @@ fn abandoned(state: Caller) -> i32 {
     }
 }
 
-/// Waits for the FIFO's other end on a new thread, which answers notification `n` of
-/// thread `tid`. `Err`: no thread could be started.
+/// Waits as `wait` says on a new thread, which answers notification `n` of thread `tid`.
+/// `Err`: no thread could be started.
 pub fn wait_elsewhere(request: Request, wait: Wait, tid: i32, n: Notification) -> Result<(), i32> {
     // SAFETY: duplicating the live listener for the thread.
     let own = unsafe { libc::fcntl(n.listener, libc::F_DUPFD_CLOEXEC, 0) };
@@ -114,6 +114,8 @@ pub fn wait_elsewhere(request: Request, wait: Wait, tid: i32, n: Notification) -
         .map_err(|_| libc::EAGAIN)
 }
 
+/// Retries a non-blocking open until it stops failing with `errno` ([`Wait::Retry`]), as
+/// long as the caller waits, backing off from 1 to 10 ms between tries.
 fn retry(request: &Request, errno: i32, tid: i32, n: Notification) -> Result<OwnedFd, i32> {
     let mut pause = Duration::from_millis(1);
     loop {
