@@ -3,10 +3,10 @@
 //! numbers, so the supervisor can make the same change itself.
 //!
 //! A change on a mapped path is made here on the physical path. A change that may alter
-//! which names are symlinks (rmdir, unlink, rename, link, symlink: [`RELINKS`]) is made here
-//! even when its paths pass, so the resolution cache is cleared after the change and never
-//! between the agent's verdict and the kernel's work, where another thread could cache the
-//! old state for good. Its paths are then reached as the caller reaches them:
+//! which names are symlinks (rmdir, unlink, rename, link, symlink: the syscall table marks
+//! them `mutates`) is made here even when its paths pass, so the resolution cache is
+//! cleared after the change and never between the agent's verdict and the kernel's work,
+//! where another thread could cache the old state for good. Its paths are then reached as the caller reaches them:
 //! - relative paths through handles on the caller's cwd or dirfd (`/proc/TID/cwd`,
 //!   `/proc/TID/fd/N`, opened `O_PATH` before the notification is re-validated, so a
 //!   recycled pid can never lend its directories);
@@ -55,26 +55,8 @@ pub const CHANGES: &[&str] = &[
     "truncate",
 ];
 
-/// The changes that can turn a name into a symlink or back: made here even when they pass.
-pub const RELINKS: &[&str] = &[
-    "rmdir",
-    "unlink",
-    "unlinkat",
-    "rename",
-    "renameat",
-    "renameat2",
-    "link",
-    "linkat",
-    "symlink",
-    "symlinkat",
-];
-
 pub fn is_change(name: &str) -> bool {
     CHANGES.contains(&name)
-}
-
-pub fn relinks(name: &str) -> bool {
-    RELINKS.contains(&name)
 }
 
 /// Calls that apply the caller's umask.

@@ -312,8 +312,15 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         (Action::Rewrite { .. }, Some(p)) => Some(p.clone()),
         _ => None,
     };
-    match decision.action {
-        Action::Pass if change::relinks(name) => make_change(
+    // A change on a mapped path is made here, and so is one that may relink names even
+    // when it passes (the cache is cleared after it, never between verdict and change).
+    let made_here = match decision.action {
+        Action::Pass => matches!(kind, Kind::Path { mutates: true, .. }),
+        Action::Rewrite { .. } => change::is_change(name),
+        _ => false,
+    };
+    if made_here {
+        return make_change(
             shared,
             (name, &kind),
             (&regs, tid),
@@ -321,7 +328,9 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             decision,
             n,
             other_identity,
-        ),
+        );
+    }
+    match decision.action {
         Action::Pass => CONTINUE,
         Action::Fail(e) => Reply::errno(e),
         Action::Emulate { ret, writes } => {
@@ -335,15 +344,6 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             }
             Reply::value(ret)
         }
-        Action::Rewrite { .. } if change::is_change(name) => make_change(
-            shared,
-            (name, &kind),
-            (&regs, tid),
-            &paths,
-            decision,
-            n,
-            other_identity,
-        ),
         Action::Rewrite { .. } => {
             let Some(p) = physical else {
                 return Reply::errno(libc::EFAULT);
