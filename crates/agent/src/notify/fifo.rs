@@ -70,7 +70,9 @@ fn look_at(tid: i32, n: Notification) -> Caller {
     }
     match Status::read(tid) {
         None => Caller::Gone,
-        Some(s) if s.signal_pending(|| main_thread_blocked(tid)) => Caller::Signalled,
+        Some(s) if s.signal_pending(|| s.tgid().map_or(!0, main_thread_blocked)) => {
+            Caller::Signalled
+        }
         Some(_) => Caller::Waiting,
     }
 }

@@ -74,10 +74,9 @@ const IGNORED_BY_DEFAULT: u64 = 1 << (libc::SIGCHLD - 1)
     | 1 << (libc::SIGURG - 1)
     | 1 << (libc::SIGWINCH - 1);
 
-/// The signals the main thread of `tid`'s process blocks (all, when it has exited).
-pub fn main_thread_blocked(tid: i32) -> u64 {
-    tgid(tid)
-        .and_then(Status::read)
+/// The signals the main thread of process `tgid` blocks (all, when it has exited).
+pub fn main_thread_blocked(tgid: i32) -> u64 {
+    Status::read(tgid)
         .filter(|main| !main.is_zombie())
         .map_or(!0, |main| main.blocked())
 }
