@@ -25,6 +25,12 @@ impl Stat {
     }
 }
 
+/// A file opened through a driver, read at explicit offsets.
+pub trait ReadAt {
+    /// Up to `len` bytes at `offset`: fewer only where the file ends.
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>, Errno>;
+}
+
 /// A file system reachable through the namespace. Paths are driver-relative byte strings.
 pub trait Driver: Send + Sync {
     /// A short name for traces and errors ("local", "chirp", ...).
@@ -45,12 +51,8 @@ pub trait Driver: Send + Sync {
     fn access(&self, _path: &[u8], _mode: i32) -> Result<(), Errno> {
         Err(libc::ENOSYS)
     }
-    /// The first `len` bytes of a file (exec reads `#!` lines and ELF headers this way).
-    fn read_head(&self, _path: &[u8], _len: usize) -> Result<Vec<u8>, Errno> {
-        Err(libc::ENOSYS)
-    }
-    /// `len` bytes at `offset` of a file.
-    fn pread(&self, _path: &[u8], _offset: u64, _len: usize) -> Result<Vec<u8>, Errno> {
+    /// A regular file opened for reading (exec reads `#!` lines and ELF headers this way).
+    fn open_read(&self, _path: &[u8]) -> Result<Box<dyn ReadAt>, Errno> {
         Err(libc::ENOSYS)
     }
     fn mkdir(&self, _path: &[u8], _mode: u32) -> Result<(), Errno> {
@@ -77,6 +79,31 @@ pub trait Driver: Send + Sync {
     fn truncate(&self, _path: &[u8], _len: u64) -> Result<(), Errno> {
         Err(libc::ENOSYS)
     }
+}
+
+/// A local file open for reading.
+struct LocalFile(std::fs::File);
+
+impl ReadAt for LocalFile {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>, Errno> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; len];
+        let mut got = 0;
+        while got < len {
+            match self.0.read_at(&mut buf[got..], offset + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(errno_of(e)),
+            }
+        }
+        buf.truncate(got);
+        Ok(buf)
+    }
+}
+
+fn errno_of(e: std::io::Error) -> Errno {
+    e.raw_os_error().unwrap_or(libc::EIO)
 }
 
 /// The local file system, through ordinary system calls.
@@ -141,45 +168,31 @@ impl Driver for LocalDriver {
         // SAFETY: valid C string.
         check(unsafe { libc::access(c.as_ptr(), mode) })
     }
-    fn read_head(&self, path: &[u8], len: usize) -> Result<Vec<u8>, Errno> {
-        self.pread(path, 0, len)
-    }
     /// Regular files only (EACCES otherwise, as exec answers): the agent reads executables
     /// here. The file is first named with `O_PATH` and only a regular file is opened for
     /// reading: opening a FIFO would wake a writer waiting for a reader (then hand it
     /// EPIPE), or wait for one; opening a device can have effects of its own.
-    fn pread(&self, path: &[u8], offset: u64, len: usize) -> Result<Vec<u8>, Errno> {
+    fn open_read(&self, path: &[u8]) -> Result<Box<dyn ReadAt>, Errno> {
         use std::os::fd::AsRawFd;
         use std::os::unix::ffi::OsStrExt;
-        use std::os::unix::fs::{FileExt, OpenOptionsExt};
+        use std::os::unix::fs::OpenOptionsExt;
         let p = std::path::Path::new(std::ffi::OsStr::from_bytes(path));
-        let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
         let named = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_PATH)
             .open(p)
-            .map_err(errno)?;
-        if !named.metadata().map_err(errno)?.is_file() {
+            .map_err(errno_of)?;
+        if !named.metadata().map_err(errno_of)?.is_file() {
             return Err(libc::EACCES);
         }
         // Non-blocking still: a file under another process's lease says EWOULDBLOCK rather
         // than holding up roost until the lease is given up.
-        let f = std::fs::OpenOptions::new()
+        let file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
             .open(format!("/proc/self/fd/{}", named.as_raw_fd()))
-            .map_err(errno)?;
-        let mut buf = vec![0u8; len];
-        let mut got = 0;
-        while got < len {
-            match f.read_at(&mut buf[got..], offset + got as u64) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) => return Err(errno(e)),
-            }
-        }
-        buf.truncate(got);
-        Ok(buf)
+            .map_err(errno_of)?;
+        Ok(Box::new(LocalFile(file)))
     }
     fn mkdir(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
         let c = cpath(path)?;
@@ -236,7 +249,12 @@ mod tests {
         l.mkdir(&d, 0o755).unwrap();
         assert!(l.stat(&d).unwrap().is_dir());
         std::fs::write(dir.join("f"), b"#!/bin/sh\n").unwrap();
-        assert_eq!(l.read_head(&p("/f"), 2).unwrap(), b"#!");
+        assert_eq!(l.open_read(&p("/f")).unwrap().read_at(0, 2).unwrap(), b"#!");
+        assert_eq!(
+            l.open_read(&p("/f")).unwrap().read_at(8, 9).unwrap(),
+            b"h\n"
+        );
+        assert_eq!(l.open_read(&d).err(), Some(libc::EACCES));
         l.symlink(b"/abs/target", &p("/l")).unwrap();
         assert_eq!(l.readlink(&p("/l")).unwrap(), b"/abs/target");
         assert!(l.lstat(&p("/l")).unwrap().is_symlink());

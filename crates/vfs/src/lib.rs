@@ -12,7 +12,7 @@ pub mod mountfile;
 pub mod path;
 pub mod resolve;
 
-pub use driver::{Driver, LocalDriver, Stat};
+pub use driver::{Driver, LocalDriver, ReadAt, Stat};
 pub use mount::{Mapped, Mount, MountTable, Target};
 pub use mountfile::{parse_mount_file, parse_mount_spec, MountFileError};
 pub use resolve::{Located, Namespace, Resolved};

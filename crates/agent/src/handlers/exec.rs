@@ -8,7 +8,7 @@ use super::{fd_path, logical_of_physical, Action, Arg, Ctx, Decision, Scratch, A
 use crate::memory;
 use crate::syscalls::AT_EMPTY_PATH;
 use roost_vfs::path::join;
-use roost_vfs::{Driver, LocalDriver};
+use roost_vfs::{Driver, LocalDriver, ReadAt};
 
 /// Linux follows at most this many nested interpreters.
 const MAX_INTERPRETERS: usize = 4;
@@ -44,8 +44,9 @@ pub fn parse_shebang(head: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
     }
 }
 
-/// The `PT_INTERP` path of a 64-bit little-endian ELF file, if it has one.
-pub fn elf_interpreter(driver: &dyn Driver, path: &[u8], head: &[u8]) -> Option<Vec<u8>> {
+/// The `PT_INTERP` path of a 64-bit little-endian ELF file, if it has one; `head` is the
+/// file's first bytes.
+pub fn elf_interpreter(file: &dyn ReadAt, head: &[u8]) -> Option<Vec<u8>> {
     if head.len() < 64 || &head[..4] != b"\x7fELF" || head[4] != 2 || head[5] != 1 {
         return None;
     }
@@ -57,11 +58,11 @@ pub fn elf_interpreter(driver: &dyn Driver, path: &[u8], head: &[u8]) -> Option<
     if phentsize < 56 || phnum == 0 || phnum > 256 {
         return None;
     }
-    let table = driver.pread(path, phoff, phentsize * phnum).ok()?;
+    let table = file.read_at(phoff, phentsize * phnum).ok()?;
     for ph in table.chunks_exact(phentsize) {
         if u32::from_le_bytes(ph[..4].try_into().expect("4")) == 3 {
             let (off, len) = (u64_at(ph, 8), u64_at(ph, 32) as usize);
-            let mut s = driver.pread(path, off, len.min(4096)).ok()?;
+            let mut s = file.read_at(off, len.min(4096)).ok()?;
             while s.last() == Some(&0) {
                 s.pop();
             }
@@ -131,9 +132,12 @@ pub fn handle(
     let mut name = as_passed;
     let mut loader: Option<(Vec<u8>, Vec<u8>)> = None;
     for depth in 0..=MAX_INTERPRETERS {
-        let head = match driver.read_head(&physical, 1024) {
-            Ok(h) => h,
-            Err(_) => break, // the kernel reports EACCES/ENOENT itself
+        // Failures are the kernel's to report (EACCES, ENOENT, ...) when it runs the exec.
+        let Ok(file) = driver.open_read(&physical) else {
+            break;
+        };
+        let Ok(head) = file.read_at(0, 1024) else {
+            break;
         };
         if let Some((interp, opt)) = parse_shebang(&head) {
             if depth == MAX_INTERPRETERS {
@@ -155,7 +159,7 @@ pub fn handle(
             name = interp;
             continue;
         }
-        if let Some(interp) = elf_interpreter(&driver, &physical, &head) {
+        if let Some(interp) = elf_interpreter(&*file, &head) {
             match locate(ctx, &join(b"/", &interp), true) {
                 Ok((l, p, true)) => loader = Some((l, p)),
                 Ok(_) => {}
@@ -279,8 +283,9 @@ mod tests {
     #[test]
     fn finds_the_elf_interpreter_of_a_real_binary() {
         let sh = b"/bin/sh";
-        let head = LocalDriver.read_head(sh, 1024).unwrap();
-        let interp = elf_interpreter(&LocalDriver, sh, &head).expect("dynamic /bin/sh");
+        let file = LocalDriver.open_read(sh).unwrap();
+        let head = file.read_at(0, 1024).unwrap();
+        let interp = elf_interpreter(&*file, &head).expect("dynamic /bin/sh");
         assert!(
             interp.starts_with(b"/lib"),
             "{}",
