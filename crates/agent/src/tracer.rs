@@ -140,6 +140,9 @@ fn rules(table: &Table, full: bool, notify: bool) -> Vec<(u32, Verdict)> {
         .collect()
 }
 
+/// The kernel's "restart this call" results (ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND,
+/// ERESTART_RESTARTBLOCK), seen only by a tracer at the exit stop.
+const RESTARTS: [i64; 4] = [512, 513, 514, 516];
 const STOP_SIGNALS: [i32; 4] = [libc::SIGSTOP, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
 
 /// Runs `argv` (exec'ing `program`, a logical path) under the agent with namespace `ns`;
@@ -183,6 +186,7 @@ pub fn run(
         ns: Mutex::new(ns),
         exes: Mutex::new(HashMap::new()),
         credentials_changed: AtomicBool::new(false),
+        stops: Arc::default(),
     });
     if let Some(listener) = spawned.listener {
         notify::start(listener, Arc::clone(&shared));
@@ -245,6 +249,7 @@ impl Agent {
             t.mm.borrow_mut().release(pid);
         }
         self.shared.exes.lock().expect("exes lock").remove(&pid);
+        self.shared.stops.resumed(pid);
         self.parked.remove(&pid);
         if pid == self.main {
             self.exit_code = Some(if libc::WIFEXITED(status) {
@@ -312,8 +317,19 @@ impl Agent {
                 t.awaiting_first_stop = false;
                 ptrace(libc::PTRACE_CONT, pid, 0)
             }
-            Some(_) if STOP_SIGNALS.contains(&sig) => ptrace(libc::PTRACE_LISTEN, pid, 0),
-            Some(_) => ptrace(libc::PTRACE_CONT, pid, 0),
+            Some(_) if STOP_SIGNALS.contains(&sig) => {
+                if let Some(tgid) = notify::tgid(pid) {
+                    self.shared.stops.stopped(tgid);
+                }
+                ptrace(libc::PTRACE_LISTEN, pid, 0)
+            }
+            Some(_) => {
+                // Woken from a group stop (SIGCONT): the process runs again.
+                if let Some(tgid) = notify::tgid(pid) {
+                    self.shared.stops.resumed(tgid);
+                }
+                ptrace(libc::PTRACE_CONT, pid, 0)
+            }
         }
     }
 
@@ -398,9 +414,20 @@ impl Agent {
         let Some(f) = task.in_flight.take() else {
             return ptrace(libc::PTRACE_CONT, pid, 0);
         };
-        let result = Regs::get(pid)
+        let regs = Regs::get(pid);
+        let result = regs
+            .as_ref()
             .map(|r| r.ret())
             .unwrap_or(-(libc::ESRCH as i64));
+        if let (Some(args), Ok(mut regs)) = (f.original_args, regs) {
+            if RESTARTS.contains(&-result) {
+                // The restarted call traps again and is resolved afresh.
+                for (i, a) in args.into_iter().enumerate() {
+                    regs.set_arg(i, a);
+                }
+                regs.set(pid)?;
+            }
+        }
         match f.after {
             AfterExit::Chdir(logical) if result == 0 => {
                 let ns = self.shared.ns.lock().expect("namespace lock");
@@ -489,6 +516,7 @@ impl Agent {
         };
         let d = self.decide(pid, &regs, kind);
         let mut immediate: Option<i64> = None;
+        let mut original_args = None;
         match d.action {
             Action::Pass => {}
             Action::Fail(e) => {
@@ -521,7 +549,18 @@ impl Agent {
                 let bytes = scratch.finish(slot);
                 let too_big = bytes.len() as u64 > SLOT_SIZE;
                 let fresh = !too_big && mm.borrow_mut().needs_write(slot, &bytes);
-                if too_big || (fresh && memory::write(pid, slot, &bytes).is_err()) {
+                let failed = fresh && memory::write(pid, slot, &bytes).is_err();
+                if failed && mm.borrow().inherited {
+                    // Forked before the parent's area was mapped: map one here.
+                    let mut fresh_mm = AddrSpace::new(mm.borrow().exe.clone());
+                    fresh_mm.inherited = false;
+                    *mm.borrow_mut() = fresh_mm;
+                    return self.inject_scratch(pid, regs, &mm);
+                }
+                if handlers::may_restart(name, d.physical.as_deref()) {
+                    original_args = Some(std::array::from_fn(|i| regs.arg(i)));
+                }
+                if too_big || failed {
                     mm.borrow_mut().forget(slot);
                     let e = if bytes.len() as u64 > SLOT_SIZE {
                         libc::E2BIG
@@ -561,7 +600,7 @@ impl Agent {
             }
             return ptrace(libc::PTRACE_CONT, pid, 0);
         }
-        if d.after.is_none() && !self.tracer.wants_results() {
+        if d.after.is_none() && original_args.is_none() && !self.tracer.wants_results() {
             return ptrace(libc::PTRACE_CONT, pid, 0);
         }
         task.in_flight = Some(InFlight {
@@ -570,6 +609,7 @@ impl Agent {
             logical: d.logical,
             physical: d.physical,
             started,
+            original_args,
         });
         ptrace(libc::PTRACE_SYSCALL, pid, 0)
     }

@@ -128,6 +128,17 @@ fn fifo_opens_meet_early_writers_and_signals_only_one_thread_can_take() {
         (out.as_str(), code),
         ("main open: Interrupted system call\n", 0)
     );
+    // A stop of the process (SIGSTOP, Ctrl-Z) stops the thread waiting in the open too; the
+    // open goes on after SIGCONT. The kernel restarts it with the arguments it was given:
+    // under ptrace those are roost's rewritten ones, which must be put back, or the physical
+    // name would be resolved as a logical one (here shadowed by a mount of its own).
+    let shadow = format!("{}=/nonexistent", t.s());
+    let options = ["--mount", shadow.as_str()];
+    let (out, code) = run_both_with(&t, &options, &[races, "group-stop", "/m/fifo"]);
+    assert_eq!(
+        (out.as_str(), code),
+        ("worker read: data\nevery thread stopped: yes\n", 0)
+    );
 }
 
 #[test]

@@ -159,6 +159,26 @@ impl Decision {
     }
 }
 
+/// Whether the kernel may interrupt call `name` and restart it after a signal (an `ERESTART*`
+/// result), which would run it again with the arguments roost rewrote: an open that waits
+/// for the other end of a FIFO (`physical`), or a connect that waits for room in a
+/// listener's backlog. Such calls get an exit stop that puts the program's arguments back.
+pub fn may_restart(name: &str, physical: Option<&[u8]>) -> bool {
+    match name {
+        "open" | "openat" | "openat2" | "creat" => physical.is_some_and(names_fifo),
+        "connect" => true,
+        _ => false,
+    }
+}
+
+fn names_fifo(physical: &[u8]) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    std::fs::metadata(std::ffi::OsStr::from_bytes(physical)).is_ok_and(|m| {
+        use std::os::unix::fs::FileTypeExt;
+        m.file_type().is_fifo()
+    })
+}
+
 /// A path resolved in the namespace.
 #[derive(Debug, PartialEq)]
 pub enum Resolution {

@@ -5,16 +5,18 @@
 //! restarted call), so this thread watches the caller and, when a signal is pending for it,
 //! abandons the open and answers `ERESTARTSYS` — the kernel then restarts the call after an
 //! `SA_RESTART` handler (or a stop) and fails it with `EINTR` otherwise, as it does for an
-//! open interrupted natively.
+//! open interrupted natively. A stop of the caller's process (SIGSTOP, Ctrl-Z) is taken the
+//! same way, so the waiting thread stops with the rest of the process.
 
 use super::identity::{as_caller, main_thread_blocked, Status};
 use super::lookup::last_errno;
 use super::open::Request;
 use super::{send, Notification, Reply};
+use std::collections::HashSet;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Once;
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 /// The kernel's "restart this call" code (never seen by programs).
@@ -54,26 +56,49 @@ pub fn names_fifo(path: &CString) -> bool {
     rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
 }
 
+/// The processes (thread-group ids) in a group stop, as the ptrace thread sees their
+/// threads stop and resume. A stop signal sent to a process is taken by one thread, which
+/// starts the stop; a thread waiting here never sees it pending, so it learns of the stop
+/// from this set and leaves its call to stop too.
+#[derive(Default)]
+pub struct GroupStops(Mutex<HashSet<i32>>);
+
+impl GroupStops {
+    pub fn stopped(&self, tgid: i32) {
+        self.0.lock().expect("group stops lock").insert(tgid);
+    }
+    pub fn resumed(&self, tgid: i32) {
+        self.0.lock().expect("group stops lock").remove(&tgid);
+    }
+    fn contains(&self, tgid: i32) -> bool {
+        self.0.lock().expect("group stops lock").contains(&tgid)
+    }
+}
+
 /// What the waiting caller is doing.
 #[derive(Clone, Copy, PartialEq)]
 enum Caller {
     Waiting = 0,
-    /// A signal is pending for it: its call must be restarted to take it.
+    /// A signal is pending for it, or its process is stopping: its call must be restarted
+    /// to take the signal or the stop.
     Signalled = 1,
     /// Killed: nothing waits for an answer any more.
     Gone = 2,
 }
 
-fn look_at(tid: i32, n: Notification) -> Caller {
+fn look_at(tid: i32, n: Notification, stops: &GroupStops) -> Caller {
     if n.ensure_waiting().is_err() {
         return Caller::Gone;
     }
-    match Status::read(tid) {
-        None => Caller::Gone,
-        Some(s) if s.signal_pending(|| s.tgid().map_or(!0, main_thread_blocked)) => {
-            Caller::Signalled
-        }
-        Some(_) => Caller::Waiting,
+    let Some(status) = Status::read(tid) else {
+        return Caller::Gone;
+    };
+    let tgid = status.tgid();
+    let stopping = tgid.is_some_and(|g| stops.contains(g));
+    if stopping || status.signal_pending(|| tgid.map_or(!0, main_thread_blocked)) {
+        Caller::Signalled
+    } else {
+        Caller::Waiting
     }
 }
 
@@ -86,7 +111,12 @@ fn abandoned(state: Caller) -> i32 {
 
 /// Waits as `wait` says on a new thread, which answers notification `n` of thread `tid`.
 /// `Err`: no thread could be started.
-pub fn wait_elsewhere(request: Request, wait: Wait, tid: i32, n: Notification) -> Result<(), i32> {
+pub fn wait_elsewhere(
+    request: Request,
+    wait: Wait,
+    (tid, n): (i32, Notification),
+    stops: Arc<GroupStops>,
+) -> Result<(), i32> {
     // SAFETY: duplicating the live listener for the thread.
     let own = unsafe { libc::fcntl(n.listener, libc::F_DUPFD_CLOEXEC, 0) };
     if own < 0 {
@@ -103,8 +133,8 @@ pub fn wait_elsewhere(request: Request, wait: Wait, tid: i32, n: Notification) -
                 id: n.id,
             };
             let opened = match wait {
-                Wait::Reader(read_end) => wait_for_writer(&request, &read_end, tid, n),
-                Wait::Retry(errno) => retry(&request, errno, tid, n),
+                Wait::Reader(read_end) => wait_for_writer(&request, &read_end, tid, n, &stops),
+                Wait::Retry(errno) => retry(&request, errno, tid, n, &stops),
             };
             let reply = match opened {
                 Ok(fd) => request.install(n, fd),
@@ -118,14 +148,20 @@ pub fn wait_elsewhere(request: Request, wait: Wait, tid: i32, n: Notification) -
 
 /// Retries a non-blocking open until it stops failing with `errno` ([`Wait::Retry`]), as
 /// long as the caller waits, backing off from 1 to 10 ms between tries.
-fn retry(request: &Request, errno: i32, tid: i32, n: Notification) -> Result<OwnedFd, i32> {
+fn retry(
+    request: &Request,
+    errno: i32,
+    tid: i32,
+    n: Notification,
+    stops: &GroupStops,
+) -> Result<OwnedFd, i32> {
     let mut pause = Duration::from_millis(1);
     loop {
         match request.open_nonblocking() {
             Err(e) if e == errno && would_wait(request, e) => {}
             other => return other,
         }
-        match look_at(tid, n) {
+        match look_at(tid, n, stops) {
             Caller::Waiting => {}
             state => return Err(abandoned(state)),
         }
@@ -184,6 +220,7 @@ fn wait_for_writer(
     read_end: &OwnedFd,
     tid: i32,
     n: Notification,
+    stops: &GroupStops,
 ) -> Result<OwnedFd, i32> {
     let sig = wake_signal();
     // SAFETY: unblocks one signal for this thread.
@@ -212,7 +249,7 @@ fn wait_for_writer(
                         let seen = if writer_came(read_end) {
                             Watch::WriterCame
                         } else {
-                            match look_at(tid, n) {
+                            match look_at(tid, n, stops) {
                                 Caller::Waiting => continue,
                                 Caller::Signalled => Watch::Signalled,
                                 Caller::Gone => Watch::Gone,

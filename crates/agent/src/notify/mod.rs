@@ -19,6 +19,8 @@ use crate::handlers::{self, path, procfs, Action, Arg, Ctx, Decision};
 use crate::memory;
 use crate::syscalls::{Kind, PathArg, Table, AT_EMPTY_PATH};
 use crate::task::Fs;
+pub use fifo::GroupStops;
+pub use identity::tgid;
 use roost_vfs::Namespace;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -106,6 +108,8 @@ pub struct Shared {
     /// Set once any tracee changed its credentials: from then on, opens performed here
     /// take on the caller's file-system identity.
     pub credentials_changed: AtomicBool,
+    /// The processes in a group stop (kept by the ptrace thread).
+    pub stops: Arc<GroupStops>,
 }
 
 /// `SECCOMP_IOCTL_NOTIF_SET_FLAGS` (Linux 6.6; newer than the libc headers).
@@ -349,7 +353,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
                 return Reply::errno(libc::EFAULT);
             };
             if open::is_open(name) {
-                return open::emulate(name, &regs, tid, &p, other_identity, n);
+                return open::emulate(name, (&regs, tid), &p, other_identity, n, &shared.stops);
             }
             let who = match identity::prepare(tid, false, other_identity) {
                 Ok(who) => who,

@@ -9,11 +9,13 @@
 //! being broken — waits on a thread of its own ([`fifo`]), as the caller would in the
 //! kernel, with its signals still delivered.
 
+use super::fifo::{self, GroupStops};
 use super::identity::{as_caller, prepare, Identity};
-use super::{fifo, Notification, Reply};
+use super::{Notification, Reply};
 use crate::arch::Regs;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
 
 /// True for the calls this module performs (openat2 and O_PATH opens take ptrace stops).
 pub fn is_open(name: &str) -> bool {
@@ -153,14 +155,15 @@ pub fn is_fifo(fd: &OwnedFd) -> bool {
 }
 
 /// Performs open call `name` of thread `tid` on `physical` and answers notification `n`.
-/// `other_identity`: the caller may not share roost's credentials.
+/// `other_identity`: the caller may not share roost's credentials. `stops`: the processes
+/// now stopping, which an open that waits must let stop.
 pub fn emulate(
     name: &str,
-    regs: &Regs,
-    tid: i32,
+    (regs, tid): (&Regs, i32),
     physical: &[u8],
     other_identity: bool,
     n: Notification,
+    stops: &Arc<GroupStops>,
 ) -> Reply {
     let (flags, mode) = flags_and_mode(name, regs);
     let Ok(physical) = CString::new(physical) else {
@@ -194,7 +197,7 @@ pub fn emulate(
         }
         Ok(fd) => return request.install(n, fd),
     };
-    match fifo::wait_elsewhere(request, wait, tid, n) {
+    match fifo::wait_elsewhere(request, wait, (tid, n), Arc::clone(stops)) {
         Ok(()) => Reply::Answered,
         Err(e) => Reply::errno(e),
     }

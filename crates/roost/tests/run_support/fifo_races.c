@@ -8,7 +8,11 @@
  *   main-waits: the main thread blocks in a read-only open while a worker that does not
  *     block SIGUSR1 sends it to the process: the kernel gives it to the main thread, whose
  *     open must fail with EINTR (as Ctrl-C must reach a threaded program's main thread).
+ *   group-stop: a worker thread blocks in a read-only open; a child stops the process
+ *     (SIGSTOP), checks that every thread stops, resumes it (SIGCONT) and writes to the
+ *     FIFO: the worker's open must then go on and read the data.
  * Prints what the reader or the worker saw. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -98,9 +102,71 @@ static int main_waits(void) {
     return 0;
 }
 
+/* 1 when every thread of process `pid` is stopped ('T', or 't' when traced) within 5 s. */
+static int all_threads_stop(pid_t pid) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    for (int tries = 0; tries < 500; tries++) {
+        int running = 0;
+        DIR *tasks = opendir(dir);
+        struct dirent *task;
+        while (tasks && (task = readdir(tasks))) {
+            if (task->d_name[0] == '.')
+                continue;
+            char path[320], line[256];
+            snprintf(path, sizeof path, "%s/%s/stat", dir, task->d_name);
+            FILE *f = fopen(path, "r");
+            if (!f)
+                continue;
+            char *state = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+            fclose(f);
+            if (state && state[2] != 'T' && state[2] != 't')
+                running++;
+        }
+        if (tasks)
+            closedir(tasks);
+        if (!running)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+static void *read_after_open(void *unused) {
+    (void)unused;
+    int fd = open(fifo, O_RDONLY);
+    char buf[16] = {0};
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    printf("worker read: %s\n", n > 0 ? buf : strerror(errno));
+    return NULL;
+}
+
+static int group_stop(void) {
+    pthread_t worker;
+    pthread_create(&worker, NULL, read_after_open, NULL);
+    pid_t self = getpid();
+    pid_t child = fork();
+    if (child == 0) {
+        usleep(300000); /* the worker waits in its open by now */
+        kill(self, SIGSTOP);
+        int stopped = all_threads_stop(self);
+        kill(self, SIGCONT);
+        int fd = open(fifo, O_WRONLY);
+        if (fd < 0 || write(fd, "data", 4) != 4)
+            _exit(2);
+        _exit(stopped ? 0 : 1);
+    }
+    pthread_join(worker, NULL);
+    int status;
+    waitpid(child, &status, 0);
+    printf("every thread stopped: %s\n",
+           WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "yes" : "no");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3 || argc > 4) {
-        fprintf(stderr, "usage: %s early-writer|thread-signal|main-waits FIFO [ROUNDS]\n", argv[0]);
+        fprintf(stderr, "usage: %s early-writer|thread-signal|main-waits|group-stop FIFO [ROUNDS]\n", argv[0]);
         return 2;
     }
     fifo = argv[2];
@@ -111,6 +177,8 @@ int main(int argc, char **argv) {
         return thread_signal();
     if (strcmp(argv[1], "main-waits") == 0)
         return main_waits();
+    if (strcmp(argv[1], "group-stop") == 0)
+        return group_stop();
     fprintf(stderr, "%s: unknown mode %s\n", argv[0], argv[1]);
     return 2;
 }

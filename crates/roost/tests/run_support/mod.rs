@@ -99,11 +99,18 @@ pub fn stderr(o: &Output) -> String {
 /// Runs `ARGV` under roost (inside `timeout 20`) with the tree at /m, with notifications and
 /// with `--no-notify`; both must give the same output and exit code, which are returned.
 pub fn run_both(t: &Tree, argv: &[&str]) -> (String, i32) {
+    run_both_with(t, &[], argv)
+}
+
+/// [`run_both`] with more options before the program (further mounts, say).
+pub fn run_both_with(t: &Tree, options: &[&str], argv: &[&str]) -> (String, i32) {
     let mount = format!("/m={}", t.s());
     let mut results = Vec::new();
     for mode in [&[][..], &["--no-notify"][..]] {
         let mut args = mode.to_vec();
-        args.extend(["--mount", &mount, "--", "timeout", "20"]);
+        args.extend(["--mount", &mount]);
+        args.extend(options);
+        args.extend(["--", "timeout", "20"]);
         args.extend(argv);
         let o = run(&args);
         results.push((stdout(&o) + &stderr(&o), o.status.code().unwrap_or(-1)));

@@ -277,6 +277,31 @@ static int do_refused(void) {
     return 0;
 }
 
+static void *open_f(void *unused) {
+    (void)unused;
+    int fd = open("/m/f", O_RDONLY);
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+/* A fork while another thread makes the process's first rewritten call: the child must
+ * still be able to open mounted paths. */
+static int do_fork_race(void) {
+    pthread_t worker;
+    pthread_create(&worker, NULL, open_f, NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        int fd = open("/m/f", O_RDONLY);
+        _exit(fd < 0 ? 1 : 0);
+    }
+    int status;
+    waitpid(child, &status, 0);
+    pthread_join(worker, NULL);
+    printf("child %s\n", WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "opened" : "failed");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     if (argc < 2) return 2;
@@ -299,5 +324,6 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "cwd")) return do_cwd();
     if (!strcmp(m, "dirfd")) return do_dirfd();
     if (!strcmp(m, "refused")) return do_refused();
+    if (!strcmp(m, "fork_race")) return do_fork_race();
     return 2;
 }
