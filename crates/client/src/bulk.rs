@@ -247,7 +247,11 @@ impl Client {
             let mut stop: Option<Error> = None;
             let mut written = 0u64;
             loop {
-                while stop.is_none() && !source_done && in_flight.len() < depth {
+                // Topped up once half of the pipeline has been answered, as reads are: the
+                // requests leave in batches and the replies are taken in batches, so neither
+                // side is woken once per block.
+                let refill = in_flight.len() <= depth / 2;
+                while refill && stop.is_none() && !source_done && in_flight.len() < depth {
                     let mut buf = spare.pop().unwrap_or_else(|| vec![0u8; block]);
                     buf.resize(block, 0);
                     let got = match fill(source, &mut buf) {
