@@ -306,3 +306,57 @@ fn ptrace_unavailable_is_explained() {
     let err = stderr(&o);
     assert!(err.contains("ptrace is not available here"), "{err}");
 }
+
+/// A root file system holding only `sh`, `cat` and the libraries they load (as `ldd` names
+/// them), plus a data file and a script.
+fn minimal_rootfs() -> Tree {
+    let root = Tree::new("rootfs");
+    for program in ["/bin/sh", "/bin/cat"] {
+        let real = std::fs::canonicalize(program).unwrap();
+        let ldd = std::process::Command::new("ldd")
+            .arg(&real)
+            .output()
+            .unwrap();
+        let libs = String::from_utf8_lossy(&ldd.stdout)
+            .split_whitespace()
+            .filter(|w| w.starts_with('/'))
+            .map(str::to_string)
+            .collect::<Vec<_>>();
+        for file in libs.iter().map(String::as_str).chain([program]) {
+            let to = root.path(file.trim_start_matches('/'));
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(file, &to).unwrap();
+        }
+    }
+    root.write("data", "from the new root\n");
+    root.write("script", "#!/bin/sh\necho script ran with $0 $1\n");
+    std::fs::set_permissions(
+        root.path("script"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    root
+}
+
+#[test]
+fn a_remapped_root_alone_runs_dynamically_linked_programs() {
+    // No identity mounts for /usr or /lib: the program, its loader and its libraries all
+    // come from the new root, as in a chroot.
+    let root = minimal_rootfs();
+    let mount = format!("/={}", root.s());
+    for mode in [&[][..], &["--no-notify"][..]] {
+        let mut args = mode.to_vec();
+        args.extend(["--mount", &mount, "--", "/bin/sh", "-c"]);
+        args.push("cat /data; /script arg; cat /bin/missing 2>/dev/null || echo no such file");
+        let o = run(&args);
+        assert_eq!(
+            (stdout(&o).as_str(), o.status.code()),
+            (
+                "from the new root\nscript ran with /script arg\nno such file\n",
+                Some(0)
+            ),
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+    }
+}

@@ -209,7 +209,9 @@ pub fn handle(
             words.push(Arg::Scratch(scratch.push_cstr(loader_logical)));
             words.push(Arg::Scratch(scratch.push_cstr(b"--argv0")));
             words.push(argv0);
-            words.push(Arg::Scratch(scratch.push_cstr(&physical)));
+            // The loader opens the program itself, through roost: it gets the logical name.
+            let program = d.logical.as_deref().unwrap_or(&physical);
+            words.push(Arg::Scratch(scratch.push_cstr(program)));
             loader_physical.clone()
         }
         None => {
