@@ -154,6 +154,12 @@ fn elf_interpreter_is_resolved_through_the_namespace() {
         "/proc/self/exe",
     ]);
     assert_eq!(stdout(&o), "/usr/bin/readlink\n", "{}", stderr(&o));
+    // Re-executing itself through /proc/self/exe runs the program again, not roost.
+    for mode in ["--no-notify", "--pin"] {
+        let again = "exec /proc/self/exe -c 'echo again'";
+        let o = run(&[mode, "--mount", &mount, "--", "/bin/sh", "-c", again]);
+        assert_eq!(stdout(&o), "again\n", "{mode}: {}", stderr(&o));
+    }
     let o = run(&["--mount", &mount, "--", "/usr/bin/cat", "/proc/self/maps"]);
     let loader = format!("{}/ld-linux-x86-64.so.2", t.s());
     assert!(

@@ -4,7 +4,7 @@
 //! kernel would: it execs the interpreter (or the loader, with `--argv0`) directly with the
 //! argument vector the kernel would have built, so the kernel never resolves a logical path.
 
-use super::{fd_path, logical_of_physical, Action, Arg, Ctx, Decision, Scratch, AT_FDCWD};
+use super::{fd_path, logical_of_physical, procfs, Action, Arg, Ctx, Decision, Scratch, AT_FDCWD};
 use crate::memory;
 use crate::syscalls::AT_EMPTY_PATH;
 use roost_vfs::path::join;
@@ -115,6 +115,8 @@ pub fn handle(
             None => return Decision::pass(),
         }
     };
+    // /proc/self/exe and the like name the program's own files, not roost's.
+    let logical_in = procfs::magic_link_target(ctx, &logical_in).unwrap_or(logical_in);
     let as_passed = if path.is_empty() {
         logical_in.clone()
     } else {

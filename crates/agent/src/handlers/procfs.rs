@@ -37,6 +37,30 @@ fn parse_magic(path: &[u8]) -> Option<Magic> {
     }
 }
 
+/// The logical path `/proc` name `path` stands for when it is a magic link (`exe`, `cwd`,
+/// `fd/N` of the caller or of another process). `None` when it is not one, or when what it
+/// names has no path: a pipe, a socket, a memfd or a deleted file.
+pub fn magic_link_target(ctx: &Ctx<'_>, path: &[u8]) -> Option<Vec<u8>> {
+    magic_target(ctx, parse_magic(path)?, true)
+}
+
+/// What `magic` names, logically; `only_paths`: `None` for memfds and deleted files
+/// (readlink shows their names, with the mount's logical prefix).
+fn magic_target(ctx: &Ctx<'_>, magic: Magic, only_paths: bool) -> Option<Vec<u8>> {
+    let me = ctx.pid;
+    let physical = match magic {
+        Magic::Exe(None) if ctx.exe.is_some() => return ctx.exe.map(<[u8]>::to_vec),
+        Magic::Cwd(None) => return Some(ctx.fs.logical.clone()),
+        Magic::Exe(p) => kernel_link(p.unwrap_or(me), "exe")?,
+        Magic::Cwd(Some(p)) => kernel_link(p, "cwd")?,
+        Magic::Fd(p, fd) => fd_path(p.unwrap_or(me), fd)?,
+    };
+    if only_paths && (physical.ends_with(b" (deleted)") || physical.starts_with(b"/memfd:")) {
+        return None;
+    }
+    Some(logical_of_physical(ctx.ns, &physical))
+}
+
 fn kernel_link(pid: i32, what: &str) -> Option<Vec<u8>> {
     std::fs::read_link(format!("/proc/{pid}/{what}"))
         .ok()
@@ -70,23 +94,13 @@ pub fn readlink(
         }];
         return path::handle(ctx, &spec, false, false);
     };
-    let me = ctx.pid;
-    let value = match magic {
-        Magic::Exe(None) if ctx.exe.is_some() => ctx.exe.map(<[u8]>::to_vec),
-        Magic::Cwd(None) => Some(ctx.fs.logical.clone()),
-        Magic::Exe(p) => {
-            kernel_link(p.unwrap_or(me), "exe").map(|l| logical_of_physical(ctx.ns, &l))
-        }
-        Magic::Cwd(Some(p)) => kernel_link(p, "cwd").map(|l| logical_of_physical(ctx.ns, &l)),
-        Magic::Fd(p, fd) => match fd_path(p.unwrap_or(me), fd) {
-            Some(l) => Some(logical_of_physical(ctx.ns, &l)),
-            None => return Decision::pass(), // pipes, sockets: nothing to translate
-        },
+    if ctx.regs.arg(size) as i32 <= 0 {
+        return Decision::fail(libc::EINVAL);
+    }
+    let Some(mut value) = magic_target(ctx, magic, false) else {
+        return Decision::pass(); // pipes, sockets: nothing to translate
     };
-    let Some(mut value) = value else {
-        return Decision::pass();
-    };
-    value.truncate(ctx.regs.arg(size) as usize);
+    value.truncate(ctx.regs.arg(size) as i32 as usize);
     let mut d = Decision::new(Action::Emulate {
         ret: value.len() as i64,
         writes: vec![(ctx.regs.arg(buf), value.clone())],
