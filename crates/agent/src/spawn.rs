@@ -165,6 +165,7 @@ pub fn spawn(
     };
     if n != 8 || report[..4] != [0; 4] {
         kill();
+        close(go_w);
         let errno = u32::from_ne_bytes(report[4..].try_into().expect("4")) as i32;
         return Err(SpawnError::Filter("prctl", errno));
     }

@@ -654,16 +654,20 @@ impl Agent {
             ptrace(libc::PTRACE_SYSCALL, pid, 0)?;
         }
         let addr = Regs::get(pid)?.ret();
+        let mut back = saved.clone();
         if addr < 0 {
+            // Retrying would only fail again (an address-space limit, say): the program's
+            // call fails instead, as one that needed the memory itself would.
             eprintln!(
-                "roost: cannot map the scratch area in pid {pid}: errno {}",
-                -addr
+                "roost: cannot map the scratch area in pid {pid} (errno {}); its syscall {} fails with ENOMEM",
+                -addr,
+                saved.nr(),
             );
+            back.set_ret(-(libc::ENOMEM as i64));
         } else {
             mm.borrow_mut().scratch = Some(addr as u64);
+            back.restart(saved.nr());
         }
-        let mut back = saved.clone();
-        back.restart(saved.nr());
         back.set(pid)?;
         ptrace(libc::PTRACE_CONT, pid, deferred as usize)
     }

@@ -366,3 +366,30 @@ fn a_remapped_root_alone_runs_dynamically_linked_programs() {
         );
     }
 }
+
+#[test]
+fn a_scratch_area_that_cannot_be_mapped_fails_the_call() {
+    // An address-space limit too small for roost's scratch area: the program's call fails
+    // with ENOMEM (it was retried forever before).
+    let t = Tree::new("scratch-enomem");
+    t.write("f", "data\n");
+    let mount = format!("/m={}", t.s());
+    let script = "ulimit -v 12000; cat /m/f; echo cat: $?";
+    let o = run(&[
+        "--no-notify",
+        "--mount",
+        &mount,
+        "--",
+        "timeout",
+        "20",
+        "sh",
+        "-c",
+        script,
+    ]);
+    assert_eq!(stdout(&o), "cat: 1\n", "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("Cannot allocate memory"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -47,6 +47,26 @@ fn execveat_with_a_dirfd_in_the_mount() {
 }
 
 #[test]
+fn execveat_of_a_script_relative_to_a_dirfd_in_the_mount() {
+    let t = m_tree("execveat-script");
+    t.script("script", "#!/bin/sh\nread line < \"$0\"; echo \"$line\"\n");
+    assert_eq!(pitfall(&t, &["execveat_script"]), ("#!/bin/sh\n".into(), 0));
+}
+
+#[test]
+fn scripts_without_execute_permission_are_refused() {
+    // roost runs the interpreter itself, so it must check what the kernel would have.
+    let t = m_tree("noexec-script");
+    t.write("script", "#!/bin/sh\necho ran\n");
+    let mount = format!("/m={}", t.s());
+    for mode in ["--no-notify", "--pin"] {
+        let o = run(&[mode, "--mount", &mount, "--", "sh", "-c", "/m/script"]);
+        assert_eq!(o.status.code(), Some(126), "{mode}: {}", stderr(&o));
+        assert!(stderr(&o).contains("Permission denied"), "{}", stderr(&o));
+    }
+}
+
+#[test]
 fn statx_sees_mounted_files() {
     let t = m_tree("statx");
     assert_eq!(

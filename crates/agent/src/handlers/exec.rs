@@ -72,6 +72,24 @@ pub fn elf_interpreter(file: &dyn ReadAt, head: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// What exec demands of a file it runs, for a file roost has another program run: execute
+/// permission (for roost's effective ids, which are the program's unless it changed them)
+/// and a file system that allows exec. (Only regular files get this far.)
+fn check_executable(physical: &[u8]) -> Result<(), i32> {
+    let path = std::ffi::CString::new(physical).map_err(|_| libc::ENOENT)?;
+    // SAFETY: a valid C string; the kernel fills the plain-data struct.
+    unsafe {
+        if libc::faccessat(libc::AT_FDCWD, path.as_ptr(), libc::X_OK, libc::AT_EACCESS) != 0 {
+            return Err(libc::EACCES);
+        }
+        let mut fs: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path.as_ptr(), &mut fs) == 0 && fs.f_flag & libc::ST_NOEXEC != 0 {
+            return Err(libc::EACCES);
+        }
+    }
+    Ok(())
+}
+
 /// Resolves a program path to (logical, physical, whether a mount was involved).
 fn locate(
     ctx: &mut Ctx<'_>,
@@ -117,7 +135,11 @@ pub fn handle(
     };
     // /proc/self/exe and the like name the program's own files, not roost's.
     let logical_in = procfs::magic_link_target(ctx, &logical_in).unwrap_or(logical_in);
-    let as_passed = if path.is_empty() {
+    // The name a script's interpreter is given. The kernel gives `/dev/fd/N[/NAME]` for a
+    // name relative to a dirfd (or none); the interpreter could not open that through a
+    // mount, so it gets the absolute logical name instead.
+    let relative_to_dirfd = dirfd != AT_FDCWD && path.first() != Some(&b'/');
+    let as_passed = if path.is_empty() || relative_to_dirfd {
         logical_in.clone()
     } else {
         path.clone()
@@ -145,6 +167,10 @@ pub fn handle(
             if depth == MAX_INTERPRETERS {
                 return Decision::fail(libc::ELOOP);
             }
+            // The kernel will exec the interpreter, not the script: check what it would.
+            if let Err(e) = check_executable(&physical) {
+                return Decision::fail(e);
+            }
             let mut prefix: Vec<Vec<u8>> = opt.into_iter().collect();
             prefix.push(name);
             prefix.append(&mut front);
@@ -163,7 +189,11 @@ pub fn handle(
         }
         if let Some(interp) = elf_interpreter(&*file, &head) {
             match locate(ctx, &join(b"/", &interp), true) {
-                Ok((l, p, true)) => loader = Some((l, p)),
+                // The kernel will exec the loader, not the program: check what it would.
+                Ok((l, p, true)) => match check_executable(&physical) {
+                    Ok(()) => loader = Some((l, p)),
+                    Err(e) => return Decision::fail(e),
+                },
                 Ok(_) => {}
                 Err(e) => return Decision::fail(e),
             }

@@ -68,6 +68,15 @@ static int do_execveat(void) {
     return 1;
 }
 
+/* execveat of a script named relative to a dirfd: its interpreter must find the script. */
+static int do_execveat_script(void) {
+    char *argv[] = { "script", NULL };
+    int dir = open("/m", O_DIRECTORY | O_RDONLY);
+    syscall(SYS_execveat, dir, "script", argv, environ, 0);
+    printf("execveat: %s\n", strerror(errno));
+    return 1;
+}
+
 static int do_statx(void) {
     struct statx stx;
     if (statx(AT_FDCWD, "/m/f", 0, STATX_SIZE, &stx) != 0) { printf("statx: %s\n", strerror(errno)); return 1; }
@@ -309,6 +318,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "openat2")) return do_openat2();
     if (!strcmp(m, "fexecve")) return do_fexecve();
     if (!strcmp(m, "execveat")) return do_execveat();
+    if (!strcmp(m, "execveat_script")) return do_execveat_script();
     if (!strcmp(m, "statx")) return do_statx();
     if (!strcmp(m, "faccessat2")) return do_faccessat2();
     if (!strcmp(m, "fchmodat2")) return do_fchmodat2();
