@@ -137,6 +137,8 @@ pub struct Task {
     pub pending_exe: Option<Vec<u8>>,
     /// Created from a fork event; its first (PTRACE_EVENT_STOP) stop is still to come.
     pub awaiting_first_stop: bool,
+    /// The thread's last rewritten call: its number and the arguments roost set.
+    pub last_rewrite: Option<(i64, Vec<(usize, u64)>)>,
 }
 
 impl Task {
@@ -147,6 +149,7 @@ impl Task {
             in_flight: None,
             pending_exe: None,
             awaiting_first_stop: false,
+            last_rewrite: None,
         }
     }
 }

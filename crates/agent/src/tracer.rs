@@ -514,6 +514,9 @@ impl Agent {
         let Some((name, kind)) = self.table.get(regs.nr()) else {
             return ptrace(libc::PTRACE_CONT, pid, 0);
         };
+        if self.restarted_rewrite(pid, &regs) {
+            return ptrace(libc::PTRACE_CONT, pid, 0);
+        }
         let d = self.decide(pid, &regs, kind);
         let mut immediate: Option<i64> = None;
         let mut original_args = None;
@@ -570,15 +573,20 @@ impl Agent {
                     regs.skip_with(-(e as i64));
                     immediate = Some(-(e as i64));
                 } else {
-                    for (i, a) in args {
-                        regs.set_arg(
-                            i,
-                            match a {
-                                Arg::Value(v) => v,
-                                Arg::Scratch(off) => slot + off as u64,
-                            },
-                        );
+                    // Only a pointer into the scratch area tells a restart from a new call.
+                    let points_here = args.iter().any(|(_, a)| matches!(a, Arg::Scratch(_)));
+                    let set: Vec<(usize, u64)> = args
+                        .into_iter()
+                        .map(|(i, a)| match a {
+                            Arg::Value(v) => (i, v),
+                            Arg::Scratch(off) => (i, slot + off as u64),
+                        })
+                        .collect();
+                    for &(i, v) in &set {
+                        regs.set_arg(i, v);
                     }
+                    let task = self.tasks.get_mut(&pid).expect("task exists after decide");
+                    task.last_rewrite = points_here.then(|| (regs.nr(), set));
                 }
                 regs.set(pid)?;
             }
@@ -612,6 +620,18 @@ impl Agent {
             original_args,
         });
         ptrace(libc::PTRACE_SYSCALL, pid, 0)
+    }
+
+    /// Whether this is the thread's last rewritten call again, its arguments still the ones
+    /// roost set: the kernel is restarting it after a signal, and its paths are physical
+    /// already. (The calls known to restart get their own arguments back at their exit
+    /// stop, see `handlers::may_restart`; this catches the rest, e.g. an open on a network
+    /// file system.)
+    fn restarted_rewrite(&self, pid: i32, regs: &Regs) -> bool {
+        let Some((nr, args)) = self.tasks.get(&pid).and_then(|t| t.last_rewrite.as_ref()) else {
+            return false;
+        };
+        *nr == regs.nr() && args.iter().all(|&(i, v)| regs.arg(i) == v)
     }
 
     /// Turns the trapped call into an anonymous mmap of the scratch area, waits for its exit
