@@ -70,7 +70,7 @@ if [ -z "$ZSRC" ]; then
   (cd "$WORK/zf" && cargo fetch -q)
   ZSRC=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/libz-sys-*/src/zlib | head -1)
 fi
-cp -r "$ZSRC" "$WORK/zlib" && cp bench/agent/zlib.mk "$WORK/zlib/Makefile"
+cp -r "$ZSRC" "$WORK/zlib" && cp crates/roost/tests/run_support/zlib.mk "$WORK/zlib/Makefile"
 time_of() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); python3 -c "print($e - $s)"; }
 declare -A BUILD=(
   [native]="make -s -j2 -C $WORK/zlib"

@@ -1,6 +1,7 @@
 //! Real programs under `roost run` with a mount list that relocates their input: bash
 //! scripts, coreutils, python3 importing from a remapped directory, git, and a C project
-//! built with make and gcc whose outputs must equal a native build's.
+//! built with make and gcc (a small project of its own, and zlib) whose outputs must equal a
+//! native build's.
 
 mod run_support;
 use run_support::*;
@@ -163,4 +164,63 @@ fn make_and_gcc_build_from_a_remapped_tree_match_native() {
         "/proj/shapes",
     ]);
     assert_eq!(stdout(&out), "circle 12.566 rect 12.0 sum 491522780\n");
+}
+
+/// The zlib sources bundled in the libz-sys crate (a dev-dependency for this reason): a
+/// real C project with no build system of its own, so `run_support/zlib.mk` builds it.
+fn zlib_sources() -> std::path::PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--offline",
+            "--format-version",
+            "1",
+            "--manifest-path",
+        ])
+        .arg(&workspace)
+        .output()
+        .unwrap();
+    let json = String::from_utf8(out.stdout).unwrap();
+    let manifest = json
+        .split('"')
+        .find(|s| s.contains("/libz-sys-") && s.ends_with("/Cargo.toml"))
+        .expect("libz-sys in cargo metadata");
+    Path::new(manifest).parent().unwrap().join("src/zlib")
+}
+
+#[test]
+fn zlib_built_with_make_and_gcc_from_a_remapped_tree_equals_the_native_build() {
+    let zlib = zlib_sources();
+    let makefile = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run_support/zlib.mk");
+    let native = Tree::new("zlib-native");
+    let traced = Tree::new("zlib-traced");
+    for t in [&native, &traced] {
+        copy_tree(&zlib, &t.path("z"));
+        std::fs::copy(&makefile, t.path("z/Makefile")).unwrap();
+    }
+    let st = Command::new("make")
+        .args(["-s", "-j2", "-C", &format!("{}/z", native.s())])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mount = format!("/zsrc={}/z", traced.s());
+    let o = run(&["--mount", &mount, "--", "make", "-s", "-j2", "-C", "/zsrc"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut outputs: Vec<String> = std::fs::read_dir(native.path("z"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".o") || n.ends_with(".a"))
+        .collect();
+    outputs.sort();
+    assert!(
+        outputs.len() > 10 && outputs.contains(&"libz.a".to_string()),
+        "{outputs:?}"
+    );
+    for f in &outputs {
+        let a = std::fs::read(native.path(&format!("z/{f}"))).unwrap();
+        let b = std::fs::read(traced.path(&format!("z/{f}"))).unwrap();
+        assert!(a == b, "{f} differs from the native build");
+    }
 }
