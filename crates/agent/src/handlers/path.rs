@@ -143,6 +143,23 @@ fn cross_device(ctx: &Ctx<'_>, resolved: &[(PathArg, Resolution)]) -> Option<i32
     (a != b).then_some(libc::EXDEV)
 }
 
+/// Whether a relative path, read as written, never climbs above where it starts
+/// (`sub/../f` stays, `sub/../../f` does not).
+fn stays_beneath(path: &[u8]) -> bool {
+    let mut depth = 0usize;
+    for part in path.split(|&b| b == b'/') {
+        match part {
+            b"" | b"." => {}
+            b".." => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return false,
+            },
+            _ => depth += 1,
+        }
+    }
+    true
+}
+
 /// openat2 with a rewritten (absolute) path: RESOLVE_BENEATH/IN_ROOT would refuse it, so the
 /// agent checks them itself and hands the kernel a copy of `open_how` without them.
 fn rewrite_open_how(
@@ -159,7 +176,9 @@ fn rewrite_open_how(
         return Ok(None);
     }
     let path = ctx.read_path(ctx.regs.arg(1))?;
-    if path.first() == Some(&b'/') || roost_vfs::path::has_dotdot(&path) || followed_symlink {
+    // What the agent cannot check cheaply is refused, as the kernel refuses an escape: an
+    // absolute path, a `..` that climbs above the start, any symlink on the way.
+    if path.first() == Some(&b'/') || !stays_beneath(&path) || followed_symlink {
         return Err(libc::EXDEV);
     }
     let resolve = resolve & !(RESOLVE_BENEATH | RESOLVE_IN_ROOT);
@@ -174,6 +193,16 @@ fn rewrite_open_how(
 mod tests {
     use super::*;
     use crate::arch::Regs;
+
+    #[test]
+    fn dotdot_stays_beneath_until_it_climbs_above_the_start() {
+        for ok in ["f", "sub/../f", "./a/b/../../f", "a/./../b/"] {
+            assert!(stays_beneath(ok.as_bytes()), "{ok}");
+        }
+        for escapes in ["..", "../f", "sub/../../f", "a/b/../../../f"] {
+            assert!(!stays_beneath(escapes.as_bytes()), "{escapes}");
+        }
+    }
     use crate::syscalls::{spec, Kind};
     use crate::task::Fs;
     use roost_vfs::{Driver, MountTable, Namespace, Target};

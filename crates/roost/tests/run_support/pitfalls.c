@@ -46,6 +46,9 @@ static int do_openat2(void) {
     fd = syscall(SYS_openat2, dir, "sub/g", &beneath, sizeof beneath);
     if (fd < 0) { printf("openat2 beneath: %s\n", strerror(errno)); return 1; }
     cat_fd(fd);
+    fd = syscall(SYS_openat2, dir, "sub/../f", &beneath, sizeof beneath);
+    if (fd < 0) { printf("openat2 beneath with ..: %s\n", strerror(errno)); return 1; }
+    cat_fd(fd);
     fd = syscall(SYS_openat2, dir, "../etc/hostname", &beneath, sizeof beneath);
     printf("escape: %s\n", fd < 0 ? strerror(errno) : "opened");
     return 0;
