@@ -25,9 +25,6 @@ pub struct Fs {
 pub struct AddrSpace {
     /// Where roost's scratch area is mapped, once mapped.
     pub scratch: Option<u64>,
-    /// The area came with a fork: the fork may have run before another thread's call mapped
-    /// it, so a failed write there means it is missing, not that the program is at fault.
-    pub inherited: bool,
     slots: HashMap<i32, usize>,
     free: Vec<usize>,
     /// What roost last wrote into each slot (a repeated rewrite skips the write).
@@ -49,7 +46,6 @@ impl AddrSpace {
     pub fn forked(&self) -> AddrSpace {
         AddrSpace {
             scratch: self.scratch,
-            inherited: self.scratch.is_some(),
             exe: self.exe.clone(),
             ..AddrSpace::default()
         }

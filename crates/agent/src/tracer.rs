@@ -15,7 +15,7 @@ use crate::task::{AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_SIZE, SLOT_S
 use crate::trace::{Record, Tracer};
 use roost_vfs::Namespace;
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::io::{self, Write};
 use std::rc::Rc;
@@ -35,6 +35,15 @@ pub struct Options {
     pub pin: bool,
     /// `--no-notify`: deliver every trapped call as a ptrace stop (no seccomp notifications).
     pub no_notify: bool,
+}
+
+/// Whether process `pid` has a mapping that starts at `addr`.
+fn maps_at(pid: i32, addr: u64) -> bool {
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return false;
+    };
+    let start = format!("{addr:x}-");
+    maps.lines().any(|l| l.starts_with(&start))
 }
 
 /// Restricts this process (and so every tracee it forks) to the CPU it is running on.
@@ -69,7 +78,8 @@ struct Agent {
     table: Table,
     tasks: HashMap<i32, Task>,
     /// New threads whose first stop came before their parent's fork event.
-    parked: HashSet<i32>,
+    /// New threads whose first stop came before their parent's fork event, with its signal.
+    parked: HashMap<i32, i32>,
     main: i32,
     exit_code: Option<i32>,
     tracer: Tracer,
@@ -201,7 +211,7 @@ pub fn run(
         shared,
         table,
         tasks: HashMap::new(),
-        parked: HashSet::new(),
+        parked: HashMap::new(),
         main: pid,
         exit_code: None,
         tracer,
@@ -310,19 +320,14 @@ impl Agent {
         match self.tasks.get_mut(&pid) {
             None => {
                 // A new thread stopped before its parent's fork event: hold it until then.
-                self.parked.insert(pid);
+                self.parked.insert(pid, sig);
                 Ok(())
             }
             Some(t) if t.awaiting_first_stop => {
                 t.awaiting_first_stop = false;
-                ptrace(libc::PTRACE_CONT, pid, 0)
+                self.release_first_stop(pid, sig)
             }
-            Some(_) if STOP_SIGNALS.contains(&sig) => {
-                if let Some(tgid) = notify::tgid(pid) {
-                    self.shared.stops.stopped(tgid);
-                }
-                ptrace(libc::PTRACE_LISTEN, pid, 0)
-            }
+            Some(_) if STOP_SIGNALS.contains(&sig) => self.hold_in_group_stop(pid),
             Some(_) => {
                 // Woken from a group stop (SIGCONT): the process runs again.
                 if let Some(tgid) = notify::tgid(pid) {
@@ -330,6 +335,23 @@ impl Agent {
                 }
                 ptrace(libc::PTRACE_CONT, pid, 0)
             }
+        }
+    }
+
+    /// Holds a thread that reported its process's group stop until SIGCONT.
+    fn hold_in_group_stop(&mut self, pid: i32) -> io::Result<()> {
+        if let Some(tgid) = notify::tgid(pid) {
+            self.shared.stops.stopped(tgid, pid);
+        }
+        ptrace(libc::PTRACE_LISTEN, pid, 0)
+    }
+
+    /// A new thread's first stop: a stop signal there means it was born into a group stop.
+    fn release_first_stop(&mut self, pid: i32, sig: i32) -> io::Result<()> {
+        if STOP_SIGNALS.contains(&sig) {
+            self.hold_in_group_stop(pid)
+        } else {
+            ptrace(libc::PTRACE_CONT, pid, 0)
         }
     }
 
@@ -359,19 +381,31 @@ impl Agent {
                 let mm = if flags & libc::CLONE_VM as u64 != 0 {
                     Rc::clone(&parent.mm)
                 } else {
-                    Rc::new(RefCell::new(parent.mm.borrow().forked()))
+                    let mut forked = parent.mm.borrow().forked();
+                    // With other threads in the parent, the fork may have copied the address
+                    // space before one of them had roost map the scratch area.
+                    if Rc::strong_count(&parent.mm) > 1 {
+                        if let Some(at) = forked.scratch {
+                            if !maps_at(child, at) {
+                                forked.scratch = None;
+                            }
+                        }
+                    }
+                    Rc::new(RefCell::new(forked))
                 };
                 Task::new(fs, mm)
             }
             None => self.task_from_proc(child),
         };
-        if self.parked.remove(&child) {
-            // Its first stop already came: release it (ESRCH if it died meanwhile).
-            let _ = ptrace(libc::PTRACE_CONT, child, 0);
-        } else {
+        let first_stop = self.parked.remove(&child);
+        if first_stop.is_none() {
             task.awaiting_first_stop = true;
         }
         self.tasks.insert(child, task);
+        if let Some(sig) = first_stop {
+            // Its first stop already came: release it (ESRCH if it died meanwhile).
+            let _ = self.release_first_stop(child, sig);
+        }
         ptrace(libc::PTRACE_CONT, pid, 0)
     }
 
@@ -553,14 +587,7 @@ impl Agent {
                 let too_big = bytes.len() as u64 > SLOT_SIZE;
                 let fresh = !too_big && mm.borrow_mut().needs_write(slot, &bytes);
                 let failed = fresh && memory::write(pid, slot, &bytes).is_err();
-                if failed && mm.borrow().inherited {
-                    // Forked before the parent's area was mapped: map one here.
-                    let mut fresh_mm = AddrSpace::new(mm.borrow().exe.clone());
-                    fresh_mm.inherited = false;
-                    *mm.borrow_mut() = fresh_mm;
-                    return self.inject_scratch(pid, regs, &mm);
-                }
-                if handlers::may_restart(name, d.physical.as_deref()) {
+                if handlers::may_restart(name, &regs, d.physical.as_deref()) {
                     original_args = Some(std::array::from_fn(|i| regs.arg(i)));
                 }
                 if too_big || failed {
@@ -670,6 +697,11 @@ impl Agent {
             }
             if status >> 16 == 0 {
                 deferred = sig;
+            } else if status >> 16 == libc::PTRACE_EVENT_STOP && STOP_SIGNALS.contains(&sig) {
+                // The thread goes on to finish the mapping; it has taken the stop.
+                if let Some(tgid) = notify::tgid(pid) {
+                    self.shared.stops.stopped(tgid, pid);
+                }
             }
             ptrace(libc::PTRACE_SYSCALL, pid, 0)?;
         }

@@ -280,3 +280,22 @@ fn a_fork_racing_the_first_rewritten_call_leaves_the_child_working() {
         assert_eq!(stdout(&run(&args)).trim(), "20 child opened", "{mode:?}");
     }
 }
+
+#[test]
+fn a_restarted_send_reaches_the_socket_the_program_named() {
+    // The kernel restarts the send after the handler with the arguments it holds; under
+    // ptrace those are roost's, naming the physical socket, which a mount here shadows.
+    let t = m_tree("restarted-send");
+    let mount = format!("/m={}", t.s());
+    let shadow = format!("{}=/nonexistent", t.s());
+    for mode in ["--no-notify", "--pin"] {
+        let args = [mode, "--mount", &mount, "--mount", &shadow, "--"];
+        let o = run(&[&args[..], &["/m/pitfalls", "restarted_send"]].concat());
+        assert_eq!(
+            stdout(&o),
+            "handler ran: yes, send: ok\n",
+            "{mode}: {}",
+            stderr(&o)
+        );
+    }
+}

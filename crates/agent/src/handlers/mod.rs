@@ -160,22 +160,25 @@ impl Decision {
 }
 
 /// Whether the kernel may interrupt call `name` and restart it after a signal (an `ERESTART*`
-/// result), which would run it again with the arguments roost rewrote: an open that waits
-/// for the other end of a FIFO (`physical`), or a connect that waits for room in a
-/// listener's backlog. Such calls get an exit stop that puts the program's arguments back.
-pub fn may_restart(name: &str, physical: Option<&[u8]>) -> bool {
-    match name {
-        "open" | "openat" | "openat2" | "creat" => physical.is_some_and(names_fifo),
-        "connect" => true,
-        _ => false,
+/// result), which would run it again with the arguments roost rewrote: a blocking open of
+/// anything but a regular file or directory (a FIFO waits for its other end, a terminal for
+/// carrier), a connect that waits for room in a listener's backlog, a send to a datagram
+/// socket whose receiver's queue is full. Such calls get an exit stop that puts the
+/// program's arguments back.
+pub fn may_restart(name: &str, regs: &crate::arch::Regs, physical: Option<&[u8]>) -> bool {
+    let open_flags = match name {
+        "open" => regs.arg(1),
+        "openat" => regs.arg(2),
+        "creat" | "openat2" => 0, // openat2 keeps its flags in memory: assume blocking
+        "connect" | "sendto" | "sendmsg" | "sendmmsg" => return true,
+        _ => return false,
+    };
+    if open_flags & (libc::O_NONBLOCK | libc::O_PATH) as u64 != 0 {
+        return false;
     }
-}
-
-fn names_fifo(physical: &[u8]) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    std::fs::metadata(std::ffi::OsStr::from_bytes(physical)).is_ok_and(|m| {
-        use std::os::unix::fs::FileTypeExt;
-        m.file_type().is_fifo()
+    physical.is_some_and(|p| {
+        use std::os::unix::ffi::OsStrExt;
+        std::fs::metadata(std::ffi::OsStr::from_bytes(p)).is_ok_and(|m| !m.is_file() && !m.is_dir())
     })
 }
 

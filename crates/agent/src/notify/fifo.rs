@@ -12,7 +12,7 @@ use super::identity::{as_caller, main_thread_blocked, Status};
 use super::lookup::last_errno;
 use super::open::Request;
 use super::{send, Notification, Reply};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -56,22 +56,31 @@ pub fn names_fifo(path: &CString) -> bool {
     rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
 }
 
-/// The processes (thread-group ids) in a group stop, as the ptrace thread sees their
-/// threads stop and resume. A stop signal sent to a process is taken by one thread, which
-/// starts the stop; a thread waiting here never sees it pending, so it learns of the stop
-/// from this set and leaves its call to stop too.
+/// The processes (thread-group ids) in a group stop, with the threads that have reported
+/// it, as the ptrace thread sees them. A stop signal sent to a process is taken by one
+/// thread, which starts the stop; a thread waiting here never sees it pending, so it learns
+/// of the stop from this set and leaves its call to stop too. Only a thread that has not
+/// reported the stop is sent back: the kernel restarts the call of a thread with the stop
+/// still pending, but would hand ERESTARTSYS to one without.
 #[derive(Default)]
-pub struct GroupStops(Mutex<HashSet<i32>>);
+pub struct GroupStops(Mutex<HashMap<i32, HashSet<i32>>>);
 
 impl GroupStops {
-    pub fn stopped(&self, tgid: i32) {
-        self.0.lock().expect("group stops lock").insert(tgid);
+    /// Thread `tid` of process `tgid` has stopped for the process's group stop.
+    pub fn stopped(&self, tgid: i32, tid: i32) {
+        let mut stops = self.0.lock().expect("group stops lock");
+        stops.entry(tgid).or_default().insert(tid);
     }
+    /// Process `tgid` runs again (SIGCONT), or is gone.
     pub fn resumed(&self, tgid: i32) {
         self.0.lock().expect("group stops lock").remove(&tgid);
     }
-    fn contains(&self, tgid: i32) -> bool {
-        self.0.lock().expect("group stops lock").contains(&tgid)
+    /// Whether thread `tid` of process `tgid` has a group stop still to take.
+    fn must_stop(&self, tgid: i32, tid: i32) -> bool {
+        let stops = self.0.lock().expect("group stops lock");
+        stops
+            .get(&tgid)
+            .is_some_and(|reported| !reported.contains(&tid))
     }
 }
 
@@ -94,7 +103,7 @@ fn look_at(tid: i32, n: Notification, stops: &GroupStops) -> Caller {
         return Caller::Gone;
     };
     let tgid = status.tgid();
-    let stopping = tgid.is_some_and(|g| stops.contains(g));
+    let stopping = tgid.is_some_and(|g| stops.must_stop(g, tid));
     if stopping || status.signal_pending(|| tgid.map_or(!0, main_thread_blocked)) {
         Caller::Signalled
     } else {

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -247,6 +248,41 @@ static int do_unix(void) {
     return 0;
 }
 
+static void *drain_later(void *fd) {
+    usleep(400000);
+    char buf[64];
+    while (recv(*(int *)fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
+        ;
+    return NULL;
+}
+
+/* A sendto that blocks on a full datagram socket (given by its path in the mount) is
+ * interrupted by an SA_RESTART handler and restarted: it must reach the same socket. */
+static int do_restarted_send(void) {
+    int d = socket(AF_UNIX, SOCK_DGRAM, 0);
+    struct sockaddr_un da = { .sun_family = AF_UNIX };
+    strcpy(da.sun_path, "/m/full");
+    unlink("/m/full");
+    if (bind(d, (struct sockaddr *)&da, sizeof da) != 0) { printf("bind: %s\n", strerror(errno)); return 1; }
+    int s = socket(AF_UNIX, SOCK_DGRAM, 0);
+    while (sendto(s, "x", 1, MSG_DONTWAIT, (struct sockaddr *)&da, sizeof da) == 1)
+        ;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    pthread_t drainer;
+    pthread_create(&drainer, NULL, drain_later, &d);
+    alarm(0);
+    struct itimerval at = { .it_value = { .tv_usec = 150000 } };
+    setitimer(ITIMER_REAL, &at, NULL);
+    ssize_t n = sendto(s, "last", 4, 0, (struct sockaddr *)&da, sizeof da);
+    pthread_join(drainer, NULL);
+    printf("handler ran: %s, send: %s\n", got_usr1 ? "yes" : "no", n == 4 ? "ok" : strerror(errno));
+    return 0;
+}
+
 static int do_cwd(void) {
     if (chdir("/m/sub") != 0) { printf("chdir: %s\n", strerror(errno)); return 1; }
     char buf[4096];
@@ -335,6 +371,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "symlink")) return do_symlink();
     if (!strcmp(m, "unix")) return do_unix();
     if (!strcmp(m, "cwd")) return do_cwd();
+    if (!strcmp(m, "restarted_send")) return do_restarted_send();
     if (!strcmp(m, "dirfd")) return do_dirfd();
     if (!strcmp(m, "refused")) return do_refused();
     if (!strcmp(m, "fork_race")) return do_fork_race();
