@@ -1,8 +1,7 @@
 //! CPython's own test suite, a file- and process-heavy subset, gives the same results under
 //! `roost run` (with a mount list, so every path call is trapped) as natively: the same
-//! totals and the same failing tests. A quick subset runs by default; the full set (about
-//! three minutes on two cores) runs with
-//! `cargo test -p roost --release --test run_cpython -- --ignored`.
+//! totals and the same failing tests. About two and a half minutes on two cores, run by the
+//! suite like every other test (`cargo test -p roost --release --test run_cpython` alone).
 
 mod run_support;
 use run_support::*;
@@ -65,12 +64,6 @@ fn compare(modules: &[&str]) {
 }
 
 #[test]
-fn cpython_quick_subset_matches_native() {
-    compare(&["test_posix", "test_glob", "test_tempfile", "test_shutil"]);
-}
-
-#[test]
-#[ignore = "about three minutes; run with --ignored"]
 fn cpython_file_and_process_subset_matches_native() {
     compare(&[
         "test_os",
