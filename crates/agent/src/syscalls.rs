@@ -73,6 +73,10 @@ pub enum Kind {
     SendMsg,
     /// sendmmsg: a vector of `struct mmsghdr`.
     SendMmsg,
+    /// bpf: BPF_OBJ_PIN and BPF_OBJ_GET carry a path in their `bpf_attr`.
+    Bpf,
+    /// perf_event_open: a uprobe event carries the path of its binary in the attr.
+    PerfEventOpen,
     /// A credential change (set*id, setgroups, capset), passed through: noted so the
     /// notification thread stops assuming its tracees share roost's identity.
     Credentials,
@@ -297,6 +301,8 @@ pub const SPECS: &[(&str, Kind)] = &[
     ),
     ("sendmsg", Kind::SendMsg),
     ("sendmmsg", Kind::SendMmsg),
+    ("bpf", Kind::Bpf),
+    ("perf_event_open", Kind::PerfEventOpen),
     ("setuid", Kind::Credentials),
     ("setgid", Kind::Credentials),
     ("setreuid", Kind::Credentials),

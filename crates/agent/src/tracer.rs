@@ -6,7 +6,7 @@
 
 use crate::arch::{self, Regs};
 use crate::filter::{self, Verdict};
-use crate::handlers::{self, exec, path, procfs, socket, Action, Arg, Ctx, Decision};
+use crate::handlers::{self, embedded, exec, path, procfs, socket, Action, Arg, Ctx, Decision};
 use crate::memory;
 use crate::notify::{self, Shared, NOTIFIED};
 use crate::spawn::{self, SpawnError};
@@ -532,6 +532,8 @@ impl Agent {
             Kind::SockAddr { addr, len, follow } => socket::sockaddr(&mut ctx, addr, len, follow),
             Kind::SendMsg => socket::sendmsg(&mut ctx),
             Kind::SendMmsg => socket::sendmmsg(&mut ctx),
+            Kind::Bpf => embedded::bpf(&mut ctx),
+            Kind::PerfEventOpen => embedded::perf_event_open(&mut ctx),
             Kind::Credentials => {
                 self.shared
                     .credentials_changed

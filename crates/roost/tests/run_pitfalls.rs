@@ -299,3 +299,37 @@ fn a_restarted_send_reaches_the_socket_the_program_named() {
         );
     }
 }
+
+#[test]
+fn paths_inside_bpf_and_perf_event_structures_go_through_the_mount() {
+    // bpf(BPF_OBJ_PIN/GET) names its file in a bpf_attr, a uprobe its binary in the
+    // perf_event_attr. Both need root; the BPF file system is mounted in a private mount
+    // namespace of the test's own.
+    if !is_root() {
+        eprintln!("not root: BPF maps and uprobes are out of reach, nothing to check");
+        return;
+    }
+    let t = m_tree("embedded");
+    let bpffs = Tree::new("bpffs");
+    let roost = env!("CARGO_BIN_EXE_roost");
+    let script = format!(
+        "mount -t bpf bpf {b} || exit 3; exec {roost} run --mount /m={m} --mount /b={b} -- \
+         /m/pitfalls embedded /b/pinned /m/pitfalls",
+        b = bpffs.s(),
+        m = t.s()
+    );
+    let o = std::process::Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    if o.status.code() == Some(3) {
+        eprintln!("no BPF file system here, nothing to check: {}", stderr(&o));
+        return;
+    }
+    assert_eq!(
+        stdout(&o),
+        "pin: ok\nget: ok\nuprobe: ok\n",
+        "{}",
+        stderr(&o)
+    );
+}

@@ -3,6 +3,7 @@
 //! some arguments to point at data in the thread's scratch slot, fail it, or emulate it. The
 //! tracer applies the decision; handlers never touch ptrace themselves.
 
+pub mod embedded;
 pub mod exec;
 pub mod path;
 pub mod procfs;

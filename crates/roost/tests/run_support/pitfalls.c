@@ -4,7 +4,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/bpf.h>
 #include <linux/openat2.h>
+#include <linux/perf_event.h>
 #include <linux/sched.h>
 #include <pthread.h>
 #include <signal.h>
@@ -283,6 +285,41 @@ static int do_restarted_send(void) {
     return 0;
 }
 
+/* Paths inside structure arguments: a BPF map pinned at PIN and got back, and a uprobe on
+ * BINARY (needs root, a BPF file system at PIN's directory and uprobe events). */
+static int do_embedded(const char *pin, const char *binary) {
+    union bpf_attr a;
+    memset(&a, 0, sizeof a);
+    a.map_type = BPF_MAP_TYPE_ARRAY;
+    a.key_size = 4;
+    a.value_size = 4;
+    a.max_entries = 1;
+    int map = syscall(SYS_bpf, BPF_MAP_CREATE, &a, sizeof a);
+    if (map < 0) { printf("bpf map: %s\n", strerror(errno)); return 1; }
+    memset(&a, 0, sizeof a);
+    a.pathname = (uintptr_t)pin;
+    a.bpf_fd = map;
+    int r = syscall(SYS_bpf, BPF_OBJ_PIN, &a, sizeof a);
+    printf("pin: %s\n", r < 0 ? strerror(errno) : "ok");
+    memset(&a, 0, sizeof a);
+    a.pathname = (uintptr_t)pin;
+    int fd = syscall(SYS_bpf, BPF_OBJ_GET, &a, sizeof a);
+    printf("get: %s\n", fd < 0 ? strerror(errno) : "ok");
+    unlink(pin);
+    FILE *f = fopen("/sys/bus/event_source/devices/uprobe/type", "r");
+    int type = -1;
+    if (!f || fscanf(f, "%d", &type) != 1) { printf("no uprobe events\n"); return 1; }
+    struct perf_event_attr pa;
+    memset(&pa, 0, sizeof pa);
+    pa.size = sizeof pa;
+    pa.type = type;
+    pa.uprobe_path = (uintptr_t)binary;
+    pa.probe_offset = 0;
+    int pfd = syscall(SYS_perf_event_open, &pa, -1, 0, -1, 0);
+    printf("uprobe: %s\n", pfd < 0 ? strerror(errno) : "ok");
+    return 0;
+}
+
 static int do_cwd(void) {
     if (chdir("/m/sub") != 0) { printf("chdir: %s\n", strerror(errno)); return 1; }
     char buf[4096];
@@ -371,6 +408,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "symlink")) return do_symlink();
     if (!strcmp(m, "unix")) return do_unix();
     if (!strcmp(m, "cwd")) return do_cwd();
+    if (!strcmp(m, "embedded") && argc == 4) return do_embedded(argv[2], argv[3]);
     if (!strcmp(m, "restarted_send")) return do_restarted_send();
     if (!strcmp(m, "dirfd")) return do_dirfd();
     if (!strcmp(m, "refused")) return do_refused();
