@@ -548,6 +548,12 @@ impl Agent {
         let started = Instant::now();
         let mut regs = Regs::get(pid)?;
         let Some((name, kind)) = self.table.get(regs.nr()) else {
+            if regs.nr() > i64::from(arch::REVIEWED_MAX) {
+                // A syscall newer than roost knows: it might take a path.
+                handlers::report_untranslatable(&format!("syscall {}", regs.nr()), None);
+                regs.skip_with(-(libc::ENOSYS as i64));
+                regs.set(pid)?;
+            }
             return ptrace(libc::PTRACE_CONT, pid, 0);
         };
         if self.restarted_rewrite(pid, &regs) {
@@ -560,10 +566,7 @@ impl Agent {
             Action::Pass => {}
             Action::Fail(e) => {
                 if e == libc::ENOSYS {
-                    eprintln!(
-                        "roost: {name}({}) cannot be translated; failing it with ENOSYS",
-                        String::from_utf8_lossy(d.logical.as_deref().unwrap_or(b"?"))
-                    );
+                    handlers::report_untranslatable(name, d.logical.as_deref());
                 }
                 regs.skip_with(-(e as i64));
                 regs.set(pid)?;

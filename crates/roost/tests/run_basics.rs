@@ -393,3 +393,20 @@ fn a_scratch_area_that_cannot_be_mapped_fails_the_call() {
         stderr(&o)
     );
 }
+
+#[test]
+fn a_syscall_newer_than_roost_fails_with_enosys_and_one_log_line() {
+    // It might take a path roost cannot translate: refused, said once for the session.
+    let t = Tree::new("newer-syscall");
+    let mount = format!("/m={}", t.s());
+    let script = "import ctypes; libc = ctypes.CDLL(None, use_errno=True)\n\
+                  for _ in range(3): print(libc.syscall(900), ctypes.get_errno())";
+    let o = run(&["--mount", &mount, "--", "python3", "-c", script]);
+    assert_eq!(stdout(&o), "-1 38\n".repeat(3), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o).matches("syscall 900").count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
+}

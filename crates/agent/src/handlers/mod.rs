@@ -183,6 +183,19 @@ pub fn may_restart(name: &str, regs: &crate::arch::Regs, physical: Option<&[u8]>
     })
 }
 
+/// Says on stderr, once per syscall for the whole session, that a call could not be
+/// translated and fails with ENOSYS.
+pub fn report_untranslatable(name: &str, path: Option<&[u8]>) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().expect("report lock");
+    if said.iter().any(|n| n == name) {
+        return;
+    }
+    said.push(name.to_string());
+    let path = path.map_or("".into(), String::from_utf8_lossy);
+    eprintln!("roost: {name}({path}) cannot be translated: it fails with ENOSYS (said once)");
+}
+
 /// A path resolved in the namespace.
 #[derive(Debug, PartialEq)]
 pub enum Resolution {

@@ -336,6 +336,10 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     }
     match decision.action {
         Action::Pass => CONTINUE,
+        Action::Fail(libc::ENOSYS) => {
+            handlers::report_untranslatable(name, decision.logical.as_deref());
+            Reply::errno(libc::ENOSYS)
+        }
         Action::Fail(e) => Reply::errno(e),
         Action::Emulate { ret, writes } => {
             if n.ensure_waiting().is_err() {
