@@ -21,7 +21,7 @@ pub struct Fs {
 }
 
 /// One address space.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct AddrSpace {
     /// Where roost's scratch area is mapped, once mapped.
     pub scratch: Option<u64>,
@@ -30,8 +30,24 @@ pub struct AddrSpace {
     /// What roost last wrote into each slot (a repeated rewrite skips the write).
     written: HashMap<usize, Vec<u8>>,
     next: usize,
+    /// Slots from here to the end are reserved (see [`AddrSpace::reserve`]).
+    limit: usize,
     /// The logical path of the executable, when roost resolved it at exec.
     pub exe: Option<Vec<u8>>,
+}
+
+impl Default for AddrSpace {
+    fn default() -> AddrSpace {
+        AddrSpace {
+            scratch: None,
+            slots: HashMap::new(),
+            free: Vec::new(),
+            written: HashMap::new(),
+            next: 0,
+            limit: SLOTS,
+            exe: None,
+        }
+    }
 }
 
 impl AddrSpace {
@@ -47,6 +63,7 @@ impl AddrSpace {
         AddrSpace {
             scratch: self.scratch,
             exe: self.exe.clone(),
+            limit: self.limit,
             ..AddrSpace::default()
         }
     }
@@ -59,18 +76,31 @@ impl AddrSpace {
             None => {
                 let i = match self.free.pop() {
                     Some(i) => i,
-                    None if self.next < SLOTS => {
+                    None if self.next < self.limit => {
                         self.next += 1;
                         self.next - 1
                     }
                     // More concurrent threads than slots: share one (rare; documented).
-                    None => tid as usize % SLOTS,
+                    None => tid as usize % self.limit.max(1),
                 };
                 self.slots.insert(tid, i);
                 i
             }
         };
         Some(base + index as u64 * SLOT_SIZE)
+    }
+
+    /// The address of `len` bytes of the area no thread uses, taken from its far end for
+    /// good (an exec rebuilding a long argv needs more than a slot; once it succeeds the
+    /// address space is gone, and a failed one is rare). `None` when the area is too full.
+    pub fn reserve(&mut self, len: u64) -> Option<u64> {
+        let base = self.scratch?;
+        let slots = len.div_ceil(SLOT_SIZE) as usize;
+        if self.next + slots > self.limit {
+            return None;
+        }
+        self.limit -= slots;
+        Some(base + self.limit as u64 * SLOT_SIZE)
     }
 
     /// True when `bytes` must be written at `slot` (it does not hold them already); records
@@ -168,5 +198,22 @@ mod tests {
         assert!(mm.needs_write(a, b"/x"));
         assert!(!mm.needs_write(a, b"/x"));
         assert!(mm.needs_write(a, b"/y"));
+    }
+
+    #[test]
+    fn reservations_come_from_the_far_end_and_never_meet_the_slots() {
+        let base = 0x1000_0000;
+        let mut mm = AddrSpace::new(None);
+        mm.scratch = Some(base);
+        let first = mm.slot(1).unwrap();
+        let big = mm.reserve(3 * SLOT_SIZE + 1).unwrap();
+        assert_eq!(big, base + SCRATCH_SIZE - 4 * SLOT_SIZE);
+        assert!(mm.reserve(SCRATCH_SIZE).is_none(), "more than is left");
+        for tid in 2..(SLOTS as i32 - 4) {
+            let s = mm.slot(tid).unwrap();
+            assert!(s < big && s != first);
+        }
+        // The area is full: further threads share slots below the reservation.
+        assert!(mm.slot(9999).unwrap() < big);
     }
 }

@@ -587,38 +587,51 @@ impl Agent {
                     // Map the scratch area first; the call re-executes and traps again.
                     return self.inject_scratch(pid, regs, &mm);
                 }
-                let slot = mm.borrow_mut().slot(pid).expect("scratch mapped");
-                let bytes = scratch.finish(slot);
-                let too_big = bytes.len() as u64 > SLOT_SIZE;
-                let fresh = !too_big && mm.borrow_mut().needs_write(slot, &bytes);
-                let failed = fresh && memory::write(pid, slot, &bytes).is_err();
+                // The thread's own slot; a longer rewrite (an exec's rebuilt argv) gets room
+                // from the end of the area.
+                let len = scratch.len() as u64;
+                let place = if len <= SLOT_SIZE {
+                    mm.borrow_mut().slot(pid)
+                } else {
+                    mm.borrow_mut().reserve(len)
+                };
+                let outcome = match place {
+                    None => Err(libc::E2BIG),
+                    Some(at) => {
+                        let bytes = scratch.finish(at);
+                        let fresh = mm.borrow_mut().needs_write(at, &bytes);
+                        if fresh && memory::write(pid, at, &bytes).is_err() {
+                            mm.borrow_mut().forget(at);
+                            Err(libc::EFAULT)
+                        } else {
+                            Ok(at)
+                        }
+                    }
+                };
                 if handlers::may_restart(name, &regs, d.physical.as_deref()) {
                     original_args = Some(std::array::from_fn(|i| regs.arg(i)));
                 }
-                if too_big || failed {
-                    mm.borrow_mut().forget(slot);
-                    let e = if bytes.len() as u64 > SLOT_SIZE {
-                        libc::E2BIG
-                    } else {
-                        libc::EFAULT
-                    };
-                    regs.skip_with(-(e as i64));
-                    immediate = Some(-(e as i64));
-                } else {
-                    // Only a pointer into the scratch area tells a restart from a new call.
-                    let points_here = args.iter().any(|(_, a)| matches!(a, Arg::Scratch(_)));
-                    let set: Vec<(usize, u64)> = args
-                        .into_iter()
-                        .map(|(i, a)| match a {
-                            Arg::Value(v) => (i, v),
-                            Arg::Scratch(off) => (i, slot + off as u64),
-                        })
-                        .collect();
-                    for &(i, v) in &set {
-                        regs.set_arg(i, v);
+                match outcome {
+                    Err(e) => {
+                        regs.skip_with(-(e as i64));
+                        immediate = Some(-(e as i64));
                     }
-                    let task = self.tasks.get_mut(&pid).expect("task exists after decide");
-                    task.last_rewrite = points_here.then(|| (regs.nr(), set));
+                    Ok(slot) => {
+                        // Only a pointer into the scratch area tells a restart from a new call.
+                        let points_here = args.iter().any(|(_, a)| matches!(a, Arg::Scratch(_)));
+                        let set: Vec<(usize, u64)> = args
+                            .into_iter()
+                            .map(|(i, a)| match a {
+                                Arg::Value(v) => (i, v),
+                                Arg::Scratch(off) => (i, slot + off as u64),
+                            })
+                            .collect();
+                        for &(i, v) in &set {
+                            regs.set_arg(i, v);
+                        }
+                        let task = self.tasks.get_mut(&pid).expect("task exists after decide");
+                        task.last_rewrite = points_here.then(|| (regs.nr(), set));
+                    }
                 }
                 regs.set(pid)?;
             }

@@ -154,11 +154,16 @@ fn elf_interpreter_is_resolved_through_the_namespace() {
         "/proc/self/exe",
     ]);
     assert_eq!(stdout(&o), "/usr/bin/readlink\n", "{}", stderr(&o));
-    // Re-executing itself through /proc/self/exe runs the program again, not roost.
+    // Re-executing itself through /proc/self/exe runs the program again, not roost; a long
+    // argument list (rebuilt for the loader) gets through whole.
     for mode in ["--no-notify", "--pin"] {
         let again = "exec /proc/self/exe -c 'echo again'";
         let o = run(&[mode, "--mount", &mount, "--", "/bin/sh", "-c", again]);
         assert_eq!(stdout(&o), "again\n", "{mode}: {}", stderr(&o));
+        let long = "/bin/echo $(seq 100000) | /usr/bin/md5sum";
+        let o = run(&[mode, "--mount", &mount, "--", "/bin/sh", "-c", long]);
+        let native = std::process::Command::new("sh").args(["-c", long]).output().unwrap();
+        assert_eq!(stdout(&o), stdout(&native), "{mode}: {}", stderr(&o));
     }
     let o = run(&["--mount", &mount, "--", "/usr/bin/cat", "/proc/self/maps"]);
     let loader = format!("{}/ld-linux-x86-64.so.2", t.s());

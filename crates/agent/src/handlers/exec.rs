@@ -12,8 +12,9 @@ use roost_vfs::{Driver, LocalDriver, ReadAt};
 
 /// Linux follows at most this many nested interpreters.
 const MAX_INTERPRETERS: usize = 4;
-/// The longest argv the agent rewrites (the slot holds the pointer array).
-const MAX_ARGS: usize = 6000;
+/// The longest argv the agent rewrites: more than the kernel admits under its usual 2 MiB
+/// argument limit (each argument costs its pointer and at least a NUL byte of it).
+const MAX_ARGS: usize = 1 << 18;
 const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
 
 /// A `#!` line: the interpreter and its optional single argument.

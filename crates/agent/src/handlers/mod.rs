@@ -98,6 +98,11 @@ impl Scratch {
         self.relocations.push((at, off));
     }
 
+    /// How many bytes [`Scratch::finish`] will produce.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
     /// The final bytes for a slot at `base`.
     pub fn finish(mut self, base: u64) -> Vec<u8> {
         for (at, off) in std::mem::take(&mut self.relocations) {
