@@ -589,7 +589,7 @@ impl Agent {
                 }
                 // The thread's own slot; a longer rewrite (an exec's rebuilt argv) gets room
                 // from the end of the area.
-                let len = scratch.len() as u64;
+                let len = scratch.size() as u64;
                 let place = if len <= SLOT_SIZE {
                     mm.borrow_mut().slot(pid)
                 } else {

@@ -162,7 +162,10 @@ fn elf_interpreter_is_resolved_through_the_namespace() {
         assert_eq!(stdout(&o), "again\n", "{mode}: {}", stderr(&o));
         let long = "/bin/echo $(seq 100000) | /usr/bin/md5sum";
         let o = run(&[mode, "--mount", &mount, "--", "/bin/sh", "-c", long]);
-        let native = std::process::Command::new("sh").args(["-c", long]).output().unwrap();
+        let native = std::process::Command::new("sh")
+            .args(["-c", long])
+            .output()
+            .unwrap();
         assert_eq!(stdout(&o), stdout(&native), "{mode}: {}", stderr(&o));
     }
     let o = run(&["--mount", &mount, "--", "/usr/bin/cat", "/proc/self/maps"]);

@@ -99,7 +99,7 @@ impl Scratch {
     }
 
     /// How many bytes [`Scratch::finish`] will produce.
-    pub fn len(&self) -> usize {
+    pub fn size(&self) -> usize {
         self.bytes.len()
     }
 
