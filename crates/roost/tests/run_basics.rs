@@ -319,6 +319,17 @@ fn ptrace_unavailable_is_explained() {
     assert_eq!(o.status.code(), Some(125));
     let err = stderr(&o);
     assert!(err.contains("ptrace is not available here"), "{err}");
+    // And where a seccomp filter refuses ptrace itself, as container runtimes do.
+    let o = std::process::Command::new(compiled("noptrace"))
+        .args([roost_bin, "run", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("ptrace is not available here"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// A root file system holding only `sh`, `cat` and the libraries they load (as `ldd` names

@@ -6,10 +6,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fanotify.h>
 #include <sys/inotify.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -92,6 +97,15 @@ int main(int argc, char **argv) {
     CALL("removexattr", SYS_removexattr, P("f"), "user.roost");
     CALL("lremovexattr", SYS_lremovexattr, P("f"), "user.roost2");
     CALL("listxattrat", 465, AT_FDCWD, P("f"), 0, buf, sizeof buf);
+    struct { unsigned long long value; unsigned size, flags; } xa = { (uintptr_t)"x", 1, 0 };
+    CALL("setxattrat", 463, AT_FDCWD, P("f"), 0, "user.roost3", &xa, sizeof xa);
+    xa.value = (uintptr_t)buf;
+    xa.size = sizeof buf;
+    CALL("getxattrat", 464, AT_FDCWD, P("f"), 0, "user.roost3", &xa, sizeof xa);
+    CALL("removexattrat", 466, AT_FDCWD, P("f"), 0, "user.roost3");
+    unsigned char fattr[24] = {0};
+    CALL("file_getattr", 468, AT_FDCWD, P("f"), fattr, sizeof fattr, 0);
+    CALL("file_setattr", 469, AT_FDCWD, P("f"), fattr, sizeof fattr, 0);
     CALL("statfs", SYS_statfs, P("f"), &sfs);
     int in = inotify_init1(IN_CLOEXEC);
     CALL("inotify_add_watch", SYS_inotify_add_watch, in, P("f"), IN_MODIFY);
@@ -99,6 +113,26 @@ int main(int argc, char **argv) {
     int mount_id;
     CALL("name_to_handle_at", SYS_name_to_handle_at, AT_FDCWD, P("f"), &fh, &mount_id, 0);
     CALL("uselib", SYS_uselib, P("f"));
+    int fan = fanotify_init(FAN_CLASS_NOTIF, O_RDONLY); /* needs root; EBADF below otherwise */
+    CALL("fanotify_mark", SYS_fanotify_mark, fan, FAN_MARK_ADD, FAN_MODIFY, AT_FDCWD, P("f"));
+    int rx = socket(AF_UNIX, SOCK_DGRAM, 0), tx = socket(AF_UNIX, SOCK_DGRAM, 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", P("sock"));
+    CALL("bind", SYS_bind, rx, &sa, sizeof sa);
+    struct iovec iov = { .iov_base = "m", .iov_len = 1 };
+    struct mmsghdr mm[2] = {
+        { .msg_hdr = { .msg_name = &sa, .msg_namelen = sizeof sa, .msg_iov = &iov, .msg_iovlen = 1 } },
+        { .msg_hdr = { .msg_name = &sa, .msg_namelen = sizeof sa, .msg_iov = &iov, .msg_iovlen = 1 } },
+    };
+    CALL("sendmmsg", SYS_sendmmsg, tx, mm, 2, 0);
+    fflush(stdout);
+    pid_t jailed = fork();
+    if (jailed == 0) { /* chroot needs root: EPERM otherwise, natively and under roost alike */
+        CALL("chroot", SYS_chroot, P("d"));
+        fflush(stdout);
+        _exit(0);
+    }
+    waitpid(jailed, NULL, 0);
     CALL("chdir", SYS_chdir, P("d"));
     CALL("chdir-relative", SYS_chdir, "..");
     int dfd = open(P("d"), O_RDONLY | O_DIRECTORY);
