@@ -453,8 +453,9 @@ impl Agent {
             .as_ref()
             .map(|r| r.ret())
             .unwrap_or(-(libc::ESRCH as i64));
-        if let (Some(args), Ok(mut regs)) = (f.original_args, regs) {
+        if let (Some(args), Ok(regs)) = (f.original_args, &regs) {
             if RESTARTS.contains(&-result) {
+                let mut regs = regs.clone();
                 // The restarted call traps again and is resolved afresh.
                 for (i, a) in args.into_iter().enumerate() {
                     regs.set_arg(i, a);
@@ -463,6 +464,11 @@ impl Agent {
             }
         }
         match f.after {
+            AfterExit::MsgLens(program) if result > 0 => {
+                if let Ok(regs) = &regs {
+                    socket::copy_msg_lens(pid, regs.arg(1), program, result as usize);
+                }
+            }
             AfterExit::Chdir(logical) if result == 0 => {
                 let ns = self.shared.ns.lock().expect("namespace lock");
                 if let Some(fs) = procfs::cwd_after_chdir(&ns, pid, logical) {

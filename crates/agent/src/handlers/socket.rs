@@ -4,6 +4,7 @@
 
 use super::{resolve_path, Action, Arg, Ctx, Decision, Resolution, Scratch};
 use crate::memory;
+use crate::task::AfterExit;
 
 const SUN_PATH_MAX: usize = 108;
 const MSGHDR_LEN: usize = 56;
@@ -130,8 +131,22 @@ pub fn sendmmsg(ctx: &mut Ctx<'_>) -> Decision {
     for (pos, sa_off) in patches {
         scratch.relocate(at + pos, sa_off);
     }
-    Decision::new(Action::Rewrite {
+    let mut d = Decision::new(Action::Rewrite {
         scratch,
         args: vec![(1, Arg::Scratch(at))],
-    })
+    });
+    d.after = Some(AfterExit::MsgLens(vec));
+    d
+}
+
+/// After a rewritten sendmmsg: the kernel wrote each sent message's `msg_len` into roost's
+/// copy of the vector (at `copy`, still the call's second argument); `sent` of them go back
+/// to the program's vector at `program`.
+pub fn copy_msg_lens(pid: i32, copy: u64, program: u64, sent: usize) {
+    for i in 0..sent.min(1024) as u64 {
+        let at = i * MMSGHDR_LEN as u64 + MSGHDR_LEN as u64;
+        if let Ok(len) = memory::read(pid, copy + at, 4) {
+            let _ = memory::write(pid, program + at, &len);
+        }
+    }
 }

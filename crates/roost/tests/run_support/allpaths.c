@@ -125,6 +125,7 @@ int main(int argc, char **argv) {
         { .msg_hdr = { .msg_name = &sa, .msg_namelen = sizeof sa, .msg_iov = &iov, .msg_iovlen = 1 } },
     };
     CALL("sendmmsg", SYS_sendmmsg, tx, mm, 2, 0);
+    printf("sendmmsg msg_len %u %u\n", mm[0].msg_len, mm[1].msg_len);
     fflush(stdout);
     pid_t jailed = fork();
     if (jailed == 0) { /* chroot needs root: EPERM otherwise, natively and under roost alike */
