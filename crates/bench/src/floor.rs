@@ -103,11 +103,27 @@ pub fn round_trip_us(ops: usize, port: Option<u16>, send: usize, receive: usize)
     median(&samples)
 }
 
+/// Where the receiver of [`copy`] puts the bytes.
+#[derive(Clone, Copy)]
+pub enum Into {
+    /// A file created (or truncated) for them.
+    NewFile,
+    /// Over an existing file, from its start, without truncating it.
+    Existing,
+}
+
 /// Pushes `bytes` through one loopback connection in 64 KiB writes; with `file`, the
 /// receiver writes everything into that file (the floor for a server storing uploads).
-pub fn copy(bytes: u64, file: Option<&std::path::Path>) -> Transfer {
+pub fn copy(bytes: u64, file: Option<(&std::path::Path, Into)>) -> Transfer {
     let (mut client, mut server) = pair();
-    let mut out = file.map(|f| std::fs::File::create(f).expect("floor file"));
+    let mut out = file.map(|(f, into)| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(matches!(into, Into::NewFile))
+            .open(f)
+            .expect("floor file")
+    });
     let sink = std::thread::spawn(move || {
         let cpu = thread_cpu();
         let mut buf = vec![0u8; 256 * 1024];
