@@ -73,6 +73,8 @@ pub enum Kind {
     SendMsg,
     /// sendmmsg: a vector of `struct mmsghdr`.
     SendMmsg,
+    /// chroot: its path like any other, and afterwards the thread's root is not roost's.
+    Chroot,
     /// bpf: BPF_OBJ_PIN and BPF_OBJ_GET carry a path in their `bpf_attr`.
     Bpf,
     /// perf_event_open: a uprobe event carries the path of its binary in the attr.
@@ -228,7 +230,7 @@ pub const SPECS: &[(&str, Kind)] = &[
     ("chdir", Kind::Chdir),
     ("fchdir", Kind::Fchdir),
     ("getcwd", Kind::Getcwd),
-    ("chroot", path(&[cwd(0, Always)])),
+    ("chroot", Kind::Chroot),
     (
         "execve",
         Kind::Exec {
@@ -330,6 +332,9 @@ pub const SPECS: &[(&str, Kind)] = &[
     ("mount_setattr", Kind::Refuse(libc::EPERM)),
     ("io_uring_setup", Kind::Refuse(libc::ENOSYS)),
 ];
+
+/// The path argument of chroot.
+pub const CHROOT_PATH: &[PathArg] = &[cwd(0, Always)];
 
 /// The spec of a syscall by name.
 pub fn spec(name: &str) -> Option<Kind> {

@@ -136,6 +136,8 @@ pub enum AfterExit {
     Chdir(Option<Vec<u8>>),
     /// The call may have changed these names (logical): forget their cached resolutions.
     Invalidate(Vec<Vec<u8>>),
+    /// chroot: when it succeeds, the thread and those sharing its root leave the namespace.
+    Chroot,
     /// sendmmsg ran on roost's copy of the message vector: copy each sent message's
     /// `msg_len` back into the program's vector at this address.
     MsgLens(u64),

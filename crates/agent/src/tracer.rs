@@ -10,7 +10,7 @@ use crate::handlers::{self, embedded, exec, path, procfs, socket, Action, Arg, C
 use crate::memory;
 use crate::notify::{self, Shared, NOTIFIED};
 use crate::spawn::{self, SpawnError};
-use crate::syscalls::{Kind, Table};
+use crate::syscalls::{Kind, Table, CHROOT_PATH};
 use crate::task::{AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_SIZE, SLOT_SIZE};
 use crate::trace::{Record, Tracer};
 use roost_vfs::Namespace;
@@ -197,6 +197,7 @@ pub fn run(
         exes: Mutex::new(HashMap::new()),
         credentials_changed: AtomicBool::new(false),
         stops: Arc::default(),
+        rerooted: Default::default(),
     });
     if let Some(listener) = spawned.listener {
         notify::start(listener, Arc::clone(&shared));
@@ -260,6 +261,7 @@ impl Agent {
         }
         self.shared.exes.lock().expect("exes lock").remove(&pid);
         self.shared.stops.resumed(pid);
+        self.shared.rerooted.remove(pid);
         self.parked.remove(&pid);
         if pid == self.main {
             self.exit_code = Some(if libc::WIFEXITED(status) {
@@ -397,6 +399,9 @@ impl Agent {
             }
             None => self.task_from_proc(child),
         };
+        if self.shared.rerooted.contains(pid) {
+            self.shared.rerooted.add(child); // a new thread or process keeps its parent's root
+        }
         let first_stop = self.parked.remove(&child);
         if first_stop.is_none() {
             task.awaiting_first_stop = true;
@@ -464,6 +469,14 @@ impl Agent {
             }
         }
         match f.after {
+            AfterExit::Chroot if result == 0 => {
+                let fs = Rc::clone(&task.fs);
+                for (tid, t) in &self.tasks {
+                    if Rc::ptr_eq(&t.fs, &fs) {
+                        self.shared.rerooted.add(*tid);
+                    }
+                }
+            }
             AfterExit::MsgLens(program) if result > 0 => {
                 if let Ok(regs) = &regs {
                     socket::copy_msg_lens(pid, regs.arg(1), program, result as usize);
@@ -498,6 +511,9 @@ impl Agent {
     }
 
     fn decide(&mut self, pid: i32, regs: &Regs, kind: Kind) -> Decision {
+        if self.shared.rerooted.contains(pid) {
+            return Decision::pass(); // inside its own root: the kernel's to resolve
+        }
         if !self.tasks.contains_key(&pid) {
             let task = self.task_from_proc(pid);
             self.tasks.insert(pid, task);
@@ -538,6 +554,11 @@ impl Agent {
             Kind::SockAddr { addr, len, follow } => socket::sockaddr(&mut ctx, addr, len, follow),
             Kind::SendMsg => socket::sendmsg(&mut ctx),
             Kind::SendMmsg => socket::sendmmsg(&mut ctx),
+            Kind::Chroot => {
+                let mut d = path::handle(&mut ctx, CHROOT_PATH, false, false);
+                d.after = Some(AfterExit::Chroot);
+                d
+            }
             Kind::Bpf => embedded::bpf(&mut ctx),
             Kind::PerfEventOpen => embedded::perf_event_open(&mut ctx),
             Kind::Credentials => {

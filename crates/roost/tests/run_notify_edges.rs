@@ -204,6 +204,45 @@ print(sorted(os.listdir("/")))
 }
 
 #[test]
+fn inside_a_chroot_the_mount_list_no_longer_applies() {
+    if !is_root() {
+        eprintln!("not root: a program cannot chroot, nothing to check");
+        return;
+    }
+    // /data is mounted from elsewhere, but inside the jail "/data/f" is the jail's own file,
+    // for the program, its threads and its children alike (before, roost kept translating:
+    // opens found the host's file, other calls a host path the jail does not have).
+    let t = Tree::new("chroot-namespace");
+    t.write("jail/data/f", "jail\n");
+    let host = Tree::new("chroot-host");
+    host.write("f", "host\n");
+    let script = r#"
+import os, sys, threading
+os.chroot(sys.argv[1])
+print(open("/data/f").read().strip(), os.path.exists("/data/f"), sorted(os.listdir("/")))
+t = threading.Thread(target=lambda: print("thread", open("/data/f").read().strip()))
+t.start(); t.join()
+if os.fork() == 0:
+    print("child", open("/data/f").read().strip()); os._exit(0)
+os.wait()
+"#;
+    let jail = t.path("jail");
+    for mode in [&[][..], &["--no-notify"][..]] {
+        let mut args = mode.to_vec();
+        let mount = format!("/data={}", host.s());
+        args.extend(["--mount", &mount, "--", "python3", "-c", script]);
+        args.push(jail.to_str().unwrap());
+        let o = run(&args);
+        assert_eq!(
+            stdout(&o),
+            "jail True ['data']\nthread jail\nchild jail\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
 fn a_program_that_drops_root_looks_up_with_its_own_identity() {
     if !is_root() {
         eprintln!("not root: a program cannot change identity, nothing to check");

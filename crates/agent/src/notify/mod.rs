@@ -22,7 +22,7 @@ use crate::task::Fs;
 pub use fifo::GroupStops;
 pub use identity::tgid;
 use roost_vfs::Namespace;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -100,6 +100,30 @@ pub const NOTIFIED: &[(&str, Verdict)] = &[
     ),
 ];
 
+/// Threads whose root directory is no longer roost's (they, or a thread they share their
+/// file-system attributes with or descend from, called chroot): the mount list does not
+/// apply inside their new root, so their calls are left to the kernel.
+#[derive(Default)]
+pub struct Rerooted {
+    any: AtomicBool,
+    tids: Mutex<HashSet<i32>>,
+}
+
+impl Rerooted {
+    pub fn add(&self, tid: i32) {
+        self.tids.lock().expect("rerooted lock").insert(tid);
+        self.any.store(true, Ordering::Release);
+    }
+    pub fn remove(&self, tid: i32) {
+        if self.any.load(Ordering::Acquire) {
+            self.tids.lock().expect("rerooted lock").remove(&tid);
+        }
+    }
+    pub fn contains(&self, tid: i32) -> bool {
+        self.any.load(Ordering::Acquire) && self.tids.lock().expect("rerooted lock").contains(&tid)
+    }
+}
+
 /// State the supervisor shares with the ptrace thread.
 pub struct Shared {
     pub ns: Mutex<Namespace>,
@@ -110,6 +134,8 @@ pub struct Shared {
     pub credentials_changed: AtomicBool,
     /// The processes in a group stop (kept by the ptrace thread).
     pub stops: Arc<GroupStops>,
+    /// The threads that changed their root (kept by the ptrace thread).
+    pub rerooted: Rerooted,
 }
 
 /// `SECCOMP_IOCTL_NOTIF_SET_FLAGS` (Linux 6.6; newer than the libc headers).
@@ -253,6 +279,9 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     let Some((name, kind)) = table.get(nr) else {
         return CONTINUE;
     };
+    if shared.rerooted.contains(tid) {
+        return CONTINUE;
+    }
     let mut regs = Regs::zeroed();
     for (i, a) in req.data.args.iter().enumerate() {
         regs.set_arg(i, *a);
