@@ -35,6 +35,14 @@ pub struct Options {
     pub pin: bool,
     /// `--no-notify`: deliver every trapped call as a ptrace stop (no seccomp notifications).
     pub no_notify: bool,
+    /// Called with the program's exit code as soon as the program itself exits; [`run`]
+    /// returns only when every process it left running has exited too.
+    pub on_program_exit: Option<Box<dyn FnOnce(i32)>>,
+    /// Called with the signal whenever the program stops (SIGSTOP, Ctrl-Z): a process that
+    /// stands in for the program towards the caller's shell stops too. With it, roost itself
+    /// ignores the terminal's stop signals, which it must survive to let the program stop and
+    /// then go on after SIGCONT.
+    pub on_program_stop: Option<Box<dyn FnMut(i32)>>,
 }
 
 /// Whether process `pid` has a mapping that starts at `addr`.
@@ -77,11 +85,14 @@ struct Agent {
     shared: Arc<Shared>,
     table: Table,
     tasks: HashMap<i32, Task>,
-    /// New threads whose first stop came before their parent's fork event.
     /// New threads whose first stop came before their parent's fork event, with its signal.
     parked: HashMap<i32, i32>,
     main: i32,
     exit_code: Option<i32>,
+    /// Told the program's exit code when the program exits (other tracees may go on).
+    on_program_exit: Option<Box<dyn FnOnce(i32)>>,
+    /// Told when the program stops.
+    on_program_stop: Option<Box<dyn FnMut(i32)>>,
     tracer: Tracer,
 }
 
@@ -202,11 +213,16 @@ pub fn run(
     if let Some(listener) = spawned.listener {
         notify::start(listener, Arc::clone(&shared));
     }
-    // The tracer must not die of the terminal's signals meant for the program.
+    // The tracer must not die (or stop) of the terminal's signals meant for the program.
     // SAFETY: setting dispositions of this process only (the child keeps its defaults).
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+        if options.on_program_stop.is_some() {
+            for sig in STOP_SIGNALS.into_iter().filter(|&s| s != libc::SIGSTOP) {
+                libc::signal(sig, libc::SIG_IGN);
+            }
+        }
     }
     let mut agent = Agent {
         shared,
@@ -215,6 +231,8 @@ pub fn run(
         parked: HashMap::new(),
         main: pid,
         exit_code: None,
+        on_program_exit: options.on_program_exit,
+        on_program_stop: options.on_program_stop,
         tracer,
     };
     agent.tasks.insert(
@@ -264,11 +282,15 @@ impl Agent {
         self.shared.rerooted.remove(pid);
         self.parked.remove(&pid);
         if pid == self.main {
-            self.exit_code = Some(if libc::WIFEXITED(status) {
+            let code = if libc::WIFEXITED(status) {
                 libc::WEXITSTATUS(status)
             } else {
                 128 + libc::WTERMSIG(status)
-            });
+            };
+            self.exit_code = Some(code);
+            if let Some(tell) = self.on_program_exit.take() {
+                tell(code);
+            }
         }
     }
 
@@ -329,7 +351,7 @@ impl Agent {
                 t.awaiting_first_stop = false;
                 self.release_first_stop(pid, sig)
             }
-            Some(_) if STOP_SIGNALS.contains(&sig) => self.hold_in_group_stop(pid),
+            Some(_) if STOP_SIGNALS.contains(&sig) => self.hold_in_group_stop(pid, sig),
             Some(_) => {
                 // Woken from a group stop (SIGCONT): the process runs again.
                 if let Some(tgid) = notify::tgid(pid) {
@@ -340,10 +362,15 @@ impl Agent {
         }
     }
 
-    /// Holds a thread that reported its process's group stop until SIGCONT.
-    fn hold_in_group_stop(&mut self, pid: i32) -> io::Result<()> {
+    /// Holds a thread that reported its process's group stop (for `sig`) until SIGCONT.
+    fn hold_in_group_stop(&mut self, pid: i32, sig: i32) -> io::Result<()> {
         if let Some(tgid) = notify::tgid(pid) {
             self.shared.stops.stopped(tgid, pid);
+        }
+        if pid == self.main {
+            if let Some(tell) = self.on_program_stop.as_mut() {
+                tell(sig);
+            }
         }
         ptrace(libc::PTRACE_LISTEN, pid, 0)
     }
@@ -351,7 +378,7 @@ impl Agent {
     /// A new thread's first stop: a stop signal there means it was born into a group stop.
     fn release_first_stop(&mut self, pid: i32, sig: i32) -> io::Result<()> {
         if STOP_SIGNALS.contains(&sig) {
-            self.hold_in_group_stop(pid)
+            self.hold_in_group_stop(pid, sig)
         } else {
             ptrace(libc::PTRACE_CONT, pid, 0)
         }

@@ -1,5 +1,6 @@
 //! The `roost` command: thin subcommands over the roost libraries.
 
+mod background;
 mod group_cmds;
 mod progress;
 mod remote;

@@ -1,6 +1,7 @@
 //! `roost run`: runs a program under the interposition agent with a private namespace built
 //! from `--mount` and `--mount-file`. Thin: parsing and error reporting only.
 
+use crate::background;
 use clap::Args;
 use roost_agent::Options;
 use roost_vfs::{parse_mount_file, parse_mount_spec, MountTable, Namespace};
@@ -141,17 +142,35 @@ pub fn main(args: RunArgs) -> ExitCode {
         },
     };
     let argv: Vec<Vec<u8>> = args.command.iter().map(|a| bytes(a)).collect();
-    let options = Options {
+    // With --trace or --summary roost reports on every process, so it waits for them all;
+    // otherwise it returns when the program does, as a shell would.
+    let whole_run = trace.is_some() || args.summary;
+    let mut options = Options {
         trace,
         summary: args.summary,
         pin: args.pin,
         no_notify: args.no_notify,
+        on_program_exit: None,
+        on_program_stop: None,
     };
-    match roost_agent::run(ns, &program, &argv, options) {
-        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+    match background::split(!whole_run) {
+        Ok(background::Side::Front(code)) => return exit_code(code),
+        Ok(background::Side::Agent(mut front)) => {
+            options.on_program_exit = front.on_program_exit();
+            options.on_program_stop = Some(front.on_program_stop());
+        }
+        Err(e) => eprintln!("roost run: {e}; running without a front process"),
+    }
+    let code = match roost_agent::run(ns, &program, &argv, options) {
+        Ok(code) => code,
         Err(e) => {
             eprintln!("roost run: {e}");
-            ExitCode::from(125)
+            125
         }
-    }
+    };
+    exit_code(code)
+}
+
+fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(code.clamp(0, 255) as u8)
 }

@@ -429,3 +429,47 @@ fn a_syscall_newer_than_roost_fails_with_enosys_and_one_log_line() {
         stderr(&o)
     );
 }
+
+#[test]
+fn roost_returns_when_the_program_does_and_keeps_tracing_what_it_left_running() {
+    // As from a shell: `cmd &` in the program does not hold roost up, and the process left
+    // behind still sees the mount list.
+    let t = Tree::new("background");
+    t.write("f", "mounted\n");
+    let out = t.path("out");
+    let mount = format!("/m={}", t.s());
+    let script = format!("(sleep 1; cat /m/f > {}) >/dev/null 2>&1 &", out.display());
+    let started = std::time::Instant::now();
+    let o = run(&["--mount", &mount, "--", "sh", "-c", &script]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(started.elapsed() < std::time::Duration::from_millis(900));
+    assert!(!out.exists(), "the background job had not run yet");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::read_to_string(&out).map_or(true, |s| s.is_empty()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the background job never wrote"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "mounted\n");
+    // SIGTERM to roost still ends the program (timeout sends it to roost's pid).
+    let o = std::process::Command::new("timeout")
+        .args([
+            "1",
+            env!("CARGO_BIN_EXE_roost"),
+            "run",
+            "--",
+            "sleep",
+            "30.4711",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(124));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 30.4711"])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "the program outlived roost");
+}
