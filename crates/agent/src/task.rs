@@ -32,6 +32,10 @@ pub struct AddrSpace {
     next: usize,
     /// Slots from here to the end are reserved (see [`AddrSpace::reserve`]).
     limit: usize,
+    /// Each thread's reservation: its first slot and how many.
+    reserved: HashMap<i32, (usize, usize)>,
+    /// Another thread (or a vfork child) has shared this address space at some point.
+    pub had_threads: bool,
     /// The logical path of the executable, when roost resolved it at exec.
     pub exe: Option<Vec<u8>>,
 }
@@ -45,6 +49,8 @@ impl Default for AddrSpace {
             written: HashMap::new(),
             next: 0,
             limit: SLOTS,
+            reserved: HashMap::new(),
+            had_threads: false,
             exe: None,
         }
     }
@@ -90,17 +96,36 @@ impl AddrSpace {
         Some(base + index as u64 * SLOT_SIZE)
     }
 
-    /// The address of `len` bytes of the area no thread uses, taken from its far end for
-    /// good (an exec rebuilding a long argv needs more than a slot; once it succeeds the
-    /// address space is gone, and a failed one is rare). `None` when the area is too full.
-    pub fn reserve(&mut self, len: u64) -> Option<u64> {
+    /// The address of `len` bytes of the area for thread `tid` alone, taken from its far end
+    /// (an exec rebuilding a long argv needs more than a slot). They stay the thread's until
+    /// it reserves again, execs or exits ([`AddrSpace::release`]); `None` when the area is too
+    /// full (one slot always stays for threads' own use).
+    pub fn reserve(&mut self, tid: i32, len: u64) -> Option<u64> {
         let base = self.scratch?;
+        self.unreserve(tid);
         let slots = len.div_ceil(SLOT_SIZE) as usize;
-        if self.next + slots > self.limit {
+        if self.next.max(1) + slots > self.limit {
             return None;
         }
         self.limit -= slots;
+        self.reserved.insert(tid, (self.limit, slots));
         Some(base + self.limit as u64 * SLOT_SIZE)
+    }
+
+    /// Gives back `tid`'s reservation; the reserved region shrinks as far as its lowest
+    /// reservations have all been given back.
+    fn unreserve(&mut self, tid: i32) {
+        let Some((first, _)) = self.reserved.remove(&tid) else {
+            return;
+        };
+        if let Some(base) = self.scratch {
+            self.written
+                .remove(&((base + first as u64 * SLOT_SIZE) as usize));
+        }
+        let mut starts: Vec<(usize, usize)> = self.reserved.values().copied().collect();
+        starts.sort_unstable();
+        // Everything below the lowest reservation still held is free again.
+        self.limit = starts.first().map_or(SLOTS, |&(s, _)| s);
     }
 
     /// True when `bytes` must be written at `slot` (it does not hold them already); records
@@ -119,8 +144,9 @@ impl AddrSpace {
         self.written.remove(&(slot as usize));
     }
 
-    /// Frees `tid`'s slot when the thread is gone.
+    /// Frees `tid`'s slot and reservation when the thread is gone (or has exec'd).
     pub fn release(&mut self, tid: i32) {
+        self.unreserve(tid);
         if let Some(i) = self.slots.remove(&tid) {
             if !self.slots.values().any(|&j| j == i) {
                 self.free.push(i);
@@ -211,14 +237,25 @@ mod tests {
         let mut mm = AddrSpace::new(None);
         mm.scratch = Some(base);
         let first = mm.slot(1).unwrap();
-        let big = mm.reserve(3 * SLOT_SIZE + 1).unwrap();
+        let big = mm.reserve(7, 3 * SLOT_SIZE + 1).unwrap();
         assert_eq!(big, base + SCRATCH_SIZE - 4 * SLOT_SIZE);
-        assert!(mm.reserve(SCRATCH_SIZE).is_none(), "more than is left");
+        assert!(mm.reserve(8, SCRATCH_SIZE).is_none(), "more than is left");
         for tid in 2..(SLOTS as i32 - 4) {
             let s = mm.slot(tid).unwrap();
             assert!(s < big && s != first);
         }
         // The area is full: further threads share slots below the reservation.
         assert!(mm.slot(9999).unwrap() < big);
+        // Given back when the thread execs or exits; a second one from the same thread
+        // replaces its first.
+        mm.release(7);
+        assert_eq!(
+            mm.reserve(8, SLOT_SIZE).unwrap(),
+            base + SCRATCH_SIZE - SLOT_SIZE
+        );
+        assert_eq!(
+            mm.reserve(8, SLOT_SIZE).unwrap(),
+            base + SCRATCH_SIZE - SLOT_SIZE
+        );
     }
 }

@@ -408,12 +408,14 @@ impl Agent {
                     Rc::new(RefCell::new(parent.fs.borrow().clone()))
                 };
                 let mm = if flags & libc::CLONE_VM as u64 != 0 {
+                    parent.mm.borrow_mut().had_threads = true;
                     Rc::clone(&parent.mm)
                 } else {
                     let mut forked = parent.mm.borrow().forked();
-                    // With other threads in the parent, the fork may have copied the address
-                    // space before one of them had roost map the scratch area.
-                    if Rc::strong_count(&parent.mm) > 1 {
+                    // If another thread ever shared the parent's memory, the fork may have
+                    // copied it before that thread had roost map the scratch area (the
+                    // thread may be gone by now).
+                    if parent.mm.borrow().had_threads {
                         if let Some(at) = forked.scratch {
                             if !maps_at(child, at) {
                                 forked.scratch = None;
@@ -448,7 +450,17 @@ impl Agent {
                 self.tasks.insert(pid, t);
             }
         }
+        if former != pid {
+            // The thread that exec'd took the leader's id; its own is gone without an exit.
+            if self.shared.rerooted.contains(former) {
+                self.shared.rerooted.add(pid);
+            } else {
+                self.shared.rerooted.remove(pid);
+            }
+            self.shared.rerooted.remove(former);
+        }
         if let Some(task) = self.tasks.get_mut(&pid) {
+            task.last_rewrite = None;
             task.mm.borrow_mut().release(former);
             let exe = task.pending_exe.take();
             let mut exes = self.shared.exes.lock().expect("exes lock");
@@ -647,7 +659,7 @@ impl Agent {
                 let place = if len <= SLOT_SIZE {
                     mm.borrow_mut().slot(pid)
                 } else {
-                    mm.borrow_mut().reserve(len)
+                    mm.borrow_mut().reserve(pid, len)
                 };
                 let outcome = match place {
                     None => Err(libc::E2BIG),

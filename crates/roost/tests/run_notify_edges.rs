@@ -270,11 +270,25 @@ print("real nobody", code(lambda: os.stat("/m/private/f")), os.access("/m/privat
 os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
 print("nobody", code(lambda: os.stat("/m/private/f")), os.access("/m/private/f", os.R_OK))
 print("nobody mkdir", code(lambda: os.mkdir("/m/private/d")))
+def run(path):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.execv(path, [path])
+        except OSError as e:
+            os._exit(e.errno)
+    return os.waitpid(pid, 0)[1] >> 8
+print("nobody runs a root-only script", errno.errorcode.get(run("/m/rootonly"), "ran"))
 "#;
+    // roost runs a script's interpreter itself, so it checks execute permission, as the
+    // program (here nobody, for a script only root may run).
+    t.write("rootonly", "#!/bin/sh\nexit 0\n");
+    std::fs::set_permissions(t.path("rootonly"), std::fs::Permissions::from_mode(0o700)).unwrap();
     let (out, code) = python_both(&t, script, &[]);
     assert_eq!(
         out,
-        "root ok True\nreal nobody ok False\nnobody EACCES False\nnobody mkdir EACCES\n"
+        "root ok True\nreal nobody ok False\nnobody EACCES False\nnobody mkdir EACCES\n\
+         nobody runs a root-only script EACCES\n"
     );
     assert_eq!(code, 0);
     assert!(!t.path("private/d").exists());

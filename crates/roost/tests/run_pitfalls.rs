@@ -273,11 +273,11 @@ fn a_fork_racing_the_first_rewritten_call_leaves_the_child_working() {
     // scratch area; the child must get an area of its own (it failed every time before).
     let t = m_tree("fork-race");
     let mount = format!("/m={}", t.s());
-    let script = "for i in $(seq 20); do /m/pitfalls fork_race; done | sort | uniq -c";
+    let script = "for i in $(seq 50); do /m/pitfalls fork_race; done | sort | uniq -c";
     for mode in [&["--no-notify"][..], &[]] {
         let mut args = mode.to_vec();
         args.extend(["--mount", &mount, "--", "sh", "-c", script]);
-        assert_eq!(stdout(&run(&args)).trim(), "20 child opened", "{mode:?}");
+        assert_eq!(stdout(&run(&args)).trim(), "50 child opened", "{mode:?}");
     }
 }
 

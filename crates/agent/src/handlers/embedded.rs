@@ -12,6 +12,9 @@ const BPF_OBJ_GET: u64 = 7;
 const BPF_F_PATH_FD: u32 = 1 << 14;
 /// The `bpf_attr` fields of the OBJ commands: pathname, bpf_fd, file_flags, path_fd.
 const BPF_OBJ_ATTR_LEN: usize = 20;
+/// The most of a `bpf_attr` roost copies (the kernel refuses larger ones with E2BIG unless
+/// the rest is zero; what it reads of the copy must be the program's own bytes).
+const BPF_ATTR_MAX: usize = 4096;
 
 /// `perf_event_attr.config1`, which a uprobe event uses for the path of its binary.
 const UPROBE_PATH_OFFSET: usize = 56;
@@ -34,15 +37,17 @@ pub fn bpf(ctx: &mut Ctx<'_>) -> Decision {
     if cmd != BPF_OBJ_PIN && cmd != BPF_OBJ_GET {
         return Decision::pass();
     }
-    let len = (ctx.regs.arg(2) as usize).min(BPF_OBJ_ATTR_LEN);
-    if len < 8 {
+    // The whole structure as the program sized it: the kernel checks that every byte after
+    // the fields it uses is zero, so the copy must hold them all.
+    let len = ctx.regs.arg(2) as usize;
+    if !(8..=BPF_ATTR_MAX).contains(&len) {
         return Decision::pass(); // the kernel refuses it
     }
     let attr = match memory::read(ctx.pid, ctx.regs.arg(1), len) {
         Ok(a) if a.len() == len => a,
         _ => return Decision::fail(libc::EFAULT),
     };
-    let dirfd = (len == BPF_OBJ_ATTR_LEN && u32_at(&attr, 12) & BPF_F_PATH_FD != 0)
+    let dirfd = (len >= BPF_OBJ_ATTR_LEN && u32_at(&attr, 12) & BPF_F_PATH_FD != 0)
         .then(|| i64::from(u32_at(&attr, 16) as i32));
     // Pinning creates the name; getting opens what it names.
     rewrite_embedded(ctx, 1, attr, 0, dirfd, cmd == BPF_OBJ_GET)

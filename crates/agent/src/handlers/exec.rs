@@ -74,19 +74,22 @@ pub fn elf_interpreter(file: &dyn ReadAt, head: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// What exec demands of a file it runs, for a file roost has another program run: execute
-/// permission (for roost's effective ids, which are the program's unless it changed them)
-/// and a file system that allows exec. (Only regular files get this far.)
-fn check_executable(physical: &[u8]) -> Result<(), i32> {
+/// permission for the program's file-system identity (roost takes it on where it differs,
+/// as for its opens) and a file system that allows exec. (Only regular files get this far.)
+fn check_executable(pid: i32, physical: &[u8]) -> Result<(), i32> {
     let path = std::ffi::CString::new(physical).map_err(|_| libc::ENOENT)?;
+    let who = crate::notify::identity_of(pid);
+    // SAFETY: a valid C string.
+    let allowed = crate::notify::as_caller(who.as_ref(), || unsafe {
+        libc::faccessat(libc::AT_FDCWD, path.as_ptr(), libc::X_OK, libc::AT_EACCESS) == 0
+    });
+    if !allowed {
+        return Err(libc::EACCES);
+    }
     // SAFETY: a valid C string; the kernel fills the plain-data struct.
-    unsafe {
-        if libc::faccessat(libc::AT_FDCWD, path.as_ptr(), libc::X_OK, libc::AT_EACCESS) != 0 {
-            return Err(libc::EACCES);
-        }
-        let mut fs: libc::statvfs = std::mem::zeroed();
-        if libc::statvfs(path.as_ptr(), &mut fs) == 0 && fs.f_flag & libc::ST_NOEXEC != 0 {
-            return Err(libc::EACCES);
-        }
+    let mut fs: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut fs) } == 0 && fs.f_flag & libc::ST_NOEXEC != 0 {
+        return Err(libc::EACCES);
     }
     Ok(())
 }
@@ -169,7 +172,7 @@ pub fn handle(
                 return Decision::fail(libc::ELOOP);
             }
             // The kernel will exec the interpreter, not the script: check what it would.
-            if let Err(e) = check_executable(&physical) {
+            if let Err(e) = check_executable(ctx.pid, &physical) {
                 return Decision::fail(e);
             }
             let mut prefix: Vec<Vec<u8>> = opt.into_iter().collect();
@@ -191,7 +194,7 @@ pub fn handle(
         if let Some(interp) = elf_interpreter(&*file, &head) {
             match locate(ctx, &join(b"/", &interp), true) {
                 // The kernel will exec the loader, not the program: check what it would.
-                Ok((l, p, true)) => match check_executable(&physical) {
+                Ok((l, p, true)) => match check_executable(ctx.pid, &physical) {
                     Ok(()) => loader = Some((l, p)),
                     Err(e) => return Decision::fail(e),
                 },

@@ -20,7 +20,12 @@ use crate::memory;
 use crate::syscalls::{Kind, PathArg, Table, AT_EMPTY_PATH};
 use crate::task::Fs;
 pub use fifo::GroupStops;
-pub use identity::tgid;
+pub use identity::{as_caller, tgid, Identity};
+
+/// Thread `tid`'s file-system identity, as `/proc` shows it now.
+pub fn identity_of(tid: i32) -> Option<Identity> {
+    identity::Status::read(tid).and_then(|s| Identity::of(&s))
+}
 use roost_vfs::Namespace;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, OwnedFd};
