@@ -14,6 +14,8 @@ use std::process::ExitCode;
 Exit status: the program's own; 128+N when it dies of signal N (as a shell reports it);
 127 when the program is not found, 126 when it cannot be executed; 2 for a bad --mount,
 --mount-file or --trace; 125 when roost cannot trace at all (e.g. ptrace forbidden).
+roost returns when the program exits; processes it left running stay traced (and inside the
+namespace) until they exit. With --trace or --summary roost waits for them, to report on them.
 
 Examples:
   roost run --mount /data=/scratch/run7 -- make -C /data
