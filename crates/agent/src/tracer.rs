@@ -278,7 +278,7 @@ impl Agent {
             t.mm.borrow_mut().release(pid);
         }
         self.shared.exes.lock().expect("exes lock").remove(&pid);
-        self.shared.stops.resumed(pid);
+        self.shared.stops.gone(pid);
         self.shared.rerooted.remove(pid);
         self.parked.remove(&pid);
         if pid == self.main {

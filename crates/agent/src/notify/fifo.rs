@@ -71,9 +71,18 @@ impl GroupStops {
         let mut stops = self.0.lock().expect("group stops lock");
         stops.entry(tgid).or_default().insert(tid);
     }
-    /// Process `tgid` runs again (SIGCONT), or is gone.
+    /// Process `tgid` runs again (SIGCONT).
     pub fn resumed(&self, tgid: i32) {
         self.0.lock().expect("group stops lock").remove(&tgid);
+    }
+    /// Thread `tid` is gone (and its id may be reused): it leaves any stop it reported, and a
+    /// process it led is forgotten.
+    pub fn gone(&self, tid: i32) {
+        let mut stops = self.0.lock().expect("group stops lock");
+        stops.remove(&tid);
+        for reported in stops.values_mut() {
+            reported.remove(&tid);
+        }
     }
     /// Whether thread `tid` of process `tgid` has a group stop still to take.
     fn must_stop(&self, tgid: i32, tid: i32) -> bool {
