@@ -35,8 +35,13 @@ enum roost_fileop { G_READ, G_PREAD, G_WRITE, G_PWRITE, G_LSEEK, G_FSTAT, G_FSYN
 enum roost_aggrtype { G_STATUS_AGGR, G_DATA_AGGR };
 /* Status aggregations. */
 enum roost_status_aggr { G_ZERO, G_SUM, G_MIN, G_MAX, G_AVERAGE, G_EQUAL };
-/* Data aggregations. */
-enum roost_data_aggr { G_NONE, G_CONCAT };
+/* Data aggregations. G_LINES: line equivalence classes of every line (gbindlines picks
+ * lines by a regular expression); a read then fills buf with their text, one a line,
+ * "MEMBERS: TEXT" (with G_LINE_NUMBERS "MEMBERS:NUMBER: TEXT"), the members written as host
+ * sets of their names such as node[1-64/3], and returns the length of the whole text (a
+ * buffer of gsize * count bytes that is too small holds its beginning). */
+enum roost_data_aggr { G_NONE, G_CONCAT, G_LINES };
+#define G_LINE_NUMBERS 1
 
 /* Opens the group named by dirname; returns a group descriptor, or -1. */
 int gopen(const char *dirname, int flags, int mode);
@@ -52,6 +57,9 @@ int gstatus(int gfd, long long *status_array);
 /* Binds aggregation ag of kind typ to operation fop of group gfd, or with gfd == -1 to
  * groups opened later. */
 int gbindaggr(int gfd, int fop, int typ, int ag);
+/* Binds line classes of the lines matching regex (Rust regex syntax; NULL: every line) to
+ * operation fop, as gbindaggr does; flags: 0 or G_LINE_NUMBERS. */
+int gbindlines(int gfd, int fop, const char *regex, int flags);
 
 /* The operations. With the default concatenate aggregation, gread and gpread put member i's
  * bytes at buf + i * count (buf holds gsize * count bytes; the rest of each slot is zeroed)

@@ -7,6 +7,7 @@ use group::aggregate::{DataAggr, StatusAggr};
 use group::api::{
     gopen as open_group, Bindings, FileOp, Group, GroupData, GroupError, GroupOptions, Outcome,
 };
+use group::lines::{LineSpec, Pattern};
 use group::message::Whence;
 use libc::{c_char, c_int, c_longlong, c_void, off_t, size_t, ssize_t};
 use std::ffi::CStr;
@@ -233,10 +234,67 @@ pub extern "C" fn gbindaggr(gfd: c_int, fop: c_int, typ: c_int, ag: c_int) -> c_
             1 => match ag {
                 0 => (None, Some(DataAggr::None)),
                 1 => (None, Some(DataAggr::Concat)),
+                2 => (None, Some(DataAggr::Lines(line_spec(Pattern::All, 0)))),
                 _ => return Err(libc::EINVAL),
             },
             _ => return Err(libc::EINVAL),
         };
+        bind(gfd, op, status, data)
+    })
+}
+
+/// `G_LINE_NUMBERS`: lines at different line numbers are different classes.
+const LINE_NUMBERS: c_int = 1;
+
+fn line_spec(pattern: Pattern, flags: c_int) -> LineSpec {
+    LineSpec {
+        pattern,
+        numbers: flags & LINE_NUMBERS != 0,
+        strip_syslog: false,
+        complete_lines: false,
+    }
+}
+
+/// # Safety
+///
+/// `regex` must be null or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn gbindlines(
+    gfd: c_int,
+    fop: c_int,
+    regex: *const c_char,
+    flags: c_int,
+) -> c_int {
+    guarded(|| {
+        let op = file_op(fop).ok_or(libc::EINVAL)?;
+        if flags & !LINE_NUMBERS != 0 {
+            return Err(libc::EINVAL);
+        }
+        let pattern = if regex.is_null() {
+            Pattern::All
+        } else {
+            let text = unsafe { CStr::from_ptr(regex) }
+                .to_str()
+                .map_err(|_| libc::EINVAL)?;
+            Pattern::regex(text).map_err(|_| libc::EINVAL)?
+        };
+        bind(
+            gfd,
+            op,
+            None,
+            Some(DataAggr::Lines(line_spec(pattern, flags))),
+        )
+    })
+}
+
+/// Binds aggregations to `op` of group `gfd`, or of groups opened later (`gfd == -1`).
+fn bind(
+    gfd: c_int,
+    op: FileOp,
+    status: Option<StatusAggr>,
+    data: Option<DataAggr>,
+) -> Result<c_int, i32> {
+    {
         if gfd == -1 {
             let mut t = table();
             if let Some(s) = status {
@@ -251,11 +309,42 @@ pub extern "C" fn gbindaggr(gfd: c_int, fop: c_int, typ: c_int, ag: c_int) -> c_
             g.gbindaggr(op, status, data);
             Ok(0)
         })
-    })
+    }
 }
 
-/// Copies concatenated member data into `buf`: member i at `buf + i * count`.
-fn deliver(outcome: &Outcome, buf: *mut c_void, count: usize) {
+/// The text of line classes, one a line: `MEMBERS[:NUMBER]: TEXT`, the members written as
+/// host sets of their names (`node[1-64/3]`), as `roost pgrep` prints them.
+fn render_lines(group: &Group, classes: &[group::api::LineClass], numbers: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    for class in classes {
+        let names: Vec<&str> = class
+            .members
+            .iter()
+            .map(|&i| group.gfiles()[i].as_str())
+            .collect();
+        out.extend_from_slice(group::hostset::format(&names).as_bytes());
+        if numbers {
+            out.extend_from_slice(format!(":{}", class.number).as_bytes());
+        }
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(&class.text);
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Copies a read's result into `buf` (`gsize * count` bytes): concatenated member data with
+/// member i at `buf + i * count`, or the text of line classes from `buf` on (cut at the end
+/// of the buffer; returns its whole length).
+fn deliver(group: &Group, outcome: &Outcome, buf: *mut c_void, count: usize) -> Option<usize> {
+    if let GroupData::Lines(classes) = &outcome.data {
+        let numbers = classes.iter().any(|c| c.number != 0);
+        let text = render_lines(group, classes, numbers);
+        let room = count * group.gsize();
+        let n = text.len().min(room);
+        unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n) };
+        return Some(text.len());
+    }
     if let GroupData::PerMember(per) = &outcome.data {
         for (i, data) in per.iter().enumerate() {
             let slot = unsafe { buf.cast::<u8>().add(i * count) };
@@ -267,6 +356,7 @@ fn deliver(outcome: &Outcome, buf: *mut c_void, count: usize) {
             }
         }
     }
+    None
 }
 
 fn read_into(gfd: c_int, buf: *mut c_void, count: size_t, offset: Option<off_t>) -> ssize_t {
@@ -281,10 +371,13 @@ fn read_into(gfd: c_int, buf: *mut c_void, count: size_t, offset: Option<off_t>)
             };
             let (outcome, error) = split(result);
             let outcome = outcome.ok_or(error.unwrap_or(libc::EIO))?;
-            if !buf.is_null() {
-                deliver(&outcome, buf, count);
-            }
-            Ok(status_of(&outcome, error)? as ssize_t)
+            let text_len = if buf.is_null() {
+                None
+            } else {
+                deliver(g, &outcome, buf, count)
+            };
+            let status = status_of(&outcome, error)?;
+            Ok(text_len.map_or(status as ssize_t, |n| n as ssize_t))
         })
     })
 }

@@ -1,5 +1,6 @@
 //! The C ABI from C: `tests/c/gread.c`, compiled against `include/roost_group.h` and
-//! `libroost_group.so`, reads a group served by real roost servers (run in this process).
+//! `libroost_group.so`, reads a group served by real roost servers (run in this process),
+//! as member data and as line classes.
 
 use roost_server::acl::Acl;
 use roost_server::auth::AuthConfig;
@@ -103,6 +104,11 @@ fn a_c_program_reads_a_group_through_the_c_abi() {
          n2 11 member 2xx\n\
          glseek -1 errno EDOM\n\
          glseek max 11\n\
+         gbindlines 0\n\
+         gpread lines 29\n\
+         n1: member 1x\n\
+         n2: member 2xx\n\
+         bad regex -1 errno EINVAL\n\
          gfstat 0 size0 9\n\
          gclose 0\n\
          after close -1 errno EBADF\n"

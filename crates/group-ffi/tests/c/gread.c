@@ -47,6 +47,14 @@ int main(int argc, char **argv) {
     gbindaggr(gfd, G_LSEEK, G_STATUS_AGGR, G_MAX);
     printf("glseek max %lld\n", (long long)glseek(gfd, 0, SEEK_END));
 
+    /* Line classes of the lines holding an x, instead of the members' bytes. */
+    printf("gbindlines %d\n", gbindlines(gfd, G_PREAD, "x", 0));
+    memset(buf, 0, n * SLOT);
+    ssize_t text = gpread(gfd, buf, SLOT, 0);
+    printf("gpread lines %zd\n%s", text, buf);
+    int bad = gbindlines(gfd, G_PREAD, "(", 0);
+    printf("bad regex %d errno %s\n", bad, errno == EINVAL ? "EINVAL" : "-");
+
     struct stat *st = calloc(n, sizeof *st);
     int rc = gfstat(gfd, st);
     printf("gfstat %d size0 %lld\n", rc, (long long)st[0].st_size);
