@@ -66,16 +66,17 @@ fn ret(v: Verdict) -> libc::sock_filter {
     )
 }
 
-/// Builds the program for `rules` (syscall number, verdict).
-pub fn build(rules: &[(u32, Verdict)]) -> Vec<libc::sock_filter> {
-    let enosys = Verdict::Errno(libc::ENOSYS);
+/// Builds the program for `rules` (syscall number, verdict). Syscalls of another ABI (i386,
+/// x32) get `foreign`: refused, or sent to the notification thread, which refuses them too
+/// but can say so.
+pub fn build(rules: &[(u32, Verdict)], foreign: Verdict) -> Vec<libc::sock_filter> {
     let mut p = vec![
         stmt(BPF_LD_W_ABS, OFFSET_ARCH),
         jump(BPF_JEQ_K, arch::AUDIT_ARCH, 1, 0),
-        ret(enosys),
+        ret(foreign),
         stmt(BPF_LD_W_ABS, OFFSET_NR),
         jump(BPF_JGE_K, arch::FOREIGN_SYSCALL_BIT, 0, 1),
-        ret(enosys),
+        ret(foreign),
         // Newer than roost knows: the tracer fails it with ENOSYS and says so once.
         jump(BPF_JGE_K, arch::REVIEWED_MAX + 1, 0, 1),
         ret(Verdict::Trace),
@@ -211,11 +212,15 @@ mod tests {
 
     #[test]
     fn traps_listed_allows_rest_refuses_foreign() {
-        let p = build(&[
-            (257, Verdict::Trace),
-            (4, Verdict::Notify),
-            (425, Verdict::Errno(libc::ENOSYS)),
-        ]);
+        let enosys = Verdict::Errno(libc::ENOSYS);
+        let p = build(
+            &[
+                (257, Verdict::Trace),
+                (4, Verdict::Notify),
+                (425, Verdict::Errno(libc::ENOSYS)),
+            ],
+            enosys,
+        );
         assert_eq!(run(&p, arch::AUDIT_ARCH, 4), libc::SECCOMP_RET_USER_NOTIF);
         assert_eq!(run(&p, arch::AUDIT_ARCH, 257), RET_TRACE);
         assert_eq!(run(&p, arch::AUDIT_ARCH, 39), RET_ALLOW);
@@ -231,28 +236,37 @@ mod tests {
         let newer = arch::REVIEWED_MAX + 1;
         assert_eq!(run(&p, arch::AUDIT_ARCH, newer), RET_TRACE);
         assert_eq!(run(&p, arch::AUDIT_ARCH, arch::REVIEWED_MAX), RET_ALLOW);
+        // With notifications, another ABI's calls go to the notification thread.
+        let p = build(&[(257, Verdict::Trace)], Verdict::Notify);
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        assert_eq!(run(&p, 0x4000_0003, 5), notify);
+        assert_eq!(run(&p, arch::AUDIT_ARCH, 0x4000_0000 | 2), notify);
+        assert_eq!(run(&p, arch::AUDIT_ARCH, 39), RET_ALLOW);
     }
 
     #[test]
     fn an_argument_bit_turns_a_notification_into_a_stop() {
         let o_path = libc::O_PATH as u32;
-        let p = build(&[
-            (
-                2,
-                Verdict::NotifyUnless {
-                    arg: 1,
-                    bits: o_path,
-                },
-            ),
-            (
-                257,
-                Verdict::NotifyUnless {
-                    arg: 2,
-                    bits: o_path,
-                },
-            ),
-            (4, Verdict::Notify),
-        ]);
+        let p = build(
+            &[
+                (
+                    2,
+                    Verdict::NotifyUnless {
+                        arg: 1,
+                        bits: o_path,
+                    },
+                ),
+                (
+                    257,
+                    Verdict::NotifyUnless {
+                        arg: 2,
+                        bits: o_path,
+                    },
+                ),
+                (4, Verdict::Notify),
+            ],
+            Verdict::Errno(libc::ENOSYS),
+        );
         let a = arch::AUDIT_ARCH;
         let notify = libc::SECCOMP_RET_USER_NOTIF;
         assert_eq!(run_with(&p, a, 257, [0, 0, 0o2, 0, 0, 0]), notify);

@@ -179,7 +179,12 @@ pub fn run(
     let full = !ns.table().is_empty() || tracer.wants_results();
     // Traces need each call's result and duration, which only ptrace stops give.
     let notify = full && !tracer.wants_results() && !options.no_notify;
-    let bpf = filter::build(&rules(&table, full, notify));
+    let foreign = if notify {
+        Verdict::Notify
+    } else {
+        Verdict::Errno(libc::ENOSYS)
+    };
+    let bpf = filter::build(&rules(&table, full, notify), foreign);
     let cstr = |b: &[u8]| CString::new(b.to_vec()).unwrap_or_default();
     let argv: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
     let physical_cwd = std::env::current_dir()
@@ -197,7 +202,7 @@ pub fn run(
     let spawned = match spawn::spawn(&cstr(program), &argv, &bpf, notify) {
         // No notifications here (kernel < 5.6, or the filter flag refused): ptrace only.
         Err(SpawnError::Listener(_)) | Err(SpawnError::Filter(..)) if notify => {
-            let bpf = filter::build(&rules(&table, full, false));
+            let bpf = filter::build(&rules(&table, full, false), Verdict::Errno(libc::ENOSYS));
             spawn::spawn(&cstr(program), &argv, &bpf, false)?
         }
         r => r?,

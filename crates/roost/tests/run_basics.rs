@@ -473,3 +473,21 @@ fn roost_returns_when_the_program_does_and_keeps_tracing_what_it_left_running() 
         .unwrap();
     assert!(left.stdout.is_empty(), "the program outlived roost");
 }
+
+#[test]
+fn a_call_of_another_abi_fails_with_enosys_and_one_log_line() {
+    // An i386 call from a 64-bit program could name a path roost never sees translated.
+    let t = Tree::new("foreign-abi");
+    let mount = format!("/m={}", t.s());
+    let prog = compiled("foreign_abi");
+    let o = run(&["--mount", &mount, "--", prog.to_str().unwrap()]);
+    assert_eq!(stdout(&o), "ENOSYS\nENOSYS\n", "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o)
+            .matches("i386 syscall 20 cannot be translated")
+            .count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
+}

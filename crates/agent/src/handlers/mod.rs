@@ -197,8 +197,11 @@ pub fn report_untranslatable(name: &str, path: Option<&[u8]>) {
         return;
     }
     said.push(name.to_string());
-    let path = path.map_or("".into(), String::from_utf8_lossy);
-    eprintln!("roost: {name}({path}) cannot be translated: it fails with ENOSYS (said once)");
+    let call = match path {
+        Some(p) => format!("{name}({})", String::from_utf8_lossy(p)),
+        None => name.to_string(),
+    };
+    eprintln!("roost: {call} cannot be translated: it fails with ENOSYS (said once)");
 }
 
 /// A path resolved in the namespace.

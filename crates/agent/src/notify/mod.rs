@@ -281,6 +281,19 @@ const CONTINUE: Reply = Reply::Send(0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE
 fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) -> Reply {
     let tid = req.pid as i32;
     let nr = i64::from(req.data.nr);
+    if req.data.arch != crate::arch::AUDIT_ARCH
+        || req.data.nr as u32 & crate::arch::FOREIGN_SYSCALL_BIT != 0
+    {
+        // Another ABI's call (i386 int 0x80, x32): its numbers are not this table's.
+        let abi = if req.data.arch != crate::arch::AUDIT_ARCH {
+            "i386"
+        } else {
+            "x32"
+        };
+        let nr = req.data.nr as u32 & !crate::arch::FOREIGN_SYSCALL_BIT;
+        handlers::report_untranslatable(&format!("{abi} syscall {nr}"), None);
+        return Reply::errno(libc::ENOSYS);
+    }
     let Some((name, kind)) = table.get(nr) else {
         return CONTINUE;
     };
