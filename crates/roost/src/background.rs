@@ -9,7 +9,8 @@
 //! SIGINT and SIGQUIT (the program gets them from the terminal itself), stops with the job
 //! (Ctrl-Z) and whenever the agent sees the program stop, so the shell sees the job stopped
 //! exactly when the program is, and passes SIGTERM and SIGHUP on to the agent, whose death
-//! takes the traced processes with it. The agent ignores the terminal's stop signals: it must
+//! takes the traced processes with it (so does the front's own death, SIGKILL included, until
+//! the program has exited). The agent ignores the terminal's stop signals: it must
 //! keep running to let the program stop and, after SIGCONT, go on.
 
 use std::io;
@@ -70,14 +71,25 @@ pub fn split(report_early: bool) -> io::Result<Side> {
     // SAFETY: the descriptors were just created and are owned here alone.
     let (report_r, report_w) =
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: a plain id query.
+    let front_pid = unsafe { libc::getpid() };
     // SAFETY: the process is single-threaded here (roost has started no thread yet).
     match unsafe { libc::fork() } {
         -1 => Err(io::Error::last_os_error()),
         0 => {
             drop(report_r);
+            // Until the program exits, the front standing in for it dies only if the program
+            // should: killed (even by SIGKILL), it takes the agent and so every traced process
+            // with it, as the single roost process did.
+            // SAFETY: plain prctl and id queries on this process.
+            unsafe {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() != front_pid {
+                    libc::_exit(125); // the front died before the line above
+                }
+            }
             Ok(Side::Agent(Front {
-                // SAFETY: a plain id query.
-                pid: unsafe { libc::getppid() },
+                pid: front_pid,
                 report: report_early.then_some(report_w),
             }))
         }
@@ -92,6 +104,9 @@ pub fn split(report_early: bool) -> io::Result<Side> {
 /// descriptors, so that a caller reading the program's output is not held up by roost
 /// tracing what the program left behind.
 fn report(report_w: OwnedFd, code: i32) {
+    // From now on the front exits, and the agent must outlive it.
+    // SAFETY: a plain prctl on this process.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0) };
     let bytes = code.to_ne_bytes();
     // SAFETY: writes four bytes from a local array (a pipe write this small is atomic).
     unsafe { libc::write(report_w.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };

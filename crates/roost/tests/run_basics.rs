@@ -472,6 +472,23 @@ fn roost_returns_when_the_program_does_and_keeps_tracing_what_it_left_running() 
         .output()
         .unwrap();
     assert!(left.stdout.is_empty(), "the program outlived roost");
+    // So does SIGKILL, which roost cannot pass on.
+    let mut roost = std::process::Command::new(env!("CARGO_BIN_EXE_roost"))
+        .args(["run", "--", "sleep", "30.4712"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    roost.kill().unwrap();
+    roost.wait().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 30.4712"])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "the program outlived a killed roost"
+    );
 }
 
 #[test]
