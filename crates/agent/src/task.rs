@@ -32,8 +32,8 @@ pub struct AddrSpace {
     next: usize,
     /// Slots from here to the end are reserved (see [`AddrSpace::reserve`]).
     limit: usize,
-    /// Each thread's reservation: its first slot and how many.
-    reserved: HashMap<i32, (usize, usize)>,
+    /// The first slot of each thread's reservation.
+    reserved: HashMap<i32, usize>,
     /// Another thread (or a vfork child) has shared this address space at some point.
     pub had_threads: bool,
     /// The logical path of the executable, when roost resolved it at exec.
@@ -108,24 +108,22 @@ impl AddrSpace {
             return None;
         }
         self.limit -= slots;
-        self.reserved.insert(tid, (self.limit, slots));
+        self.reserved.insert(tid, self.limit);
         Some(base + self.limit as u64 * SLOT_SIZE)
     }
 
     /// Gives back `tid`'s reservation; the reserved region shrinks as far as its lowest
     /// reservations have all been given back.
     fn unreserve(&mut self, tid: i32) {
-        let Some((first, _)) = self.reserved.remove(&tid) else {
+        let Some(first) = self.reserved.remove(&tid) else {
             return;
         };
         if let Some(base) = self.scratch {
             self.written
                 .remove(&((base + first as u64 * SLOT_SIZE) as usize));
         }
-        let mut starts: Vec<(usize, usize)> = self.reserved.values().copied().collect();
-        starts.sort_unstable();
         // Everything below the lowest reservation still held is free again.
-        self.limit = starts.first().map_or(SLOTS, |&(s, _)| s);
+        self.limit = self.reserved.values().copied().min().unwrap_or(SLOTS);
     }
 
     /// True when `bytes` must be written at `slot` (it does not hold them already); records

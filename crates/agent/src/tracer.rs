@@ -679,15 +679,15 @@ impl Agent {
                         }
                     }
                 };
-                if handlers::may_restart(name, &regs, d.physical.as_deref()) {
-                    original_args = Some(std::array::from_fn(|i| regs.arg(i)));
-                }
                 match outcome {
                     Err(e) => {
                         regs.skip_with(-(e as i64));
                         immediate = Some(-(e as i64));
                     }
                     Ok(slot) => {
+                        if handlers::may_restart(name, &regs, d.physical.as_deref()) {
+                            original_args = Some(std::array::from_fn(|i| regs.arg(i)));
+                        }
                         // Only a pointer into the scratch area tells a restart from a new call.
                         let points_here = args.iter().any(|(_, a)| matches!(a, Arg::Scratch(_)));
                         let set: Vec<(usize, u64)> = args

@@ -101,6 +101,11 @@ pub struct Identity {
 }
 
 impl Identity {
+    /// Thread `tid`'s identity, as `/proc` shows it now.
+    pub fn read(tid: i32) -> Option<Identity> {
+        Status::read(tid).and_then(|s| Identity::of(&s))
+    }
+
     pub fn of(status: &Status) -> Option<Identity> {
         let mut groups: Vec<u32> = status
             .field("Groups:")?
@@ -140,7 +145,7 @@ impl Identity {
 fn own() -> &'static Option<Identity> {
     static OWN: OnceLock<Option<Identity>> = OnceLock::new();
     // SAFETY: a plain id query.
-    OWN.get_or_init(|| Status::read(unsafe { libc::gettid() }).and_then(|s| Identity::of(&s)))
+    OWN.get_or_init(|| Identity::read(unsafe { libc::gettid() }))
 }
 
 /// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
@@ -205,9 +210,7 @@ pub fn prepare(tid: i32, umask: bool, other_identity: bool) -> Result<Option<Ide
     if !umask && !other_identity {
         return Ok(None);
     }
-    let who = Status::read(tid)
-        .and_then(|s| Identity::of(&s))
-        .ok_or(libc::ESRCH)?;
+    let who = Identity::read(tid).ok_or(libc::ESRCH)?;
     if umask {
         // SAFETY: the supervisor thread has its own fs attributes (see `notify::start`).
         unsafe { libc::umask(who.umask as libc::mode_t) };

@@ -21,11 +21,6 @@ use crate::syscalls::{Kind, PathArg, Table, AT_EMPTY_PATH};
 use crate::task::Fs;
 pub use fifo::GroupStops;
 pub use identity::{as_caller, tgid, Identity};
-
-/// Thread `tid`'s file-system identity, as `/proc` shows it now.
-pub fn identity_of(tid: i32) -> Option<Identity> {
-    identity::Status::read(tid).and_then(|s| Identity::of(&s))
-}
 use roost_vfs::Namespace;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -281,15 +276,15 @@ const CONTINUE: Reply = Reply::Send(0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE
 fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) -> Reply {
     let tid = req.pid as i32;
     let nr = i64::from(req.data.nr);
-    if req.data.arch != crate::arch::AUDIT_ARCH
-        || req.data.nr as u32 & crate::arch::FOREIGN_SYSCALL_BIT != 0
-    {
-        // Another ABI's call (i386 int 0x80, x32): its numbers are not this table's.
-        let abi = if req.data.arch != crate::arch::AUDIT_ARCH {
-            "i386"
-        } else {
-            "x32"
-        };
+    // Another ABI's call (i386 int 0x80, x32): its numbers are not this table's.
+    let foreign_abi = if req.data.arch != crate::arch::AUDIT_ARCH {
+        Some("i386")
+    } else if req.data.nr as u32 & crate::arch::FOREIGN_SYSCALL_BIT != 0 {
+        Some("x32")
+    } else {
+        None
+    };
+    if let Some(abi) = foreign_abi {
         let nr = req.data.nr as u32 & !crate::arch::FOREIGN_SYSCALL_BIT;
         handlers::report_untranslatable(&format!("{abi} syscall {nr}"), None);
         return Reply::errno(libc::ENOSYS);
