@@ -453,6 +453,15 @@ fn roost_returns_when_the_program_does_and_keeps_tracing_what_it_left_running() 
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "mounted\n");
+    // Whether a process with this command line is still running, a moment after roost ended.
+    let running = |command: &str| {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let found = std::process::Command::new("pgrep")
+            .args(["-f", command])
+            .output()
+            .unwrap();
+        !found.stdout.is_empty()
+    };
     // SIGTERM to roost still ends the program (timeout sends it to roost's pid).
     let o = std::process::Command::new("timeout")
         .args([
@@ -466,12 +475,7 @@ fn roost_returns_when_the_program_does_and_keeps_tracing_what_it_left_running() 
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(124));
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let left = std::process::Command::new("pgrep")
-        .args(["-f", "sleep 30.4711"])
-        .output()
-        .unwrap();
-    assert!(left.stdout.is_empty(), "the program outlived roost");
+    assert!(!running("sleep 30.4711"), "the program outlived roost");
     // So does SIGKILL, which roost cannot pass on.
     let mut roost = std::process::Command::new(env!("CARGO_BIN_EXE_roost"))
         .args(["run", "--", "sleep", "30.4712"])
@@ -480,13 +484,8 @@ fn roost_returns_when_the_program_does_and_keeps_tracing_what_it_left_running() 
     std::thread::sleep(std::time::Duration::from_millis(500));
     roost.kill().unwrap();
     roost.wait().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let left = std::process::Command::new("pgrep")
-        .args(["-f", "sleep 30.4712"])
-        .output()
-        .unwrap();
     assert!(
-        left.stdout.is_empty(),
+        !running("sleep 30.4712"),
         "the program outlived a killed roost"
     );
 }

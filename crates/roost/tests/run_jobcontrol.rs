@@ -6,16 +6,23 @@
 mod run_support;
 use run_support::*;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
-#[test]
-fn interactive_bash_keeps_job_control_ctrl_c_and_resizes() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run_support/jobctl.py");
-    let o = Command::new("python3")
+/// Runs `run_support/SCRIPT` (which drives a pseudo-terminal) with roost's path.
+fn drive(script: &str) -> Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/run_support")
+        .join(script);
+    Command::new("python3")
         .arg(script)
         .arg(env!("CARGO_BIN_EXE_roost"))
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn interactive_bash_keeps_job_control_ctrl_c_and_resizes() {
+    let o = drive("jobctl.py");
     assert_eq!(
         stdout(&o),
         "stopped True\ninterrupted True\nresized True\nexit 5\n",
@@ -26,12 +33,7 @@ fn interactive_bash_keeps_job_control_ctrl_c_and_resizes() {
 
 #[test]
 fn a_job_run_under_roost_stops_and_resumes_as_the_program_does() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run_support/outer_shell.py");
-    let o = Command::new("python3")
-        .arg(script)
-        .arg(env!("CARGO_BIN_EXE_roost"))
-        .output()
-        .unwrap();
+    let o = drive("outer_shell.py");
     assert_eq!(
         stdout(&o),
         "ctrl-z stops the job True\nfg finishes it True\n\

@@ -1,37 +1,16 @@
 """Drives `roost run -- bash -i` in a pseudo-terminal: Ctrl-Z stops a foreground job and
 bash regains the terminal, fg resumes it, Ctrl-C interrupts it (status 130), a terminal size
 change is seen, and roost exits with bash's exit code. Prints one line per observation."""
-import fcntl, os, pty, select, signal, struct, sys, termios, time
+import fcntl, os, struct, sys, termios, time
+
+from terminal import Terminal
 
 roost = sys.argv[1]
 # A duration no other process on the machine uses, so the job is found by its command line
 # even while other copies of this test run.
 DURATION = f"31.{os.getpid()}"
-pid, fd = pty.fork()
-if pid == 0:
-    # A test started from a background job inherits SIGINT and SIGQUIT ignored, and an
-    # ignored signal stays ignored across exec: give the terminal's signals their defaults.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
-    os.environ["PS1"] = "$ "
-    os.environ["TERM"] = "dumb"
-    os.execv(roost, [roost, "run", "--mount", "/roost-unused=/tmp", "--",
-                     "bash", "--norc", "--noprofile", "-i"])
-out = b""
-
-
-def read_until(token, timeout=15):
-    global out
-    end = time.time() + timeout
-    while time.time() < end:
-        if select.select([fd], [], [], 0.1)[0]:
-            try:
-                out += os.read(fd, 4096)
-            except OSError:
-                return False
-            if token in out:
-                return True
-    return False
+term = Terminal([roost, "run", "--mount", "/roost-unused=/tmp", "--",
+                 "bash", "--norc", "--noprofile", "-i"])
 
 
 def sleep_state(timeout=15):
@@ -54,20 +33,20 @@ def wait_state(want, timeout=15):
         time.sleep(0.05)
 
 
-read_until(b"$ ")
-os.write(fd, f"sleep {DURATION}\n".encode())
+term.read_until(b"$ ")
+term.write(f"sleep {DURATION}\n".encode())
 wait_state("S")
-os.write(fd, b"\x1a")
-print("stopped", read_until(b"Stopped"))
-os.write(fd, b"fg\n")
+term.write(b"\x1a")
+print("stopped", term.read_until(b"Stopped"))
+term.write(b"fg\n")
 wait_state("S")
-os.write(fd, b"\x03")
+term.write(b"\x03")
 time.sleep(0.3)
-os.write(fd, b"echo status $?\n")
-print("interrupted", read_until(b"status 130"))
-fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 77, 0, 0))
-os.write(fd, b"stty size\n")
-print("resized", read_until(b"33 77"))
-os.write(fd, b"exit 5\n")
-_, status = os.waitpid(pid, 0)
+term.write(b"echo status $?\n")
+print("interrupted", term.read_until(b"status 130"))
+fcntl.ioctl(term.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 77, 0, 0))
+term.write(b"stty size\n")
+print("resized", term.read_until(b"33 77"))
+term.write(b"exit 5\n")
+_, status = os.waitpid(term.pid, 0)
 print("exit", os.waitstatus_to_exitcode(status))
