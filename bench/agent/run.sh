@@ -62,14 +62,11 @@ for c in order:
 PY
 
 [ "${ZLIB:-0}" = 1 ] || exit 0
-# The zlib build: sources from the libz-sys crate (fetched with cargo when absent).
-ZSRC=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/libz-sys-*/src/zlib 2>/dev/null | head -1 || true)
-if [ -z "$ZSRC" ]; then
-  mkdir -p "$WORK/zf/src" && echo 'fn main(){}' >"$WORK/zf/src/main.rs"
-  printf '[package]\nname="zf"\nversion="0.0.0"\nedition="2021"\n[dependencies]\nlibz-sys={version="1",default-features=false,features=["static"]}\n' >"$WORK/zf/Cargo.toml"
-  (cd "$WORK/zf" && cargo fetch -q)
-  ZSRC=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/libz-sys-*/src/zlib | head -1)
-fi
+# The zlib build: sources from the libz-sys crate, a dev-dependency of roost (cargo fetches it
+# when absent; only this platform's packages are asked for, as the test does).
+HOST=$(rustc -vV | sed -n 's/^host: //p')
+ZSRC=$(cargo metadata -q --format-version 1 --filter-platform "$HOST" |
+  python3 -c 'import json,sys,os; m=json.load(sys.stdin); print(next(os.path.dirname(p["manifest_path"]) for p in m["packages"] if p["name"]=="libz-sys"))')/src/zlib
 cp -r "$ZSRC" "$WORK/zlib" && cp crates/roost/tests/run_support/zlib.mk "$WORK/zlib/Makefile"
 time_of() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); python3 -c "print($e - $s)"; }
 declare -A BUILD=(
