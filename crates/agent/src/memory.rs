@@ -33,12 +33,28 @@ fn mem_file(pid: i32, write: bool) -> io::Result<std::fs::File> {
         .open(format!("/proc/{pid}/mem"))
 }
 
+/// `/proc/PID/mem` answers EIO at an address with no mapping; the kernel, copying a syscall's
+/// argument from the same address, would have answered EFAULT, and so must roost.
+fn unmapped_is_efault(e: io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(libc::EIO) => io::Error::from_raw_os_error(libc::EFAULT),
+        _ => e,
+    }
+}
+
 /// Reads `len` bytes at `addr` (short only at an unmapped page).
+///
+/// An address the program itself could not read is EFAULT, as the kernel says it; only other
+/// refusals of `process_vm_readv` fall back to `/proc/PID/mem`, which reads through
+/// `PROT_NONE` pages the kernel would refuse.
 pub fn read(pid: i32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; len];
     let n = match vm_read(pid, addr, &mut buf) {
         Ok(n) => n,
-        Err(_) => mem_file(pid, false)?.read_at(&mut buf, addr)?,
+        Err(e) if e.raw_os_error() == Some(libc::EFAULT) => return Err(e),
+        Err(_) => mem_file(pid, false)?
+            .read_at(&mut buf, addr)
+            .map_err(unmapped_is_efault)?,
     };
     buf.truncate(n);
     Ok(buf)
@@ -129,7 +145,10 @@ pub fn write(pid: i32, addr: u64, data: &[u8]) -> io::Result<()> {
     if n == data.len() as isize {
         return Ok(());
     }
-    mem_file(pid, true)?.write_all_at(data, addr)
+    // The fallback also writes through read-only mappings (the scratch area's neighbours).
+    mem_file(pid, true)?
+        .write_all_at(data, addr)
+        .map_err(unmapped_is_efault)
 }
 
 #[cfg(test)]
@@ -149,5 +168,17 @@ mod tests {
             read_ptr_array(pid, strs.as_ptr() as u64, 10).unwrap(),
             vec![strs[0]]
         );
+    }
+
+    #[test]
+    fn an_unmapped_address_is_efault_on_read_and_write() {
+        let pid = std::process::id() as i32;
+        let bad = 0xdead_c0de_u64;
+        let err = |e: io::Error| e.raw_os_error();
+        assert_eq!(
+            err(read_cstr(pid, bad, 100).unwrap_err()),
+            Some(libc::EFAULT)
+        );
+        assert_eq!(err(write(pid, bad, b"x").unwrap_err()), Some(libc::EFAULT));
     }
 }

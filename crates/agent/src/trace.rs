@@ -42,15 +42,24 @@ pub struct Tracer {
 /// Appends `s` as a JSON string.
 fn json_str(out: &mut String, s: &[u8]) {
     out.push('"');
+    escape(out, s, true);
+    out.push('"');
+}
+
+/// Appends `s` (lossily UTF-8) with backslashes and control characters escaped as JSON does
+/// (`\\`, `\u000a`), and double quotes too when `in_quotes`: a name with a newline or an
+/// escape sequence stays on its line in the trace and in the summary's table.
+fn escape(out: &mut String, s: &[u8], in_quotes: bool) {
     for ch in String::from_utf8_lossy(s).chars() {
         match ch {
-            '"' => out.push_str("\\\""),
+            '"' if in_quotes => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
             c => out.push(c),
         }
     }
-    out.push('"');
 }
 
 /// The first two components of a logical path (`/usr/lib`), the summary's grouping.
@@ -62,7 +71,7 @@ fn prefix(path: &[u8]) -> String {
     let mut s = String::new();
     for p in &parts {
         s.push('/');
-        s.push_str(&String::from_utf8_lossy(p));
+        escape(&mut s, p, false);
     }
     if s.is_empty() {
         s.push('/');
@@ -181,5 +190,28 @@ mod tests {
                 .any(|l| l.starts_with("/data/a\"b") && l.contains(" 2 ")),
             "{table}"
         );
+    }
+
+    #[test]
+    fn summary_rows_escape_control_characters() {
+        let r = Record {
+            pid: 7,
+            syscall: "openat",
+            logical: Some(b"/d\nx/f\x1b[2J"),
+            physical: None,
+            result: 3,
+            duration: Duration::from_micros(3),
+        };
+        let mut t = Tracer::new(None, true);
+        t.record(&r).unwrap();
+        let table = t.finish().unwrap().unwrap();
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with("/d\\u000ax/f\\u001b[2J ")),
+            "{table}"
+        );
+        assert!(!table.contains('\x1b'), "{table}");
+        assert!(Tracer::json(&r).contains(r#""/d\u000ax/f\u001b[2J""#));
     }
 }
