@@ -8,9 +8,12 @@
 pub enum Follow {
     Always,
     Never,
-    /// The call creates or removes this name (mkdir, unlink, rename, ...): never followed,
+    /// The call creates this name (mkdir, symlink, link's new name, ...): never followed,
     /// and a final `.` or `..` is the kernel's to refuse, not a directory to act on.
     Entry,
+    /// The call removes, moves or replaces this name (unlink, rmdir, rename's operands): as
+    /// [`Follow::Entry`], and a mount point or a directory holding one is busy (EBUSY).
+    Removes,
     /// Not followed when `flags_arg & flag` (AT_SYMLINK_NOFOLLOW, IN_DONT_FOLLOW, ...).
     UnlessFlag(usize, u64),
     /// Followed only when `flags_arg & flag` (AT_SYMLINK_FOLLOW of linkat, name_to_handle_at).
@@ -159,7 +162,7 @@ const fn crossing(args: &'static [PathArg]) -> Kind {
     }
 }
 
-use Follow::{Always, Entry, Never, UnlessFlag};
+use Follow::{Always, Entry, Never, Removes, UnlessFlag};
 
 const NOFOLLOW_3: Follow = UnlessFlag(3, AT_SYMLINK_NOFOLLOW);
 const NOFOLLOW_2: Follow = UnlessFlag(2, AT_SYMLINK_NOFOLLOW);
@@ -200,12 +203,18 @@ pub const SPECS: &[(&str, Kind)] = &[
     ("mkdirat", path(&[at(0, 1, Entry)])),
     ("mknod", path(&[cwd(0, Entry)])),
     ("mknodat", path(&[at(0, 1, Entry)])),
-    ("rmdir", mutating(&[cwd(0, Entry)])),
-    ("unlink", mutating(&[cwd(0, Entry)])),
-    ("unlinkat", mutating(&[at(0, 1, Entry)])),
-    ("rename", crossing(&[cwd(0, Entry), cwd(1, Entry)])),
-    ("renameat", crossing(&[at(0, 1, Entry), at(2, 3, Entry)])),
-    ("renameat2", crossing(&[at(0, 1, Entry), at(2, 3, Entry)])),
+    ("rmdir", mutating(&[cwd(0, Removes)])),
+    ("unlink", mutating(&[cwd(0, Removes)])),
+    ("unlinkat", mutating(&[at(0, 1, Removes)])),
+    ("rename", crossing(&[cwd(0, Removes), cwd(1, Removes)])),
+    (
+        "renameat",
+        crossing(&[at(0, 1, Removes), at(2, 3, Removes)]),
+    ),
+    (
+        "renameat2",
+        crossing(&[at(0, 1, Removes), at(2, 3, Removes)]),
+    ),
     ("link", crossing(&[cwd(0, Never), cwd(1, Entry)])),
     (
         "linkat",

@@ -15,7 +15,7 @@ pub mod resolve;
 pub use driver::{Driver, LocalDriver, ReadAt, Stat};
 pub use mount::{Mapped, Mount, MountTable, Target};
 pub use mountfile::{parse_mount_file, parse_mount_spec, MountFileError};
-pub use resolve::{Located, Namespace, Resolved};
+pub use resolve::{KernelProc, LinkTarget, Located, Namespace, ProcLinks, Resolved};
 
 /// An errno value (positive), as returned by failed operations.
 pub type Errno = i32;

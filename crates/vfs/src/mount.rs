@@ -117,6 +117,14 @@ impl MountTable {
             .any(|m| strip_prefix(path, &m.logical).is_some())
     }
 
+    /// True when `logical` is a mount point or a directory above one: removing, renaming or
+    /// replacing it would move the physical data under the mount (a kernel answers EBUSY).
+    pub fn holds_mount(&self, logical: &[u8]) -> bool {
+        self.mounts
+            .iter()
+            .any(|m| strip_prefix(&m.logical, logical).is_some())
+    }
+
     /// Maps an absolute, walked logical path through the longest matching mount.
     pub fn map(&self, logical: &[u8]) -> Mapped<'_> {
         for (i, m) in self.mounts.iter().enumerate() {

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 
 /// The most symlinks one walk follows before failing with ELOOP (as Linux).
 const MAX_LINKS: usize = 40;
-/// `/proc` is opaque: its magic links (`self`, `PID/fd/N`, `PID/cwd`) mean something else
-/// for every process, so the walk never looks inside it and leaves the rest to the kernel.
-const OPAQUE: &[u8] = b"/proc";
+/// `/proc` means something else for every process (`self`, `PID/fd/N`, `PID/cwd`), so the
+/// walk asks no driver inside it: `.` and `..` apply by name, and a magic link is followed
+/// only as [`ProcLinks`] says; everything else there is left to the kernel.
+const PROC: &[u8] = b"/proc";
 /// The cache is cleared rather than grown past this many entries.
 const CACHE_LIMIT: usize = 1 << 16;
 /// How long a cached answer is trusted by default (FUSE's default entry timeout).
@@ -56,6 +57,35 @@ impl Refusal {
     }
 }
 
+/// What a `/proc` magic link names, for a walk made on behalf of one process.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LinkTarget {
+    /// A logical path (the caller's logical cwd, its root `/`).
+    Logical(Vec<u8>),
+    /// A kernel path, named logically through the mount table's reverse mapping.
+    Physical(Vec<u8>),
+}
+
+/// The calling process's view of `/proc`: what a magic link (`/proc/self/root`,
+/// `/proc/PID/cwd`, `/proc/self/fd/N`, ...) stands for in the logical namespace, so a path
+/// through one resolves where the same path through its logical target would (DENY and
+/// ENOENT hold whichever way a file is reached).
+pub trait ProcLinks {
+    /// The target of the magic link `link` (an absolute `/proc` path), followed because
+    /// more components come after it or the call follows a final link; `last` when nothing
+    /// comes after it. `None` leaves the link to the kernel.
+    fn target(&self, link: &[u8], last: bool) -> Option<LinkTarget>;
+}
+
+/// No process's view: every `/proc` name is left to the kernel.
+pub struct KernelProc;
+
+impl ProcLinks for KernelProc {
+    fn target(&self, _link: &[u8], _last: bool) -> Option<LinkTarget> {
+        None
+    }
+}
+
 /// A walked path.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resolved {
@@ -67,6 +97,9 @@ pub struct Resolved {
     /// True when some name on the way (or the result) lies under a mount: otherwise the
     /// kernel, resolving the same path physically, finds the same object.
     pub via_mount: bool,
+    /// True when the walk followed a `/proc` magic link as [`ProcLinks`] said: the kernel,
+    /// resolving the path in another process (roost's), would not find the same object.
+    pub via_proc_link: bool,
 }
 
 /// A walked path on a local driver: where the kernel finds it.
@@ -77,6 +110,7 @@ pub struct Located {
     pub physical: Vec<u8>,
     pub followed_symlink: bool,
     pub via_mount: bool,
+    pub via_proc_link: bool,
 }
 
 /// The mount table plus the resolution cache.
@@ -190,14 +224,27 @@ impl Namespace {
     }
 
     /// Walks `path` (absolute, logical). `follow_last` says whether a final symlink is
-    /// followed (stat, open) or named itself (lstat, unlink, O_NOFOLLOW).
+    /// followed (stat, open) or named itself (lstat, unlink, O_NOFOLLOW). `/proc` magic links
+    /// are left to the kernel; [`Namespace::walk_as`] follows them for a process.
     pub fn walk(&mut self, path: &[u8], follow_last: bool) -> Result<Resolved, Errno> {
+        self.walk_as(path, follow_last, &KernelProc)
+    }
+
+    /// Walks `path` as [`Namespace::walk`] does, following `/proc` magic links as `proc`
+    /// (the calling process's view) says.
+    pub fn walk_as(
+        &mut self,
+        path: &[u8],
+        follow_last: bool,
+        proc: &dyn ProcLinks,
+    ) -> Result<Resolved, Errno> {
         let mut pending: Vec<Vec<u8>> = components(path).rev().map(<[u8]>::to_vec).collect();
         let trailing_slash = path.len() > 1 && path.ends_with(b"/");
         let mut resolved: Vec<u8> = Vec::with_capacity(path.len());
         let mut links = 0;
         let mut followed = false;
         let mut via_mount = false;
+        let mut via_proc_link = false;
         let now = Instant::now();
         while let Some(comp) = pending.pop() {
             match comp.as_slice() {
@@ -212,12 +259,27 @@ impl Namespace {
             let base = resolved.len();
             resolved.push(b'/');
             resolved.extend_from_slice(&comp);
-            if crate::path::strip_prefix(&resolved, OPAQUE).is_some() {
-                for rest in pending.iter().rev() {
-                    resolved.push(b'/');
-                    resolved.extend_from_slice(rest);
+            if crate::path::strip_prefix(&resolved, PROC).is_some() {
+                let last = pending.is_empty();
+                let followed_here = !last || follow_last || trailing_slash;
+                let target = followed_here
+                    .then(|| proc.target(&resolved, last))
+                    .flatten();
+                if let Some(target) = target {
+                    links += 1;
+                    if links > MAX_LINKS {
+                        return Err(libc::ELOOP);
+                    }
+                    followed = true;
+                    via_proc_link = true;
+                    let target = match target {
+                        LinkTarget::Logical(t) => t,
+                        LinkTarget::Physical(p) => self.table.reverse(&p),
+                    };
+                    resolved.clear();
+                    pending.extend(components(&target).rev().map(<[u8]>::to_vec));
                 }
-                break;
+                continue;
             }
             via_mount = via_mount || self.table.covers(&resolved);
             // A name followed only by `.` components is followed, as before a slash.
@@ -251,13 +313,24 @@ impl Namespace {
             logical: resolved,
             followed_symlink: followed,
             via_mount,
+            via_proc_link,
         })
     }
 
     /// Walks `path` and maps the result to a kernel path: EACCES under `DENY`, ENOENT under
     /// `ENOENT`, ENOSYS on a driver the kernel cannot reach (remote files are not localized yet).
     pub fn locate(&mut self, path: &[u8], follow_last: bool) -> Result<Located, Errno> {
-        let walked = self.walk(path, follow_last)?;
+        self.locate_as(path, follow_last, &KernelProc)
+    }
+
+    /// [`Namespace::locate`] for a walk made as a process (see [`Namespace::walk_as`]).
+    pub fn locate_as(
+        &mut self,
+        path: &[u8],
+        follow_last: bool,
+        proc: &dyn ProcLinks,
+    ) -> Result<Located, Errno> {
+        let walked = self.walk_as(path, follow_last, proc)?;
         let physical = match self.table.map(&walked.logical) {
             Mapped::Deny => return Err(libc::EACCES),
             Mapped::Enoent => return Err(libc::ENOENT),
@@ -268,6 +341,7 @@ impl Namespace {
             physical,
             followed_symlink: walked.followed_symlink,
             via_mount: walked.via_mount,
+            via_proc_link: walked.via_proc_link,
         })
     }
 
@@ -453,6 +527,10 @@ mod tests {
         let r = ns.walk(b"/dev/fd/3", true).unwrap();
         assert_eq!(r.logical, b"/proc/self/fd/3");
         assert!(!r.via_mount);
+        // but `..` applies there by name, as the kernel's does.
+        let r = ns.walk(b"/dev/fd/../../../m/x", true).unwrap();
+        assert_eq!(r.logical, b"/m/x");
+        assert!(r.via_mount);
         // A link outside every mount that points into one lands in the mount.
         let mut link = bytes(&outside);
         link.extend_from_slice(b"/link/f");
@@ -461,6 +539,62 @@ mod tests {
         assert!(r.via_mount);
         std::fs::remove_dir_all(phys).unwrap();
         std::fs::remove_dir_all(outside).unwrap();
+    }
+
+    #[test]
+    fn magic_links_follow_the_callers_view() {
+        struct Caller(Vec<u8>);
+        impl ProcLinks for Caller {
+            fn target(&self, link: &[u8], last: bool) -> Option<LinkTarget> {
+                let mut dir = self.0.clone();
+                dir.extend_from_slice(b"/d");
+                match link {
+                    b"/proc/self/root" => Some(LinkTarget::Logical(b"/".to_vec())),
+                    b"/proc/self/cwd" => Some(LinkTarget::Logical(b"/m/sub".to_vec())),
+                    b"/proc/self/fd/5" if !last => Some(LinkTarget::Physical(dir)),
+                    _ => None,
+                }
+            }
+        }
+        let phys = tmpdir("magic");
+        std::fs::create_dir(phys.join("sub")).unwrap();
+        let mut t = MountTable::new();
+        t.add(b"/m", Target::local(bytes(&phys)));
+        t.add(b"/m/sec", Target::Deny);
+        let mut ns = Namespace::new(t);
+        let caller = Caller(bytes(&phys));
+        let mut walk = |p: &[u8], follow| ns.walk_as(p, follow, &caller);
+        let logical = |r: Result<Resolved, Errno>| r.map(|r| r.logical);
+        assert_eq!(
+            logical(walk(b"/proc/self/root/m/f", true)),
+            Ok(b"/m/f".to_vec())
+        );
+        assert_eq!(
+            logical(walk(b"/proc/self/root/m/sec/s", true)),
+            Err(libc::EACCES)
+        );
+        assert_eq!(
+            logical(walk(b"/proc/self/cwd/../sec/s", true)),
+            Err(libc::EACCES)
+        );
+        assert_eq!(logical(walk(b"/dev/fd/5/f", true)), Ok(b"/m/d/f".to_vec()));
+        // A final fd link is the open file itself (the kernel reopens it), and an lstat of
+        // a magic link names the link.
+        assert_eq!(
+            logical(walk(b"/dev/fd/5", true)),
+            Ok(b"/proc/self/fd/5".to_vec())
+        );
+        assert_eq!(
+            logical(walk(b"/proc/self/cwd", false)),
+            Ok(b"/proc/self/cwd".to_vec())
+        );
+        assert_eq!(
+            logical(walk(b"/proc/self/cwd", true)),
+            Ok(b"/m/sub".to_vec())
+        );
+        let r = walk(b"/proc/self/root/m/f", true).unwrap();
+        assert!(r.followed_symlink && r.via_mount && r.via_proc_link);
+        std::fs::remove_dir_all(phys).unwrap();
     }
 
     #[test]

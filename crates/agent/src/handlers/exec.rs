@@ -100,7 +100,11 @@ fn locate(
     logical_in: &[u8],
     follow: bool,
 ) -> Result<(Vec<u8>, Vec<u8>, bool), i32> {
-    let l = ctx.ns.locate(logical_in, follow)?;
+    let caller = procfs::CallerProc {
+        pid: ctx.pid,
+        fs: ctx.fs,
+    };
+    let l = ctx.ns.locate_as(logical_in, follow, &caller)?;
     Ok((l.logical, l.physical, l.via_mount))
 }
 

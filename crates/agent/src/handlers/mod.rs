@@ -279,7 +279,11 @@ pub fn resolve_path(
             logical: logical_in,
         };
     }
-    let walked = match ctx.ns.locate(&logical_in, follow) {
+    let caller = procfs::CallerProc {
+        pid: ctx.pid,
+        fs: ctx.fs,
+    };
+    let walked = match ctx.ns.locate_as(&logical_in, follow, &caller) {
         Ok(w) => w,
         Err(e) => return Resolution::Fail(e),
     };
@@ -290,9 +294,11 @@ pub fn resolve_path(
     } else if path.ends_with(b"/") && !physical.ends_with(b"/") {
         physical.push(b'/');
     }
-    // No mount on the way and the kernel starts where the walk did: same object.
+    // No mount on the way and the kernel starts where the walk did: same object. A path
+    // through a `/proc` magic link is always given to the kernel resolved: a change roost
+    // makes for the caller would otherwise find roost's own `/proc/self`.
     let same_start = base.as_ref().map_or(true, |(l, p)| l == p);
-    if !walked.via_mount && same_start {
+    if !walked.via_mount && same_start && !walked.via_proc_link {
         return Resolution::Pass {
             logical: walked.logical,
         };

@@ -33,7 +33,7 @@ fn open_how(ctx: &Ctx<'_>, arg: usize) -> Result<[u64; 3], i32> {
 fn follows(ctx: &Ctx<'_>, f: Follow) -> Result<bool, i32> {
     Ok(match f {
         Follow::Always => true,
-        Follow::Never | Follow::Entry => false,
+        Follow::Never | Follow::Entry | Follow::Removes => false,
         Follow::UnlessFlag(arg, flag) => ctx.regs.arg(arg) & flag == 0,
         Follow::IfFlag(arg, flag) => ctx.regs.arg(arg) & flag != 0,
         Follow::OpenFlags(arg) => open_follows(ctx.regs.arg(arg)),
@@ -63,13 +63,17 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             Err(e) => return Decision::fail(e),
         };
         let dirfd = arg.dirfd.map(|i| ctx.int_arg(i));
-        let r = if arg.follow == Follow::Entry {
-            resolve_entry(ctx, dirfd, &path)
-        } else {
-            resolve_path(ctx, dirfd, &path, follow)
+        let r = match arg.follow {
+            Follow::Entry | Follow::Removes => resolve_entry(ctx, dirfd, &path),
+            _ => resolve_path(ctx, dirfd, &path, follow),
         };
         if let Resolution::Fail(e) = r {
             return Decision::fail(e);
+        }
+        if arg.follow == Follow::Removes
+            && r.logical().is_some_and(|l| ctx.ns.table().holds_mount(l))
+        {
+            return Decision::fail(libc::EBUSY);
         }
         resolved.push((arg, r));
     }

@@ -1,20 +1,23 @@
 //! The working directory and the magic links that reveal paths: getcwd and
-//! `readlink(/proc/<pid>/{exe,cwd,fd/N})` answer logical paths; chdir and fchdir keep the
-//! virtual cwd in step with the kernel's.
+//! `readlink(/proc/<pid>/{exe,cwd,root,fd/N})` answer logical paths; paths through those links
+//! resolve in the logical namespace ([`CallerProc`]); chdir and fchdir keep the virtual cwd in
+//! step with the kernel's.
 
 use super::{fd_path, logical_of_physical, path, resolve_path, Action, Ctx, Decision, Resolution};
 use crate::syscalls::PathArg;
-use crate::task::AfterExit;
+use crate::task::{AfterExit, Fs};
+use roost_vfs::LinkTarget;
 
 /// The magic link a `/proc` path names, with the pid it belongs to.
 #[derive(Debug, PartialEq)]
 enum Magic {
     Exe(Option<i32>),
     Cwd(Option<i32>),
+    Root(Option<i32>),
     Fd(Option<i32>, i64),
 }
 
-/// Parses `/proc/{self,thread-self,PID}[/task/TID]/{exe,cwd,fd/N}`; `None` pid means the
+/// Parses `/proc/{self,thread-self,PID}[/task/TID]/{exe,cwd,root,fd/N}`; `None` pid means the
 /// caller itself.
 fn parse_magic(path: &[u8]) -> Option<Magic> {
     let s = std::str::from_utf8(path).ok()?;
@@ -33,6 +36,7 @@ fn parse_magic(path: &[u8]) -> Option<Magic> {
     match rest {
         "exe" => Some(Magic::Exe(pid)),
         "cwd" => Some(Magic::Cwd(pid)),
+        "root" => Some(Magic::Root(pid)),
         r => Some(Magic::Fd(pid, r.strip_prefix("fd/")?.parse().ok()?)),
     }
 }
@@ -53,12 +57,48 @@ fn magic_target(ctx: &Ctx<'_>, magic: Magic, only_paths: bool) -> Option<Vec<u8>
         Magic::Cwd(None) => return Some(ctx.fs.logical.clone()),
         Magic::Exe(p) => kernel_link(p.unwrap_or(me), "exe")?,
         Magic::Cwd(Some(p)) => kernel_link(p, "cwd")?,
+        Magic::Root(None) => return Some(b"/".to_vec()),
+        Magic::Root(Some(p)) => kernel_link(p, "root")?,
         Magic::Fd(p, fd) => fd_path(p.unwrap_or(me), fd)?,
     };
     if only_paths && (physical.ends_with(b" (deleted)") || physical.starts_with(b"/memfd:")) {
         return None;
     }
     Some(logical_of_physical(ctx.ns, &physical))
+}
+
+/// The view of `/proc` of the thread a call is resolved for: its root is the logical `/`
+/// (a thread that chroots leaves the namespace), its cwd the logical cwd, another process's
+/// cwd and any process's directory descriptors their kernel paths named logically. A final
+/// `fd/N` is left to the kernel, which reopens the open file itself (deleted, renamed or
+/// not a path at all), and so is `exe`.
+pub struct CallerProc<'a> {
+    pub pid: i32,
+    pub fs: &'a Fs,
+}
+
+impl roost_vfs::ProcLinks for CallerProc<'_> {
+    fn target(&self, link: &[u8], last: bool) -> Option<LinkTarget> {
+        let own = |p: Option<i32>| p.map_or(true, |p| p == self.pid);
+        match parse_magic(link)? {
+            Magic::Root(p) if own(p) => Some(LinkTarget::Logical(b"/".to_vec())),
+            Magic::Root(Some(p)) => match kernel_link(p, "root")? {
+                root if root == b"/" => Some(LinkTarget::Logical(root)),
+                root => Some(LinkTarget::Physical(root)),
+            },
+            // A deleted cwd has no name: the kernel's own `/proc` link still reaches it.
+            Magic::Cwd(p) if own(p) && self.fs.physical.ends_with(b" (deleted)") => None,
+            Magic::Cwd(p) if own(p) => Some(LinkTarget::Logical(self.fs.logical.clone())),
+            Magic::Cwd(Some(p)) => kernel_link(p, "cwd")
+                .filter(|cwd| !cwd.ends_with(b" (deleted)"))
+                .map(LinkTarget::Physical),
+            Magic::Fd(p, fd) if !last => {
+                let physical = fd_path(p.unwrap_or(self.pid), fd)?;
+                (!physical.ends_with(b" (deleted)")).then_some(LinkTarget::Physical(physical))
+            }
+            _ => None,
+        }
+    }
 }
 
 fn kernel_link(pid: i32, what: &str) -> Option<Vec<u8>> {

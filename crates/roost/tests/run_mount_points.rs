@@ -1,0 +1,55 @@
+//! Mount points behave as a real mount's would: they cannot be removed, renamed or replaced
+//! (EBUSY), nor can a directory that holds one, so a program never moves or deletes the
+//! physical data behind a mapping. Each case runs with notifications and with `--no-notify`.
+
+mod run_support;
+use run_support::*;
+
+#[test]
+fn mount_points_and_their_parents_are_busy() {
+    let t = Tree::new("mount-busy");
+    t.write("dir/inside", "kept\n");
+    t.write("file", "kept\n");
+    t.write("parent/other", "x\n");
+    let host = t.path("host");
+    std::fs::create_dir(&host).unwrap();
+    let h = host.display().to_string();
+    let options = [
+        format!("/busy={}", t.path("dir").display()),
+        format!("{h}/motd={}", t.path("file").display()),
+        format!("{h}/parent/inner={}", t.path("dir").display()),
+    ];
+    let mut args = Vec::new();
+    for o in &options {
+        args.extend(["--mount", o.as_str()]);
+    }
+    let script = format!(
+        r#"
+import errno, os
+def attempt(what, call, *a):
+    try:
+        call(*a); print(what, "done")
+    except OSError as e:
+        print(what, errno.errorcode[e.errno])
+os.makedirs("{h}/parent", exist_ok=True)
+attempt("rename mount point", os.rename, "/busy", "{h}/moved")
+attempt("rmdir mount point", os.rmdir, "/busy")
+attempt("unlink file mount point", os.unlink, "{h}/motd")
+attempt("rename onto mount point", os.rename, "{h}/parent/other", "{h}/motd")
+attempt("rename parent of one", os.rename, "{h}/parent", "{h}/p2")
+attempt("rmdir parent of one", os.rmdir, "{h}/parent")
+open("/busy/inside2", "w").close(); attempt("unlink inside mount", os.unlink, "/busy/inside2")
+os.makedirs("/busy/sub", exist_ok=True); attempt("rename inside mount", os.rename, "/busy/sub", "/busy/sub2")
+"#
+    );
+    let (out, code) = run_both_with(&t, &args, &["python3", "-c", &script]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out,
+        "rename mount point EBUSY\nrmdir mount point EBUSY\nunlink file mount point EBUSY\n\
+         rename onto mount point EBUSY\nrename parent of one EBUSY\nrmdir parent of one EBUSY\n\
+         unlink inside mount done\nrename inside mount done\n"
+    );
+    assert_eq!(std::fs::read_to_string(t.path("file")).unwrap(), "kept\n");
+    assert!(t.path("dir").is_dir() && t.path("dir/sub2").is_dir());
+}
