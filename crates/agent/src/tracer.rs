@@ -191,7 +191,7 @@ pub fn run(
         .map(|p| p.into_os_string().into_encoded_bytes())
         .unwrap_or_else(|_| b"/".to_vec());
     let fs = Fs {
-        logical: handlers::logical_of_physical(&ns, &physical_cwd),
+        logical: ns.logical_cwd(&physical_cwd),
         physical: physical_cwd,
     };
     if options.pin {
@@ -336,7 +336,7 @@ impl Agent {
             .map(|p| p.into_os_string().into_encoded_bytes())
             .unwrap_or_else(|_| b"/".to_vec());
         let fs = Fs {
-            logical: handlers::logical_of_physical(&self.ns(), &physical),
+            logical: self.ns().logical_cwd(&physical),
             physical,
         };
         Task::new(
@@ -527,8 +527,8 @@ impl Agent {
                 }
             }
             AfterExit::Chdir(logical) if result == 0 => {
-                let ns = self.shared.ns.lock().expect("namespace lock");
-                if let Some(fs) = procfs::cwd_after_chdir(&ns, pid, logical) {
+                let mut ns = self.shared.ns.lock().expect("namespace lock");
+                if let Some(fs) = procfs::cwd_after_chdir(&mut ns, pid, logical) {
                     *task.fs.borrow_mut() = fs;
                 }
             }
@@ -563,9 +563,20 @@ impl Agent {
             self.tasks.insert(pid, task);
         }
         let task = &self.tasks[&pid];
+        let mut ns = self.shared.ns.lock().expect("namespace lock");
+        // A mapped cwd's name goes stale when the directory is renamed (the kernel keeps
+        // it); an unmapped one needs no check, its relative paths pass as they are.
+        let stale = {
+            let fs = task.fs.borrow();
+            (fs.logical != fs.physical)
+                .then(|| procfs::current_cwd(&mut ns, pid, &fs))
+                .flatten()
+        };
+        if let Some(fresh) = stale {
+            *task.fs.borrow_mut() = fresh;
+        }
         let fs = task.fs.borrow().clone();
         let exe = task.mm.borrow().exe.clone();
-        let mut ns = self.shared.ns.lock().expect("namespace lock");
         let mut ctx = Ctx {
             pid,
             regs,

@@ -125,7 +125,7 @@ pub fn main(args: RunArgs) -> ExitCode {
     };
     let mut ns = Namespace::new(table);
     let cwd_bytes = cwd.into_os_string().into_encoded_bytes();
-    let logical_cwd = roost_agent::handlers::logical_of_physical(&ns, &cwd_bytes);
+    let logical_cwd = ns.logical_cwd(&cwd_bytes);
     let program = match find_program(&mut ns, &args.command[0], &logical_cwd) {
         Ok(p) => p,
         Err((msg, code)) => {

@@ -120,6 +120,9 @@ pub struct Namespace {
     cache: HashMap<Vec<u8>, (Node, Instant)>,
     /// How long an answer is trusted.
     ttl: Duration,
+    /// Working directories some thread entered by a logical name other than their physical
+    /// path (`cd /data` with `/data` mapped): physical → logical.
+    entered: HashMap<Vec<u8>, Vec<u8>>,
     /// Lookups answered from the cache, and by asking a driver.
     pub hits: u64,
     pub misses: u64,
@@ -131,6 +134,7 @@ impl Namespace {
             table,
             cache: HashMap::new(),
             ttl: TTL,
+            entered: HashMap::new(),
             hits: 0,
             misses: 0,
         }
@@ -143,6 +147,38 @@ impl Namespace {
     /// Maps a walked logical path to its driver and physical path.
     pub fn map(&self, logical: &[u8]) -> Mapped<'_> {
         self.table.map(logical)
+    }
+
+    /// Notes that a thread made the directory the kernel holds at `physical` its working
+    /// directory under the name `logical` (see [`Namespace::logical_cwd`]).
+    pub fn entered(&mut self, physical: &[u8], logical: &[u8]) {
+        if physical == logical {
+            self.entered.remove(physical);
+        } else {
+            if self.entered.len() >= CACHE_LIMIT {
+                self.entered.clear();
+            }
+            self.entered.insert(physical.to_vec(), logical.to_vec());
+        }
+    }
+
+    /// The logical name of a working directory the kernel holds at `physical` (for the
+    /// notification thread, which sees only that, and for a cwd whose name changed): the name
+    /// a thread entered it by, while that name still maps there; else the physical path
+    /// itself where it names the same directory (a cwd reached physically stays physical,
+    /// so `..` climbs where it would natively); else the path through the mount with the
+    /// longest matching physical root. A deleted directory keeps its kernel name.
+    pub fn logical_cwd(&self, physical: &[u8]) -> Vec<u8> {
+        let maps_to = |logical: &[u8]| self.table.map(logical).local_path() == Some(physical);
+        if let Some(logical) = self.entered.get(physical) {
+            if maps_to(logical) {
+                return logical.clone();
+            }
+        }
+        if maps_to(physical) || physical.ends_with(b" (deleted)") {
+            return physical.to_vec();
+        }
+        self.table.reverse(physical)
     }
 
     /// Sets how long a cached answer is trusted.
@@ -227,23 +263,29 @@ impl Namespace {
     /// followed (stat, open) or named itself (lstat, unlink, O_NOFOLLOW). `/proc` magic links
     /// are left to the kernel; [`Namespace::walk_as`] follows them for a process.
     pub fn walk(&mut self, path: &[u8], follow_last: bool) -> Result<Resolved, Errno> {
-        self.walk_as(path, follow_last, &KernelProc)
+        self.walk_as(b"/", path, follow_last, &KernelProc)
     }
 
-    /// Walks `path` as [`Namespace::walk`] does, following `/proc` magic links as `proc`
-    /// (the calling process's view) says.
+    /// Walks `path` as [`Namespace::walk`] does, a relative one from the directory `start`
+    /// (an absolute logical path already walked: the cwd or a dirfd's name, which is taken
+    /// as it is, as the kernel takes the directory it holds, even deleted or renamed), and
+    /// follows `/proc` magic links as `proc` (the calling process's view) says.
     pub fn walk_as(
         &mut self,
+        start: &[u8],
         path: &[u8],
         follow_last: bool,
         proc: &dyn ProcLinks,
     ) -> Result<Resolved, Errno> {
         let mut pending: Vec<Vec<u8>> = components(path).rev().map(<[u8]>::to_vec).collect();
         let trailing_slash = path.len() > 1 && path.ends_with(b"/");
-        let mut resolved: Vec<u8> = Vec::with_capacity(path.len());
+        let mut resolved: Vec<u8> = Vec::with_capacity(start.len() + path.len() + 1);
+        if path.first() != Some(&b'/') && start != b"/" {
+            resolved.extend_from_slice(start);
+        }
         let mut links = 0;
         let mut followed = false;
-        let mut via_mount = false;
+        let mut via_mount = self.table.covers(&resolved);
         let mut via_proc_link = false;
         let now = Instant::now();
         while let Some(comp) = pending.pop() {
@@ -320,17 +362,18 @@ impl Namespace {
     /// Walks `path` and maps the result to a kernel path: EACCES under `DENY`, ENOENT under
     /// `ENOENT`, ENOSYS on a driver the kernel cannot reach (remote files are not localized yet).
     pub fn locate(&mut self, path: &[u8], follow_last: bool) -> Result<Located, Errno> {
-        self.locate_as(path, follow_last, &KernelProc)
+        self.locate_as(b"/", path, follow_last, &KernelProc)
     }
 
     /// [`Namespace::locate`] for a walk made as a process (see [`Namespace::walk_as`]).
     pub fn locate_as(
         &mut self,
+        start: &[u8],
         path: &[u8],
         follow_last: bool,
         proc: &dyn ProcLinks,
     ) -> Result<Located, Errno> {
-        let walked = self.walk_as(path, follow_last, proc)?;
+        let walked = self.walk_as(start, path, follow_last, proc)?;
         let physical = match self.table.map(&walked.logical) {
             Mapped::Deny => return Err(libc::EACCES),
             Mapped::Enoent => return Err(libc::ENOENT),
@@ -563,7 +606,7 @@ mod tests {
         t.add(b"/m/sec", Target::Deny);
         let mut ns = Namespace::new(t);
         let caller = Caller(bytes(&phys));
-        let mut walk = |p: &[u8], follow| ns.walk_as(p, follow, &caller);
+        let mut walk = |p: &[u8], follow| ns.walk_as(b"/", p, follow, &caller);
         let logical = |r: Result<Resolved, Errno>| r.map(|r| r.logical);
         assert_eq!(
             logical(walk(b"/proc/self/root/m/f", true)),
@@ -594,6 +637,50 @@ mod tests {
         );
         let r = walk(b"/proc/self/root/m/f", true).unwrap();
         assert!(r.followed_symlink && r.via_mount && r.via_proc_link);
+        std::fs::remove_dir_all(phys).unwrap();
+    }
+
+    #[test]
+    fn a_cwd_keeps_the_name_it_was_entered_by_while_that_name_maps_there() {
+        let mut t = MountTable::new();
+        t.add(b"/m", Target::local("/tmp/r2/a"));
+        t.add(b"/tmp", Target::local("/scratch"));
+        t.add(b"/scratch", Target::Deny);
+        let mut ns = Namespace::new(t);
+        // Reached physically: stays physical, unless that name maps elsewhere.
+        assert_eq!(ns.logical_cwd(b"/home/u"), b"/home/u");
+        assert_eq!(ns.logical_cwd(b"/scratch/x"), b"/tmp/x");
+        ns.entered(b"/tmp/r2/a/sub", b"/m/sub");
+        assert_eq!(ns.logical_cwd(b"/tmp/r2/a/sub"), b"/m/sub");
+        // Entered by a name that does not map there (any more): not that name.
+        ns.entered(b"/tmp/r2/b", b"/m/b");
+        assert_eq!(ns.logical_cwd(b"/tmp/r2/b"), b"/tmp/r2/b");
+        assert_eq!(ns.logical_cwd(b"/gone (deleted)"), b"/gone (deleted)");
+    }
+
+    #[test]
+    fn a_relative_walk_starts_at_its_directory_as_given() {
+        let phys = tmpdir("start");
+        let mut t = MountTable::new();
+        t.add(b"/m", Target::local(bytes(&phys)));
+        let mut ns = Namespace::new(t);
+        // A start that no longer exists (a deleted or renamed cwd) is taken as it is.
+        let r = ns
+            .walk_as(b"/nowhere/d", b"../x/y", true, &KernelProc)
+            .unwrap();
+        assert_eq!(r.logical, b"/nowhere/x/y");
+        assert!(!r.via_mount);
+        let r = ns.walk_as(b"/m/gone", b"f", true, &KernelProc).unwrap();
+        assert_eq!(
+            (r.logical.as_slice(), r.via_mount),
+            (&b"/m/gone/f"[..], true)
+        );
+        assert_eq!(
+            ns.walk_as(b"/m", b"/etc", true, &KernelProc)
+                .unwrap()
+                .logical,
+            b"/etc"
+        );
         std::fs::remove_dir_all(phys).unwrap();
     }
 

@@ -104,7 +104,7 @@ fn locate(
         pid: ctx.pid,
         fs: ctx.fs,
     };
-    let l = ctx.ns.locate_as(logical_in, follow, &caller)?;
+    let l = ctx.ns.locate_as(b"/", logical_in, follow, &caller)?;
     Ok((l.logical, l.physical, l.via_mount))
 }
 

@@ -236,9 +236,10 @@ pub fn fd_path(pid: i32, fd: i64) -> Option<Vec<u8>> {
     (b.first() == Some(&b'/')).then_some(b)
 }
 
-/// The logical name of a local physical path (for dirfds, `/proc/*/cwd`, ...): through the
+/// The logical name of a local physical path (for dirfds, `/proc/*/fd/N`, ...): through the
 /// mount with the longest matching physical root, else the path itself. Either way the name
 /// maps back to the same physical path, which is what resolution relative to it needs.
+/// Working directories are named by [`Namespace::logical_cwd`] instead.
 pub fn logical_of_physical(ns: &Namespace, physical: &[u8]) -> Vec<u8> {
     ns.table().reverse(physical)
 }
@@ -269,21 +270,18 @@ pub fn resolve_path(
             }
         }
     };
-    let logical_in = match &base {
-        Some((logical, _)) => join(logical, path),
-        None => path.to_vec(),
-    };
+    let start = base.as_ref().map_or(&b"/"[..], |(logical, _)| logical);
     if ctx.ns.table().is_empty() {
         // No mounts (tracing only): every name is the host's.
         return Resolution::Pass {
-            logical: logical_in,
+            logical: join(start, path),
         };
     }
     let caller = procfs::CallerProc {
         pid: ctx.pid,
         fs: ctx.fs,
     };
-    let walked = match ctx.ns.locate_as(&logical_in, follow, &caller) {
+    let walked = match ctx.ns.locate_as(start, path, follow, &caller) {
         Ok(w) => w,
         Err(e) => return Resolution::Fail(e),
     };

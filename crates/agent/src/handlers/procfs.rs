@@ -186,11 +186,7 @@ pub fn chdir(ctx: &mut Ctx<'_>) -> Decision {
         null_ok: false,
     }];
     let mut d = path::handle(ctx, &spec, false, false);
-    let logical = match resolution {
-        Resolution::Rewrite { logical, .. } => Some(logical),
-        _ => None,
-    };
-    d.after = Some(AfterExit::Chdir(logical));
+    d.after = Some(AfterExit::Chdir(resolution.logical().map(<[u8]>::to_vec)));
     d
 }
 
@@ -201,15 +197,31 @@ pub fn fchdir() -> Decision {
     d
 }
 
-/// The cwd after a successful chdir/fchdir of `pid`.
+/// The cwd after a successful chdir (`logical`: the name it resolved) or fchdir (`None`: the
+/// descriptor's name) of `pid`; the name is noted in `ns` for the notification thread, which
+/// sees only the kernel's cwd.
 pub fn cwd_after_chdir(
-    ns: &roost_vfs::Namespace,
+    ns: &mut roost_vfs::Namespace,
     pid: i32,
     logical: Option<Vec<u8>>,
-) -> Option<crate::task::Fs> {
+) -> Option<Fs> {
     let physical = kernel_link(pid, "cwd")?;
     let logical = logical.unwrap_or_else(|| logical_of_physical(ns, &physical));
-    Some(crate::task::Fs { logical, physical })
+    ns.entered(&physical, &logical);
+    Some(Fs { logical, physical })
+}
+
+/// New names for a cwd `fs` entered through a mount (its logical and physical names differ)
+/// when the kernel now holds it elsewhere (it, or a parent, was renamed): the new physical
+/// name through the mount, noted in `ns`. `None` while `fs` is current.
+pub fn current_cwd(ns: &mut roost_vfs::Namespace, pid: i32, fs: &Fs) -> Option<Fs> {
+    let physical = kernel_link(pid, "cwd")?;
+    if physical == fs.physical {
+        return None;
+    }
+    let logical = logical_of_physical(ns, &physical);
+    ns.entered(&physical, &logical);
+    Some(Fs { logical, physical })
 }
 
 #[cfg(test)]

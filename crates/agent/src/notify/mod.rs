@@ -316,7 +316,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     let decision = {
         let mut ns = shared.ns.lock().expect("namespace lock");
         let fs = Fs {
-            logical: handlers::logical_of_physical(&ns, &physical_cwd),
+            logical: ns.logical_cwd(&physical_cwd),
             physical: physical_cwd,
         };
         // Only `/proc/.../exe` needs the logical executable (a /proc read to find it).

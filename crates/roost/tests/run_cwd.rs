@@ -1,0 +1,89 @@
+//! The working directory behaves as under a real mount: a cwd reached by its physical path
+//! keeps that name (so `..` climbs where it would natively), one entered through a mapping
+//! keeps the mapped name, a renamed cwd follows its directory and a deleted one still
+//! answers relative calls. Each case runs with notifications and with `--no-notify`.
+
+mod run_support;
+use run_support::*;
+use std::process::Command;
+
+/// Runs `roost run [--no-notify] OPTIONS -- ARGV` from `cwd` both ways; both must agree.
+fn both_from(cwd: &std::path::Path, options: &[&str], argv: &[&str]) -> (String, i32) {
+    let mut results = Vec::new();
+    for mode in [&[][..], &["--no-notify"][..]] {
+        let o = Command::new(env!("CARGO_BIN_EXE_roost"))
+            .arg("run")
+            .args(mode)
+            .args(options)
+            .arg("--")
+            .args(argv)
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        results.push((stdout(&o) + &stderr(&o), o.status.code().unwrap_or(-1)));
+    }
+    assert_eq!(
+        results[0], results[1],
+        "notification vs ptrace for {argv:?}"
+    );
+    results.remove(0)
+}
+
+#[test]
+fn a_cwd_reached_physically_stays_physical_and_one_entered_by_a_mapping_stays_mapped() {
+    let t = Tree::new("cwd-physical");
+    t.write("a/own", "own\n");
+    t.write("sib/f", "hi\n");
+    let a = t.path("a");
+    let mount = format!("/m={}", a.display());
+    let (out, code) = both_from(
+        &a,
+        &["--mount", &mount],
+        &[
+            "sh",
+            "-c",
+            "/bin/pwd; cat ../sib/f; cd /m && /bin/pwd && cat own && ls .. | grep -qx tmp && echo root",
+        ],
+    );
+    let expected = format!("{}\nhi\n/m\nown\nroot\n", a.display());
+    assert_eq!((out, code), (expected, 0));
+}
+
+#[test]
+fn a_renamed_cwd_follows_its_directory() {
+    let t = Tree::new("cwd-renamed");
+    std::fs::create_dir_all(t.path("plain/d")).unwrap();
+    std::fs::create_dir_all(t.path("mapped/d")).unwrap();
+    let mount = format!("/m={}", t.path("mapped").display());
+    // Outside every mapping: `..` after a rename is the new parent, as natively.
+    let plain = t.path("plain").display().to_string();
+    let script = format!(
+        "import os; os.rename('{plain}/d', '{plain}/e'); print(os.getcwd()); os.chdir('..'); print(os.getcwd()); \
+         os.rename('{plain}/e', '{plain}/d')"
+    );
+    let (out, code) = both_from(
+        &t.path("plain/d"),
+        &["--mount", &mount],
+        &["python3", "-c", &script],
+    );
+    assert_eq!((out, code), (format!("{plain}/e\n{plain}\n"), 0));
+    // Inside a mapping: the cwd keeps its mapped name, renamed.
+    let script = "import os\n\
+                  os.chdir('/m/d'); os.rename('/m/d', '/m/e')\n\
+                  open('f', 'w').write('x'); print(os.getcwd(), os.listdir('/m/e'))\n\
+                  os.chdir('..'); print(os.getcwd())\n\
+                  os.rename('/m/e', '/m/d')";
+    let (out, code) = both_from(&t.root, &["--mount", &mount], &["python3", "-c", script]);
+    assert_eq!((out.as_str(), code), ("/m/e ['f']\n/m\n", 0));
+}
+
+#[test]
+fn a_deleted_cwd_still_answers_relative_calls() {
+    let t = Tree::new("cwd-deleted");
+    let gone = t.path("gone").display().to_string();
+    let mount = format!("/m={}", t.s());
+    let script =
+        format!("mkdir -p {gone}; cd {gone}; rmdir {gone}; ls; echo rc=$?; ls -d .; echo rc=$?");
+    let (out, code) = both_from(&t.root, &["--mount", &mount], &["sh", "-c", &script]);
+    assert_eq!((out.as_str(), code), ("rc=0\n.\nrc=0\n", 0));
+}
