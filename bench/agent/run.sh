@@ -5,11 +5,14 @@
 # (microseconds per call, MB/s) and ratios to native, as a markdown table.
 #   usage: bench/agent/run.sh [RUNS] [ITERATIONS]      (defaults 5, 20000)
 #   with ZLIB=1: also the zlib make build, a CPU-bound job, and the agent's peak RSS.
+#   PROOT: the proot to compare with (default: proot on PATH; upstream with seccomp is the
+#   strongest peer, e.g. PROOT=/opt/proot-upstream/proot).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${1:-5}
 N=${2:-20000}
 ROOST=${ROOST:-target/release/roost}
+PROOT=${PROOT:-proot}
 [ -x "$ROOST" ] || cargo build -q --release -p roost
 WORK=$(mktemp -d /tmp/roost-bench.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -29,8 +32,8 @@ declare -A CONFIGS=(
   [roost-ptrace-outside]="$ROOST run --no-notify $M -- $WORK/iobench $D/big $N"
   [roost-ptrace-inside]="$ROOST run --no-notify $M -- $WORK/iobench /bench-mnt/big $N"
   [strace]="strace -f -o /dev/null $WORK/iobench $D/big $N"
-  [proot-outside]="proot $WORK/iobench $D/big $N"
-  [proot-inside]="proot -b $D:/bench-mnt $WORK/iobench /bench-mnt/big $N"
+  [proot-outside]="$PROOT $WORK/iobench $D/big $N"
+  [proot-inside]="$PROOT -b $D:/bench-mnt $WORK/iobench /bench-mnt/big $N"
 )
 ORDER="native roost-nomounts roost-outside roost-inside roost-pin-outside roost-pin-inside roost-ptrace-outside roost-ptrace-inside strace proot-outside proot-inside"
 : >"$WORK/results"
@@ -61,6 +64,44 @@ for c in order:
     print(f"| {c} | " + " | ".join(cells) + " |")
 PY
 
+# Calls the agent never traps (getpid, a 1-byte read of a local pipe, a futex wake), each
+# the best of 5 rounds inside a run, against the floor: the same program under a one-
+# instruction allow-all seccomp filter, which any seccomp-based agent pays.
+gcc -O2 -o "$WORK/untrapped" bench/agent/untrapped.c
+U="$WORK/untrapped 1000000"
+declare -A UNTRAPPED=(
+  [native]="$U"
+  [floor]="$WORK/untrapped --floor 1000000"
+  [roost]="$ROOST run $M -- $U"
+  [roost-ptrace]="$ROOST run --no-notify $M -- $U"
+  [proot]="$PROOT -b $D:/bench-mnt $U"
+)
+UORDER="native floor roost roost-ptrace proot"
+: >"$WORK/untrapped.txt"
+for run in $(seq "$RUNS"); do
+  for c in $UORDER; do
+    ${UNTRAPPED[$c]} | sed "s/^/$c /" >>"$WORK/untrapped.txt"
+  done
+done
+python3 - "$WORK/untrapped.txt" "$UORDER" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    config, call, value, _ = line.split()
+    rows.setdefault((config, call), []).append(float(value))
+calls = ["getpid", "read", "futex"]
+print()
+print("| untrapped call | " + " | ".join(sys.argv[2].split()) + " |")
+print("|---|" + "---|" * len(sys.argv[2].split()))
+for call in calls:
+    floor = statistics.median(rows[("floor", call)])
+    cells = []
+    for c in sys.argv[2].split():
+        v = statistics.median(rows[(c, call)])
+        cells.append(f"{v:.1f} ns ({v / floor:.2f}x floor)")
+    print(f"| {call} | " + " | ".join(cells) + " |")
+PY
+
 [ "${ZLIB:-0}" = 1 ] || exit 0
 # The zlib build: sources from the libz-sys crate, a dev-dependency of roost (cargo fetches it
 # when absent; only this platform's packages are asked for, as the test does).
@@ -75,7 +116,7 @@ declare -A BUILD=(
   [roost-pin]="$ROOST run --pin --mount /zsrc=$WORK/zlib -- make -s -j2 -C /zsrc"
   [roost-ptrace]="$ROOST run --no-notify --mount /zsrc=$WORK/zlib -- make -s -j2 -C /zsrc"
   [strace]="strace -f -o /dev/null make -s -j2 -C $WORK/zlib"
-  [proot]="proot -b $WORK/zlib:/zsrc make -s -j2 -C /zsrc"
+  [proot]="$PROOT -b $WORK/zlib:/zsrc make -s -j2 -C /zsrc"
 )
 CPU="gzip -6 -c $D/big"
 declare -A CPUJOB=(
