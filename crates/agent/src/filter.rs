@@ -38,6 +38,12 @@ pub enum Verdict {
         arg: usize,
         bits: u32,
     },
+    /// A ptrace stop when the `int` argument `arg` has one of `bits` set, else allowed (a
+    /// clone asking for an untraced child).
+    TraceIf {
+        arg: usize,
+        bits: u32,
+    },
     Errno(i32),
 }
 
@@ -60,7 +66,9 @@ fn ret(v: Verdict) -> libc::sock_filter {
         match v {
             Verdict::Trace => RET_TRACE,
             Verdict::Notify => libc::SECCOMP_RET_USER_NOTIF,
-            Verdict::NotifyUnless { .. } => unreachable!("expanded by build"),
+            Verdict::NotifyUnless { .. } | Verdict::TraceIf { .. } => {
+                unreachable!("expanded by build")
+            }
             Verdict::Errno(e) => RET_ERRNO | (e as u32 & 0xffff),
         },
     )
@@ -82,14 +90,21 @@ pub fn build(rules: &[(u32, Verdict)], foreign: Verdict) -> Vec<libc::sock_filte
         ret(Verdict::Trace),
     ];
     for &(nr, verdict) in rules {
-        if let Verdict::NotifyUnless { arg, bits } = verdict {
-            // Only this syscall's branch looks at an argument: every other number stays
-            // answerable from the syscall number alone.
+        // Only these syscalls' branches look at an argument: every other number stays
+        // answerable from the syscall number alone.
+        let by_arg = match verdict {
+            Verdict::NotifyUnless { arg, bits } => {
+                Some((arg, bits, RET_TRACE, libc::SECCOMP_RET_USER_NOTIF))
+            }
+            Verdict::TraceIf { arg, bits } => Some((arg, bits, RET_TRACE, RET_ALLOW)),
+            _ => None,
+        };
+        if let Some((arg, bits, if_set, otherwise)) = by_arg {
             p.push(jump(BPF_JEQ_K, nr, 0, 4));
             p.push(stmt(BPF_LD_W_ABS, offset_arg_low(arg)));
             p.push(jump(BPF_JSET_K, bits, 0, 1));
-            p.push(ret(Verdict::Trace));
-            p.push(ret(Verdict::Notify));
+            p.push(stmt(BPF_RET_K, if_set));
+            p.push(stmt(BPF_RET_K, otherwise));
         } else {
             p.push(jump(BPF_JEQ_K, nr, 0, 1));
             p.push(ret(verdict));

@@ -108,8 +108,9 @@ pub struct Spawned {
     pub listener: Option<OwnedFd>,
 }
 
-/// Copies fd `fd` of process `pid` into this process (pidfd_open + pidfd_getfd).
-fn take_fd(pid: i32, fd: i32) -> io::Result<OwnedFd> {
+/// Copies fd `fd` of process `pid` (a thread-group leader) into this process (pidfd_open +
+/// pidfd_getfd).
+pub(crate) fn take_fd(pid: i32, fd: i32) -> io::Result<OwnedFd> {
     // SAFETY: raw syscalls returning new descriptors, owned below.
     unsafe {
         let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0);

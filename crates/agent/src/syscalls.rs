@@ -82,6 +82,14 @@ pub enum Kind {
     Bpf,
     /// perf_event_open: a uprobe event carries the path of its binary in the attr.
     PerfEventOpen,
+    /// clone: trapped only when it asks for an untraced child (`CLONE_UNTRACED`), which
+    /// would run outside the namespace; roost clears the flag and traces the child.
+    Clone,
+    /// open_by_handle_at: a file handle, no path; checked against DENY/ENOENT mappings.
+    OpenByHandle {
+        mount_fd: usize,
+        handle: usize,
+    },
     /// A credential change (set*id, setgroups, capset), passed through: noted so the
     /// notification thread stops assuming its tracees share roost's identity.
     Credentials,
@@ -312,6 +320,14 @@ pub const SPECS: &[(&str, Kind)] = &[
     ),
     ("sendmsg", Kind::SendMsg),
     ("sendmmsg", Kind::SendMmsg),
+    ("clone", Kind::Clone),
+    (
+        "open_by_handle_at",
+        Kind::OpenByHandle {
+            mount_fd: 0,
+            handle: 1,
+        },
+    ),
     ("bpf", Kind::Bpf),
     ("perf_event_open", Kind::PerfEventOpen),
     ("setuid", Kind::Credentials),

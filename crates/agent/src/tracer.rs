@@ -152,6 +152,14 @@ fn rules(table: &Table, full: bool, notify: bool) -> Vec<(u32, Verdict)> {
                 Some((nr, Verdict::Trace))
             }
             Kind::Credentials => None,
+            Kind::Clone if full => Some((
+                nr,
+                Verdict::TraceIf {
+                    arg: 0,
+                    bits: libc::CLONE_UNTRACED as u32,
+                },
+            )),
+            Kind::Clone => None,
             _ if notify && notified.contains_key(&i64::from(nr)) => {
                 Some((nr, notified[&i64::from(nr)]))
             }
@@ -556,7 +564,12 @@ impl Agent {
 
     fn decide(&mut self, pid: i32, regs: &Regs, kind: Kind) -> Decision {
         if self.shared.rerooted.contains(pid) {
-            return Decision::pass(); // inside its own root: the kernel's to resolve
+            // Inside its own root the kernel resolves; only hidden names stay hidden.
+            let ns = self.shared.ns.lock().expect("namespace lock");
+            return match handlers::chrooted::refusal(ns.table(), pid, regs, &kind) {
+                Some(e) => Decision::fail(e),
+                None => Decision::pass(),
+            };
         }
         if !self.tasks.contains_key(&pid) {
             let task = self.task_from_proc(pid);
@@ -613,6 +626,18 @@ impl Agent {
                 let mut d = path::handle(&mut ctx, CHROOT_PATH, false, false);
                 d.after = Some(AfterExit::Chroot);
                 d
+            }
+            Kind::Clone => {
+                // The child of CLONE_UNTRACED would make its trapped calls with no tracer
+                // (ENOSYS) and its others outside the namespace: it is traced all the same.
+                let flags = regs.arg(0) & !(libc::CLONE_UNTRACED as u64);
+                Decision::new(Action::Rewrite {
+                    scratch: Default::default(),
+                    args: vec![(0, Arg::Value(flags))],
+                })
+            }
+            Kind::OpenByHandle { mount_fd, handle } => {
+                handlers::handle::open_by_handle(&mut ctx, mount_fd, handle)
             }
             Kind::Bpf => embedded::bpf(&mut ctx),
             Kind::PerfEventOpen => embedded::perf_event_open(&mut ctx),

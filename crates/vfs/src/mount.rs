@@ -4,6 +4,7 @@
 
 use crate::driver::{Driver, LocalDriver};
 use crate::path::{normalize, strip_prefix};
+use crate::Errno;
 use std::sync::Arc;
 
 /// Where a logical prefix goes.
@@ -152,6 +153,44 @@ impl MountTable {
             path: logical.to_vec(),
             mount: None,
         }
+    }
+
+    /// Whether some mapping hides paths (`DENY` or `ENOENT`).
+    pub fn hides_any(&self) -> bool {
+        self.mounts
+            .iter()
+            .any(|m| matches!(m.target, Target::Deny | Target::Enoent))
+    }
+
+    /// The errno a `DENY` (EACCES) or `ENOENT` (ENOENT) mapping hides the local object at
+    /// `physical` with, under any of its logical names; `None` when none hides it.
+    pub fn hidden(&self, physical: &[u8]) -> Option<Errno> {
+        self.logical_names(physical)
+            .iter()
+            .find_map(|logical| match self.map(logical) {
+                Mapped::Deny => Some(libc::EACCES),
+                Mapped::Enoent => Some(libc::ENOENT),
+                Mapped::At { .. } => None,
+            })
+    }
+
+    /// Every logical name of a local physical path: the path itself, and its name through
+    /// each local mount whose root holds it.
+    pub fn logical_names(&self, physical: &[u8]) -> Vec<Vec<u8>> {
+        let mut names = vec![physical.to_vec()];
+        for m in &self.mounts {
+            if let Target::Driver { driver, root } = &m.target {
+                if let Some(rest) = strip_prefix(physical, root).filter(|_| driver.is_local()) {
+                    let mut name = m.logical.clone();
+                    if name == b"/" && !rest.is_empty() {
+                        name.clear();
+                    }
+                    name.extend_from_slice(rest);
+                    names.push(name);
+                }
+            }
+        }
+        names
     }
 
     /// Maps a local physical path back to a logical one (for dirfds, `/proc/*/cwd|exe|fd`):

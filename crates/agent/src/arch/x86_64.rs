@@ -37,6 +37,15 @@ impl Regs {
         Regs(unsafe { std::mem::zeroed() })
     }
 
+    /// The registers of a call known only by its arguments (a seccomp notification's).
+    pub fn from_args(args: &[u64; 6]) -> Regs {
+        let mut regs = Regs::zeroed();
+        for (i, a) in args.iter().enumerate() {
+            regs.set_arg(i, *a);
+        }
+        regs
+    }
+
     /// Writes them back.
     pub fn set(&self, pid: i32) -> io::Result<()> {
         // SAFETY: the struct is valid for reading by the kernel.
@@ -177,6 +186,7 @@ pub const NUMBERS: &[(&str, i64)] = &[
     ("perf_event_open", 298),
     ("fanotify_mark", 301),
     ("name_to_handle_at", 303),
+    ("open_by_handle_at", 304),
     ("sendmmsg", 307),
     ("renameat2", 316),
     ("bpf", 321),

@@ -3,8 +3,10 @@
 //! some arguments to point at data in the thread's scratch slot, fail it, or emulate it. The
 //! tracer applies the decision; handlers never touch ptrace themselves.
 
+pub mod chrooted;
 pub mod embedded;
 pub mod exec;
+pub mod handle;
 pub mod path;
 pub mod procfs;
 pub mod socket;
@@ -227,6 +229,16 @@ impl Resolution {
             Resolution::Fail(_) => None,
         }
     }
+}
+
+/// An `O_PATH` descriptor on `path` (a `/proc` magic link, mostly), owned by roost.
+pub fn o_path(path: &str) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let c = std::ffi::CString::new(path).ok()?;
+    // SAFETY: a plain O_PATH open of a valid C string.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 /// The path an open fd of `pid` names, if it is a path.

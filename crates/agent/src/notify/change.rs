@@ -27,7 +27,7 @@ use crate::handlers::AT_FDCWD;
 use crate::syscalls::PathArg;
 use roost_vfs::path::strip_prefix;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::OnceLock;
 
 /// The calls this module makes.
@@ -122,15 +122,6 @@ impl Operand {
     }
 }
 
-/// Opens `path` (a /proc magic link naming one of the caller's directories) as a handle.
-fn handle(path: &str) -> Option<OwnedFd> {
-    let c = CString::new(path).ok()?;
-    // SAFETY: a plain O_PATH open of a valid C string.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-    // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 /// `/proc/self` and `/proc/thread-self` as the caller means them.
 fn proc_self_as(tid: i32, path: &[u8]) -> Vec<u8> {
     let tgid = || tgid(tid).unwrap_or(tid);
@@ -189,7 +180,7 @@ fn caller_operand(
     };
     Ok(Operand {
         // A closed dirfd: the kernel says EBADF.
-        dir: Some(handle(&base).ok_or(libc::EBADF)?),
+        dir: Some(crate::handlers::o_path(&base).ok_or(libc::EBADF)?),
         path: CString::new(path).map_err(|_| libc::EINVAL)?,
     })
 }

@@ -9,7 +9,7 @@
 mod attrs;
 mod change;
 mod fifo;
-mod identity;
+pub(crate) mod identity;
 mod lookup;
 mod open;
 
@@ -293,12 +293,14 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         return CONTINUE;
     };
     if shared.rerooted.contains(tid) {
-        return CONTINUE;
+        let ns = shared.ns.lock().expect("namespace lock");
+        let regs = Regs::from_args(&req.data.args);
+        return match handlers::chrooted::refusal(ns.table(), tid, &regs, &kind) {
+            Some(e) => Reply::errno(e),
+            None => CONTINUE,
+        };
     }
-    let mut regs = Regs::zeroed();
-    for (i, a) in req.data.args.iter().enumerate() {
-        regs.set_arg(i, *a);
-    }
+    let regs = Regs::from_args(&req.data.args);
     let paths = read_paths(tid, &regs, &kind);
     // The cwd costs a /proc lookup: only relative paths and /proc magic links need it.
     let needs_cwd = paths.is_empty()
