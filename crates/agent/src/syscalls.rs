@@ -82,6 +82,13 @@ pub enum Kind {
     Bpf,
     /// perf_event_open: a uprobe event carries the path of its binary in the attr.
     PerfEventOpen,
+    /// getsockname/getpeername (`peer`): an AF_UNIX address the kernel answers is named
+    /// logically.
+    SockName {
+        addr: usize,
+        len: usize,
+        peer: bool,
+    },
     /// clone: trapped only when it asks for an untraced child (`CLONE_UNTRACED`), which
     /// would run outside the namespace; roost clears the flag and traces the child.
     Clone,
@@ -316,6 +323,22 @@ pub const SPECS: &[(&str, Kind)] = &[
             addr: 4,
             len: 5,
             follow: true,
+        },
+    ),
+    (
+        "getsockname",
+        Kind::SockName {
+            addr: 1,
+            len: 2,
+            peer: false,
+        },
+    ),
+    (
+        "getpeername",
+        Kind::SockName {
+            addr: 1,
+            len: 2,
+            peer: true,
         },
     ),
     ("sendmsg", Kind::SendMsg),

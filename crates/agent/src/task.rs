@@ -165,6 +165,16 @@ pub enum AfterExit {
     /// sendmmsg ran on roost's copy of the message vector: copy each sent message's
     /// `msg_len` back into the program's vector at this address.
     MsgLens(u64),
+    /// getsockname/getpeername (`peer`) of socket `fd`: the kernel wrote a physical
+    /// `sockaddr_un` at `addr` (room for `room` bytes, its length at `len_at`); the program
+    /// must see the logical one.
+    SockName {
+        fd: i32,
+        peer: bool,
+        addr: u64,
+        len_at: u64,
+        room: u32,
+    },
     /// Nothing but the trace record.
     Record,
 }

@@ -529,6 +529,16 @@ impl Agent {
                     }
                 }
             }
+            AfterExit::SockName {
+                fd,
+                peer,
+                addr,
+                len_at,
+                room,
+            } if result == 0 => {
+                let ns = self.shared.ns.lock().expect("namespace lock");
+                socket::logical_sockname(&ns, pid, (fd, peer), addr, len_at, room);
+            }
             AfterExit::MsgLens(program) if result > 0 => {
                 if let Ok(regs) = &regs {
                     socket::copy_msg_lens(pid, regs.arg(1), program, result as usize);
@@ -620,6 +630,7 @@ impl Agent {
             Kind::Chdir => procfs::chdir(&mut ctx),
             Kind::Fchdir => procfs::fchdir(),
             Kind::SockAddr { addr, len, follow } => socket::sockaddr(&mut ctx, addr, len, follow),
+            Kind::SockName { addr, len, peer } => socket::sockname(&mut ctx, addr, len, peer),
             Kind::SendMsg => socket::sendmsg(&mut ctx),
             Kind::SendMmsg => socket::sendmmsg(&mut ctx),
             Kind::Chroot => {

@@ -222,8 +222,9 @@ fn no_unreviewed_syscalls_in_the_kernel_table() {
 fn the_table_traps_nothing_that_takes_no_path() {
     // Everything in the table is a reviewed path syscall (or io_uring_setup, refused so
     // programs fall back to plain I/O, a rare credential change the agent notes, the
-    // privileged open_by_handle_at, held to DENY, or a clone asking for an untraced child,
-    // checked by the filter): no hot non-path call costs a stop.
+    // privileged open_by_handle_at, held to DENY, a clone asking for an untraced child,
+    // checked by the filter, or getsockname/getpeername, which answer a path): no hot
+    // non-path call costs a stop.
     for (nr, kind) in Table::new().entries() {
         let name = arch::NUMBERS
             .iter()
@@ -234,7 +235,10 @@ fn the_table_traps_nothing_that_takes_no_path() {
             PATH_SYSCALLS.contains(&name)
                 || name == "io_uring_setup"
                 || kind == Kind::Credentials
-                || matches!(kind, Kind::OpenByHandle { .. } | Kind::Clone),
+                || matches!(
+                    kind,
+                    Kind::OpenByHandle { .. } | Kind::Clone | Kind::SockName { .. }
+                ),
             "{name} is trapped but takes no path"
         );
     }

@@ -118,6 +118,8 @@ pub const NUMBERS: &[(&str, i64)] = &[
     ("sendto", 44),
     ("sendmsg", 46),
     ("bind", 49),
+    ("getsockname", 51),
+    ("getpeername", 52),
     ("clone", 56),
     ("fork", 57),
     ("vfork", 58),

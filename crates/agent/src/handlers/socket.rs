@@ -1,10 +1,12 @@
 //! AF_UNIX socket paths: bind, connect and sendto name a `sockaddr_un`; sendmsg and sendmmsg
 //! carry one in each `msghdr`. Pathname addresses are resolved like any path; abstract and
-//! non-Unix addresses pass untouched.
+//! non-Unix addresses pass untouched. getsockname and getpeername answer such an address,
+//! which the program sees by its logical name.
 
 use super::{resolve_path, Action, Arg, Ctx, Decision, Resolution, Scratch};
 use crate::memory;
 use crate::task::AfterExit;
+use roost_vfs::Namespace;
 
 const SUN_PATH_MAX: usize = 108;
 const MSGHDR_LEN: usize = 56;
@@ -149,4 +151,95 @@ pub fn copy_msg_lens(pid: i32, copy: u64, program: u64, sent: usize) {
             let _ = memory::write(pid, program + at, &len);
         }
     }
+}
+
+/// getsockname / getpeername (`peer`): the kernel answers; the address is named logically
+/// at the exit stop ([`logical_sockname`]).
+pub fn sockname(ctx: &mut Ctx<'_>, addr_arg: usize, len_arg: usize, peer: bool) -> Decision {
+    let (addr, len_at) = (ctx.regs.arg(addr_arg), ctx.regs.arg(len_arg));
+    let Some(room) = read_u32(ctx.pid, len_at) else {
+        return Decision::pass(); // the kernel's EFAULT
+    };
+    let mut d = Decision::pass();
+    d.after = Some(AfterExit::SockName {
+        fd: ctx.int_arg(0) as i32,
+        peer,
+        addr,
+        len_at,
+        room,
+    });
+    d
+}
+
+fn read_u32(pid: i32, at: u64) -> Option<u32> {
+    let b = memory::read(pid, at, 4).ok()?;
+    Some(u32::from_ne_bytes(b.as_slice().try_into().ok()?))
+}
+
+/// The whole address of socket `fd` of thread `pid` (when the program's buffer held only
+/// part of it), asked by roost on a copy of the descriptor.
+fn whole_address(pid: i32, fd: i32, peer: bool) -> Option<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    let tgid = crate::notify::identity::tgid(pid).unwrap_or(pid);
+    let sock = crate::spawn::take_fd(tgid, fd).ok()?;
+    // SAFETY: plain data; the kernel fills at most `len` bytes.
+    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    let ptr = (&mut sa as *mut libc::sockaddr_un).cast();
+    // SAFETY: `sa` has room for `len` bytes.
+    let rc = unsafe {
+        if peer {
+            libc::getpeername(sock.as_raw_fd(), ptr, &mut len)
+        } else {
+            libc::getsockname(sock.as_raw_fd(), ptr, &mut len)
+        }
+    };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: `sa` is plain data, `len` of its bytes written by the kernel.
+    let bytes = unsafe {
+        std::slice::from_raw_parts((&sa as *const libc::sockaddr_un).cast::<u8>(), len as usize)
+    };
+    Some(bytes.to_vec())
+}
+
+/// After a successful getsockname/getpeername: an AF_UNIX pathname address the kernel wrote
+/// is rewritten to its logical name, with the truncation the kernel applies (`room` bytes at
+/// most; the length says the whole address's size).
+pub fn logical_sockname(
+    ns: &Namespace,
+    pid: i32,
+    after: (i32, bool),
+    addr: u64,
+    len_at: u64,
+    room: u32,
+) {
+    let Some(len) = read_u32(pid, len_at) else {
+        return;
+    };
+    let sa = if len > room {
+        whole_address(pid, after.0, after.1)
+    } else {
+        memory::read(pid, addr, len as usize).ok()
+    };
+    let Some(sa) = sa else {
+        return;
+    };
+    if sa.len() < 3 || u16::from_ne_bytes([sa[0], sa[1]]) != libc::AF_UNIX as u16 || sa[2] == 0 {
+        return;
+    }
+    let raw = &sa[2..];
+    let physical = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
+    let logical = ns.table().reverse(physical);
+    if logical == physical {
+        return;
+    }
+    let mut out = sa[..2].to_vec();
+    out.extend_from_slice(&logical);
+    out.push(0);
+    let whole = out.len() as u32;
+    out.truncate(room as usize);
+    let _ = memory::write(pid, addr, &out);
+    let _ = memory::write(pid, len_at, &whole.to_ne_bytes());
 }
