@@ -256,6 +256,7 @@ pub fn run(
         ),
     );
     agent.run_loop();
+    handlers::mounts_view::cleanup();
     let (hits, misses) = {
         let ns = agent.shared.ns.lock().expect("namespace lock");
         (ns.hits, ns.misses)

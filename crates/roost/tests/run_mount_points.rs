@@ -53,3 +53,20 @@ os.makedirs("/busy/sub", exist_ok=True); attempt("rename inside mount", os.renam
     assert_eq!(std::fs::read_to_string(t.path("file")).unwrap(), "kept\n");
     assert!(t.path("dir").is_dir() && t.path("dir/sub2").is_dir());
 }
+
+#[test]
+fn mount_lists_show_mappings_at_their_logical_mount_points() {
+    let t = Tree::new("mount-lists");
+    t.write("f", "x\n");
+    // df names the mount a mapped file lies on, as for a bind mount; /proc/self/mountinfo
+    // and /proc/mounts (and /etc/mtab) list the mapping, escaped as the kernel escapes.
+    let script = "df --output=target /m/f | tail -1; \
+                  grep -c ' /m ' /proc/self/mountinfo /proc/mounts /etc/mtab; \
+                  grep -c ' /with\\\\040space ' /proc/self/mountinfo";
+    let space = format!("/with space={}", t.s());
+    let (out, code) = run_both_with(&t, &["--mount", &space], &["sh", "-c", script]);
+    assert_eq!(
+        (out.as_str(), code),
+        ("/m\n/proc/self/mountinfo:1\n/proc/mounts:1\n/etc/mtab:1\n1\n", 0)
+    );
+}

@@ -7,6 +7,7 @@ pub mod chrooted;
 pub mod embedded;
 pub mod exec;
 pub mod handle;
+pub mod mounts_view;
 pub mod path;
 pub mod procfs;
 pub mod socket;
@@ -297,6 +298,13 @@ pub fn resolve_path(
         Ok(w) => w,
         Err(e) => return Resolution::Fail(e),
     };
+    if let Some(list) = mounts_view::view(ctx.ns, ctx.pid, &walked.logical) {
+        return Resolution::Rewrite {
+            logical: walked.logical,
+            physical: list,
+            followed_symlink: walked.followed_symlink,
+        };
+    }
     let mut physical = walked.physical;
     if last_component(path) == Some(b".") {
         // The kernel still checks that what precedes it is a directory.
