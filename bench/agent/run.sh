@@ -36,33 +36,22 @@ declare -A CONFIGS=(
   [proot-inside]="$PROOT -b $D:/bench-mnt $WORK/iobench /bench-mnt/big $N"
 )
 ORDER="native roost-nomounts roost-outside roost-inside roost-pin-outside roost-pin-inside roost-ptrace-outside roost-ptrace-inside strace proot-outside proot-inside"
-: >"$WORK/results"
-for run in $(seq "$RUNS"); do
-  for c in $ORDER; do
-    ${CONFIGS[$c]} | sed "s/^/$c /" >>"$WORK/results"
+# measure OUT ORDER ARRAY: RUNS rounds, each running every configuration of ORDER (commands
+# in the associative array named ARRAY) once, so drift hits all alike; lines prefixed by
+# the configuration go to OUT.
+measure() {
+  local out=$1 order=$2
+  local -n commands=$3
+  : >"$out"
+  for run in $(seq "$RUNS"); do
+    for c in $order; do
+      ${commands[$c]} | sed "s/^/$c /" >>"$out"
+    done
   done
-done
+}
+measure "$WORK/results" "$ORDER" CONFIGS
 
-python3 - "$WORK/results" "$ORDER" <<'PY'
-import statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    config, metric, value, unit = line.split()
-    rows.setdefault((config, metric), []).append(float(value))
-order = sys.argv[2].split()
-metrics = ["getpid", "stat", "open+close", "pread1", "pread8k", "bandwidth"]
-print("| config | " + " | ".join(metrics) + " |")
-print("|---|" + "---|" * len(metrics))
-native = {m: statistics.median(rows[("native", m)]) for m in metrics}
-for c in order:
-    cells = []
-    for m in metrics:
-        v = statistics.median(rows[(c, m)])
-        ratio = v / native[m] if m != "bandwidth" else native[m] / v
-        unit = "MB/s" if m == "bandwidth" else "us"
-        cells.append(f"{v:.2f} {unit} ({ratio:.2f}x)")
-    print(f"| {c} | " + " | ".join(cells) + " |")
-PY
+python3 bench/agent/table.py "$WORK/results" "$ORDER" "getpid stat open+close pread1 pread8k bandwidth" native
 
 # Calls the agent never traps (getpid, a 1-byte read of a local pipe, a futex wake), each
 # the best of 5 rounds inside a run, against the floor: the same program under a one-
@@ -77,30 +66,9 @@ declare -A UNTRAPPED=(
   [proot]="$PROOT -b $D:/bench-mnt $U"
 )
 UORDER="native floor roost roost-ptrace proot"
-: >"$WORK/untrapped.txt"
-for run in $(seq "$RUNS"); do
-  for c in $UORDER; do
-    ${UNTRAPPED[$c]} | sed "s/^/$c /" >>"$WORK/untrapped.txt"
-  done
-done
-python3 - "$WORK/untrapped.txt" "$UORDER" <<'PY'
-import statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    config, call, value, _ = line.split()
-    rows.setdefault((config, call), []).append(float(value))
-calls = ["getpid", "read", "futex"]
-print()
-print("| untrapped call | " + " | ".join(sys.argv[2].split()) + " |")
-print("|---|" + "---|" * len(sys.argv[2].split()))
-for call in calls:
-    floor = statistics.median(rows[("floor", call)])
-    cells = []
-    for c in sys.argv[2].split():
-        v = statistics.median(rows[(c, call)])
-        cells.append(f"{v:.1f} ns ({v / floor:.2f}x floor)")
-    print(f"| {call} | " + " | ".join(cells) + " |")
-PY
+measure "$WORK/untrapped.txt" "$UORDER" UNTRAPPED
+echo
+python3 bench/agent/table.py "$WORK/untrapped.txt" "$UORDER" "getpid read futex" floor
 
 [ "${ZLIB:-0}" = 1 ] || exit 0
 # The zlib build: sources from the libz-sys crate, a dev-dependency of roost (cargo fetches it
