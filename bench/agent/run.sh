@@ -71,11 +71,8 @@ echo
 python3 bench/agent/table.py "$WORK/untrapped.txt" "$UORDER" "getpid read futex" floor
 
 [ "${ZLIB:-0}" = 1 ] || exit 0
-# The zlib build: sources from the libz-sys crate, a dev-dependency of roost (cargo fetches it
-# when absent; only this platform's packages are asked for, as the test does).
-HOST=$(rustc -vV | sed -n 's/^host: //p')
-ZSRC=$(cargo metadata -q --format-version 1 --filter-platform "$HOST" |
-  python3 -c 'import json,sys,os; m=json.load(sys.stdin); print(next(os.path.dirname(p["manifest_path"]) for p in m["packages"] if p["name"]=="libz-sys"))')/src/zlib
+# The zlib build: the sources bundled in the libz-sys crate.
+ZSRC=$(bench/agent/crate_source.sh libz-sys 1)/src/zlib
 cp -r "$ZSRC" "$WORK/zlib" && cp crates/roost/tests/run_support/zlib.mk "$WORK/zlib/Makefile"
 time_of() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); python3 -c "print($e - $s)"; }
 declare -A BUILD=(

@@ -67,6 +67,9 @@ fn mount_lists_show_mappings_at_their_logical_mount_points() {
     let (out, code) = run_both_with(&t, &["--mount", &space], &["sh", "-c", script]);
     assert_eq!(
         (out.as_str(), code),
-        ("/m\n/proc/self/mountinfo:1\n/proc/mounts:1\n/etc/mtab:1\n1\n", 0)
+        (
+            "/m\n/proc/self/mountinfo:1\n/proc/mounts:1\n/etc/mtab:1\n1\n",
+            0
+        )
     );
 }

@@ -72,11 +72,30 @@ impl Mapped<'_> {
         }
     }
 
-    /// The mount index, for "same mount?" decisions (EXDEV across drivers).
+    /// The mount index (None: unmapped).
     pub fn mount(&self) -> Option<usize> {
         match self {
             Mapped::At { mount, .. } => *mount,
             _ => None,
+        }
+    }
+
+    /// Whether a rename or link between `self` and `other` stays within one file system
+    /// as far as roost can tell: local paths are the kernel's to judge (it answers EXDEV
+    /// itself), a remote path shares a file system only with paths of the same driver
+    /// instance (two Chirp servers are two file systems, though both drivers are "chirp").
+    pub fn may_share_file_system(&self, other: &Mapped<'_>) -> bool {
+        match (self, other) {
+            (Mapped::At { driver: a, .. }, Mapped::At { driver: b, .. }) => {
+                match (a.is_local(), b.is_local()) {
+                    (true, true) => true,
+                    (false, false) => {
+                        std::ptr::addr_eq(*a as *const dyn Driver, *b as *const dyn Driver)
+                    }
+                    _ => false,
+                }
+            }
+            _ => true, // DENY/ENOENT fail the call before this matters
         }
     }
 }
@@ -228,6 +247,45 @@ mod tests {
 
     fn local(m: Mapped<'_>) -> Vec<u8> {
         m.local_path().expect("local").to_vec()
+    }
+
+    #[test]
+    fn two_remote_drivers_of_one_kind_are_two_file_systems() {
+        struct Remote;
+        impl Driver for Remote {
+            fn name(&self) -> &'static str {
+                "remote"
+            }
+        }
+        let (a, b) = (Arc::new(Remote), Arc::new(Remote));
+        let mut t = MountTable::new();
+        t.add(
+            b"/a",
+            Target::Driver {
+                driver: a.clone(),
+                root: b"/".to_vec(),
+            },
+        );
+        t.add(
+            b"/a2",
+            Target::Driver {
+                driver: a,
+                root: b"/sub".to_vec(),
+            },
+        );
+        t.add(
+            b"/b",
+            Target::Driver {
+                driver: b,
+                root: b"/".to_vec(),
+            },
+        );
+        t.add(b"/l", Target::local("/tmp"));
+        let same = |x: &[u8], y: &[u8]| t.map(x).may_share_file_system(&t.map(y));
+        assert!(same(b"/a/x", b"/a2/y"), "one server through two mounts");
+        assert!(!same(b"/a/x", b"/b/y"), "two servers");
+        assert!(!same(b"/a/x", b"/l/y"), "remote and local");
+        assert!(same(b"/l/x", b"/usr/y"), "local paths: the kernel decides");
     }
 
     #[test]

@@ -133,18 +133,12 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
     d
 }
 
-/// Two-path calls (rename, link) must stay inside one driver; different local file systems
-/// are the kernel's to refuse (it answers EXDEV itself).
+/// Two-path calls (rename, link) must stay inside one file system: across drivers roost
+/// answers EXDEV; between local paths the kernel does.
 fn cross_device(ctx: &Ctx<'_>, resolved: &[(PathArg, Resolution)]) -> Option<i32> {
-    let driver = |r: &Resolution| {
-        r.logical().map(|l| match ctx.ns.map(l) {
-            roost_vfs::Mapped::At { driver, .. } => driver.name(),
-            _ => "none",
-        })
-    };
-    let a = driver(&resolved[0].1)?;
-    let b = driver(&resolved[1].1)?;
-    (a != b).then_some(libc::EXDEV)
+    let a = ctx.ns.map(resolved[0].1.logical()?);
+    let b = ctx.ns.map(resolved[1].1.logical()?);
+    (!a.may_share_file_system(&b)).then_some(libc::EXDEV)
 }
 
 /// Whether a relative path, read as written, never climbs above where it starts
