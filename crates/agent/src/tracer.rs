@@ -574,8 +574,10 @@ impl Agent {
     }
 
     fn decide(&mut self, pid: i32, regs: &Regs, kind: Kind) -> Decision {
-        if self.shared.rerooted.contains(pid) {
-            // Inside its own root the kernel resolves; only hidden names stay hidden.
+        // Inside its own root the kernel resolves; only hidden names stay hidden. (A clone
+        // and an open by handle name no path: their handlers apply in any root.)
+        let by_path = !matches!(kind, Kind::Clone | Kind::OpenByHandle { .. });
+        if by_path && self.shared.rerooted.contains(pid) {
             let ns = self.shared.ns.lock().expect("namespace lock");
             return match handlers::chrooted::refusal(ns.table(), pid, regs, &kind) {
                 Some(e) => Decision::fail(e),

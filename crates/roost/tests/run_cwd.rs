@@ -87,3 +87,19 @@ fn a_deleted_cwd_still_answers_relative_calls() {
     let (out, code) = both_from(&t.root, &["--mount", &mount], &["sh", "-c", &script]);
     assert_eq!((out.as_str(), code), ("rc=0\n.\nrc=0\n", 0));
 }
+
+#[test]
+fn a_mapping_to_a_symlinked_directory_keeps_its_logical_cwd() {
+    // As a bind mount, the mapping's target is resolved once: `cd /m` is `/m`, not the
+    // directory the symlink leads to.
+    let t = Tree::new("cwd-symlinked");
+    std::fs::create_dir(t.path("real")).unwrap();
+    std::os::unix::fs::symlink(t.path("real"), t.path("link")).unwrap();
+    let mount = format!("/m={}", t.path("link").display());
+    let (out, code) = both_from(
+        &t.root,
+        &["--mount", &mount],
+        &["sh", "-c", "cd /m && /bin/pwd"],
+    );
+    assert_eq!((out.as_str(), code), ("/m\n", 0));
+}

@@ -19,7 +19,8 @@ fn tree(tag: &str) -> (Tree, String) {
 }
 
 const CHROOTED: &str = r#"
-import os, sys
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)  # loaded before the chroot hides the host's files
 def attempt(what, f):
     try:
         r = f(); print(what, "ok" if r is None else r)
@@ -33,7 +34,19 @@ os.chdir("/x")
 attempt("relative", lambda: open("sec/s").read().strip())
 attempt("dotdot", lambda: open("../../../x/sec/s").read().strip())
 attempt("new name", lambda: os.mkdir("/x/sec/new"))
+attempt("new dir/", lambda: os.mkdir("/x/sec/new/"))
 attempt("new file", lambda: open("/x/new", "w").close())
+# A symlink to the hidden file may be made, but not followed to it: not by a hard link made
+# through it, nor by a stat that follows it.
+os.symlink("/x/sec/s", "/x/lnk")
+def linkat_follow():
+    if libc.linkat(-100, b"/x/lnk", -100, b"/x/copy", 0x400) != 0:  # AT_SYMLINK_FOLLOW
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+attempt("link through symlink", linkat_follow)
+attempt("stat through symlink", lambda: os.stat("/x/lnk") and None)
+attempt("lstat of symlink", lambda: os.lstat("/x/lnk") and None)
+for made in ["/x/lnk", "/x/new", "/x/copy"]:
+    if os.path.lexists(made): os.unlink(made)
 "#;
 
 #[test]
@@ -50,11 +63,13 @@ fn inside_a_chroot_denied_files_stay_denied() {
         (
             "absolute Permission denied\nallowed open\nsymlink Permission denied\n\
              relative Permission denied\ndotdot Permission denied\n\
-             new name Permission denied\nnew file ok\n",
+             new name Permission denied\nnew dir/ Permission denied\nnew file ok\n\
+             link through symlink Permission denied\nstat through symlink Permission denied\n\
+             lstat of symlink ok\n",
             0
         )
     );
-    assert!(!t.path("x/sec/new").exists());
+    assert!(!t.path("x/sec/new").exists() && !t.path("x/copy").exists());
 }
 
 /// `make A B`: prints the handles of files A and B; `open DIR HA HB`: opens both handles on

@@ -74,6 +74,9 @@ fn mapped_files_are_found_through_proc_self_root_and_directory_descriptors() {
         "cat /proc/self/root/mm/f; cd /mm && cat /proc/self/cwd/f",
     );
     assert_eq!((out.as_str(), code), ("mapped\nmapped\n", 0));
+    // Back into /proc through the root: still the program's own descriptors, not roost's.
+    let (out, code) = sh(&t, &opts, "echo piped | cat /proc/self/root/dev/stdin");
+    assert_eq!((out.as_str(), code), ("piped\n", 0));
     // A directory descriptor as a prefix: its logical name, then the rest.
     let x = other.path("x").display().to_string();
     let script = format!(

@@ -27,13 +27,18 @@ impl fmt::Display for MountFileError {
 impl std::error::Error for MountFileError {}
 
 /// Turns the right-hand side of a mapping into a target; relative physical paths are taken
-/// from `cwd`.
+/// from `cwd`. As a bind mount does, a local target is resolved once, here: its symlinks
+/// are followed (so the kernel's names for files under it are the mapping's own); one that
+/// does not exist yet is kept as written.
 fn target_of(physical: &str, cwd: &Path) -> Target {
+    let local = |p: std::path::PathBuf| {
+        let p = std::fs::canonicalize(&p).unwrap_or(p);
+        Target::local(p.into_os_string().into_encoded_bytes())
+    };
     match physical {
         "DENY" => Target::Deny,
         "ENOENT" => Target::Enoent,
-        p if p.starts_with('/') => Target::local(p.as_bytes()),
-        p => Target::local(cwd.join(p).into_os_string().into_encoded_bytes()),
+        p => local(cwd.join(p)),
     }
 }
 

@@ -1,10 +1,17 @@
 //! Calls of a thread that chrooted: it has left the namespace (the kernel resolves its paths
 //! inside its own root), but what the mount list hides (`DENY`, `ENOENT`) stays hidden. Each
-//! path is resolved here as the kernel will, inside the thread's root (`openat2` with
-//! `RESOLVE_IN_ROOT`), and a call whose object, or whose new name's directory, one of its
-//! logical names hides fails as it would in the namespace. A symlink swapped between this
-//! check and the kernel's own resolution is not seen (documented in docs/agent.md).
+//! path is resolved here as the kernel will (`openat2` with `RESOLVE_IN_ROOT` from the
+//! thread's root; from its cwd or dirfd when those lie outside the root, as after a chroot
+//! with no chdir), following a final symlink exactly when the call does, and a call whose
+//! object, or whose new name's directory, one of its logical names hides fails as it would
+//! in the namespace. What cannot be resolved here (a `/proc` magic link, which
+//! `RESOLVE_IN_ROOT` refuses, or an unreadable directory on the way) fails with EACCES: roost
+//! cannot show it is not hidden. A symlink swapped between this check and the kernel's own
+//! resolution is not seen (docs/mount-list.md lists the races).
 
+use super::path::follows;
+use super::{o_path, AT_FDCWD};
+use crate::arch::Regs;
 use crate::memory;
 use crate::syscalls::{Follow, Kind, PathArg};
 use roost_vfs::path::join;
@@ -12,10 +19,15 @@ use roost_vfs::MountTable;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use super::{o_path, AT_FDCWD};
-use crate::arch::Regs;
-
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
 const RESOLVE_IN_ROOT: u64 = 0x10;
+
+/// A path argument as the checks need it: where it is and whether a final symlink counts.
+struct Named {
+    dirfd: Option<usize>,
+    path: Vec<u8>,
+    follow: bool,
+}
 
 /// The errno a chrooted thread's call must fail with because it reaches a hidden name, or
 /// `None` to let the kernel make it.
@@ -23,89 +35,163 @@ pub fn refusal(table: &MountTable, tid: i32, regs: &Regs, kind: &Kind) -> Option
     if !table.hides_any() {
         return None;
     }
-    let args: Vec<PathArg> = match kind {
-        Kind::Path { args, .. } => args.to_vec(),
-        Kind::Exec { dirfd, path, .. } | Kind::Readlink { dirfd, path, .. } => vec![PathArg {
-            dirfd: *dirfd,
-            path: *path,
-            follow: if matches!(kind, Kind::Exec { .. }) {
-                Follow::Always
-            } else {
-                Follow::Never
-            },
-            empty_flag: None,
-            null_ok: false,
-        }],
-        _ => return None,
-    };
+    let names = named_paths(tid, regs, kind)?;
     let root = o_path(&format!("/proc/{tid}/root"))?;
     let root_name = link(&format!("/proc/{tid}/root"))?;
-    args.iter().find_map(|arg| {
-        let path = memory::read_cstr(tid, regs.arg(arg.path), memory::PATH_MAX).ok()?;
-        if path.is_empty() {
-            return None;
-        }
-        let inside = inside_root(tid, regs, arg, &path, &root_name)?;
-        let follow = matches!(
-            arg.follow,
-            Follow::Always | Follow::OpenFlags(_) | Follow::OpenHow(_)
-        );
-        let physical = match resolve(&root, &inside, follow) {
-            Some(p) => p,
-            // A name still to be made: its directory decides.
-            None => {
-                let cut = inside.iter().rposition(|&b| b == b'/')?;
-                let dir = resolve(&root, &inside[..cut.max(1)], true)?;
-                join(&dir, &inside[cut + 1..])
-            }
-        };
-        table.hidden(&physical)
-    })
+    names
+        .iter()
+        .find_map(|n| match locate(tid, regs, n, &root, &root_name) {
+            Ok(Some(physical)) => table.hidden(&physical),
+            Ok(None) => None,
+            Err(e) => Some(e),
+        })
 }
 
-/// `path` as an absolute path inside the thread's root (`root_name` physically).
-fn inside_root(
+/// The path arguments of a call, read from the thread's memory (an unreadable one is the
+/// kernel's EFAULT to give).
+fn named_paths(tid: i32, regs: &Regs, kind: &Kind) -> Option<Vec<Named>> {
+    let read = |arg: usize| memory::read_cstr(tid, regs.arg(arg), memory::PATH_MAX).ok();
+    let spec = |dirfd, path, follow| {
+        vec![PathArg {
+            dirfd,
+            path,
+            follow,
+            empty_flag: None,
+            null_ok: false,
+        }]
+    };
+    let args: Vec<PathArg> = match kind {
+        Kind::Path { args, .. } => args.to_vec(),
+        Kind::Exec { dirfd, path, .. } => spec(*dirfd, *path, Follow::Always),
+        Kind::Readlink { dirfd, path, .. } => spec(*dirfd, *path, Follow::Never),
+        Kind::SockAddr { addr, len, follow } => {
+            let path = unix_socket_path(tid, regs.arg(*addr), regs.arg(*len))?;
+            return Some(vec![Named {
+                dirfd: None,
+                path,
+                follow: *follow,
+            }]);
+        }
+        _ => return None,
+    };
+    let mut names = Vec::new();
+    for arg in args {
+        if regs.arg(arg.path) == 0 {
+            continue;
+        }
+        let path = read(arg.path)?;
+        if path.is_empty() {
+            continue;
+        }
+        let follow = follows(tid, regs, arg.follow).ok()?;
+        names.push(Named {
+            dirfd: arg.dirfd,
+            path,
+            follow,
+        });
+    }
+    Some(names)
+}
+
+/// The path of an AF_UNIX pathname address (none for other families or abstract names).
+fn unix_socket_path(tid: i32, addr: u64, len: u64) -> Option<Vec<u8>> {
+    if addr == 0 || !(3..=110).contains(&len) {
+        return None;
+    }
+    let sa = memory::read(tid, addr, len as usize).ok()?;
+    if sa.len() < 3 || u16::from_ne_bytes([sa[0], sa[1]]) != libc::AF_UNIX as u16 || sa[2] == 0 {
+        return None;
+    }
+    let raw = &sa[2..];
+    Some(raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())].to_vec())
+}
+
+/// The physical path of what `n` names for the thread (or, for a name still to be made, of
+/// its directory joined with the name), resolved as the kernel resolves it; `None` when
+/// nothing can be reached there (the kernel fails the call itself, ENOENT or ENOTDIR).
+fn locate(
     tid: i32,
     regs: &Regs,
-    arg: &PathArg,
-    path: &[u8],
+    n: &Named,
+    root: &OwnedFd,
     root_name: &[u8],
-) -> Option<Vec<u8>> {
-    if path[0] == b'/' {
-        return Some(path.to_vec());
-    }
-    let dirfd = arg.dirfd.map_or(AT_FDCWD, |i| regs.arg(i) as i32 as i64);
-    let base = match dirfd {
-        AT_FDCWD => link(&format!("/proc/{tid}/cwd"))?,
-        fd => link(&format!("/proc/{tid}/fd/{fd}"))?,
+) -> Result<Option<Vec<u8>>, i32> {
+    // A trailing slash names a directory: resolve the name itself, following it.
+    let trimmed = match n.path.iter().rposition(|&b| b != b'/') {
+        Some(end) => &n.path[..=end],
+        None => &b"/"[..],
     };
-    let rel = roost_vfs::path::strip_prefix(&base, root_name)?;
-    let rel = if rel.is_empty() { &b"/"[..] } else { rel };
-    Some(join(rel, path))
+    let follow = n.follow || trimmed.len() < n.path.len();
+    let (start, inside, flags): (Option<OwnedFd>, Vec<u8>, u64) = if trimmed[0] == b'/' {
+        (None, trimmed.to_vec(), RESOLVE_IN_ROOT)
+    } else {
+        let dirfd = n.dirfd.map_or(AT_FDCWD, |i| regs.arg(i) as i32 as i64);
+        let base_link = match dirfd {
+            AT_FDCWD => format!("/proc/{tid}/cwd"),
+            fd => format!("/proc/{tid}/fd/{fd}"),
+        };
+        let base = link(&base_link).ok_or(libc::EBADF)?;
+        match roost_vfs::path::strip_prefix(&base, root_name) {
+            // Inside the root: the same name from the root, `..` clamped there.
+            Some(rel) => (
+                None,
+                join(if rel.is_empty() { b"/" } else { rel }, trimmed),
+                RESOLVE_IN_ROOT,
+            ),
+            // Outside it (a chroot with no chdir): from the directory itself, unclamped.
+            None => (
+                Some(o_path(&base_link).ok_or(libc::EBADF)?),
+                trimmed.to_vec(),
+                RESOLVE_NO_MAGICLINKS,
+            ),
+        }
+    };
+    let at = start.as_ref().unwrap_or(root);
+    let unreachable = |e: i32| matches!(e, libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG);
+    match resolve(at, &inside, follow, flags) {
+        Ok(p) => Ok(Some(p)),
+        // A name still to be made: its directory decides.
+        Err(libc::ENOENT) => {
+            let cut = inside.iter().rposition(|&b| b == b'/');
+            let (dir, name) = match cut {
+                Some(0) => (&b"/"[..], &inside[1..]),
+                Some(c) => (&inside[..c], &inside[c + 1..]),
+                None => (&b"."[..], &inside[..]),
+            };
+            match resolve(at, dir, true, flags) {
+                Ok(dir) => Ok(Some(join(&dir, name))),
+                Err(e) if unreachable(e) => Ok(None),
+                Err(_) => Err(libc::EACCES),
+            }
+        }
+        Err(e) if unreachable(e) || e == libc::ELOOP => Ok(None),
+        Err(_) => Err(libc::EACCES),
+    }
 }
 
-/// The physical path of what `inside` names in `root`, resolved as the kernel resolves it
-/// for a thread whose root that is.
-fn resolve(root: &OwnedFd, inside: &[u8], follow: bool) -> Option<Vec<u8>> {
-    let c = CString::new(inside).ok()?;
+/// The physical path of `path` resolved from `at` with `resolve` flags.
+fn resolve(at: &OwnedFd, path: &[u8], follow: bool, resolve: u64) -> Result<Vec<u8>, i32> {
+    let c = CString::new(path).map_err(|_| libc::EINVAL)?;
     let flags = libc::O_PATH | libc::O_CLOEXEC | if follow { 0 } else { libc::O_NOFOLLOW };
-    let how: [u64; 3] = [flags as u64, 0, RESOLVE_IN_ROOT];
+    let how: [u64; 3] = [flags as u64, 0, resolve];
     // SAFETY: openat2 with a valid C string and a whole `struct open_how`.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_openat2,
-            root.as_raw_fd(),
+            at.as_raw_fd(),
             c.as_ptr(),
             how.as_ptr(),
             24usize,
         )
     };
     if fd < 0 {
-        return None;
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO));
     }
     // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    link(&format!("/proc/self/fd/{}", fd.as_raw_fd()))
+    link(&format!("/proc/self/fd/{}", fd.as_raw_fd())).ok_or(libc::EACCES)
 }
 
 fn link(path: &str) -> Option<Vec<u8>> {

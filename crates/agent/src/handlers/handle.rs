@@ -46,7 +46,7 @@ pub fn open_by_handle(ctx: &mut Ctx<'_>, mount_fd_arg: usize, handle_arg: usize)
         _ => None,
     };
     let Some(dir) = dir else {
-        return Decision::pass(); // the kernel's EBADF
+        return Decision::fail(libc::EBADF);
     };
     // SAFETY: `handle` holds a whole struct file_handle; the kernel only reads it.
     let fd = unsafe {
@@ -58,7 +58,12 @@ pub fn open_by_handle(ctx: &mut Ctx<'_>, mount_fd_arg: usize, handle_arg: usize)
         )
     };
     if fd < 0 {
-        return Decision::pass(); // the kernel's own refusal (EPERM, ESTALE, ...)
+        // The kernel would refuse the caller the same way (EPERM, ESTALE, EINVAL); where
+        // the caller could do more than roost, refusing is still the safe answer.
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EACCES);
+        return Decision::fail(errno);
     }
     // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
     let object = unsafe { OwnedFd::from_raw_fd(fd as i32) };

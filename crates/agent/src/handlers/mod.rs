@@ -287,7 +287,7 @@ pub fn resolve_path(
     if ctx.ns.table().is_empty() {
         // No mounts (tracing only): every name is the host's.
         return Resolution::Pass {
-            logical: join(start, path),
+            logical: roost_vfs::path::normalize(&join(start, path)),
         };
     }
     let caller = procfs::CallerProc {
@@ -298,7 +298,11 @@ pub fn resolve_path(
         Ok(w) => w,
         Err(e) => return Resolution::Fail(e),
     };
-    if let Some(list) = mounts_view::view(ctx.ns, ctx.pid, &walked.logical) {
+    // A mount list read (followed, not named itself) lists the mappings as mounts.
+    if let Some(list) = follow
+        .then(|| mounts_view::view(ctx.ns, ctx.pid, &walked.logical))
+        .flatten()
+    {
         return Resolution::Rewrite {
             logical: walked.logical,
             physical: list,
@@ -306,6 +310,11 @@ pub fn resolve_path(
         };
     }
     let mut physical = walked.physical;
+    if walked.via_proc_link {
+        // Still in /proc after a magic link: roost may use this name itself (opens and
+        // changes by notification), where `self` would be roost.
+        physical = procfs::proc_self_as(ctx.pid, &physical);
+    }
     if last_component(path) == Some(b".") {
         // The kernel still checks that what precedes it is a directory.
         physical = join(&physical, b".");

@@ -5,17 +5,26 @@
 //! made from the line of the mount that holds the mapping's physical directory.
 
 use roost_vfs::{Namespace, Target};
+use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-/// Where the written lists live (removed by [`cleanup`]).
+/// Where the written lists live (removed by [`cleanup`]): a directory of roost's own with a
+/// random name, mode 0700 (`mkdtemp`), so no other user can plant a name in it.
 fn dir() -> Option<&'static PathBuf> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("roost-{}-mounts", std::process::id()));
-        std::fs::create_dir_all(&d).ok()?;
-        Some(d)
+        let template = std::env::temp_dir().join("roost-mounts-XXXXXX");
+        let mut bytes = template.into_os_string().into_encoded_bytes();
+        bytes.push(0);
+        // SAFETY: a NUL-terminated template that mkdtemp fills in place.
+        let made = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+        if made.is_null() {
+            return None;
+        }
+        bytes.pop();
+        Some(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
     })
     .as_ref()
 }
@@ -51,20 +60,21 @@ fn parse(logical: &[u8]) -> Option<(Option<i32>, bool)> {
     }
 }
 
-/// The kernel's escaping of a path in these lists (space, tab, newline, backslash).
-fn escape(path: &[u8]) -> String {
-    let mut out = String::new();
+/// The kernel's escaping of a path in these lists (space, tab, newline, backslash); other
+/// bytes stay as they are.
+fn escape(path: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(path.len());
     for &b in path {
         match b {
-            b' ' | b'\t' | b'\n' | b'\\' => out.push_str(&format!("\\{b:03o}")),
-            _ => out.push(b as char),
+            b' ' | b'\t' | b'\n' | b'\\' => out.extend_from_slice(format!("\\{b:03o}").as_bytes()),
+            _ => out.push(b),
         }
     }
     out
 }
 
-fn unescape(field: &str) -> Vec<u8> {
-    let b = field.as_bytes();
+fn unescape(field: &[u8]) -> Vec<u8> {
+    let b = field;
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
@@ -104,10 +114,15 @@ pub fn view(ns: &Namespace, tid: i32, logical: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let whose = pid.unwrap_or(tid);
-    let info = std::fs::read_to_string(format!("/proc/{whose}/mountinfo")).ok()?;
-    let mounts = std::fs::read_to_string(format!("/proc/{whose}/mounts")).ok()?;
-    let info_lines: Vec<&str> = info.lines().collect();
-    let mount_lines: Vec<&str> = mounts.lines().collect();
+    let info = std::fs::read(format!("/proc/{whose}/mountinfo")).ok()?;
+    let mounts = std::fs::read(format!("/proc/{whose}/mounts")).ok()?;
+    let lines = |text: &[u8]| -> Vec<Vec<Vec<u8>>> {
+        text.split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| l.split(|&b| b == b' ').map(<[u8]>::to_vec).collect())
+            .collect()
+    };
+    let (info_lines, mount_lines) = (lines(&info), lines(&mounts));
     let mut out = if mountinfo {
         info.clone()
     } else {
@@ -118,39 +133,35 @@ pub fn view(ns: &Namespace, tid: i32, logical: &[u8]) -> Option<Vec<u8>> {
         let holder = info_lines
             .iter()
             .enumerate()
-            .filter_map(|(i, line)| {
-                let point = unescape(line.split(' ').nth(4)?);
+            .filter_map(|(i, fields)| {
+                let point = unescape(fields.get(4)?);
                 roost_vfs::path::strip_prefix(physical, &point).map(|rest| (i, point.len(), rest))
             })
             .max_by_key(|&(_, len, _)| len);
         let Some((i, _, rest)) = holder else { continue };
-        let fields: Vec<&str> = info_lines[i].split(' ').collect();
-        let line = if mountinfo {
-            let mut root = unescape(fields[3]);
+        let mut fields = if mountinfo {
+            info_lines[i].clone()
+        } else {
+            match mount_lines.get(i) {
+                Some(f) if f.len() >= 2 => f.clone(),
+                _ => continue,
+            }
+        };
+        if mountinfo {
+            let mut root = unescape(&fields[3]);
             if root == b"/" && !rest.is_empty() {
                 root.clear();
             }
             root.extend_from_slice(rest);
-            let mut f: Vec<String> = fields.iter().map(|s| s.to_string()).collect();
-            f[0] = (1_000_000 + n).to_string();
-            f[1] = fields[0].to_string();
-            f[3] = escape(&root);
-            f[4] = escape(mapped_at);
-            f.join(" ")
+            fields[1] = fields[0].clone();
+            fields[0] = (1_000_000 + n).to_string().into_bytes();
+            fields[3] = escape(&root);
+            fields[4] = escape(mapped_at);
         } else {
-            let Some(kernel) = mount_lines.get(i) else {
-                continue;
-            };
-            let mut f: Vec<&str> = kernel.split(' ').collect();
-            let point = escape(mapped_at);
-            if f.len() < 2 {
-                continue;
-            }
-            f[1] = &point;
-            f.join(" ")
-        };
-        out.push_str(&line);
-        out.push('\n');
+            fields[1] = escape(mapped_at);
+        }
+        out.extend_from_slice(&fields.join(&b' '));
+        out.push(b'\n');
     }
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let dir = dir()?;
@@ -177,7 +188,10 @@ mod tests {
 
     #[test]
     fn paths_escape_as_the_kernel_does() {
-        assert_eq!(escape(b"/a b\\c"), "/a\\040b\\134c");
-        assert_eq!(unescape("/a\\040b\\134c"), b"/a b\\c");
+        assert_eq!(
+            escape("/a b\\c/é".as_bytes()),
+            "/a\\040b\\134c/é".as_bytes()
+        );
+        assert_eq!(unescape(b"/a\\040b\\134c"), b"/a b\\c");
     }
 }

@@ -6,6 +6,7 @@
 use super::{
     resolve_entry, resolve_path, Action, Arg, Ctx, Decision, Resolution, Scratch, AT_FDCWD,
 };
+use crate::arch::Regs;
 use crate::memory;
 use crate::syscalls::{Follow, PathArg};
 use crate::task::AfterExit;
@@ -22,7 +23,11 @@ pub(crate) fn open_follows(flags: u64) -> bool {
 
 /// Reads openat2's `struct open_how` (flags, mode, resolve).
 fn open_how(ctx: &Ctx<'_>, arg: usize) -> Result<[u64; 3], i32> {
-    let b = memory::read(ctx.pid, ctx.regs.arg(arg), 24).map_err(|_| libc::EFAULT)?;
+    read_open_how(ctx.pid, ctx.regs, arg)
+}
+
+fn read_open_how(pid: i32, regs: &Regs, arg: usize) -> Result<[u64; 3], i32> {
+    let b = memory::read(pid, regs.arg(arg), 24).map_err(|_| libc::EFAULT)?;
     if b.len() < 24 {
         return Err(libc::EFAULT);
     }
@@ -30,14 +35,16 @@ fn open_how(ctx: &Ctx<'_>, arg: usize) -> Result<[u64; 3], i32> {
     Ok([w(0), w(1), w(2)])
 }
 
-fn follows(ctx: &Ctx<'_>, f: Follow) -> Result<bool, i32> {
+/// Whether the call in `regs` (of thread `pid`) follows a final symlink of a path argument
+/// whose spec says `f`.
+pub(crate) fn follows(pid: i32, regs: &Regs, f: Follow) -> Result<bool, i32> {
     Ok(match f {
         Follow::Always => true,
         Follow::Never | Follow::Entry | Follow::Removes => false,
-        Follow::UnlessFlag(arg, flag) => ctx.regs.arg(arg) & flag == 0,
-        Follow::IfFlag(arg, flag) => ctx.regs.arg(arg) & flag != 0,
-        Follow::OpenFlags(arg) => open_follows(ctx.regs.arg(arg)),
-        Follow::OpenHow(arg) => open_follows(open_how(ctx, arg)?[0]),
+        Follow::UnlessFlag(arg, flag) => regs.arg(arg) & flag == 0,
+        Follow::IfFlag(arg, flag) => regs.arg(arg) & flag != 0,
+        Follow::OpenFlags(arg) => open_follows(regs.arg(arg)),
+        Follow::OpenHow(arg) => open_follows(read_open_how(pid, regs, arg)?[0]),
     })
 }
 
@@ -58,7 +65,7 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             // AT_EMPTY_PATH names the dirfd itself; otherwise the kernel answers ENOENT.
             continue;
         }
-        let follow = match follows(ctx, arg.follow) {
+        let follow = match follows(ctx.pid, ctx.regs, arg.follow) {
             Ok(f) => f,
             Err(e) => return Decision::fail(e),
         };

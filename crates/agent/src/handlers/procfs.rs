@@ -6,6 +6,7 @@
 use super::{fd_path, logical_of_physical, path, resolve_path, Action, Ctx, Decision, Resolution};
 use crate::syscalls::PathArg;
 use crate::task::{AfterExit, Fs};
+use roost_vfs::path::strip_prefix;
 use roost_vfs::LinkTarget;
 
 /// The magic link a `/proc` path names, with the pid it belongs to.
@@ -88,6 +89,11 @@ impl roost_vfs::ProcLinks for CallerProc<'_> {
             },
             // A deleted cwd has no name: the kernel's own `/proc` link still reaches it.
             Magic::Cwd(p) if own(p) && self.fs.physical.ends_with(b" (deleted)") => None,
+            // The notification thread reads the cwd only for paths that start in /proc;
+            // one that reaches it through a symlink finds it unknown here.
+            Magic::Cwd(p) if own(p) && self.fs.logical.is_empty() => {
+                kernel_link(self.pid, "cwd").map(LinkTarget::Physical)
+            }
             Magic::Cwd(p) if own(p) => Some(LinkTarget::Logical(self.fs.logical.clone())),
             Magic::Cwd(Some(p)) => kernel_link(p, "cwd")
                 .filter(|cwd| !cwd.ends_with(b" (deleted)"))
@@ -99,6 +105,18 @@ impl roost_vfs::ProcLinks for CallerProc<'_> {
             _ => None,
         }
     }
+}
+
+/// `/proc/self` and `/proc/thread-self` as the caller means them.
+pub fn proc_self_as(tid: i32, path: &[u8]) -> Vec<u8> {
+    let tgid = || crate::notify::identity::tgid(tid).unwrap_or(tid);
+    if let Some(rest) = strip_prefix(path, b"/proc/thread-self") {
+        return [format!("/proc/{}/task/{tid}", tgid()).as_bytes(), rest].concat();
+    }
+    if let Some(rest) = strip_prefix(path, b"/proc/self") {
+        return [format!("/proc/{}", tgid()).as_bytes(), rest].concat();
+    }
+    path.to_vec()
 }
 
 fn kernel_link(pid: i32, what: &str) -> Option<Vec<u8>> {
@@ -206,7 +224,24 @@ pub fn cwd_after_chdir(
     logical: Option<Vec<u8>>,
 ) -> Option<Fs> {
     let physical = kernel_link(pid, "cwd")?;
-    let logical = logical.unwrap_or_else(|| logical_of_physical(ns, &physical));
+    // The name resolved is kept where it leads to the directory the kernel now holds (not,
+    // say, an unnormalised path walked with no mounts, or a /proc link's own name).
+    let leads_here = |l: &[u8]| {
+        let mapped = ns.map(l);
+        let Some(path) = mapped.local_path() else {
+            return false;
+        };
+        use std::os::unix::{ffi::OsStrExt, fs::MetadataExt};
+        let id = |m: std::fs::Metadata| (m.dev(), m.ino());
+        let there = std::fs::metadata(std::ffi::OsStr::from_bytes(path)).map(id);
+        let held = std::fs::metadata(format!("/proc/{pid}/cwd")).map(id);
+        matches!((there, held), (Ok(a), Ok(b)) if a == b)
+    };
+    let logical = match logical {
+        Some(l) if leads_here(&l) => l,
+        Some(_) => ns.logical_cwd(&physical),
+        None => logical_of_physical(ns, &physical),
+    };
     ns.entered(&physical, &logical);
     Some(Fs { logical, physical })
 }

@@ -231,6 +231,9 @@ pub fn logical_sockname(
     }
     let raw = &sa[2..];
     let physical = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
+    if physical.first() != Some(&b'/') {
+        return; // bound by a relative name: the kernel keeps it as given
+    }
     let logical = ns.table().reverse(physical);
     if logical == physical {
         return;

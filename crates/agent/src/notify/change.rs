@@ -19,7 +19,7 @@
 //! Every call is made in its `*at` form, with the caller's paths and numbers read before
 //! the notification is re-validated and never re-read after.
 
-use super::identity::{as_caller, prepare, tgid};
+use super::identity::{as_caller, prepare};
 use super::lookup::last_errno;
 use super::Notification;
 use crate::arch::Regs;
@@ -122,18 +122,6 @@ impl Operand {
     }
 }
 
-/// `/proc/self` and `/proc/thread-self` as the caller means them.
-fn proc_self_as(tid: i32, path: &[u8]) -> Vec<u8> {
-    let tgid = || tgid(tid).unwrap_or(tid);
-    if let Some(rest) = strip_prefix(path, b"/proc/thread-self") {
-        return [format!("/proc/{}/task/{tid}", tgid()).as_bytes(), rest].concat();
-    }
-    if let Some(rest) = strip_prefix(path, b"/proc/self") {
-        return [format!("/proc/{}", tgid()).as_bytes(), rest].concat();
-    }
-    path.to_vec()
-}
-
 /// (device, inode) of a file.
 type FileId = (u64, u64);
 
@@ -167,7 +155,7 @@ fn caller_operand(
         return Err(libc::ENOENT); // AT_EMPTY_PATH changes never come here
     }
     if strip_prefix(logical, b"/proc").is_some() {
-        return Operand::absolute(&proc_self_as(c.tid, logical));
+        return Operand::absolute(&crate::handlers::procfs::proc_self_as(c.tid, logical));
     }
     if path[0] == b'/' {
         return Operand::absolute(path);
