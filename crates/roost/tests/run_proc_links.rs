@@ -108,7 +108,8 @@ fn another_traced_process_s_proc_links_resolve_in_the_namespace() {
     // A child sits in the denied directory's parent; its cwd and root are reached by pid,
     // from /proc/PID as the cwd (the messages then name no pid, which differs by run).
     let script = format!(
-        "cd {x} && sleep 5 & sleep 0.3; cd /proc/$!; \
+        "cd {x} && sleep 5 & \
+         while [ \"$(readlink /proc/$!/cwd)\" != {x} ]; do sleep 0.02; done; cd /proc/$!; \
          cat cwd/sec/s; echo rc=$?; cat root{x}/sec/s; echo rc=$?; cat cwd/open; \
          cat /proc/$!/cwd/sec/s 2>/dev/null; echo rc=$?; kill $!"
     );
