@@ -13,6 +13,7 @@ pub mod handlers;
 pub mod memory;
 pub mod notify;
 pub mod spawn;
+pub mod sys;
 pub mod syscalls;
 pub mod task;
 pub mod trace;

@@ -7,7 +7,7 @@ use crate::filter;
 use std::ffi::CString;
 use std::fmt;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 /// Why the program could not be started under the agent.
 #[derive(Debug)]
@@ -108,24 +108,6 @@ pub struct Spawned {
     pub listener: Option<OwnedFd>,
 }
 
-/// Copies fd `fd` of process `pid` (a thread-group leader) into this process (pidfd_open +
-/// pidfd_getfd).
-pub(crate) fn take_fd(pid: i32, fd: i32) -> io::Result<OwnedFd> {
-    // SAFETY: raw syscalls returning new descriptors, owned below.
-    unsafe {
-        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0);
-        if pidfd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let pidfd = OwnedFd::from_raw_fd(pidfd as i32);
-        let got = libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0);
-        if got < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(OwnedFd::from_raw_fd(got as i32))
-    }
-}
-
 /// Forks, filters and seizes `program` (run with `argv`); returns once it is traced and
 /// released to exec. With `listener`, the filter's notification fd comes back too.
 pub fn spawn(
@@ -179,7 +161,7 @@ pub fn spawn(
     }
     let listener = if listener {
         let fd = u32::from_ne_bytes(report[4..].try_into().expect("4")) as i32;
-        match take_fd(pid, fd) {
+        match crate::sys::take_fd(pid, fd).map_err(io::Error::from_raw_os_error) {
             Ok(l) => Some(l),
             Err(e) => {
                 kill();

@@ -10,14 +10,14 @@
 //! resolution is not seen (docs/mount-list.md lists the races).
 
 use super::path::follows;
-use super::{o_path, AT_FDCWD};
+use super::AT_FDCWD;
 use crate::arch::Regs;
 use crate::memory;
+use crate::sys;
 use crate::syscalls::{Follow, Kind, PathArg};
 use roost_vfs::path::join;
 use roost_vfs::MountTable;
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
 const RESOLVE_IN_ROOT: u64 = 0x10;
@@ -36,7 +36,7 @@ pub fn refusal(table: &MountTable, tid: i32, regs: &Regs, kind: &Kind) -> Option
         return None;
     }
     let names = named_paths(tid, regs, kind)?;
-    let root = o_path(&format!("/proc/{tid}/root"))?;
+    let root = sys::open_path(&format!("/proc/{tid}/root")).ok()?;
     let root_name = link(&format!("/proc/{tid}/root"))?;
     names
         .iter()
@@ -140,7 +140,7 @@ fn locate(
             ),
             // Outside it (a chroot with no chdir): from the directory itself, unclamped.
             None => (
-                Some(o_path(&base_link).ok_or(libc::EBADF)?),
+                Some(sys::open_path(&base_link).map_err(|_| libc::EBADF)?),
                 trimmed.to_vec(),
                 RESOLVE_NO_MAGICLINKS,
             ),
@@ -171,27 +171,9 @@ fn locate(
 
 /// The physical path of `path` resolved from `at` with `resolve` flags.
 fn resolve(at: &OwnedFd, path: &[u8], follow: bool, resolve: u64) -> Result<Vec<u8>, i32> {
-    let c = CString::new(path).map_err(|_| libc::EINVAL)?;
-    let flags = libc::O_PATH | libc::O_CLOEXEC | if follow { 0 } else { libc::O_NOFOLLOW };
-    let how: [u64; 3] = [flags as u64, 0, resolve];
-    // SAFETY: openat2 with a valid C string and a whole `struct open_how`.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            at.as_raw_fd(),
-            c.as_ptr(),
-            how.as_ptr(),
-            24usize,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO));
-    }
-    // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    link(&format!("/proc/self/fd/{}", fd.as_raw_fd())).ok_or(libc::EACCES)
+    let flags = libc::O_PATH | if follow { 0 } else { libc::O_NOFOLLOW };
+    let fd = sys::openat2(at, path, flags, resolve)?;
+    sys::path_of(&fd).map_err(|_| libc::EACCES)
 }
 
 fn link(path: &str) -> Option<Vec<u8>> {

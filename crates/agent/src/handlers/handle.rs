@@ -6,7 +6,9 @@
 
 use super::{Ctx, Decision, AT_FDCWD};
 use crate::memory;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use crate::sys;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 
 /// The kernel's limit on `struct file_handle`'s `handle_bytes` (MAX_HANDLE_SZ).
@@ -41,32 +43,19 @@ pub fn open_by_handle(ctx: &mut Ctx<'_>, mount_fd_arg: usize, handle_arg: usize)
             .map(OwnedFd::from),
         fd if fd >= 0 => {
             let tgid = crate::notify::identity::tgid(ctx.pid).unwrap_or(ctx.pid);
-            crate::spawn::take_fd(tgid, fd as i32).ok()
+            sys::take_fd(tgid, fd as i32).ok()
         }
         _ => None,
     };
     let Some(dir) = dir else {
         return Decision::fail(libc::EBADF);
     };
-    // SAFETY: `handle` holds a whole struct file_handle; the kernel only reads it.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_open_by_handle_at,
-            dir.as_raw_fd(),
-            handle.as_ptr(),
-            libc::O_PATH | libc::O_CLOEXEC,
-        )
+    // The kernel would refuse the caller the same way (EPERM, ESTALE, EINVAL); where the
+    // caller could do more than roost, refusing is still the safe answer.
+    let object = match sys::open_by_handle(&dir, &handle, libc::O_PATH | libc::O_CLOEXEC) {
+        Ok(fd) => fd,
+        Err(errno) => return Decision::fail(errno),
     };
-    if fd < 0 {
-        // The kernel would refuse the caller the same way (EPERM, ESTALE, EINVAL); where
-        // the caller could do more than roost, refusing is still the safe answer.
-        let errno = std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EACCES);
-        return Decision::fail(errno);
-    }
-    // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
-    let object = unsafe { OwnedFd::from_raw_fd(fd as i32) };
     match hidden(ctx, &object) {
         Some(errno) => {
             let mut d = Decision::fail(errno);
@@ -81,20 +70,16 @@ pub fn open_by_handle(ctx: &mut Ctx<'_>, mount_fd_arg: usize, handle_arg: usize)
 /// when no logical name of it is hidden. An object whose path the kernel cannot name (a
 /// disconnected or deleted file) is refused with EACCES: nothing shows it lies outside.
 fn hidden(ctx: &Ctx<'_>, object: &OwnedFd) -> Option<i32> {
-    let link = format!("/proc/self/fd/{}", object.as_raw_fd());
-    let Ok(path) = std::fs::read_link(&link) else {
+    let Ok(path) = sys::path_of(object) else {
         return Some(libc::EACCES);
     };
     let same =
         |a: &std::fs::Metadata, b: &std::fs::Metadata| a.dev() == b.dev() && a.ino() == b.ino();
-    let named = match (std::fs::symlink_metadata(&path), std::fs::metadata(&link)) {
-        (Ok(by_name), Ok(held)) => same(&by_name, &held),
-        _ => false,
-    };
+    let by_name = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&path));
+    let held = std::fs::File::from(object.try_clone().ok()?).metadata();
+    let named = matches!((by_name, held), (Ok(a), Ok(b)) if same(&a, &b));
     if !named {
         return Some(libc::EACCES);
     }
-    ctx.ns
-        .table()
-        .hidden(&path.into_os_string().into_encoded_bytes())
+    ctx.ns.table().hidden(&path)
 }

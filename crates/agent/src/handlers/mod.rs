@@ -232,16 +232,6 @@ impl Resolution {
     }
 }
 
-/// An `O_PATH` descriptor on `path` (a `/proc` magic link, mostly), owned by roost.
-pub fn o_path(path: &str) -> Option<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    let c = std::ffi::CString::new(path).ok()?;
-    // SAFETY: a plain O_PATH open of a valid C string.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-    // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
-    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
-}
-
 /// The path an open fd of `pid` names, if it is a path.
 pub fn fd_path(pid: i32, fd: i64) -> Option<Vec<u8>> {
     let p = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;

@@ -5,28 +5,16 @@
 //! made from the line of the mount that holds the mapping's physical directory.
 
 use roost_vfs::{Namespace, Target};
-use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-/// Where the written lists live (removed by [`cleanup`]): a directory of roost's own with a
-/// random name, mode 0700 (`mkdtemp`), so no other user can plant a name in it.
+/// Where the written lists live (removed by [`cleanup`]): a private directory (no other
+/// user can plant a name in it).
 fn dir() -> Option<&'static PathBuf> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let template = std::env::temp_dir().join("roost-mounts-XXXXXX");
-        let mut bytes = template.into_os_string().into_encoded_bytes();
-        bytes.push(0);
-        // SAFETY: a NUL-terminated template that mkdtemp fills in place.
-        let made = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
-        if made.is_null() {
-            return None;
-        }
-        bytes.pop();
-        Some(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
-    })
-    .as_ref()
+    DIR.get_or_init(|| crate::sys::private_dir("roost-mounts-").ok())
+        .as_ref()
 }
 
 /// Removes the written lists (at the agent's exit).

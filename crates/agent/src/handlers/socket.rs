@@ -179,29 +179,9 @@ fn read_u32(pid: i32, at: u64) -> Option<u32> {
 /// The whole address of socket `fd` of thread `pid` (when the program's buffer held only
 /// part of it), asked by roost on a copy of the descriptor.
 fn whole_address(pid: i32, fd: i32, peer: bool) -> Option<Vec<u8>> {
-    use std::os::fd::AsRawFd;
     let tgid = crate::notify::identity::tgid(pid).unwrap_or(pid);
-    let sock = crate::spawn::take_fd(tgid, fd).ok()?;
-    // SAFETY: plain data; the kernel fills at most `len` bytes.
-    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-    let ptr = (&mut sa as *mut libc::sockaddr_un).cast();
-    // SAFETY: `sa` has room for `len` bytes.
-    let rc = unsafe {
-        if peer {
-            libc::getpeername(sock.as_raw_fd(), ptr, &mut len)
-        } else {
-            libc::getsockname(sock.as_raw_fd(), ptr, &mut len)
-        }
-    };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: `sa` is plain data, `len` of its bytes written by the kernel.
-    let bytes = unsafe {
-        std::slice::from_raw_parts((&sa as *const libc::sockaddr_un).cast::<u8>(), len as usize)
-    };
-    Some(bytes.to_vec())
+    let sock = crate::sys::take_fd(tgid, fd).ok()?;
+    crate::sys::socket_name(&sock, peer).ok()
 }
 
 /// After a successful getsockname/getpeername: an AF_UNIX pathname address the kernel wrote

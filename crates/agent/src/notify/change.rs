@@ -168,7 +168,7 @@ fn caller_operand(
     };
     Ok(Operand {
         // A closed dirfd: the kernel says EBADF.
-        dir: Some(crate::handlers::o_path(&base).ok_or(libc::EBADF)?),
+        dir: Some(crate::sys::open_path(&base).map_err(|_| libc::EBADF)?),
         path: CString::new(path).map_err(|_| libc::EINVAL)?,
     })
 }

@@ -7,11 +7,7 @@ use crate::arch::{self, Regs};
 use crate::memory;
 use std::ffi::CString;
 
-pub fn last_errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
+pub use crate::sys::last_errno;
 
 /// Performs the lookup `name` on `physical` for thread `tid`, with its identity `who` when
 /// that may differ from roost's, and writes its result into the caller's buffer, as the
