@@ -73,6 +73,63 @@ pub fn elf_interpreter(file: &dyn ReadAt, head: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// What exec needs of a file's first bytes.
+#[derive(Clone, Debug, PartialEq)]
+enum Head {
+    /// A `#!` script: its interpreter and the optional argument.
+    Script(Vec<u8>, Option<Vec<u8>>),
+    /// Anything else: an ELF file's `PT_INTERP` loader, when it has one.
+    Binary(Option<Vec<u8>>),
+}
+
+/// A version of a file: (device, inode, size, mtime, ctime), in seconds and nanoseconds.
+type FileVersion = (u64, u64, u64, i64, i64, i64, i64);
+
+/// The most file heads kept; the cache is emptied rather than grown past it.
+const HEADS_KEPT: usize = 4096;
+
+/// The head of the regular file at `physical` (`None` for anything else, or one roost cannot
+/// read: the kernel then decides), read once per version of the file. A program exec'd
+/// again and again (every `sed` and `cc1` of a build) then costs a stat, not an open and
+/// three reads. Only the tracer thread execs, so the cache is its own.
+fn head_of(physical: &[u8]) -> Option<Head> {
+    use std::os::unix::{ffi::OsStrExt, fs::MetadataExt};
+    thread_local! {
+        static HEADS: std::cell::RefCell<std::collections::HashMap<FileVersion, Head>> =
+            Default::default();
+    }
+    let meta = std::fs::metadata(std::ffi::OsStr::from_bytes(physical)).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let version = (
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    );
+    if let Some(head) = HEADS.with(|h| h.borrow().get(&version).cloned()) {
+        return Some(head);
+    }
+    let file = LocalDriver.open_read(physical).ok()?;
+    let first = file.read_at(0, 1024).ok()?;
+    let head = match parse_shebang(&first) {
+        Some((interp, opt)) => Head::Script(interp, opt),
+        None => Head::Binary(elf_interpreter(&*file, &first)),
+    };
+    HEADS.with(|h| {
+        let mut heads = h.borrow_mut();
+        if heads.len() >= HEADS_KEPT {
+            heads.clear();
+        }
+        heads.insert(version, head.clone());
+    });
+    Some(head)
+}
+
 /// What exec demands of a file it runs, for a file roost has another program run: execute
 /// permission for the program's file-system identity (roost takes it on where it differs,
 /// as for its opens) and a file system that allows exec. (Only regular files get this far.)
@@ -157,7 +214,6 @@ pub fn handle(
             Ok(x) => x,
             Err(e) => return Decision::fail(e),
         };
-    let driver = LocalDriver;
     // Arguments the kernel would put before argv[1..], and the new argv[0].
     let mut front: Vec<Vec<u8>> = Vec::new();
     let mut argv0: Option<Vec<u8>> = None;
@@ -165,13 +221,10 @@ pub fn handle(
     let mut loader: Option<(Vec<u8>, Vec<u8>)> = None;
     for depth in 0..=MAX_INTERPRETERS {
         // Failures are the kernel's to report (EACCES, ENOENT, ...) when it runs the exec.
-        let Ok(file) = driver.open_read(&physical) else {
+        let Some(head) = head_of(&physical) else {
             break;
         };
-        let Ok(head) = file.read_at(0, 1024) else {
-            break;
-        };
-        if let Some((interp, opt)) = parse_shebang(&head) {
+        if let Head::Script(interp, opt) = head {
             if depth == MAX_INTERPRETERS {
                 return Decision::fail(libc::ELOOP);
             }
@@ -195,7 +248,7 @@ pub fn handle(
             name = interp;
             continue;
         }
-        if let Some(interp) = elf_interpreter(&*file, &head) {
+        if let Head::Binary(Some(interp)) = head {
             match locate(ctx, &join(b"/", &interp), true) {
                 // The kernel will exec the loader, not the program: check what it would.
                 Ok((l, p, true)) => match check_executable(ctx.pid, &physical) {
@@ -320,6 +373,30 @@ mod tests {
         );
         assert_eq!(parse_shebang(b"#!\n"), None);
         assert_eq!(parse_shebang(b"\x7fELF"), None);
+    }
+
+    #[test]
+    fn file_heads_are_read_once_per_version_of_the_file() {
+        let dir = std::env::temp_dir().join(format!("roost-heads-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("s");
+        std::fs::write(&script, "#!/bin/sh -e\n").unwrap();
+        let path = script.as_os_str().as_encoded_bytes().to_vec();
+        let sh = Head::Script(b"/bin/sh".to_vec(), Some(b"-e".to_vec()));
+        assert_eq!(head_of(&path), Some(sh.clone()));
+        assert_eq!(head_of(&path), Some(sh), "from the cache");
+        // A new version (another size, another mtime) is read again.
+        std::fs::write(&script, "#!/usr/bin/env python3\n").unwrap();
+        let env = Head::Script(b"/usr/bin/env".to_vec(), Some(b"python3".to_vec()));
+        assert_eq!(head_of(&path), Some(env));
+        assert_eq!(head_of(b"/nonexistent"), None);
+        assert_eq!(
+            head_of(dir.as_os_str().as_encoded_bytes()),
+            None,
+            "a directory"
+        );
+        assert!(matches!(head_of(b"/bin/sh"), Some(Head::Binary(Some(_)))));
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
