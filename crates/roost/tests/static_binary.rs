@@ -146,14 +146,13 @@ fn the_static_binary_runs_alone_in_an_empty_root() {
         .args(["cat", &format!("chirp://{addr}/hello"), "--auth", "address"])
         .output()
         .unwrap();
-    // unshare forwards no signal: end the whole namespace's process group.
-    let _ = Command::new("pkill")
-        .args(["-f", &format!("{} serve", root.join("bin/roost").display())])
-        .status();
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
-    let _ = Command::new("pkill")
-        .args(["-P", &server.id().to_string()])
-        .status();
+    // unshare waits for its child with signals blocked: end the child (the server), and
+    // unshare returns with it.
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", server.id()));
+    for child in children.unwrap_or_default().split_whitespace() {
+        // SAFETY: a plain kill of a process this test started.
+        unsafe { libc::kill(child.parse().unwrap_or(0), libc::SIGTERM) };
+    }
     let _ = server.wait();
     assert_eq!(
         text(&o.stdout),
