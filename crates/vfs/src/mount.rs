@@ -152,18 +152,11 @@ impl MountTable {
                 return match &m.target {
                     Target::Deny => Mapped::Deny,
                     Target::Enoent => Mapped::Enoent,
-                    Target::Driver { driver, root } => {
-                        let mut path = root.clone();
-                        if path == b"/" && !rest.is_empty() {
-                            path.clear();
-                        }
-                        path.extend_from_slice(rest);
-                        Mapped::At {
-                            driver: driver.as_ref(),
-                            path,
-                            mount: Some(i),
-                        }
-                    }
+                    Target::Driver { driver, root } => Mapped::At {
+                        driver: driver.as_ref(),
+                        path: under(root, rest),
+                        mount: Some(i),
+                    },
                 };
             }
         }
@@ -196,49 +189,51 @@ impl MountTable {
     /// Every logical name of a local physical path: the path itself, and its name through
     /// each local mount whose root holds it.
     pub fn logical_names(&self, physical: &[u8]) -> Vec<Vec<u8>> {
-        let mut names = vec![physical.to_vec()];
-        for m in &self.mounts {
-            if let Target::Driver { driver, root } = &m.target {
-                if let Some(rest) = strip_prefix(physical, root).filter(|_| driver.is_local()) {
-                    let mut name = m.logical.clone();
-                    if name == b"/" && !rest.is_empty() {
-                        name.clear();
-                    }
-                    name.extend_from_slice(rest);
-                    names.push(name);
-                }
-            }
-        }
-        names
+        std::iter::once(physical.to_vec())
+            .chain(self.names_through_mounts(physical).map(|(_, name)| name))
+            .collect()
     }
 
     /// Maps a local physical path back to a logical one (for dirfds, `/proc/*/cwd|exe|fd`):
-    /// the local mount with the longest matching root wins; an unmatched path is itself unless
-    /// `/` is remapped, in which case it lies outside the namespace and is returned unchanged.
+    /// the local mount with the longest matching root wins (the first of equals); an
+    /// unmatched path is itself unless `/` is remapped, in which case it lies outside the
+    /// namespace and is returned unchanged.
     pub fn reverse(&self, physical: &[u8]) -> Vec<u8> {
-        let mut best: Option<(&Mount, &[u8], usize)> = None;
-        for m in &self.mounts {
-            if let Target::Driver { driver, root } = &m.target {
-                if !driver.is_local() {
-                    continue;
-                }
-                if let Some(rest) = strip_prefix(physical, root) {
-                    if best.map_or(true, |(_, _, len)| root.len() > len) {
-                        best = Some((m, rest, root.len()));
-                    }
-                }
-            }
-        }
-        if let Some((m, rest, _)) = best {
-            let mut out = m.logical.clone();
-            if out == b"/" && !rest.is_empty() {
-                out.clear();
-            }
-            out.extend_from_slice(rest);
-            return out;
-        }
-        physical.to_vec()
+        self.names_through_mounts(physical)
+            .fold(
+                None,
+                |best: Option<(usize, Vec<u8>)>, (len, name)| match best {
+                    Some((best_len, _)) if best_len >= len => best,
+                    _ => Some((len, name)),
+                },
+            )
+            .map_or_else(|| physical.to_vec(), |(_, name)| name)
     }
+
+    /// The name of `physical` through each local mount whose root holds it, with the length
+    /// of that root, in table order.
+    fn names_through_mounts<'a>(
+        &'a self,
+        physical: &'a [u8],
+    ) -> impl Iterator<Item = (usize, Vec<u8>)> + 'a {
+        self.mounts.iter().filter_map(move |m| match &m.target {
+            Target::Driver { driver, root } if driver.is_local() => {
+                strip_prefix(physical, root).map(|rest| (root.len(), under(&m.logical, rest)))
+            }
+            _ => None,
+        })
+    }
+}
+
+/// `rest` (empty, or starting with `/`) under the directory `prefix`.
+fn under(prefix: &[u8], rest: &[u8]) -> Vec<u8> {
+    let mut out = if prefix == b"/" && !rest.is_empty() {
+        Vec::new()
+    } else {
+        prefix.to_vec()
+    };
+    out.extend_from_slice(rest);
+    out
 }
 
 #[cfg(test)]

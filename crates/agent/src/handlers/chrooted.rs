@@ -10,6 +10,7 @@
 //! resolution is not seen (docs/mount-list.md lists the races).
 
 use super::path::follows;
+use super::procfs::kernel_link;
 use super::AT_FDCWD;
 use crate::arch::Regs;
 use crate::memory;
@@ -37,7 +38,7 @@ pub fn refusal(table: &MountTable, tid: i32, regs: &Regs, kind: &Kind) -> Option
     }
     let names = named_paths(tid, regs, kind)?;
     let root = sys::open_path(&format!("/proc/{tid}/root")).ok()?;
-    let root_name = link(&format!("/proc/{tid}/root"))?;
+    let root_name = kernel_link(tid, "root")?;
     names
         .iter()
         .find_map(|n| match locate(tid, regs, n, &root, &root_name) {
@@ -93,17 +94,14 @@ fn named_paths(tid: i32, regs: &Regs, kind: &Kind) -> Option<Vec<Named>> {
     Some(names)
 }
 
-/// The path of an AF_UNIX pathname address (none for other families or abstract names).
+/// The path of the AF_UNIX pathname address at `addr` (none for other families or abstract
+/// names).
 fn unix_socket_path(tid: i32, addr: u64, len: u64) -> Option<Vec<u8>> {
     if addr == 0 || !(3..=110).contains(&len) {
         return None;
     }
     let sa = memory::read(tid, addr, len as usize).ok()?;
-    if sa.len() < 3 || u16::from_ne_bytes([sa[0], sa[1]]) != libc::AF_UNIX as u16 || sa[2] == 0 {
-        return None;
-    }
-    let raw = &sa[2..];
-    Some(raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())].to_vec())
+    super::socket::unix_path(&sa).map(<[u8]>::to_vec)
 }
 
 /// The physical path of what `n` names for the thread (or, for a name still to be made, of
@@ -127,10 +125,10 @@ fn locate(
     } else {
         let dirfd = n.dirfd.map_or(AT_FDCWD, |i| regs.arg(i) as i32 as i64);
         let base_link = match dirfd {
-            AT_FDCWD => format!("/proc/{tid}/cwd"),
-            fd => format!("/proc/{tid}/fd/{fd}"),
+            AT_FDCWD => "cwd".to_string(),
+            fd => format!("fd/{fd}"),
         };
-        let base = link(&base_link).ok_or(libc::EBADF)?;
+        let base = kernel_link(tid, &base_link).ok_or(libc::EBADF)?;
         match roost_vfs::path::strip_prefix(&base, root_name) {
             // Inside the root: the same name from the root, `..` clamped there.
             Some(rel) => (
@@ -140,7 +138,7 @@ fn locate(
             ),
             // Outside it (a chroot with no chdir): from the directory itself, unclamped.
             None => (
-                Some(sys::open_path(&base_link).map_err(|_| libc::EBADF)?),
+                Some(sys::open_path(&format!("/proc/{tid}/{base_link}")).map_err(|_| libc::EBADF)?),
                 trimmed.to_vec(),
                 RESOLVE_NO_MAGICLINKS,
             ),
@@ -174,10 +172,4 @@ fn resolve(at: &OwnedFd, path: &[u8], follow: bool, resolve: u64) -> Result<Vec<
     let flags = libc::O_PATH | if follow { 0 } else { libc::O_NOFOLLOW };
     let fd = sys::openat2(at, path, flags, resolve)?;
     sys::path_of(&fd).map_err(|_| libc::EACCES)
-}
-
-fn link(path: &str) -> Option<Vec<u8>> {
-    std::fs::read_link(path)
-        .ok()
-        .map(|p| p.into_os_string().into_encoded_bytes())
 }

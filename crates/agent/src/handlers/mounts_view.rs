@@ -26,22 +26,11 @@ pub fn cleanup() {
 
 /// Which list a `/proc` path names, and whose: `(pid or None for the caller, mountinfo?)`.
 fn parse(logical: &[u8]) -> Option<(Option<i32>, bool)> {
-    let s = std::str::from_utf8(logical).ok()?;
-    if s == "/proc/mounts" {
+    if logical == b"/proc/mounts" {
         return Some((None, false));
     }
-    let rest = s.strip_prefix("/proc/")?;
-    let (who, mut rest) = rest.split_once('/')?;
-    let mut pid = match who {
-        "self" | "thread-self" => None,
-        n => Some(n.parse::<i32>().ok()?),
-    };
-    if let Some(r) = rest.strip_prefix("task/") {
-        let (tid, r) = r.split_once('/')?;
-        pid = Some(tid.parse().ok()?);
-        rest = r;
-    }
-    match rest {
+    let (pid, entry) = super::procfs::proc_entry(logical)?;
+    match entry {
         "mountinfo" => Some((pid, true)),
         "mounts" => Some((pid, false)),
         _ => None,
@@ -61,8 +50,7 @@ fn escape(path: &[u8]) -> Vec<u8> {
     out
 }
 
-fn unescape(field: &[u8]) -> Vec<u8> {
-    let b = field;
+fn unescape(b: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {

@@ -22,11 +22,7 @@ pub(crate) fn open_follows(flags: u64) -> bool {
 }
 
 /// Reads openat2's `struct open_how` (flags, mode, resolve).
-fn open_how(ctx: &Ctx<'_>, arg: usize) -> Result<[u64; 3], i32> {
-    read_open_how(ctx.pid, ctx.regs, arg)
-}
-
-fn read_open_how(pid: i32, regs: &Regs, arg: usize) -> Result<[u64; 3], i32> {
+fn open_how(pid: i32, regs: &Regs, arg: usize) -> Result<[u64; 3], i32> {
     let b = memory::read(pid, regs.arg(arg), 24).map_err(|_| libc::EFAULT)?;
     if b.len() < 24 {
         return Err(libc::EFAULT);
@@ -44,7 +40,7 @@ pub(crate) fn follows(pid: i32, regs: &Regs, f: Follow) -> Result<bool, i32> {
         Follow::UnlessFlag(arg, flag) => regs.arg(arg) & flag == 0,
         Follow::IfFlag(arg, flag) => regs.arg(arg) & flag != 0,
         Follow::OpenFlags(arg) => open_follows(regs.arg(arg)),
-        Follow::OpenHow(arg) => open_follows(read_open_how(pid, regs, arg)?[0]),
+        Follow::OpenHow(arg) => open_follows(open_how(pid, regs, arg)?[0]),
     })
 }
 
@@ -173,7 +169,7 @@ fn rewrite_open_how(
     followed_symlink: bool,
     scratch: &mut Scratch,
 ) -> Result<Option<usize>, i32> {
-    let [flags, mode, resolve] = open_how(ctx, arg)?;
+    let [flags, mode, resolve] = open_how(ctx.pid, ctx.regs, arg)?;
     if resolve & RESOLVE_NO_SYMLINKS != 0 && followed_symlink {
         return Err(libc::ELOOP);
     }

@@ -18,22 +18,28 @@ enum Magic {
     Fd(Option<i32>, i64),
 }
 
-/// Parses `/proc/{self,thread-self,PID}[/task/TID]/{exe,cwd,root,fd/N}`; `None` pid means the
-/// caller itself.
-fn parse_magic(path: &[u8]) -> Option<Magic> {
+/// Splits `/proc/{self,thread-self,PID}[/task/TID]/ENTRY` into whose entry it is (`None`:
+/// the caller itself) and ENTRY.
+pub(crate) fn proc_entry(path: &[u8]) -> Option<(Option<i32>, &str)> {
     let s = std::str::from_utf8(path).ok()?;
     let rest = s.strip_prefix("/proc/")?;
-    let (who, rest) = rest.split_once('/')?;
+    let (who, mut rest) = rest.split_once('/')?;
     let mut pid = match who {
         "self" | "thread-self" => None,
         n => Some(n.parse::<i32>().ok()?),
     };
-    let mut rest = rest;
     if let Some(r) = rest.strip_prefix("task/") {
         let (tid, r) = r.split_once('/')?;
         pid = Some(tid.parse().ok()?);
         rest = r;
     }
+    Some((pid, rest))
+}
+
+/// Parses `/proc/{self,thread-self,PID}[/task/TID]/{exe,cwd,root,fd/N}`; `None` pid means the
+/// caller itself.
+fn parse_magic(path: &[u8]) -> Option<Magic> {
+    let (pid, rest) = proc_entry(path)?;
     match rest {
         "exe" => Some(Magic::Exe(pid)),
         "cwd" => Some(Magic::Cwd(pid)),
@@ -119,7 +125,8 @@ pub fn proc_self_as(tid: i32, path: &[u8]) -> Vec<u8> {
     path.to_vec()
 }
 
-fn kernel_link(pid: i32, what: &str) -> Option<Vec<u8>> {
+/// The target of the kernel's `/proc/PID/WHAT` link (`cwd`, `root`, `exe`, `fd/N`).
+pub(crate) fn kernel_link(pid: i32, what: &str) -> Option<Vec<u8>> {
     std::fs::read_link(format!("/proc/{pid}/{what}"))
         .ok()
         .map(|p| p.into_os_string().into_encoded_bytes())

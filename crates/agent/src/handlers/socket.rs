@@ -12,17 +12,24 @@ const SUN_PATH_MAX: usize = 108;
 const MSGHDR_LEN: usize = 56;
 const MMSGHDR_LEN: usize = 64;
 
+/// The path of an AF_UNIX pathname address (`None` for another family or an abstract name).
+pub(crate) fn unix_path(sa: &[u8]) -> Option<&[u8]> {
+    if sa.len() < 3 || u16::from_ne_bytes([sa[0], sa[1]]) != libc::AF_UNIX as u16 || sa[2] == 0 {
+        return None;
+    }
+    let raw = &sa[2..];
+    Some(&raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())])
+}
+
 /// The new `sockaddr_un` bytes for the address at `addr` (`len` bytes), if it must change.
 fn translate(ctx: &mut Ctx<'_>, addr: u64, len: u64, follow: bool) -> Result<Option<Vec<u8>>, i32> {
     if addr == 0 || len <= 2 || len > 110 {
         return Ok(None);
     }
     let sa = memory::read(ctx.pid, addr, len as usize).map_err(|_| libc::EFAULT)?;
-    if sa.len() < 3 || u16::from_ne_bytes([sa[0], sa[1]]) != libc::AF_UNIX as u16 || sa[2] == 0 {
+    let Some(path) = unix_path(&sa) else {
         return Ok(None);
-    }
-    let raw = &sa[2..];
-    let path = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
+    };
     match resolve_path(ctx, None, path, follow) {
         Resolution::Pass { .. } => Ok(None),
         Resolution::Fail(e) => Err(e),
@@ -206,11 +213,9 @@ pub fn logical_sockname(
     let Some(sa) = sa else {
         return;
     };
-    if sa.len() < 3 || u16::from_ne_bytes([sa[0], sa[1]]) != libc::AF_UNIX as u16 || sa[2] == 0 {
+    let Some(physical) = unix_path(&sa) else {
         return;
-    }
-    let raw = &sa[2..];
-    let physical = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
+    };
     if physical.first() != Some(&b'/') {
         return; // bound by a relative name: the kernel keeps it as given
     }
