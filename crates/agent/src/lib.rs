@@ -12,6 +12,7 @@ pub mod filter;
 pub mod handlers;
 pub mod memory;
 pub mod notify;
+pub mod remote;
 pub mod spawn;
 pub mod sys;
 pub mod syscalls;

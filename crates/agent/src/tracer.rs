@@ -9,6 +9,7 @@ use crate::filter::{self, Verdict};
 use crate::handlers::{self, embedded, exec, path, procfs, socket, Action, Arg, Ctx, Decision};
 use crate::memory;
 use crate::notify::{self, Shared, NOTIFIED};
+use crate::remote;
 use crate::spawn::{self, SpawnError};
 use crate::syscalls::{Kind, Table, CHROOT_PATH};
 use crate::task::{AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_SIZE, SLOT_SIZE};
@@ -573,7 +574,7 @@ impl Agent {
         ptrace(libc::PTRACE_CONT, pid, 0)
     }
 
-    fn decide(&mut self, pid: i32, regs: &Regs, kind: Kind) -> Decision {
+    fn decide(&mut self, pid: i32, regs: &Regs, (name, kind): (&'static str, Kind)) -> Decision {
         // Inside its own root the kernel resolves; only hidden names stay hidden. (A clone
         // and an open by handle name no path: their handlers apply in any root.)
         let by_path = !matches!(kind, Kind::Clone | Kind::OpenByHandle { .. });
@@ -605,6 +606,7 @@ impl Agent {
         let exe = task.mm.borrow().exe.clone();
         let mut ctx = Ctx {
             pid,
+            name,
             regs,
             ns: &mut ns,
             fs: &fs,
@@ -680,11 +682,33 @@ impl Agent {
         if self.restarted_rewrite(pid, &regs) {
             return ptrace(libc::PTRACE_CONT, pid, 0);
         }
-        let d = self.decide(pid, &regs, kind);
+        let mut d = self.decide(pid, &regs, (name, kind));
+        if let Action::Remote(call) = d.action {
+            let mm = Rc::clone(&self.tasks[&pid].mm);
+            if mm.borrow().scratch.is_none() {
+                // An open or chdir is rewritten to a local copy: the scratch area comes
+                // first, so the call (re-executed) is made once.
+                return self.inject_scratch(pid, regs, &mm);
+            }
+            // Made with no lock held; the names it changed are forgotten at once (its
+            // result is immediate, there is no exit stop to do it at).
+            let made = remote::make(&call, pid, &regs);
+            if let Some(AfterExit::Invalidate(names)) = &d.after {
+                let mut ns = self.ns();
+                for n in names {
+                    ns.invalidate_under(n);
+                }
+            }
+            d.action = made.action;
+            if made.physical.is_some() {
+                d.physical = made.physical;
+            }
+        }
         let mut immediate: Option<i64> = None;
         let mut original_args = None;
         match d.action {
             Action::Pass => {}
+            Action::Remote(_) => unreachable!("remote calls are made above"),
             Action::Fail(e) => {
                 if e == libc::ENOSYS {
                     handlers::report_untranslatable(name, d.logical.as_deref());

@@ -4,9 +4,13 @@
 use crate::background;
 use clap::Args;
 use roost_agent::Options;
-use roost_vfs::{parse_mount_file, parse_mount_spec, MountTable, Namespace};
+use roost_vfs::cache::Cache;
+use roost_vfs::chirp::{ChirpNet, ChirpOptions};
+use roost_vfs::{parse_mount_file, parse_mount_spec, Driver, MountContext, MountTable, Namespace};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Options of `roost run`.
 #[derive(Args)]
@@ -17,8 +21,14 @@ Exit status: the program's own; 128+N when it dies of signal N (as a shell repor
 roost returns when the program exits; processes it left running stay traced (and inside the
 namespace) until they exit. With --trace or --summary roost waits for them, to report on them.
 
+Remote files: /chirp/HOST[:PORT]/PATH names a file on a Chirp server (roost serve, cctools'
+chirp_server) with no mount at all; mounts may point there too (--mount /data=/chirp/h:9094/d
+or chirp://h:9094/d). Files are read whole into a cache shared by your runs (--cache) and
+checked against the server on every open; files written go back when closed.
+
 Examples:
   roost run --mount /data=/scratch/run7 -- make -C /data
+  roost run --mount /data=/chirp/fs.example.org/run7 -- ./analysis.sh
   roost run --mount /usr/lib/python3=DENY -- python3 -c 'import sys'
   roost run --summary --mount-file job.mounts -- ./analysis.sh")]
 pub struct RunArgs {
@@ -42,6 +52,31 @@ pub struct RunArgs {
     /// attribute calls come as cheaper seccomp notifications.
     #[arg(long)]
     pub no_notify: bool,
+    /// Authentication methods to offer Chirp servers, in order (repeatable): hmac, unix,
+    /// hostname, address. Default: hmac (with a key), then unix, hostname, address.
+    #[arg(long = "auth", value_name = "METHOD")]
+    pub auth: Vec<String>,
+    /// A shared secret for the hmac method, as NAME=FILE (also ROOST_HMAC_KEY=NAME=FILE).
+    #[arg(long = "key", value_name = "NAME=FILE")]
+    pub key: Option<String>,
+    /// Seconds one RPC may go unanswered before the connection counts as lost.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub io_timeout: u64,
+    /// Seconds a server that was reached may stay unreachable (roost reconnects with
+    /// back-off meanwhile) before calls on it fail with EIO.
+    #[arg(long, default_value_t = 3600, value_name = "SECONDS")]
+    pub timeout: u64,
+    /// The cache of remote files, shared by your runs [default: $XDG_CACHE_HOME/roost, or
+    /// ~/.cache/roost].
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// The cache's size bound, in bytes or with a K, M or G suffix; the least recently
+    /// used files go first.
+    #[arg(long, default_value = "4G", value_name = "SIZE")]
+    pub cache_size: String,
+    /// Say connections, reconnects, cache use and write-backs on stderr.
+    #[arg(short, long)]
+    pub verbose: bool,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,
@@ -51,21 +86,93 @@ fn bytes(s: &str) -> Vec<u8> {
     s.as_bytes().to_vec()
 }
 
-/// Builds the mount table: files first, then `--mount` arguments (later ones win).
-fn mount_table(args: &RunArgs, cwd: &std::path::Path) -> Result<MountTable, String> {
+/// A size with an optional K, M or G suffix (powers of 1024).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let (digits, unit) = match text.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&text[..i], c.to_ascii_uppercase()),
+        _ => (text, 'B'),
+    };
+    let shift = match unit {
+        'B' => 0,
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        'T' => 40,
+        _ => {
+            return Err(format!(
+                "--cache-size {text}: expected a number with K, M or G"
+            ))
+        }
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("--cache-size {text}: expected a number with K, M or G"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("--cache-size {text}: too large"))
+}
+
+/// Where remote files are cached unless `--cache` says.
+fn default_cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("roost")
+}
+
+/// The driver of every Chirp server, with the cache and connection options given.
+fn chirp_driver(args: &RunArgs) -> Result<Arc<ChirpNet>, String> {
+    let connect = crate::remote::ConnectArgs {
+        auth: args.auth.clone(),
+        key: args.key.clone(),
+        timeout: args.io_timeout,
+    };
+    let mut client = crate::remote::options(&connect).map_err(|e| e.0)?;
+    client.connect_timeout = Duration::from_secs(args.io_timeout.clamp(1, 15));
+    let options = ChirpOptions {
+        client,
+        timeout: Duration::from_secs(args.timeout),
+        verbose: args.verbose,
+        ..ChirpOptions::default()
+    };
+    let dir = args.cache.clone().unwrap_or_else(default_cache_dir);
+    let cache = Cache::new(&dir, parse_size(&args.cache_size)?, args.verbose);
+    Ok(Arc::new(ChirpNet::new(cache, options)))
+}
+
+/// Builds the mount table: files first, then `--mount` arguments (later ones win), and
+/// `/chirp` for every Chirp server unless a mapping names it.
+fn mount_table(
+    args: &RunArgs,
+    cwd: &std::path::Path,
+    chirp: &Arc<ChirpNet>,
+) -> Result<MountTable, String> {
+    let as_driver: Arc<dyn Driver> = chirp.clone();
+    let ctx = MountContext {
+        cwd,
+        chirp: Some(Arc::clone(&as_driver)),
+    };
     let mut table = MountTable::new();
+    table.add(
+        b"/chirp",
+        roost_vfs::Target::Driver {
+            driver: as_driver,
+            root: b"/".to_vec(),
+        },
+    );
     for file in &args.mount_files {
         let name = file.display().to_string();
         let text = std::fs::read_to_string(file).map_err(|e| format!("{name}: {e}"))?;
         let env = |v: &str| std::env::var(v).ok();
         for (logical, target) in
-            parse_mount_file(&name, &text, &env, cwd).map_err(|e| e.to_string())?
+            parse_mount_file(&name, &text, &env, &ctx).map_err(|e| e.to_string())?
         {
             table.add(&logical, target);
         }
     }
     for spec in &args.mounts {
-        let (logical, target) = parse_mount_spec(spec, cwd).map_err(|e| e.to_string())?;
+        let (logical, target) = parse_mount_spec(spec, &ctx).map_err(|e| e.to_string())?;
         table.add(&logical, target);
     }
     Ok(table)
@@ -73,14 +180,16 @@ fn mount_table(args: &RunArgs, cwd: &std::path::Path) -> Result<MountTable, Stri
 
 /// Whether a logical path names an executable regular file in the namespace.
 fn executable(ns: &mut Namespace, logical: &[u8]) -> Result<(), i32> {
-    let physical = ns.locate(logical, true)?.physical;
-    let driver = roost_vfs::LocalDriver;
-    use roost_vfs::Driver;
-    let st = driver.stat(&physical)?;
+    let located = ns.locate(logical, true)?;
+    let (driver, path): (&dyn Driver, &[u8]) = match &located.remote {
+        Some(r) => (r.driver.as_ref(), &r.path),
+        None => (&roost_vfs::LocalDriver, &located.physical),
+    };
+    let st = driver.stat(path)?;
     if st.is_dir() {
         return Err(libc::EACCES);
     }
-    driver.access(&physical, libc::X_OK)
+    driver.access(path, libc::X_OK)
 }
 
 /// Finds the program as a shell would: a name with a slash is a path, others search $PATH,
@@ -116,7 +225,14 @@ fn find_program(ns: &mut Namespace, name: &str, cwd: &[u8]) -> Result<Vec<u8>, (
 
 pub fn main(args: RunArgs) -> ExitCode {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let table = match mount_table(&args, &cwd) {
+    let chirp = match chirp_driver(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("roost run: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let table = match mount_table(&args, &cwd, &chirp) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("roost run: {e}");
@@ -158,7 +274,16 @@ pub fn main(args: RunArgs) -> ExitCode {
     match background::split(!whole_run) {
         Ok(background::Side::Front(code)) => return exit_code(code),
         Ok(background::Side::Agent(mut front)) => {
-            options.on_program_exit = front.on_program_exit();
+            // The caller goes on when the program exits: what it wrote is on the servers
+            // by then.
+            let tell = front.on_program_exit();
+            let flushed = Arc::clone(&chirp);
+            options.on_program_exit = tell.map(|tell| {
+                Box::new(move |code| {
+                    flushed.flush();
+                    tell(code)
+                }) as Box<dyn FnOnce(i32)>
+            });
             options.on_program_stop = Some(front.on_program_stop());
         }
         Err(e) => eprintln!("roost run: {e}; running without a front process"),
@@ -170,6 +295,7 @@ pub fn main(args: RunArgs) -> ExitCode {
             125
         }
     };
+    chirp.close();
     exit_code(code)
 }
 

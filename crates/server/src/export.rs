@@ -189,9 +189,10 @@ impl Export {
         Ok(JailPath::new(rel.as_os_str().as_bytes())?)
     }
 
-    /// Opens an existing object `O_PATH`, following symlinks (inside the jail) or not.
+    /// Opens an existing object `O_PATH`, following symlinks (inside the jail) or not. The
+    /// root is never a symlink (and has no parent to look it up in): it is always opened.
     pub fn object(&self, path: &JailPath, follow: bool) -> OpResult<Object> {
-        if follow {
+        if follow || path.is_root() {
             if let Some(fd) = self.jail.open_path_literal(path, libc::O_PATH)? {
                 let stat = fstat(fd.as_raw_fd())?;
                 return Ok(Object {

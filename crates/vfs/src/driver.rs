@@ -7,16 +7,118 @@
 use crate::Errno;
 use std::ffi::CString;
 
-/// The attributes the namespace needs from a file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A file's attributes, as `struct stat` carries them (times in seconds and nanoseconds).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stat {
     pub dev: u64,
     pub ino: u64,
     pub mode: u32,
+    pub nlink: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u64,
     pub size: u64,
+    pub blksize: i64,
+    pub blocks: i64,
+    pub atime: (i64, i64),
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+}
+
+/// A file system's capacity, as `struct statfs` carries it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatFs {
+    pub kind: i64,
+    pub bsize: i64,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+}
+
+/// What a program will do with a file it opens, so a remote driver knows what local copy
+/// to make (see [`Driver::localize`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Intent {
+    /// Read it (or list it, for a directory), or execute it.
+    Read,
+    /// Write it: the copy is the program's own until it is closed, then written back.
+    Write {
+        create: bool,
+        exclusive: bool,
+        truncate: bool,
+        mode: u32,
+    },
 }
 
 impl Stat {
+    /// The attributes of a local file, from the kernel's `struct stat`.
+    pub fn from_kernel(st: &libc::stat) -> Stat {
+        Stat {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            mode: st.st_mode,
+            nlink: st.st_nlink,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            rdev: st.st_rdev,
+            size: st.st_size as u64,
+            blksize: st.st_blksize,
+            blocks: st.st_blocks,
+            atime: (st.st_atime, st.st_atime_nsec),
+            mtime: (st.st_mtime, st.st_mtime_nsec),
+            ctime: (st.st_ctime, st.st_ctime_nsec),
+        }
+    }
+
+    /// The kernel's `struct stat` for these attributes (what a stat call writes).
+    pub fn to_kernel(&self) -> libc::stat {
+        // SAFETY: plain data; every field that matters is set below.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        st.st_dev = self.dev;
+        st.st_ino = self.ino;
+        st.st_mode = self.mode;
+        st.st_nlink = self.nlink;
+        st.st_uid = self.uid;
+        st.st_gid = self.gid;
+        st.st_rdev = self.rdev;
+        st.st_size = self.size as i64;
+        st.st_blksize = self.blksize;
+        st.st_blocks = self.blocks;
+        (st.st_atime, st.st_atime_nsec) = self.atime;
+        (st.st_mtime, st.st_mtime_nsec) = self.mtime;
+        (st.st_ctime, st.st_ctime_nsec) = self.ctime;
+        st
+    }
+
+    /// The kernel's `struct statx` for these attributes, with the basic fields marked valid.
+    pub fn to_statx(&self) -> libc::statx {
+        // SAFETY: plain data; every field that matters is set below.
+        let mut sx: libc::statx = unsafe { std::mem::zeroed() };
+        sx.stx_mask = libc::STATX_BASIC_STATS;
+        sx.stx_blksize = self.blksize as u32;
+        sx.stx_nlink = self.nlink as u32;
+        sx.stx_uid = self.uid;
+        sx.stx_gid = self.gid;
+        sx.stx_mode = self.mode as u16;
+        sx.stx_ino = self.ino;
+        sx.stx_size = self.size;
+        sx.stx_blocks = self.blocks as u64;
+        let set = |t: &mut libc::statx_timestamp, (sec, nsec): (i64, i64)| {
+            t.tv_sec = sec;
+            t.tv_nsec = nsec as u32;
+        };
+        set(&mut sx.stx_atime, self.atime);
+        set(&mut sx.stx_mtime, self.mtime);
+        set(&mut sx.stx_ctime, self.ctime);
+        sx.stx_rdev_major = libc::major(self.rdev);
+        sx.stx_rdev_minor = libc::minor(self.rdev);
+        sx.stx_dev_major = libc::major(self.dev);
+        sx.stx_dev_minor = libc::minor(self.dev);
+        sx
+    }
+
     pub fn is_dir(&self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFDIR
     }
@@ -79,6 +181,60 @@ pub trait Driver: Send + Sync {
     fn truncate(&self, _path: &[u8], _len: u64) -> Result<(), Errno> {
         Err(libc::ENOSYS)
     }
+    /// `follow`: whether a final symlink is followed (chown) or changed itself (lchown).
+    fn chown(&self, _path: &[u8], _uid: u32, _gid: u32, _follow: bool) -> Result<(), Errno> {
+        Err(libc::ENOSYS)
+    }
+    /// Sets access and modification times (seconds); `None` leaves one as it is.
+    fn utime(&self, _path: &[u8], _atime: Option<i64>, _mtime: Option<i64>) -> Result<(), Errno> {
+        Err(libc::ENOSYS)
+    }
+    fn statfs(&self, _path: &[u8]) -> Result<StatFs, Errno> {
+        Err(libc::ENOSYS)
+    }
+    /// The names in a directory with their file types (`S_IFMT` bits), `.` and `..` left out.
+    fn readdir(&self, _path: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, Errno> {
+        Err(libc::ENOSYS)
+    }
+    fn getxattr(&self, _path: &[u8], _name: &[u8], _follow: bool) -> Result<Vec<u8>, Errno> {
+        Err(libc::ENOSYS)
+    }
+    /// The attribute names, each NUL-terminated, as listxattr returns them.
+    fn listxattr(&self, _path: &[u8], _follow: bool) -> Result<Vec<u8>, Errno> {
+        Err(libc::ENOSYS)
+    }
+    fn setxattr(
+        &self,
+        _path: &[u8],
+        _name: &[u8],
+        _value: &[u8],
+        _flags: i32,
+        _follow: bool,
+    ) -> Result<(), Errno> {
+        Err(libc::ENOSYS)
+    }
+    fn removexattr(&self, _path: &[u8], _name: &[u8], _follow: bool) -> Result<(), Errno> {
+        Err(libc::ENOSYS)
+    }
+    /// For a driver the kernel cannot reach: a local copy of the object at `path` for a
+    /// program to open, execute or enter, as `intent` says (a file fetched, a directory's
+    /// entries listed), at `mirror() + path`. Written copies go back when closed.
+    fn localize(&self, _path: &[u8], _intent: Intent) -> Result<Vec<u8>, Errno> {
+        Err(libc::ENOSYS)
+    }
+    /// The local directory under which [`Driver::localize`] places its copies (`mirror +
+    /// path`), so a kernel path there (a descriptor's, the cwd's) names its object again.
+    fn mirror(&self) -> Option<&[u8]> {
+        None
+    }
+    /// Which of the driver's file systems holds `path` (a Chirp driver reaches many servers,
+    /// each a file system of its own); renames and links never cross two.
+    fn volume<'p>(&self, _path: &'p [u8]) -> &'p [u8] {
+        b""
+    }
+    /// Makes every change this driver has accepted visible to other clients (write-backs
+    /// of closed files); called before the program's exit is reported.
+    fn flush(&self) {}
 }
 
 /// A local file open for reading.
@@ -129,12 +285,7 @@ fn stat_with(path: &[u8], flags: libc::c_int) -> Result<Stat, Errno> {
     // SAFETY: `st` is plain data written by the kernel; `c` is a valid C string.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     check(unsafe { libc::fstatat(libc::AT_FDCWD, c.as_ptr(), &mut st, flags) })?;
-    Ok(Stat {
-        dev: st.st_dev,
-        ino: st.st_ino,
-        mode: st.st_mode,
-        size: st.st_size as u64,
-    })
+    Ok(Stat::from_kernel(&st))
 }
 
 impl Driver for LocalDriver {

@@ -6,16 +6,30 @@
 //! walks a logical path (symlinks and `..` in the logical namespace, results cached) and maps
 //! it through the longest matching mount.
 
+pub mod cache;
+pub mod chirp;
 pub mod driver;
 pub mod mount;
 pub mod mountfile;
 pub mod path;
 pub mod resolve;
 
-pub use driver::{Driver, LocalDriver, ReadAt, Stat};
+pub use driver::{Driver, Intent, LocalDriver, ReadAt, Stat, StatFs};
 pub use mount::{Mapped, Mount, MountTable, Target};
-pub use mountfile::{parse_mount_file, parse_mount_spec, MountFileError};
-pub use resolve::{KernelProc, LinkTarget, Located, Namespace, ProcLinks, Resolved};
+pub use mountfile::{parse_mount_file, parse_mount_spec, MountContext, MountFileError};
+pub use resolve::{KernelProc, LinkTarget, Located, Namespace, ProcLinks, Remote, Resolved};
 
 /// An errno value (positive), as returned by failed operations.
 pub type Errno = i32;
+
+/// The errno of the last failed libc call.
+pub(crate) fn last_errno() -> Errno {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// Lower-case hexadecimal of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -90,7 +90,13 @@ impl Mapped<'_> {
                 match (a.is_local(), b.is_local()) {
                     (true, true) => true,
                     (false, false) => {
+                        let (Mapped::At { path: pa, .. }, Mapped::At { path: pb, .. }) =
+                            (self, other)
+                        else {
+                            unreachable!("matched above")
+                        };
                         std::ptr::addr_eq(*a as *const dyn Driver, *b as *const dyn Driver)
+                            && a.volume(pa) == b.volume(pb)
                     }
                     _ => false,
                 }
@@ -167,6 +173,26 @@ impl MountTable {
         }
     }
 
+    /// The driver of mount `index` (as [`Mapped::mount`] names it), shared, for an
+    /// operation made after the table is no longer at hand.
+    pub fn driver(&self, index: usize) -> Option<Arc<dyn Driver>> {
+        match &self.mounts.get(index)?.target {
+            Target::Driver { driver, .. } => Some(Arc::clone(driver)),
+            _ => None,
+        }
+    }
+
+    /// Whether `physical` lies in a remote mount's local mirror (a copy roost made, never a
+    /// name of its own).
+    pub fn in_mirror(&self, physical: &[u8]) -> bool {
+        self.mounts.iter().any(|m| match &m.target {
+            Target::Driver { driver, .. } => driver
+                .mirror()
+                .is_some_and(|mirror| strip_prefix(physical, mirror).is_some()),
+            _ => false,
+        })
+    }
+
     /// Whether some mapping hides paths (`DENY` or `ENOENT`).
     pub fn hides_any(&self) -> bool {
         self.mounts
@@ -195,7 +221,7 @@ impl MountTable {
     }
 
     /// Maps a local physical path back to a logical one (for dirfds, `/proc/*/cwd|exe|fd`):
-    /// the local mount with the longest matching root wins (the first of equals); an
+    /// the local mount (or remote mount's local mirror) with the longest matching root wins (the first of equals); an
     /// unmatched path is itself unless `/` is remapped, in which case it lies outside the
     /// namespace and is returned unchanged.
     pub fn reverse(&self, physical: &[u8]) -> Vec<u8> {
@@ -219,6 +245,13 @@ impl MountTable {
         self.mounts.iter().filter_map(move |m| match &m.target {
             Target::Driver { driver, root } if driver.is_local() => {
                 strip_prefix(physical, root).map(|rest| (root.len(), under(&m.logical, rest)))
+            }
+            Target::Driver { driver, root } => {
+                // A remote driver's local copies live at mirror + driver path.
+                let mirrored = [driver.mirror()?, root.as_slice()].concat();
+                let mirrored = crate::path::normalize(&mirrored);
+                strip_prefix(physical, &mirrored)
+                    .map(|rest| (mirrored.len(), under(&m.logical, rest)))
             }
             _ => None,
         })

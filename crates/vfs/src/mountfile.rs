@@ -26,24 +26,71 @@ impl fmt::Display for MountFileError {
 
 impl std::error::Error for MountFileError {}
 
+/// What the right-hand side of a mapping is read against: the directory relative
+/// physical paths start from, and the driver that serves `/chirp/...` and `chirp://...`.
+pub struct MountContext<'a> {
+    pub cwd: &'a Path,
+    pub chirp: Option<std::sync::Arc<dyn crate::Driver>>,
+}
+
+impl<'a> MountContext<'a> {
+    /// Local paths only (a remote target is an error).
+    pub fn local(cwd: &'a Path) -> MountContext<'a> {
+        MountContext { cwd, chirp: None }
+    }
+}
+
 /// Turns the right-hand side of a mapping into a target; relative physical paths are taken
 /// from `cwd`. As a bind mount does, a local target is resolved once, here: its symlinks
 /// are followed (so the kernel's names for files under it are the mapping's own); one that
-/// does not exist yet is kept as written.
-fn target_of(physical: &str, cwd: &Path) -> Target {
+/// does not exist yet is kept as written. `/chirp/HOST[:PORT]/PATH` and
+/// `chirp://HOST[:PORT]/PATH` (optionally ending in `:cached`, the one mode there is so
+/// far) name a directory or file on a Chirp server.
+fn target_of(physical: &str, ctx: &MountContext<'_>) -> Result<Target, String> {
     let local = |p: std::path::PathBuf| {
         let p = std::fs::canonicalize(&p).unwrap_or(p);
         Target::local(p.into_os_string().into_encoded_bytes())
     };
-    match physical {
+    let remote = physical
+        .strip_prefix("chirp://")
+        .or_else(|| physical.strip_prefix("/chirp/"));
+    if let Some(rest) = remote {
+        let rest = match rest.rsplit_once(':') {
+            Some((r, "cached")) => r,
+            Some((_, "direct")) => {
+                return Err(format!(
+                    "{physical}: direct mode (no cache) is not built yet; \
+                     use {physical_cached} or leave the mode out (cached)",
+                    physical_cached = physical.trim_end_matches(":direct").to_string() + ":cached"
+                ))
+            }
+            _ => rest,
+        };
+        let authority = rest.split('/').next().unwrap_or("");
+        if roost_client::split_host_port(authority).is_none() {
+            return Err(format!("{physical}: expected chirp://HOST[:PORT]/PATH"));
+        }
+        let driver = ctx
+            .chirp
+            .clone()
+            .ok_or_else(|| format!("{physical}: remote targets are not available here"))?;
+        return Ok(Target::Driver {
+            driver,
+            root: crate::path::normalize(format!("/{rest}").as_bytes()),
+        });
+    }
+    Ok(match physical {
         "DENY" => Target::Deny,
         "ENOENT" => Target::Enoent,
-        p => local(cwd.join(p)),
-    }
+        p => local(ctx.cwd.join(p)),
+    })
 }
 
 /// Parses one `--mount LOGICAL=PHYSICAL` argument.
-pub fn parse_mount_spec(spec: &str, cwd: &Path) -> Result<(Vec<u8>, Target), MountFileError> {
+pub fn parse_mount_spec(
+    spec: &str,
+    ctx: &MountContext<'_>,
+) -> Result<(Vec<u8>, Target), MountFileError> {
     let err = |message: String| MountFileError {
         file: format!("--mount {spec}"),
         line: 0,
@@ -58,7 +105,10 @@ pub fn parse_mount_spec(spec: &str, cwd: &Path) -> Result<(Vec<u8>, Target), Mou
     if physical.is_empty() {
         return Err(err("empty physical path".into()));
     }
-    Ok((logical.as_bytes().to_vec(), target_of(physical, cwd)))
+    Ok((
+        logical.as_bytes().to_vec(),
+        target_of(physical, ctx).map_err(err)?,
+    ))
 }
 
 /// Expands `$VAR` and `${VAR}` using `env`; `$$` is a literal `$`.
@@ -117,7 +167,7 @@ pub fn parse_mount_file(
     file: &str,
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
-    cwd: &Path,
+    ctx: &MountContext<'_>,
 ) -> Result<Vec<(Vec<u8>, Target)>, MountFileError> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
@@ -144,7 +194,8 @@ pub fn parse_mount_file(
                 if !logical.starts_with('/') {
                     return Err(err(format!("logical path {logical:?} is not absolute")));
                 }
-                out.push((logical.into_bytes(), target_of(&physical, cwd)));
+                let target = target_of(&physical, ctx).map_err(&err)?;
+                out.push((logical.into_bytes(), target));
             }
             more => {
                 return Err(err(format!(
@@ -172,7 +223,7 @@ mod tests {
     #[test]
     fn parses_lines_comments_and_variables() {
         let text = "# a comment\n/out.txt /scratch/out.$N.txt\n\n/h ${HOME}/x # trailing\n/s DENY\n/g ENOENT\n";
-        let m = parse_mount_file("f", text, &env, Path::new("/cwd")).unwrap();
+        let m = parse_mount_file("f", text, &env, &MountContext::local(Path::new("/cwd"))).unwrap();
         assert_eq!(m.len(), 4);
         assert_eq!(m[0].0, b"/out.txt");
         assert_eq!(format!("{:?}", m[0].1), "local:/scratch/out.7.txt");
@@ -183,25 +234,71 @@ mod tests {
 
     #[test]
     fn errors_name_file_and_line() {
-        let e = parse_mount_file("m.list", "/a /b\n/c\n", &env, Path::new("/")).unwrap_err();
+        let e = parse_mount_file(
+            "m.list",
+            "/a /b\n/c\n",
+            &env,
+            &MountContext::local(Path::new("/")),
+        )
+        .unwrap_err();
         assert_eq!(
             e.to_string(),
             "m.list:2: \"/c\" has no physical path (LOGICAL PHYSICAL)"
         );
-        let e = parse_mount_file("m.list", "/a $NOPE\n", &env, Path::new("/")).unwrap_err();
+        let e = parse_mount_file(
+            "m.list",
+            "/a $NOPE\n",
+            &env,
+            &MountContext::local(Path::new("/")),
+        )
+        .unwrap_err();
         assert_eq!(e.to_string(), "m.list:1: variable $NOPE is not set");
-        let e = parse_mount_file("m.list", "rel /b\n", &env, Path::new("/")).unwrap_err();
+        let e = parse_mount_file(
+            "m.list",
+            "rel /b\n",
+            &env,
+            &MountContext::local(Path::new("/")),
+        )
+        .unwrap_err();
         assert_eq!(e.line, 1);
-        let e = parse_mount_file("m.list", "/a /b /c\n", &env, Path::new("/")).unwrap_err();
+        let e = parse_mount_file(
+            "m.list",
+            "/a /b /c\n",
+            &env,
+            &MountContext::local(Path::new("/")),
+        )
+        .unwrap_err();
         assert!(e.message.contains("found 3"));
     }
 
     #[test]
     fn mount_spec_needs_equals_and_absolute_logical() {
-        assert!(parse_mount_spec("/a=/b", Path::new("/")).is_ok());
-        assert!(parse_mount_spec("/a", Path::new("/")).is_err());
-        assert!(parse_mount_spec("a=/b", Path::new("/")).is_err());
-        let (_, t) = parse_mount_spec("/a=rel", Path::new("/base")).unwrap();
+        assert!(parse_mount_spec("/a=/b", &MountContext::local(Path::new("/"))).is_ok());
+        assert!(parse_mount_spec("/a", &MountContext::local(Path::new("/"))).is_err());
+        assert!(parse_mount_spec("a=/b", &MountContext::local(Path::new("/"))).is_err());
+        let (_, t) = parse_mount_spec("/a=rel", &MountContext::local(Path::new("/base"))).unwrap();
         assert_eq!(format!("{t:?}"), "local:/base/rel");
+    }
+
+    #[test]
+    fn chirp_targets_name_a_server_and_a_path() {
+        struct Net;
+        impl crate::Driver for Net {
+            fn name(&self) -> &'static str {
+                "chirp"
+            }
+        }
+        let ctx = MountContext {
+            cwd: Path::new("/"),
+            chirp: Some(std::sync::Arc::new(Net)),
+        };
+        let root = |spec: &str| parse_mount_spec(spec, &ctx).map(|(_, t)| format!("{t:?}"));
+        assert_eq!(root("/d=/chirp/h:9/x/").unwrap(), "chirp:/h:9/x");
+        assert_eq!(root("/d=chirp://h/x:cached").unwrap(), "chirp:/h/x");
+        let e = root("/d=chirp://h:9/x:direct").unwrap_err();
+        assert!(e.to_string().contains("not built yet"), "{e}");
+        assert!(root("/d=chirp://h:0/x").is_err());
+        let local_only = parse_mount_spec("/d=/chirp/h/x", &MountContext::local(Path::new("/")));
+        assert!(local_only.is_err());
     }
 }

@@ -102,12 +102,44 @@ pub struct Resolved {
     pub via_proc_link: bool,
 }
 
-/// A walked path on a local driver: where the kernel finds it.
+/// An object on a driver the kernel cannot reach, for operations made through the driver
+/// itself after the namespace is no longer at hand.
+#[derive(Clone)]
+pub struct Remote {
+    pub driver: std::sync::Arc<dyn Driver>,
+    /// The driver's path of the object.
+    pub path: Vec<u8>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}",
+            self.driver.name(),
+            String::from_utf8_lossy(&self.path)
+        )
+    }
+}
+
+impl PartialEq for Remote {
+    fn eq(&self, other: &Remote) -> bool {
+        std::ptr::addr_eq(
+            std::sync::Arc::as_ptr(&self.driver),
+            std::sync::Arc::as_ptr(&other.driver),
+        ) && self.path == other.path
+    }
+}
+
+/// A walked path: where the kernel finds it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Located {
     pub logical: Vec<u8>,
-    /// The kernel path of the object.
+    /// The kernel path of the object; for a remote object, where its local copy goes
+    /// ([`Driver::localize`] makes it).
     pub physical: Vec<u8>,
+    /// The object on a remote driver (`None`: a local file the kernel reaches at `physical`).
+    pub remote: Option<Remote>,
     pub followed_symlink: bool,
     pub via_mount: bool,
     pub via_proc_link: bool,
@@ -169,16 +201,31 @@ impl Namespace {
     /// so `..` climbs where it would natively); else the path through the mount with the
     /// longest matching physical root. A deleted directory keeps its kernel name.
     pub fn logical_cwd(&self, physical: &[u8]) -> Vec<u8> {
-        let maps_to = |logical: &[u8]| self.table.map(logical).local_path() == Some(physical);
+        let maps_to = |logical: &[u8]| self.kernel_path(logical).as_deref() == Some(physical);
         if let Some(logical) = self.entered.get(physical) {
             if maps_to(logical) {
                 return logical.clone();
             }
         }
+        if self.table.in_mirror(physical) {
+            return self.table.reverse(physical);
+        }
         if maps_to(physical) || physical.ends_with(b" (deleted)") {
             return physical.to_vec();
         }
         self.table.reverse(physical)
+    }
+
+    /// Where the kernel finds the object a walked logical path maps to: its local path, or
+    /// the place of a remote object's local copy.
+    pub fn kernel_path(&self, logical: &[u8]) -> Option<Vec<u8>> {
+        match self.table.map(logical) {
+            Mapped::At { driver, path, .. } if driver.is_local() => Some(path),
+            Mapped::At { driver, path, .. } => driver
+                .mirror()
+                .map(|m| crate::path::normalize(&[m, path.as_slice()].concat())),
+            _ => None,
+        }
     }
 
     /// Sets how long a cached answer is trusted.
@@ -360,7 +407,8 @@ impl Namespace {
     }
 
     /// Walks `path` and maps the result to a kernel path: EACCES under `DENY`, ENOENT under
-    /// `ENOENT`, ENOSYS on a driver the kernel cannot reach (remote files are not localized yet).
+    /// `ENOENT`; a remote object is named by its driver path and the place of its local copy
+    /// (ENOSYS for a remote driver that keeps no copies).
     pub fn locate(&mut self, path: &[u8], follow_last: bool) -> Result<Located, Errno> {
         self.locate_as(b"/", path, follow_last, &KernelProc)
     }
@@ -374,14 +422,27 @@ impl Namespace {
         proc: &dyn ProcLinks,
     ) -> Result<Located, Errno> {
         let walked = self.walk_as(start, path, follow_last, proc)?;
-        let physical = match self.table.map(&walked.logical) {
+        let (physical, remote) = match self.table.map(&walked.logical) {
             Mapped::Deny => return Err(libc::EACCES),
             Mapped::Enoent => return Err(libc::ENOENT),
-            m => m.local_path().ok_or(libc::ENOSYS)?.to_vec(),
+            Mapped::At { driver, path, .. } if driver.is_local() => (path, None),
+            Mapped::At {
+                driver,
+                path,
+                mount,
+            } => {
+                let mirror = driver.mirror().ok_or(libc::ENOSYS)?;
+                let physical = crate::path::normalize(&[mirror, path.as_slice()].concat());
+                let driver = mount
+                    .and_then(|i| self.table.driver(i))
+                    .ok_or(libc::ENOSYS)?;
+                (physical, Some(Remote { driver, path }))
+            }
         };
         Ok(Located {
             logical: walked.logical,
             physical,
+            remote,
             followed_symlink: walked.followed_symlink,
             via_mount: walked.via_mount,
             via_proc_link: walked.via_proc_link,

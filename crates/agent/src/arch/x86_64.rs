@@ -215,6 +215,14 @@ pub const NUMBERS: &[(&str, i64)] = &[
     ("file_setattr", 469),
 ];
 
+/// The name of a syscall number, if the table knows it.
+pub fn name(nr: i64) -> Option<&'static str> {
+    NUMBERS
+        .iter()
+        .find(|&&(_, n)| n == nr)
+        .map(|&(name, _)| name)
+}
+
 /// The number of a named syscall, if the table knows it.
 pub fn number(name: &str) -> Option<i64> {
     NUMBERS.iter().find(|(n, _)| *n == name).map(|&(_, nr)| nr)

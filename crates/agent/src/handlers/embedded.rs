@@ -110,6 +110,7 @@ fn rewrite_embedded(
     };
     let (logical, physical) = match resolve_path(ctx, dirfd, &path, follow) {
         Resolution::Fail(e) => return Decision::fail(e),
+        Resolution::Remote { .. } => return Decision::fail(libc::EOPNOTSUPP),
         Resolution::Pass { logical } => {
             let mut d = Decision::pass();
             d.logical = Some(logical);

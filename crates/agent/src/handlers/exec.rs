@@ -162,7 +162,13 @@ fn locate(
         fs: ctx.fs,
     };
     let l = ctx.ns.locate_as(b"/", logical_in, follow, &caller)?;
-    Ok((l.logical, l.physical, l.via_mount))
+    // A remote program runs from its local copy (fetched here, under the namespace lock:
+    // execs are few next to the lookups and opens made without it).
+    let physical = match &l.remote {
+        Some(r) => r.driver.localize(&r.path, roost_vfs::Intent::Read)?,
+        None => l.physical,
+    };
+    Ok((l.logical, physical, l.via_mount))
 }
 
 /// Handles execve (`dirfd`/`flags` None) and execveat.

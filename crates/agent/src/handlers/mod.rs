@@ -23,6 +23,8 @@ pub const AT_FDCWD: i64 = -100;
 /// What a handler sees of the stopped thread.
 pub struct Ctx<'a> {
     pub pid: i32,
+    /// The trapped call's name.
+    pub name: &'static str,
     pub regs: &'a Regs,
     pub ns: &'a mut Namespace,
     pub fs: &'a Fs,
@@ -131,6 +133,9 @@ pub enum Action {
         ret: i64,
         writes: Vec<(u64, Vec<u8>)>,
     },
+    /// Make the call through a remote driver, with no lock held ([`crate::remote::make`]
+    /// turns this into one of the others).
+    Remote(Box<crate::remote::RemoteCall>),
 }
 
 /// A handler's answer.
@@ -220,13 +225,20 @@ pub enum Resolution {
         physical: Vec<u8>,
         followed_symlink: bool,
     },
+    /// The object is on a remote driver: the call is made through it.
+    Remote {
+        logical: Vec<u8>,
+        remote: roost_vfs::Remote,
+    },
     Fail(i32),
 }
 
 impl Resolution {
     pub fn logical(&self) -> Option<&[u8]> {
         match self {
-            Resolution::Pass { logical } | Resolution::Rewrite { logical, .. } => Some(logical),
+            Resolution::Pass { logical }
+            | Resolution::Rewrite { logical, .. }
+            | Resolution::Remote { logical, .. } => Some(logical),
             Resolution::Fail(_) => None,
         }
     }
@@ -297,6 +309,12 @@ pub fn resolve_path(
             logical: walked.logical,
             physical: list,
             followed_symlink: walked.followed_symlink,
+        };
+    }
+    if let Some(remote) = walked.remote {
+        return Resolution::Remote {
+            logical: walked.logical,
+            remote,
         };
     }
     let mut physical = walked.physical;
@@ -381,6 +399,10 @@ fn keep_spelling(
             logical: logical(&l),
             physical: physical(&p),
             followed_symlink,
+        },
+        Resolution::Remote { logical: l, remote } => Resolution::Remote {
+            logical: logical(&l),
+            remote,
         },
         fail => fail,
     }

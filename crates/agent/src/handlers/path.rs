@@ -47,6 +47,7 @@ pub(crate) fn follows(pid: i32, regs: &Regs, f: Follow) -> Result<bool, i32> {
 /// Handles a call whose spec lists `args`.
 pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -> Decision {
     let mut resolved: Vec<(PathArg, Resolution)> = Vec::with_capacity(args.len());
+    let mut follows_of: Vec<bool> = Vec::with_capacity(args.len());
     for &arg in args {
         let ptr = ctx.regs.arg(arg.path);
         if ptr == 0 {
@@ -79,6 +80,7 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             return Decision::fail(libc::EBUSY);
         }
         resolved.push((arg, r));
+        follows_of.push(follow);
     }
     if cross && resolved.len() == 2 {
         if let Some(e) = cross_device(ctx, &resolved) {
@@ -103,6 +105,18 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             Resolution::Rewrite { physical, .. } => Some(physical.clone()),
             _ => d.logical.clone(),
         };
+    }
+    if resolved
+        .iter()
+        .any(|(_, r)| matches!(r, Resolution::Remote { .. }))
+    {
+        // For traces: where the first path went (`chirp:/host:port/path`).
+        d.physical = resolved.iter().find_map(|(_, r)| match r {
+            Resolution::Remote { remote, .. } => Some(format!("{remote:?}").into_bytes()),
+            _ => None,
+        });
+        d.action = Action::Remote(Box::new(remote_call(ctx.name, resolved, &follows_of)));
+        return d;
     }
     let mut scratch = Scratch::default();
     let mut new_args = Vec::new();
@@ -134,6 +148,29 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
         };
     }
     d
+}
+
+/// The call to make through a remote driver: each path argument with its remote object
+/// (a local one mixed in has failed with EXDEV already).
+fn remote_call(
+    name: &'static str,
+    resolved: Vec<(PathArg, Resolution)>,
+    follows: &[bool],
+) -> crate::remote::RemoteCall {
+    let args = resolved
+        .into_iter()
+        .zip(follows)
+        .map(|((arg, r), &follow)| crate::remote::RemoteArg {
+            path: arg.path,
+            dirfd: arg.dirfd,
+            follow,
+            remote: match r {
+                Resolution::Remote { remote, .. } => Some(remote),
+                _ => None,
+            },
+        })
+        .collect();
+    crate::remote::RemoteCall { name, args }
 }
 
 /// Two-path calls (rename, link) must stay inside one file system: across drivers roost
@@ -241,6 +278,7 @@ mod tests {
         };
         let mut ctx = Ctx {
             pid: std::process::id() as i32,
+            name: "openat",
             regs: &regs,
             ns: &mut ns,
             fs: &fs,

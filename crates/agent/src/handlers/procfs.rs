@@ -234,13 +234,12 @@ pub fn cwd_after_chdir(
     // The name resolved is kept where it leads to the directory the kernel now holds (not,
     // say, an unnormalised path walked with no mounts, or a /proc link's own name).
     let leads_here = |l: &[u8]| {
-        let mapped = ns.map(l);
-        let Some(path) = mapped.local_path() else {
+        let Some(path) = ns.kernel_path(l) else {
             return false;
         };
         use std::os::unix::{ffi::OsStrExt, fs::MetadataExt};
         let id = |m: std::fs::Metadata| (m.dev(), m.ino());
-        let there = std::fs::metadata(std::ffi::OsStr::from_bytes(path)).map(id);
+        let there = std::fs::metadata(std::ffi::OsStr::from_bytes(&path)).map(id);
         let held = std::fs::metadata(format!("/proc/{pid}/cwd")).map(id);
         matches!((there, held), (Ok(a), Ok(b)) if a == b)
     };

@@ -33,6 +33,8 @@ fn translate(ctx: &mut Ctx<'_>, addr: u64, len: u64, follow: bool) -> Result<Opt
     match resolve_path(ctx, None, path, follow) {
         Resolution::Pass { .. } => Ok(None),
         Resolution::Fail(e) => Err(e),
+        // A socket cannot live on a remote file system.
+        Resolution::Remote { .. } => Err(libc::EOPNOTSUPP),
         Resolution::Rewrite { physical, .. } => {
             if physical.len() >= SUN_PATH_MAX {
                 return Err(libc::ENAMETOOLONG);

@@ -315,7 +315,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     } else {
         Vec::new()
     };
-    let decision = {
+    let mut decision = {
         let mut ns = shared.ns.lock().expect("namespace lock");
         let fs = Fs {
             logical: ns.logical_cwd(&physical_cwd),
@@ -330,6 +330,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         };
         let mut ctx = Ctx {
             pid: tid,
+            name,
             regs: &regs,
             ns: &mut ns,
             fs: &fs,
@@ -354,6 +355,18 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     let n = Notification {
         listener: fd,
         id: req.id,
+    };
+    let (decision, regs) = match std::mem::replace(&mut decision.action, Action::Pass) {
+        Action::Remote(call) => {
+            if n.ensure_waiting().is_err() {
+                return Reply::Answered;
+            }
+            make_remote(shared, &call, tid, regs, decision)
+        }
+        action => {
+            decision.action = action;
+            (decision, regs)
+        }
     };
     let other_identity = shared.credentials_changed.load(Ordering::Relaxed);
     let physical = match (&decision.action, &decision.physical) {
@@ -380,6 +393,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     }
     match decision.action {
         Action::Pass => CONTINUE,
+        Action::Remote(_) => unreachable!("remote calls are made above"),
         Action::Fail(libc::ENOSYS) => {
             handlers::report_untranslatable(name, decision.logical.as_deref());
             Reply::errno(libc::ENOSYS)
@@ -416,6 +430,37 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             Reply::from(lookup::emulate(name, &regs, tid, &p, who.as_ref()))
         }
     }
+}
+
+/// Makes a call on remote objects (no lock held) and says what is left to do: answer, or
+/// open the local copy with the registers the rewrite gave (an exclusive create was made
+/// by the driver, so the copy is opened without `O_EXCL`).
+fn make_remote(
+    shared: &Shared,
+    call: &crate::remote::RemoteCall,
+    tid: i32,
+    mut regs: Regs,
+    mut decision: Decision,
+) -> (Decision, Regs) {
+    let made = crate::remote::make(call, tid, &regs);
+    if let Some(crate::task::AfterExit::Invalidate(names)) = &decision.after {
+        let mut ns = shared.ns.lock().expect("namespace lock");
+        for name in names {
+            ns.invalidate_under(name);
+        }
+    }
+    if let Action::Rewrite { args, .. } = &made.action {
+        for (i, a) in args {
+            if let Arg::Value(v) = a {
+                regs.set_arg(*i, *v);
+            }
+        }
+    }
+    decision.action = made.action;
+    if made.physical.is_some() {
+        decision.physical = made.physical;
+    }
+    (decision, regs)
 }
 
 /// Makes a change here (see [`change`]) and clears the names it touched from the cache.

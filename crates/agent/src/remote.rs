@@ -1,0 +1,485 @@
+//! Calls on remote objects (a path that resolved onto a driver the kernel cannot reach,
+//! such as Chirp). The handler decides under the namespace lock that a call is remote and
+//! hands over a [`RemoteCall`]; both delivery backends then make it here, with no lock
+//! held, and apply the [`Action`] it returns as they apply any other:
+//!
+//! - lookups (stat family, access, readlink, statfs, the xattr reads) are answered from the
+//!   driver, written into the caller's buffers as the kernel would (`Emulate`);
+//! - changes (mkdir, unlink, rename, link, symlink, chmod, chown, truncate, utime, the
+//!   xattr writes) are made through the driver (`Emulate` with the result, or `Fail`);
+//! - opens, chdir and exec go to a local copy the driver makes ([`Driver::localize`]): the
+//!   call is rewritten to its kernel path, so reads, writes, mmap and getdents run natively
+//!   on a real descriptor (`Rewrite`).
+
+use crate::arch::Regs;
+use crate::handlers::{Action, Arg, Scratch, AT_FDCWD};
+use crate::memory;
+use roost_vfs::{Errno, Intent, Remote};
+
+/// One path argument of a remote call.
+#[derive(Debug)]
+pub struct RemoteArg {
+    /// The register holding the path, and the one holding its dirfd.
+    pub path: usize,
+    pub dirfd: Option<usize>,
+    /// Whether the call follows a final symlink of this path.
+    pub follow: bool,
+    /// The object, when it is remote (a local path mixed in fails before this is made).
+    pub remote: Option<Remote>,
+}
+
+/// A call with at least one remote path, decided and waiting to be made.
+#[derive(Debug)]
+pub struct RemoteCall {
+    pub name: &'static str,
+    pub args: Vec<RemoteArg>,
+}
+
+impl RemoteCall {
+    /// The remote object of the first path argument.
+    fn first(&self) -> Result<&Remote, Errno> {
+        self.args
+            .first()
+            .and_then(|a| a.remote.as_ref())
+            .ok_or(libc::EXDEV)
+    }
+
+    fn second(&self) -> Result<&Remote, Errno> {
+        self.args
+            .get(1)
+            .and_then(|a| a.remote.as_ref())
+            .ok_or(libc::EXDEV)
+    }
+}
+
+/// A call's return value and what it writes into the caller's memory, or its errno.
+type Written = Result<(i64, Vec<(u64, Vec<u8>)>), Errno>;
+
+/// What making a remote call came to: the action for the backend, and the kernel path of
+/// a local copy when the call was rewritten to one.
+pub struct Made {
+    pub action: Action,
+    pub physical: Option<Vec<u8>>,
+}
+
+impl Made {
+    fn result(r: Result<i64, Errno>) -> Made {
+        Made {
+            action: match r {
+                Ok(ret) => Action::Emulate {
+                    ret,
+                    writes: Vec::new(),
+                },
+                Err(e) => Action::Fail(e),
+            },
+            physical: None,
+        }
+    }
+
+    fn writes(r: Written) -> Made {
+        Made {
+            action: match r {
+                Ok((ret, writes)) => Action::Emulate { ret, writes },
+                Err(e) => Action::Fail(e),
+            },
+            physical: None,
+        }
+    }
+}
+
+/// The bytes of a plain-data struct.
+fn bytes_of<T: Copy>(value: &T) -> Vec<u8> {
+    // SAFETY: T is plain data (a kernel struct); its bytes are initialised.
+    unsafe {
+        std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>())
+    }
+    .to_vec()
+}
+
+/// The caller's umask, from `/proc/TID/status`.
+fn umask(tid: i32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("Umask:"))?;
+            u32::from_str_radix(line["Umask:".len()..].trim(), 8).ok()
+        })
+        .unwrap_or(0o022)
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Makes `call` for thread `tid` whose registers are `regs`.
+pub fn make(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
+    match call.name {
+        "open" | "openat" | "creat" | "openat2" => open(call, tid, regs),
+        "chdir" => enter(call, regs),
+        "stat" | "lstat" | "newfstatat" | "statx" => Made::writes(stat(call, regs)),
+        "readlink" | "readlinkat" => Made::writes(readlink(call, regs)),
+        "statfs" => Made::writes(statfs(call, regs)),
+        "getxattr" | "lgetxattr" | "listxattr" | "llistxattr" => {
+            Made::writes(xattr_read(call, tid, regs))
+        }
+        _ => Made::result(change(call, tid, regs)),
+    }
+}
+
+/// The open family: a local copy for reading or writing, and the call rewritten to it.
+fn open(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
+    let (flags, mode, how) = match call.name {
+        "open" => (regs.arg(1), regs.arg(2), None),
+        "creat" => (
+            (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64,
+            regs.arg(1),
+            None,
+        ),
+        "openat" => (regs.arg(2), regs.arg(3), None),
+        _ => match memory::read(tid, regs.arg(2), 24) {
+            Ok(b) if b.len() == 24 => {
+                let w = |i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().expect("8"));
+                (w(0), w(1), Some(w(2)))
+            }
+            _ => return Made::result(Err(libc::EFAULT)),
+        },
+    };
+    let flags = flags as i32;
+    if flags & libc::O_TMPFILE == libc::O_TMPFILE {
+        return Made::result(Err(libc::EOPNOTSUPP));
+    }
+    let Ok(remote) = call.first() else {
+        return Made::result(Err(libc::EXDEV));
+    };
+    let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+    let intent = if writes {
+        Intent::Write {
+            create: flags & libc::O_CREAT != 0,
+            exclusive: flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0,
+            truncate: flags & libc::O_TRUNC != 0,
+            mode: mode as u32 & 0o7777 & !umask(tid),
+        }
+    } else if flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 {
+        // Read-only but exclusive: it must not exist, and then the copy is new.
+        Intent::Write {
+            create: true,
+            exclusive: true,
+            truncate: false,
+            mode: mode as u32 & 0o7777 & !umask(tid),
+        }
+    } else {
+        Intent::Read
+    };
+    let local = match remote.driver.localize(&remote.path, intent) {
+        Ok(p) => p,
+        Err(e) => return Made::result(Err(e)),
+    };
+    if flags & libc::O_DIRECTORY != 0 && !is_dir(&local) {
+        return Made::result(Err(libc::ENOTDIR));
+    }
+    // The driver made the file (exclusively, where asked): the copy exists, so the kernel's
+    // open of it must not insist on making it again.
+    let kernel_flags = (flags & !libc::O_EXCL) as u64;
+    let mut scratch = Scratch::default();
+    let at = scratch.push_cstr(&local);
+    let arg = &call.args[0];
+    let mut args = vec![(arg.path, Arg::Scratch(at))];
+    if let Some(d) = arg.dirfd {
+        args.push((d, Arg::Value(AT_FDCWD as u64)));
+    }
+    match (call.name, how) {
+        ("open", _) => args.push((1, Arg::Value(kernel_flags))),
+        ("openat", _) => args.push((2, Arg::Value(kernel_flags))),
+        (_, Some(_)) => {
+            let bytes: Vec<u8> = [kernel_flags, mode, 0]
+                .iter()
+                .flat_map(|w| w.to_ne_bytes())
+                .collect();
+            let how_at = scratch.push_bytes(&bytes);
+            args.push((2, Arg::Scratch(how_at)));
+        }
+        _ => {}
+    }
+    Made {
+        action: Action::Rewrite { scratch, args },
+        physical: Some(local),
+    }
+}
+
+fn is_dir(local: &[u8]) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    std::fs::metadata(std::ffi::OsStr::from_bytes(local)).is_ok_and(|m| m.is_dir())
+}
+
+/// chdir: into the local copy of the directory (its entries listed), named logically by
+/// the namespace's mirror mapping.
+fn enter(call: &RemoteCall, regs: &Regs) -> Made {
+    let _ = regs;
+    let Ok(remote) = call.first() else {
+        return Made::result(Err(libc::EXDEV));
+    };
+    let local = match remote.driver.stat(&remote.path) {
+        Ok(st) if st.is_dir() => remote.driver.localize(&remote.path, Intent::Read),
+        Ok(_) => Err(libc::ENOTDIR),
+        Err(e) => Err(e),
+    };
+    match local {
+        Ok(local) => {
+            let mut scratch = Scratch::default();
+            let at = scratch.push_cstr(&local);
+            Made {
+                action: Action::Rewrite {
+                    scratch,
+                    args: vec![(call.args[0].path, Arg::Scratch(at))],
+                },
+                physical: Some(local),
+            }
+        }
+        Err(e) => Made::result(Err(e)),
+    }
+}
+
+/// The stat family, written as `struct stat` or `struct statx`.
+fn stat(call: &RemoteCall, regs: &Regs) -> Written {
+    let remote = call.first()?;
+    let follow = call.args[0].follow;
+    let st = if follow {
+        remote.driver.stat(&remote.path)?
+    } else {
+        remote.driver.lstat(&remote.path)?
+    };
+    let (buf, statx) = match call.name {
+        "stat" | "lstat" => (regs.arg(1), false),
+        "newfstatat" => (regs.arg(2), false),
+        _ => (regs.arg(4), true),
+    };
+    let bytes = if statx {
+        bytes_of(&st.to_statx())
+    } else {
+        bytes_of(&st.to_kernel())
+    };
+    Ok((0, vec![(buf, bytes)]))
+}
+
+fn readlink(call: &RemoteCall, regs: &Regs) -> Written {
+    let remote = call.first()?;
+    let (buf, size) = if call.name == "readlink" {
+        (regs.arg(1), regs.arg(2))
+    } else {
+        (regs.arg(2), regs.arg(3))
+    };
+    if size as i32 <= 0 {
+        return Err(libc::EINVAL);
+    }
+    let mut target = remote.driver.readlink(&remote.path)?;
+    target.truncate(size as usize);
+    Ok((target.len() as i64, vec![(buf, target)]))
+}
+
+fn statfs(call: &RemoteCall, regs: &Regs) -> Written {
+    let remote = call.first()?;
+    let fs = remote.driver.statfs(&remote.path)?;
+    // SAFETY: plain data, every field that matters set below.
+    let mut out: libc::statfs = unsafe { std::mem::zeroed() };
+    out.f_type = fs.kind;
+    out.f_bsize = fs.bsize;
+    out.f_frsize = fs.bsize;
+    out.f_blocks = fs.blocks;
+    out.f_bfree = fs.bfree;
+    out.f_bavail = fs.bavail;
+    out.f_files = fs.files;
+    out.f_ffree = fs.ffree;
+    out.f_namelen = 255;
+    Ok((0, vec![(regs.arg(1), bytes_of(&out))]))
+}
+
+/// A value for a buffer of `size` bytes: its length when `size` is 0 (the caller asks how
+/// much room it needs), ERANGE when it does not fit.
+fn into_buffer(value: Vec<u8>, buf: u64, size: u64) -> Written {
+    if size == 0 {
+        return Ok((value.len() as i64, Vec::new()));
+    }
+    if value.len() > size as usize {
+        return Err(libc::ERANGE);
+    }
+    Ok((value.len() as i64, vec![(buf, value)]))
+}
+
+fn xattr_read(call: &RemoteCall, tid: i32, regs: &Regs) -> Written {
+    let remote = call.first()?;
+    let follow = !call.name.starts_with('l');
+    if call.name.ends_with("getxattr") {
+        let name = memory::read_cstr(tid, regs.arg(1), 256).map_err(memory::errno)?;
+        let value = remote.driver.getxattr(&remote.path, &name, follow)?;
+        into_buffer(value, regs.arg(2), regs.arg(3))
+    } else {
+        let list = remote.driver.listxattr(&remote.path, follow)?;
+        into_buffer(list, regs.arg(1), regs.arg(2))
+    }
+}
+
+/// Times for utime and friends: (atime, mtime) in seconds, `None` to leave one alone.
+fn times(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<(Option<i64>, Option<i64>), Errno> {
+    let words = |addr: u64, n: usize| -> Result<Vec<i64>, Errno> {
+        let b = memory::read(tid, addr, n * 8).map_err(memory::errno)?;
+        if b.len() < n * 8 {
+            return Err(libc::EFAULT);
+        }
+        Ok(b.chunks_exact(8)
+            .map(|w| i64::from_ne_bytes(w.try_into().expect("8")))
+            .collect())
+    };
+    let (addr, spec) = match call.name {
+        "utime" => (regs.arg(1), 0),
+        "utimes" => (regs.arg(1), 1),
+        "futimesat" => (regs.arg(2), 1),
+        _ => (regs.arg(2), 2),
+    };
+    if addr == 0 {
+        return Ok((Some(now()), Some(now())));
+    }
+    Ok(match spec {
+        // struct utimbuf { actime, modtime }
+        0 => {
+            let w = words(addr, 2)?;
+            (Some(w[0]), Some(w[1]))
+        }
+        // struct timeval[2]
+        1 => {
+            let w = words(addr, 4)?;
+            (Some(w[0]), Some(w[2]))
+        }
+        // struct timespec[2] with UTIME_NOW / UTIME_OMIT
+        _ => {
+            let w = words(addr, 4)?;
+            let one = |sec: i64, nsec: i64| match nsec {
+                libc::UTIME_OMIT => None,
+                libc::UTIME_NOW => Some(now()),
+                _ => Some(sec),
+            };
+            (one(w[0], w[1]), one(w[2], w[3]))
+        }
+    })
+}
+
+/// The changes, made through the driver.
+fn change(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<i64, Errno> {
+    let r = call.first()?;
+    let (d, p) = (&r.driver, r.path.as_slice());
+    let cstr =
+        |i: usize, max: usize| memory::read_cstr(tid, regs.arg(i), max).map_err(memory::errno);
+    match call.name {
+        "mkdir" => d.mkdir(p, regs.arg(1) as u32 & 0o7777 & !umask(tid)),
+        "mkdirat" => d.mkdir(p, regs.arg(2) as u32 & 0o7777 & !umask(tid)),
+        "rmdir" => d.rmdir(p),
+        "unlink" => d.unlink(p),
+        "unlinkat" if regs.arg(2) & libc::AT_REMOVEDIR as u64 != 0 => d.rmdir(p),
+        "unlinkat" => d.unlink(p),
+        "rename" | "renameat" | "renameat2" => {
+            let flags = if call.name == "renameat2" {
+                regs.arg(4)
+            } else {
+                0
+            };
+            let to = call.second()?;
+            if flags & libc::RENAME_EXCHANGE as u64 != 0
+                || flags & libc::RENAME_WHITEOUT as u64 != 0
+            {
+                return Err(libc::EINVAL);
+            }
+            if flags & libc::RENAME_NOREPLACE as u64 != 0 && d.lstat(&to.path).is_ok() {
+                return Err(libc::EEXIST);
+            }
+            d.rename(p, &to.path)
+        }
+        "link" | "linkat" => d.link(p, &call.second()?.path),
+        "symlink" | "symlinkat" => {
+            let target = cstr(0, memory::PATH_MAX)?;
+            d.symlink(&target, p)
+        }
+        "chmod" => d.chmod(p, regs.arg(1) as u32),
+        "fchmodat" | "fchmodat2" => {
+            let nofollow = regs.arg(3) & libc::AT_SYMLINK_NOFOLLOW as u64 != 0;
+            if call.name == "fchmodat2" && nofollow && d.lstat(p)?.is_symlink() {
+                return Err(libc::EOPNOTSUPP);
+            }
+            d.chmod(p, regs.arg(2) as u32)
+        }
+        "chown" | "lchown" => d.chown(
+            p,
+            regs.arg(1) as u32,
+            regs.arg(2) as u32,
+            call.args[0].follow,
+        ),
+        "fchownat" => d.chown(
+            p,
+            regs.arg(2) as u32,
+            regs.arg(3) as u32,
+            call.args[0].follow,
+        ),
+        "truncate" => {
+            if (regs.arg(1) as i64) < 0 {
+                return Err(libc::EINVAL);
+            }
+            d.truncate(p, regs.arg(1))
+        }
+        "utime" | "utimes" | "futimesat" | "utimensat" => {
+            let (a, m) = times(call, tid, regs)?;
+            if a.is_none() && m.is_none() {
+                return Ok(0);
+            }
+            d.utime(p, a, m)
+        }
+        "setxattr" | "lsetxattr" => {
+            let name = cstr(1, 256)?;
+            let value =
+                memory::read(tid, regs.arg(2), regs.arg(3) as usize).map_err(memory::errno)?;
+            d.setxattr(
+                p,
+                &name,
+                &value,
+                regs.arg(4) as i32,
+                call.name == "setxattr",
+            )
+        }
+        "removexattr" | "lremovexattr" => {
+            let name = cstr(1, 256)?;
+            d.removexattr(p, &name, call.name == "removexattr")
+        }
+        "access" | "faccessat" | "faccessat2" => {
+            let mode = if call.name == "access" {
+                regs.arg(1)
+            } else {
+                regs.arg(2)
+            };
+            d.access(p, mode as i32)
+        }
+        "mknod" | "mknodat" => {
+            let mode = if call.name == "mknod" {
+                regs.arg(1)
+            } else {
+                regs.arg(2)
+            } as u32;
+            match mode & libc::S_IFMT {
+                0 | libc::S_IFREG => d
+                    .localize(
+                        p,
+                        Intent::Write {
+                            create: true,
+                            exclusive: true,
+                            truncate: false,
+                            mode: mode & 0o7777 & !umask(tid),
+                        },
+                    )
+                    .map(drop),
+                // A Chirp server holds files, directories and links only.
+                _ => Err(libc::EPERM),
+            }
+        }
+        // inotify, fanotify, file handles, chroot, sockets, ...: nothing remote to act on.
+        _ => Err(libc::EOPNOTSUPP),
+    }
+    .map(|()| 0)
+}

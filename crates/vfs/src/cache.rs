@@ -1,0 +1,687 @@
+//! The local side of remote files: a content cache shared by every agent of a user, each
+//! agent's private mirror of the remote trees it touched, and the write-back of files a
+//! program wrote.
+//!
+//! - **Objects** (`DIR/objects/KEY/VERSION`): whole remote files, keyed by a hash of
+//!   (server, path) and named by the version the server reported (inode, size, mtime), so a
+//!   stale copy is never found: a changed file has another name. Filled through a temporary
+//!   name and renamed into place, so concurrent agents share entries safely; the total size
+//!   is held under a bound by evicting the least recently used.
+//! - **Mirror** (`DIR/agents/PID.N/` + driver path): what the program's descriptors and
+//!   working directory point at. A file read is a hard link to its object; a directory is a
+//!   directory holding one placeholder per remote entry (for `getdents`); a file opened for
+//!   writing is a private copy. Removed when the agent ends.
+//! - **Write-back**: a written copy is watched with inotify; when its last descriptor is
+//!   closed (`IN_CLOSE_WRITE`) it is sent back to the server (open-to-close consistency, as
+//!   AFS). [`Cache::flush`] sends what is pending; drivers call it before each operation,
+//!   so a program never reads an older version of a file it has closed.
+
+use crate::Errno;
+use sha2::Digest;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Seek;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+/// The default bound on the objects' total size.
+pub const DEFAULT_LIMIT: u64 = 4 << 30;
+
+/// The version of a remote file a cached copy holds: a changed file has another version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Version {
+    pub ino: u64,
+    pub size: u64,
+    pub mtime: i64,
+}
+
+impl Version {
+    fn name(&self) -> String {
+        format!("{}-{}-{}", self.ino, self.size, self.mtime)
+    }
+}
+
+/// Sends a written file back: given the file, the remote object's mode, returns the version
+/// the server now holds.
+pub type Upload = Box<dyn Fn(&mut File) -> Result<Version, Errno> + Send + Sync>;
+
+/// A written copy waiting for its close.
+struct Pending {
+    /// The cache key of the remote file, for the object of the version written.
+    key: String,
+    /// The logical-looking name for messages (`chirp://host:port/path`).
+    name: String,
+    /// The copy, opened for reading (the mirror name may be replaced meanwhile).
+    file: File,
+    upload: Upload,
+}
+
+/// The write-back state: the inotify instance and what each watch stands for.
+struct WriteBack {
+    inotify: OwnedFd,
+    pending: HashMap<i32, Pending>,
+}
+
+/// The cache and mirror of one agent.
+pub struct Cache {
+    objects: PathBuf,
+    mirror: PathBuf,
+    mirror_bytes: Vec<u8>,
+    limit: u64,
+    /// The objects' total size as last counted, plus what this agent added since.
+    used: AtomicU64,
+    /// Made by [`Cache::start`].
+    writes: Mutex<Option<WriteBack>>,
+    started: std::sync::OnceLock<Result<(), Errno>>,
+    /// Cache hits and misses, for `-v` and `--summary`.
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    verbose: bool,
+}
+
+/// Waits for closes of written copies and sends them back, until the cache is dropped.
+fn write_back_loop(cache: std::sync::Weak<Cache>, inotify: i32) {
+    loop {
+        let mut pfd = libc::pollfd {
+            fd: inotify,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd (the descriptor lives as long as the cache, checked
+        // below); a second's timeout lets the thread notice the cache is gone.
+        unsafe { libc::poll(&mut pfd, 1, 1000) };
+        match cache.upgrade() {
+            Some(cache) => cache.flush(),
+            None => return,
+        }
+    }
+}
+
+fn errno_of(e: std::io::Error) -> Errno {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+#[cfg(test)]
+fn bytes_path(b: &[u8]) -> &Path {
+    Path::new(std::ffi::OsStr::from_bytes(b))
+}
+
+impl Cache {
+    /// The cache in `dir` with a mirror of this agent's own. Nothing is made on disk
+    /// until the first remote file is: a run that reaches no server leaves no trace.
+    pub fn new(dir: &Path, limit: u64, verbose: bool) -> Arc<Cache> {
+        static AGENTS: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let mirror = dir.join("agents").join(format!(
+            "{}.{nanos}.{}",
+            std::process::id(),
+            AGENTS.fetch_add(1, Ordering::Relaxed)
+        ));
+        Arc::new(Cache {
+            mirror_bytes: mirror.as_os_str().as_bytes().to_vec(),
+            objects: dir.join("objects"),
+            mirror,
+            limit,
+            used: AtomicU64::new(0),
+            writes: Mutex::new(None),
+            started: std::sync::OnceLock::new(),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            verbose,
+        })
+    }
+
+    /// Makes the directories, the inotify instance and the thread that sends closed files
+    /// back, once.
+    fn start(self: &Arc<Self>) -> Result<(), Errno> {
+        *self.started.get_or_init(|| {
+            let made = || -> std::io::Result<()> {
+                std::fs::create_dir_all(&self.objects)?;
+                std::fs::create_dir_all(&self.mirror)?;
+                // SAFETY: creates a descriptor roost owns.
+                let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // SAFETY: a fresh descriptor owned from here on.
+                let inotify = unsafe { OwnedFd::from_raw_fd(fd) };
+                *self.writes.lock().expect("write-back lock") = Some(WriteBack {
+                    inotify,
+                    pending: HashMap::new(),
+                });
+                self.used.store(self.count_objects(), Ordering::Relaxed);
+                let weak = Arc::downgrade(self);
+                std::thread::Builder::new()
+                    .name("roost-writeback".into())
+                    .spawn(move || write_back_loop(weak, fd))?;
+                Ok(())
+            };
+            made().map_err(|e| {
+                eprintln!("roost: cache {}: {e}", self.mirror.display());
+                errno_of(e)
+            })
+        })
+    }
+
+    /// The directory holding this agent's local copies (`mirror + driver path`).
+    pub fn mirror(&self) -> &[u8] {
+        &self.mirror_bytes
+    }
+
+    /// The key of a remote file: a hash of its server and path.
+    pub fn key(server: &str, path: &[u8]) -> String {
+        let mut h = sha2::Sha256::new();
+        h.update(server.as_bytes());
+        h.update(b"\0");
+        h.update(path);
+        crate::hex(&h.finalize()[..16])
+    }
+
+    /// The object of `key` at `version`, filled by `fetch` (which writes the whole file)
+    /// unless a copy is there already.
+    pub fn object(
+        self: &Arc<Self>,
+        key: &str,
+        version: Version,
+        fetch: impl FnOnce(&mut File) -> Result<(), Errno>,
+    ) -> Result<PathBuf, Errno> {
+        self.start()?;
+        let dir = self.objects.join(key);
+        let path = dir.join(version.name());
+        if path.exists() {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            // Eviction goes by last use: the access time, set here.
+            let now = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::UTIME_NOW,
+            };
+            let omit = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::UTIME_OMIT,
+            };
+            let c =
+                std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
+            // SAFETY: a valid C string and two timespecs.
+            unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [now, omit].as_ptr(), 0) };
+            return Ok(path);
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        std::fs::create_dir_all(&dir).map_err(errno_of)?;
+        let (tmp, mut file) = temporary(&dir)?;
+        let filled = fetch(&mut file).and_then(|()| file.sync_data().map_err(errno_of));
+        if let Err(e) = filled {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        let size = file.metadata().map_err(errno_of)?.len();
+        std::fs::rename(&tmp, &path).map_err(errno_of)?;
+        // Older versions of the same file are of no more use.
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                if e.path() != path && !e.file_name().as_bytes().starts_with(b".tmp") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        if self.used.fetch_add(size, Ordering::Relaxed) + size > self.limit {
+            self.evict(&path);
+        }
+        Ok(path)
+    }
+
+    /// Stores the content of `file` as the object of `key` at `version` (a file this agent
+    /// wrote back, so the next open finds it without fetching).
+    fn keep(self: &Arc<Self>, key: &str, version: Version, file: &mut File) {
+        let _ = self.object(key, version, |dst| {
+            file.rewind().map_err(errno_of)?;
+            std::io::copy(file, dst).map_err(errno_of).map(drop)
+        });
+    }
+
+    /// The objects' total size.
+    fn count_objects(&self) -> u64 {
+        self.all_objects().iter().map(|(_, size, _)| size).sum()
+    }
+
+    /// Every object: (path, size, last use).
+    fn all_objects(&self) -> Vec<(PathBuf, u64, i64)> {
+        let mut out = Vec::new();
+        let Ok(keys) = std::fs::read_dir(&self.objects) else {
+            return out;
+        };
+        for key in keys.flatten() {
+            let Ok(versions) = std::fs::read_dir(key.path()) else {
+                continue;
+            };
+            for v in versions.flatten() {
+                if let Ok(m) = v.metadata() {
+                    out.push((v.path(), m.len(), m.atime().max(m.mtime())));
+                }
+            }
+        }
+        out
+    }
+
+    /// Removes the least recently used objects (never `keep`) until the total is under
+    /// the bound. An object a program holds open stays readable through its descriptor.
+    fn evict(&self, keep: &Path) {
+        let mut all = self.all_objects();
+        let mut total: u64 = all.iter().map(|(_, s, _)| s).sum();
+        all.sort_by_key(|(_, _, used)| *used);
+        for (path, size, _) in all {
+            if total <= self.limit {
+                break;
+            }
+            if path != keep && std::fs::remove_file(&path).is_ok() {
+                total -= size;
+            }
+        }
+        self.used.store(total, Ordering::Relaxed);
+    }
+
+    /// The mirror path of driver path `path`.
+    pub fn mirror_path(&self, path: &[u8]) -> PathBuf {
+        let mut p = self.mirror_bytes.clone();
+        p.extend_from_slice(&crate::path::normalize(path));
+        PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(p))
+    }
+
+    /// Makes the mirror name of `path` a link to `object` (a copy if linking fails), with
+    /// the remote file's permission bits and modification time.
+    pub fn show_file(
+        self: &Arc<Self>,
+        path: &[u8],
+        object: &Path,
+        mode: u32,
+        mtime: i64,
+    ) -> Result<Vec<u8>, Errno> {
+        self.start()?;
+        let at = self.mirror_path(path);
+        self.clear(&at)?;
+        if std::fs::hard_link(object, &at).is_err() {
+            std::fs::copy(object, &at).map_err(errno_of)?;
+        }
+        set_attributes(&at, mode, mtime);
+        Ok(at.into_os_string().into_encoded_bytes())
+    }
+
+    /// Makes the mirror name of `path` a directory holding one placeholder per entry (a
+    /// directory, a symlink or an empty file, by type), dropping names no longer listed.
+    /// Entries already localized stay as they are.
+    pub fn show_dir(
+        self: &Arc<Self>,
+        path: &[u8],
+        entries: &[(Vec<u8>, u32)],
+    ) -> Result<Vec<u8>, Errno> {
+        self.start()?;
+        let at = self.mirror_path(path);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                self.clear(&at)?;
+                std::fs::create_dir(&at).map_err(errno_of)?;
+            }
+            Err(_) => std::fs::create_dir_all(&at).map_err(errno_of)?,
+        }
+        let wanted: HashMap<&[u8], u32> = entries
+            .iter()
+            .map(|(n, t)| (n.as_slice(), t & libc::S_IFMT))
+            .collect();
+        let kind_of = |m: &std::fs::Metadata| m.mode() & libc::S_IFMT;
+        let mut present: HashMap<Vec<u8>, u32> = HashMap::new();
+        for e in std::fs::read_dir(&at).map_err(errno_of)?.flatten() {
+            let name = e.file_name().into_encoded_bytes();
+            let kind = e.metadata().map(|m| kind_of(&m)).unwrap_or(0);
+            let fits = wanted
+                .get(name.as_slice())
+                .is_some_and(|&want| placeholder_kind(want) == kind);
+            if fits {
+                present.insert(name, kind);
+            } else {
+                let _ = remove_any(&e.path());
+            }
+        }
+        for (name, kind) in &wanted {
+            if present.contains_key(*name) {
+                continue;
+            }
+            let p = at.join(std::ffi::OsStr::from_bytes(name));
+            let _ = match placeholder_kind(*kind) {
+                libc::S_IFDIR => std::fs::create_dir(&p),
+                libc::S_IFLNK => std::os::unix::fs::symlink(".", &p),
+                _ => File::create(&p).map(drop),
+            };
+        }
+        Ok(at.into_os_string().into_encoded_bytes())
+    }
+
+    /// Makes the mirror name of `path` a private copy for writing, with `content` (the
+    /// current version's object, unless the file is new or truncated), and watches it:
+    /// when the program closes it, `upload` sends it back.
+    pub fn show_written(
+        self: &Arc<Self>,
+        (key, name): (&str, &str),
+        path: &[u8],
+        content: Option<&Path>,
+        mode: u32,
+        upload: Upload,
+    ) -> Result<Vec<u8>, Errno> {
+        self.start()?;
+        let at = self.mirror_path(path);
+        self.clear(&at)?;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&at)
+            .map_err(errno_of)?;
+        if let Some(src) = content {
+            let mut src = File::open(src).map_err(errno_of)?;
+            std::io::copy(&mut src, &mut file).map_err(errno_of)?;
+        }
+        let _ = std::fs::set_permissions(
+            &at,
+            std::fs::Permissions::from_mode((mode & 0o7777) | 0o600),
+        );
+        drop(file);
+        let reader = File::open(&at).map_err(errno_of)?;
+        let mut guard = self.writes.lock().expect("write-back lock");
+        let writes = guard.as_mut().ok_or(libc::EIO)?;
+        let c = std::ffi::CString::new(at.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
+        // SAFETY: a valid C string and a live inotify descriptor.
+        let wd = unsafe {
+            libc::inotify_add_watch(writes.inotify.as_raw_fd(), c.as_ptr(), libc::IN_CLOSE_WRITE)
+        };
+        if wd < 0 {
+            return Err(crate::last_errno());
+        }
+        writes.pending.insert(
+            wd,
+            Pending {
+                key: key.to_string(),
+                name: name.to_string(),
+                file: reader,
+                upload,
+            },
+        );
+        Ok(at.into_os_string().into_encoded_bytes())
+    }
+
+    /// Sends back every written file closed since the last flush, in the order closed.
+    /// A failed write-back is said on stderr, naming where the data stays.
+    pub fn flush(self: &Arc<Self>) {
+        let mut guard = self.writes.lock().expect("write-back lock");
+        let Some(writes) = guard.as_mut() else {
+            return; // nothing was ever written
+        };
+        let mut buf = [0u8; 4096];
+        loop {
+            // SAFETY: reads into a buffer valid for its length.
+            let n = unsafe {
+                libc::read(
+                    writes.inotify.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            if n <= 0 {
+                return;
+            }
+            let mut at = 0usize;
+            let event_size = std::mem::size_of::<libc::inotify_event>();
+            while at + event_size <= n as usize {
+                // SAFETY: the kernel wrote whole events; read unaligned.
+                let ev: libc::inotify_event =
+                    unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
+                at += event_size + ev.len as usize;
+                if ev.mask & libc::IN_IGNORED != 0 {
+                    writes.pending.remove(&ev.wd);
+                    continue;
+                }
+                if ev.mask & libc::IN_CLOSE_WRITE == 0 {
+                    continue;
+                }
+                if let Some(p) = writes.pending.get_mut(&ev.wd) {
+                    let sent = p
+                        .file
+                        .rewind()
+                        .map_err(errno_of)
+                        .and_then(|()| (p.upload)(&mut p.file));
+                    match sent {
+                        Ok(version) => {
+                            if self.verbose {
+                                eprintln!("roost: wrote back {}", p.name);
+                            }
+                            let key = p.key.clone();
+                            self.keep(&key, version, &mut p.file);
+                        }
+                        Err(e) => eprintln!(
+                            "roost: writing back {} failed ({}); the data written is kept in {}",
+                            p.name,
+                            std::io::Error::from_raw_os_error(e),
+                            self.mirror.display()
+                        ),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes whatever the mirror holds at `at` (a placeholder, an older copy), making its
+    /// parent directories as needed.
+    fn clear(&self, at: &Path) -> Result<(), Errno> {
+        if let Some(parent) = at.parent() {
+            std::fs::create_dir_all(parent).map_err(errno_of)?;
+        }
+        match remove_any(at) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(errno_of(e)),
+        }
+    }
+
+    /// Forgets the mirror (the agent is done): what was written and not sent back is lost
+    /// from here, so everything pending is flushed first.
+    pub fn close(self: &Arc<Self>) {
+        self.flush();
+        let _ = std::fs::remove_dir_all(&self.mirror);
+    }
+}
+
+/// The kind of placeholder shown for a remote entry of type `kind`: directories and
+/// symlinks as themselves, anything else as a regular file.
+fn placeholder_kind(kind: u32) -> u32 {
+    match kind {
+        libc::S_IFDIR | libc::S_IFLNK => kind,
+        _ => libc::S_IFREG,
+    }
+}
+
+fn remove_any(p: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(p)? {
+        m if m.is_dir() => std::fs::remove_dir_all(p),
+        _ => std::fs::remove_file(p),
+    }
+}
+
+/// Gives a mirror file the remote file's permission bits (readable by roost, which copies
+/// it) and modification time.
+fn set_attributes(at: &Path, mode: u32, mtime: i64) {
+    let _ = std::fs::set_permissions(at, std::fs::Permissions::from_mode((mode & 0o7777) | 0o400));
+    let when = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(mtime.max(0) as u64);
+    if let Ok(f) = File::options().write(false).read(true).open(at) {
+        let _ = f.set_modified(when);
+    }
+}
+
+/// A new file under `dir` with a unique temporary name.
+fn temporary(dir: &Path) -> Result<(PathBuf, File), Errno> {
+    static N: AtomicU64 = AtomicU64::new(0);
+    loop {
+        let name = format!(
+            ".tmp.{}.{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let p = dir.join(name);
+        match File::options()
+            .write(true)
+            .read(true)
+            .create_new(true)
+            .open(&p)
+        {
+            Ok(f) => return Ok((p, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(errno_of(e)),
+        }
+    }
+}
+
+/// Reads a whole small file (tests).
+#[cfg(test)]
+fn read_all(p: &Path) -> Vec<u8> {
+    use std::io::Read;
+    let mut v = Vec::new();
+    File::open(p).unwrap().read_to_end(&mut v).unwrap();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn tmp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("roost-cache-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn objects_are_found_by_version_and_filled_once() {
+        let dir = tmp("obj");
+        let cache = Cache::new(&dir, DEFAULT_LIMIT, false);
+        let v1 = Version {
+            ino: 1,
+            size: 3,
+            mtime: 10,
+        };
+        let key = Cache::key("h:1", b"/f");
+        let p = cache
+            .object(&key, v1, |f| f.write_all(b"abc").map_err(errno_of))
+            .unwrap();
+        assert_eq!(read_all(&p), b"abc");
+        let again = cache.object(&key, v1, |_| panic!("fetched twice")).unwrap();
+        assert_eq!(again, p);
+        let v2 = Version { mtime: 11, ..v1 };
+        let p2 = cache
+            .object(&key, v2, |f| f.write_all(b"xyz").map_err(errno_of))
+            .unwrap();
+        assert_eq!(read_all(&p2), b"xyz");
+        assert!(!p.exists(), "the older version is dropped");
+        // A failed fetch leaves nothing behind.
+        let v3 = Version { mtime: 12, ..v1 };
+        assert_eq!(cache.object(&key, v3, |_| Err(libc::EIO)), Err(libc::EIO));
+        assert_eq!(
+            std::fs::read_dir(dir.join("objects").join(&key))
+                .unwrap()
+                .count(),
+            1
+        );
+        cache.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn eviction_keeps_the_total_under_the_bound() {
+        let dir = tmp("evict");
+        let cache = Cache::new(&dir, 10, false);
+        for i in 0..5u64 {
+            let v = Version {
+                ino: i,
+                size: 4,
+                mtime: 0,
+            };
+            let key = Cache::key("h:1", format!("/f{i}").as_bytes());
+            cache
+                .object(&key, v, |f| f.write_all(b"1234").map_err(errno_of))
+                .unwrap();
+        }
+        assert!(cache.count_objects() <= 10, "{}", cache.count_objects());
+        cache.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn directories_show_placeholders_and_written_files_go_back_on_close() {
+        let dir = tmp("mirror");
+        let cache = Cache::new(&dir, DEFAULT_LIMIT, false);
+        let entries = vec![
+            (b"d".to_vec(), libc::S_IFDIR),
+            (b"f".to_vec(), libc::S_IFREG),
+            (b"l".to_vec(), libc::S_IFLNK),
+        ];
+        let at = cache.show_dir(b"/h:1/top", &entries).unwrap();
+        let mut names: Vec<_> = std::fs::read_dir(bytes_path(&at))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["d", "f", "l"]);
+        // A name gone from the listing goes from the mirror.
+        cache.show_dir(b"/h:1/top", &entries[..1]).unwrap();
+        assert_eq!(std::fs::read_dir(bytes_path(&at)).unwrap().count(), 1);
+
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&sent);
+        let upload: Upload = Box::new(move |f| {
+            let mut v = Vec::new();
+            f.read_to_end(&mut v).map_err(errno_of)?;
+            *seen.lock().unwrap() = v;
+            Ok(Version {
+                ino: 9,
+                size: 5,
+                mtime: 1,
+            })
+        });
+        let key = Cache::key("h:1", b"/top/new");
+        let w = cache
+            .show_written(
+                (&key, "chirp://h:1/top/new"),
+                b"/h:1/top/new",
+                None,
+                0o644,
+                upload,
+            )
+            .unwrap();
+        let mut f = File::options().write(true).open(bytes_path(&w)).unwrap();
+        f.write_all(b"hello").unwrap();
+        cache.flush();
+        assert!(
+            sent.lock().unwrap().is_empty(),
+            "nothing goes back before the close"
+        );
+        drop(f);
+        cache.flush();
+        assert_eq!(*sent.lock().unwrap(), b"hello");
+        let v = Version {
+            ino: 9,
+            size: 5,
+            mtime: 1,
+        };
+        let kept = cache
+            .object(&key, v, |_| panic!("kept after write-back"))
+            .unwrap();
+        assert_eq!(read_all(&kept), b"hello");
+        cache.close();
+        assert!(!bytes_path(cache.mirror()).exists());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

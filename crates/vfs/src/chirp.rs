@@ -1,0 +1,768 @@
+//! The Chirp driver: `/chirp/HOST[:PORT]/PATH` (driver paths `/HOST[:PORT]/PATH`) on any
+//! Chirp server, through `roost-client`. One driver serves every server; each server gets a
+//! pool of authenticated connections shared by all the program's threads and processes, and
+//! a short-lived attribute cache (filled by directory listings too, so `ls -l` costs one
+//! RPC). Files are opened through local copies ([`crate::cache`]): read whole into the
+//! shared cache, validated against the server's attributes on every open; written copies
+//! go back when closed.
+//!
+//! Failures: a server never reached in this run fails at once (the connect's errno); once
+//! reached, a lost connection is a transient failure: roost reconnects with exponential
+//! back-off (re-authenticating) until `timeout`, then fails the call with EIO. Every retry
+//! is safe: whole-file reads and writes, stats and attribute changes are idempotent; a
+//! retried mkdir, symlink or link that finds its name present, or unlink, rmdir or rename
+//! that finds its source gone, counts as done (the first attempt's effect).
+
+use crate::cache::{Cache, Upload, Version};
+use crate::driver::{Driver, Intent, Stat, StatFs};
+use crate::Errno;
+use roost_client::{Client, Error as ClientError, OpenFlags};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How the driver reaches servers.
+#[derive(Clone, Debug)]
+pub struct ChirpOptions {
+    /// Connection, timeout and authentication settings of each connection.
+    pub client: roost_client::Options,
+    /// How long a server that was reached may stay unreachable before calls fail (EIO).
+    pub timeout: Duration,
+    /// How long an attribute answer is trusted.
+    pub attr_ttl: Duration,
+    /// Say reconnects and cache hits/misses on stderr.
+    pub verbose: bool,
+}
+
+impl Default for ChirpOptions {
+    fn default() -> ChirpOptions {
+        ChirpOptions {
+            client: roost_client::Options::default(),
+            timeout: Duration::from_secs(3600),
+            attr_ttl: Duration::from_secs(1),
+            verbose: false,
+        }
+    }
+}
+
+/// Every Chirp server, as one driver.
+pub struct ChirpNet {
+    cache: Arc<Cache>,
+    options: ChirpOptions,
+    servers: Mutex<HashMap<String, Arc<Server>>>,
+}
+
+/// The first component of a driver path and the rest (`/` at least).
+fn split_authority(path: &[u8]) -> (&[u8], &[u8]) {
+    let path = path.strip_prefix(b"/").unwrap_or(path);
+    match path.iter().position(|&b| b == b'/') {
+        Some(i) => (&path[..i], &path[i..]),
+        None => (path, b"/"),
+    }
+}
+
+impl ChirpNet {
+    pub fn new(cache: Arc<Cache>, options: ChirpOptions) -> ChirpNet {
+        ChirpNet {
+            cache,
+            options,
+            servers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The server a driver path names and the path on it; ENOENT for a first component
+    /// that is no `host[:port]`.
+    fn server(&self, path: &[u8]) -> Result<(Arc<Server>, Vec<u8>), Errno> {
+        let (authority, rest) = split_authority(path);
+        let authority = std::str::from_utf8(authority).map_err(|_| libc::ENOENT)?;
+        let (host, port) = roost_client::split_host_port(authority).ok_or(libc::ENOENT)?;
+        let key = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let mut servers = self.servers.lock().expect("servers lock");
+        let server = servers
+            .entry(key.clone())
+            .or_insert_with(|| Arc::new(Server::new(key, self.options.clone())));
+        Ok((Arc::clone(server), crate::path::normalize(rest)))
+    }
+
+    /// Sends back what is pending and removes this agent's local copies (the run is over).
+    pub fn close(&self) {
+        self.cache.close();
+    }
+
+    /// Whether `path` is the driver's root (`/chirp` itself), which lists the servers used.
+    fn is_root(path: &[u8]) -> bool {
+        split_authority(path).0.is_empty()
+    }
+
+    fn root_stat() -> Stat {
+        Stat {
+            mode: libc::S_IFDIR | 0o555,
+            nlink: 2,
+            blksize: 4096,
+            ..Stat::default()
+        }
+    }
+
+    /// Runs a name operation on the server of `path`, after sending back closed files.
+    fn on<T>(
+        &self,
+        path: &[u8],
+        op: impl FnOnce(&Server, &[u8]) -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        if Self::is_root(path) {
+            return Err(libc::EROFS);
+        }
+        self.cache.flush();
+        let (server, rest) = self.server(path)?;
+        op(&server, &rest)
+    }
+
+    fn localize_file(
+        &self,
+        path: &[u8],
+        server: &Arc<Server>,
+        rest: &[u8],
+        intent: Intent,
+    ) -> Result<Vec<u8>, Errno> {
+        let key = Cache::key(&server.authority, rest);
+        let name = format!(
+            "chirp://{}{}",
+            server.authority,
+            String::from_utf8_lossy(rest)
+        );
+        let current = server.stat_fresh(rest);
+        let fetch = |st: &roost_client::Stat| -> Result<std::path::PathBuf, Errno> {
+            let version = version_of(st);
+            let fetch_into = |f: &mut std::fs::File| {
+                server
+                    .call(rest, |c, _| {
+                        f.set_len(0).map_err(ClientError::Local)?;
+                        std::io::Seek::rewind(f).map_err(ClientError::Local)?;
+                        c.getfile(rest, f)
+                    })
+                    .map(drop)
+            };
+            if too_recent(st) {
+                // Changed in the last seconds: another change within the same second
+                // would keep (inode, size, mtime), so this copy is never reused.
+                return self
+                    .cache
+                    .object(&format!("{key}.{}", unique()), version, fetch_into);
+            }
+            self.cache.object(&key, version, fetch_into)
+        };
+        match intent {
+            Intent::Read => {
+                let st = current?;
+                match st.mode as u32 & libc::S_IFMT {
+                    libc::S_IFDIR => self.localize_dir(path, server, rest),
+                    libc::S_IFREG => {
+                        let object = fetch(&st)?;
+                        if self.options.verbose {
+                            eprintln!("roost: {name}: cached copy {}", object.display());
+                        }
+                        self.cache
+                            .show_file(path, &object, st.mode as u32, st.mtime)
+                    }
+                    libc::S_IFLNK => Err(libc::ELOOP),
+                    _ => Err(libc::EOPNOTSUPP),
+                }
+            }
+            Intent::Write {
+                create,
+                exclusive,
+                truncate,
+                mode,
+            } => {
+                let (content, mode) = match current {
+                    Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFDIR => {
+                        return Err(libc::EISDIR)
+                    }
+                    Ok(_) if create && exclusive => return Err(libc::EEXIST),
+                    Ok(st) if truncate => (None, st.mode as u32),
+                    Ok(st) => (Some(fetch(&st)?), st.mode as u32),
+                    Err(libc::ENOENT) if create => {
+                        server.create(rest, mode)?;
+                        (None, mode)
+                    }
+                    Err(e) => return Err(e),
+                };
+                let upload: Upload = {
+                    let server = Arc::clone(server);
+                    let rest = rest.to_vec();
+                    Box::new(move |file| server.put(&rest, mode, file))
+                };
+                self.cache
+                    .show_written((&key, &name), path, content.as_deref(), mode, upload)
+            }
+        }
+    }
+
+    fn localize_dir(&self, path: &[u8], server: &Server, rest: &[u8]) -> Result<Vec<u8>, Errno> {
+        let entries = server.list(rest)?;
+        self.cache.show_dir(path, &entries)
+    }
+
+    /// The servers this run has used, as the entries of `/chirp`.
+    fn servers_listed(&self) -> Vec<(Vec<u8>, u32)> {
+        let servers = self.servers.lock().expect("servers lock");
+        servers
+            .keys()
+            .map(|k| (k.as_bytes().to_vec(), libc::S_IFDIR))
+            .collect()
+    }
+}
+
+/// An extended-attribute call a server cannot make (cctools' chirp_server built without
+/// xattr support answers `UNKNOWN`): ENOTSUP, as a local file system without xattrs says.
+fn unsupported(e: ClientError) -> ClientError {
+    match e {
+        ClientError::Remote { code, .. }
+            if matches!(
+                code,
+                roost_client::ErrorCode::Unknown | roost_client::ErrorCode::NotSupported
+            ) =>
+        {
+            ClientError::Remote {
+                code,
+                errno: libc::ENOTSUP,
+            }
+        }
+        other => other,
+    }
+}
+
+/// A version for the cache from a server's attributes.
+fn version_of(st: &roost_client::Stat) -> Version {
+    Version {
+        ino: st.ino as u64,
+        size: st.size as u64,
+        mtime: st.mtime,
+    }
+}
+
+/// Whether a file changed so recently that its (size, mtime) could change again unseen.
+fn too_recent(st: &roost_client::Stat) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    st.mtime >= now - 2 || st.ctime >= now - 2
+}
+
+fn unique() -> u64 {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+fn stat_of(st: &roost_client::Stat) -> Stat {
+    Stat {
+        dev: st.dev as u64,
+        ino: st.ino as u64,
+        mode: st.mode as u32,
+        nlink: st.nlink as u64,
+        uid: st.uid as u32,
+        gid: st.gid as u32,
+        rdev: st.rdev as u64,
+        size: st.size as u64,
+        blksize: st.blksize,
+        blocks: st.blocks,
+        atime: (st.atime, 0),
+        mtime: (st.mtime, 0),
+        ctime: (st.ctime, 0),
+    }
+}
+
+impl Driver for ChirpNet {
+    fn name(&self) -> &'static str {
+        "chirp"
+    }
+    fn mirror(&self) -> Option<&[u8]> {
+        Some(self.cache.mirror())
+    }
+    fn volume<'p>(&self, path: &'p [u8]) -> &'p [u8] {
+        split_authority(path).0
+    }
+    fn flush(&self) {
+        self.cache.flush();
+    }
+    fn readlink(&self, path: &[u8]) -> Result<Vec<u8>, Errno> {
+        if Self::is_root(path) {
+            return Err(libc::EINVAL);
+        }
+        let (server, rest) = self.server(path)?;
+        server.readlink(&rest)
+    }
+    fn lstat(&self, path: &[u8]) -> Result<Stat, Errno> {
+        if Self::is_root(path) {
+            return Ok(Self::root_stat());
+        }
+        let (server, rest) = self.server(path)?;
+        server.lstat(&rest).map(|st| stat_of(&st))
+    }
+    fn stat(&self, path: &[u8]) -> Result<Stat, Errno> {
+        if Self::is_root(path) {
+            return Ok(Self::root_stat());
+        }
+        let (server, rest) = self.server(path)?;
+        match server.lstat(&rest)? {
+            st if st.mode as u32 & libc::S_IFMT == libc::S_IFLNK => server
+                .call(&rest, |c, _| c.stat(&rest))
+                .map(|st| stat_of(&st)),
+            st => Ok(stat_of(&st)),
+        }
+    }
+    fn access(&self, path: &[u8], mode: i32) -> Result<(), Errno> {
+        if Self::is_root(path) {
+            return if mode & libc::W_OK != 0 {
+                Err(libc::EACCES)
+            } else {
+                Ok(())
+            };
+        }
+        let (server, rest) = self.server(path)?;
+        server.call(&rest, |c, _| c.access(&rest, mode as u32))
+    }
+    fn open_read(&self, path: &[u8]) -> Result<Box<dyn crate::ReadAt>, Errno> {
+        let local = self.localize(path, Intent::Read)?;
+        crate::LocalDriver.open_read(&local)
+    }
+    fn mkdir(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        self.on(path, |s, p| {
+            s.change(p, |c, retry| match c.mkdir(p, mode) {
+                Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
+                r => r,
+            })
+        })
+    }
+    fn rmdir(&self, path: &[u8]) -> Result<(), Errno> {
+        self.on(path, |s, p| {
+            s.change(p, |c, retry| match c.rmdir(p) {
+                Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
+                r => r,
+            })
+        })
+    }
+    fn unlink(&self, path: &[u8]) -> Result<(), Errno> {
+        self.on(path, |s, p| {
+            s.change(p, |c, retry| match c.unlink(p) {
+                Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
+                r => r,
+            })
+        })
+    }
+    fn rename(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
+        let (_, to_rest) = self.server(to)?;
+        self.on(from, |s, p| {
+            s.change(p, |c, retry| match c.rename(p, &to_rest) {
+                Err(e) if retry && e.errno() == libc::ENOENT && c.lstat(&to_rest).is_ok() => Ok(()),
+                r => r,
+            })
+        })
+    }
+    fn link(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
+        let (_, to_rest) = self.server(to)?;
+        self.on(from, |s, p| {
+            s.change(p, |c, retry| match c.link(p, &to_rest) {
+                Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
+                r => r,
+            })
+        })
+    }
+    fn symlink(&self, target: &[u8], path: &[u8]) -> Result<(), Errno> {
+        self.on(path, |s, p| {
+            s.change(p, |c, retry| match c.symlink(target, p) {
+                Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
+                r => r,
+            })
+        })
+    }
+    fn chmod(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        self.on(path, |s, p| s.change(p, |c, _| c.chmod(p, mode & 0o7777)))
+    }
+    fn chown(&self, path: &[u8], uid: u32, gid: u32, follow: bool) -> Result<(), Errno> {
+        let id = |v: u32| if v == u32::MAX { -1 } else { i64::from(v) };
+        self.on(path, |s, p| {
+            s.change(p, |c, _| {
+                if follow {
+                    c.chown(p, id(uid), id(gid))
+                } else {
+                    c.lchown(p, id(uid), id(gid))
+                }
+            })
+        })
+    }
+    fn truncate(&self, path: &[u8], len: u64) -> Result<(), Errno> {
+        self.on(path, |s, p| s.change(p, |c, _| c.truncate(p, len)))
+    }
+    fn utime(&self, path: &[u8], atime: Option<i64>, mtime: Option<i64>) -> Result<(), Errno> {
+        self.on(path, |s, p| {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            let old = match (atime, mtime) {
+                (Some(_), Some(_)) => None,
+                _ => Some(s.lstat(p)?),
+            };
+            let a = atime.unwrap_or_else(|| old.map_or(now, |st| st.atime));
+            let m = mtime.unwrap_or_else(|| old.map_or(now, |st| st.mtime));
+            s.change(p, |c, _| c.utime(p, a, m))
+        })
+    }
+    fn statfs(&self, path: &[u8]) -> Result<StatFs, Errno> {
+        if Self::is_root(path) {
+            return Ok(StatFs::default());
+        }
+        let (server, rest) = self.server(path)?;
+        let fs = server.call(&rest, |c, _| c.statfs(&rest))?;
+        Ok(StatFs {
+            kind: fs.fs_type,
+            bsize: fs.bsize,
+            blocks: fs.blocks as u64,
+            bfree: fs.bfree as u64,
+            bavail: fs.bavail as u64,
+            files: fs.files as u64,
+            ffree: fs.ffree as u64,
+        })
+    }
+    fn readdir(&self, path: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, Errno> {
+        if Self::is_root(path) {
+            return Ok(self.servers_listed());
+        }
+        self.cache.flush();
+        let (server, rest) = self.server(path)?;
+        server.list(&rest)
+    }
+    fn getxattr(&self, path: &[u8], name: &[u8], follow: bool) -> Result<Vec<u8>, Errno> {
+        if Self::is_root(path) {
+            return Err(libc::ENODATA);
+        }
+        let (server, rest) = self.server(path)?;
+        server.call(&rest, |c, _| {
+            if follow {
+                c.getxattr(&rest, name)
+            } else {
+                c.lgetxattr(&rest, name)
+            }
+            .map_err(unsupported)
+        })
+    }
+    fn listxattr(&self, path: &[u8], follow: bool) -> Result<Vec<u8>, Errno> {
+        if Self::is_root(path) {
+            return Ok(Vec::new());
+        }
+        let (server, rest) = self.server(path)?;
+        let names = server.call(&rest, |c, _| {
+            if follow {
+                c.listxattr(&rest)
+            } else {
+                c.llistxattr(&rest)
+            }
+            .map_err(unsupported)
+        })?;
+        Ok(names
+            .into_iter()
+            .flat_map(|mut n| {
+                n.push(0);
+                n
+            })
+            .collect())
+    }
+    fn setxattr(
+        &self,
+        path: &[u8],
+        name: &[u8],
+        value: &[u8],
+        flags: i32,
+        follow: bool,
+    ) -> Result<(), Errno> {
+        self.on(path, |s, p| {
+            s.change(p, |c, _| {
+                if follow {
+                    c.setxattr(p, name, value, flags)
+                } else {
+                    c.lsetxattr(p, name, value, flags)
+                }
+                .map_err(unsupported)
+            })
+        })
+    }
+    fn removexattr(&self, path: &[u8], name: &[u8], follow: bool) -> Result<(), Errno> {
+        self.on(path, |s, p| {
+            s.change(p, |c, _| {
+                if follow {
+                    c.removexattr(p, name)
+                } else {
+                    c.lremovexattr(p, name)
+                }
+                .map_err(unsupported)
+            })
+        })
+    }
+    fn localize(&self, path: &[u8], intent: Intent) -> Result<Vec<u8>, Errno> {
+        if Self::is_root(path) {
+            if intent != Intent::Read {
+                return Err(libc::EISDIR);
+            }
+            return self.cache.show_dir(path, &self.servers_listed());
+        }
+        self.cache.flush();
+        let (server, rest) = self.server(path)?;
+        self.localize_file(path, &server, &rest, intent)
+    }
+}
+
+/// Answers by path, each with when it was learnt.
+type Learnt<T> = HashMap<Vec<u8>, (T, Instant)>;
+
+/// One server: its connections and attribute cache.
+pub struct Server {
+    authority: String,
+    options: ChirpOptions,
+    /// Idle authenticated connections.
+    pool: Mutex<Vec<Client>>,
+    /// lstat answers (and symlink targets) by path, with when they were learnt.
+    attrs: Mutex<Learnt<Result<roost_client::Stat, Errno>>>,
+    links: Mutex<Learnt<Vec<u8>>>,
+    /// Reached at least once in this run: from then on a lost connection is retried.
+    reached: AtomicBool,
+    /// A failure has been said and not yet followed by a success.
+    said_down: AtomicBool,
+}
+
+impl Server {
+    fn new(authority: String, options: ChirpOptions) -> Server {
+        Server {
+            authority,
+            options,
+            pool: Mutex::new(Vec::new()),
+            attrs: Mutex::new(HashMap::new()),
+            links: Mutex::new(HashMap::new()),
+            reached: AtomicBool::new(false),
+            said_down: AtomicBool::new(false),
+        }
+    }
+
+    /// An idle connection, or a new one.
+    fn take(&self) -> Result<Client, ClientError> {
+        if let Some(c) = self.pool.lock().expect("pool lock").pop() {
+            return Ok(c);
+        }
+        let c = Client::connect(&self.authority, &self.options.client)?;
+        if self.reached.swap(true, Ordering::Relaxed)
+            && self.said_down.swap(false, Ordering::Relaxed)
+        {
+            eprintln!("roost: chirp://{}: reconnected", self.authority);
+        } else if self.options.verbose {
+            eprintln!(
+                "roost: chirp://{}: connected as {}",
+                self.authority,
+                c.subject()
+            );
+        }
+        Ok(c)
+    }
+
+    fn give_back(&self, c: Client) {
+        if !c.is_broken() {
+            self.pool.lock().expect("pool lock").push(c);
+        }
+    }
+
+    /// Runs `op` on a connection (`retry` tells it whether an earlier attempt may have
+    /// reached the server), reconnecting after transport failures with exponential
+    /// back-off until the timeout. A server error is the call's answer.
+    pub fn call<T>(
+        &self,
+        path: &[u8],
+        mut op: impl FnMut(&mut Client, bool) -> Result<T, ClientError>,
+    ) -> Result<T, Errno> {
+        let deadline = Instant::now() + self.options.timeout;
+        let mut delay = Duration::from_millis(50);
+        let mut retry = false;
+        loop {
+            let failure = match self.take() {
+                Ok(mut c) => match op(&mut c, retry) {
+                    Ok(v) => {
+                        self.give_back(c);
+                        return Ok(v);
+                    }
+                    Err(e) if !e.breaks_connection() => {
+                        self.give_back(c);
+                        return Err(e.errno());
+                    }
+                    Err(e) => {
+                        retry = true;
+                        e
+                    }
+                },
+                Err(e @ ClientError::AuthFailed(_)) => {
+                    eprintln!("roost: chirp://{}: {e}", self.authority);
+                    return Err(libc::EACCES);
+                }
+                Err(e) => e,
+            };
+            let name = String::from_utf8_lossy(path);
+            if !self.reached.load(Ordering::Relaxed) {
+                eprintln!("roost: chirp://{}{name}: {failure}", self.authority);
+                return Err(failure.errno());
+            }
+            self.pool.lock().expect("pool lock").clear();
+            if Instant::now() + delay > deadline {
+                eprintln!(
+                    "roost: chirp://{}{name}: {failure}; gave up after {} s (--timeout)",
+                    self.authority,
+                    self.options.timeout.as_secs()
+                );
+                return Err(libc::EIO);
+            }
+            if !self.said_down.swap(true, Ordering::Relaxed) {
+                eprintln!(
+                    "roost: chirp://{}: {failure}; reconnecting until --timeout",
+                    self.authority
+                );
+            }
+            std::thread::sleep(delay);
+            delay = (delay * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    /// A name or attribute change: made, then every cached attribute of the server is
+    /// dropped (the change may move or relink any name below).
+    fn change(
+        &self,
+        path: &[u8],
+        op: impl FnMut(&mut Client, bool) -> Result<(), ClientError>,
+    ) -> Result<(), Errno> {
+        let r = self.call(path, op);
+        self.forget();
+        r
+    }
+
+    fn forget(&self) {
+        self.attrs.lock().expect("attrs lock").clear();
+        self.links.lock().expect("links lock").clear();
+    }
+
+    /// The attributes of `path` without following a final symlink, cached briefly.
+    fn lstat(&self, path: &[u8]) -> Result<roost_client::Stat, Errno> {
+        if let Some((answer, at)) = self.attrs.lock().expect("attrs lock").get(path) {
+            if at.elapsed() < self.options.attr_ttl {
+                return *answer;
+            }
+        }
+        // The root is never a symlink; some servers refuse to look it up in its parent.
+        let answer = if path == b"/" {
+            self.call(path, |c, _| c.stat(path))
+        } else {
+            self.call(path, |c, _| c.lstat(path))
+        };
+        self.remember(path, answer);
+        answer
+    }
+
+    fn remember(&self, path: &[u8], answer: Result<roost_client::Stat, Errno>) {
+        let mut attrs = self.attrs.lock().expect("attrs lock");
+        if attrs.len() > 1 << 16 {
+            attrs.clear();
+        }
+        attrs.insert(path.to_vec(), (answer, Instant::now()));
+    }
+
+    /// The attributes now (for validating a cached copy): never from the cache.
+    fn stat_fresh(&self, path: &[u8]) -> Result<roost_client::Stat, Errno> {
+        let answer = self.call(path, |c, _| c.stat(path));
+        if let Ok(st) = answer {
+            if st.mode as u32 & libc::S_IFMT != libc::S_IFLNK {
+                self.remember(path, Ok(st));
+            }
+        }
+        answer
+    }
+
+    fn readlink(&self, path: &[u8]) -> Result<Vec<u8>, Errno> {
+        if self.lstat(path)?.mode as u32 & libc::S_IFMT != libc::S_IFLNK {
+            return Err(libc::EINVAL);
+        }
+        if let Some((target, at)) = self.links.lock().expect("links lock").get(path) {
+            if at.elapsed() < self.options.attr_ttl {
+                return Ok(target.clone());
+            }
+        }
+        let target = self.call(path, |c, _| c.readlink(path))?;
+        self.links
+            .lock()
+            .expect("links lock")
+            .insert(path.to_vec(), (target.clone(), Instant::now()));
+        Ok(target)
+    }
+
+    /// A directory's entries with their types; their attributes are cached on the way.
+    fn list(&self, path: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, Errno> {
+        let entries = self.call(path, |c, _| c.getlongdir(path))?;
+        let mut out = Vec::with_capacity(entries.len());
+        let now = Instant::now();
+        let mut attrs = self.attrs.lock().expect("attrs lock");
+        for e in entries {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            let kind = e
+                .stat
+                .map_or(libc::S_IFREG, |st| st.mode as u32 & libc::S_IFMT);
+            if let Some(st) = e.stat {
+                attrs.insert(crate::path::join(path, &e.name), (Ok(st), now));
+            }
+            out.push((e.name, kind));
+        }
+        Ok(out)
+    }
+
+    /// Creates an empty file (O_CREAT on a missing name), exclusively: a retry that finds
+    /// it made counts as done.
+    fn create(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        let flags = OpenFlags {
+            write: true,
+            create: true,
+            exclusive: true,
+            ..OpenFlags::default()
+        };
+        self.change(path, |c, retry| match c.open(path, flags, mode & 0o7777) {
+            Ok((fd, _)) => c.close(fd),
+            Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
+            Err(e) => Err(e),
+        })
+    }
+
+    /// Stores `file` as the whole of `path`; returns the version the server then holds.
+    fn put(&self, path: &[u8], mode: u32, file: &mut std::fs::File) -> Result<Version, Errno> {
+        let len = file
+            .metadata()
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?
+            .len();
+        self.change(path, |c, _| {
+            std::io::Seek::rewind(file).map_err(ClientError::Local)?;
+            c.putfile(path, mode & 0o7777, len, file).map(drop)
+        })?;
+        let st = self.stat_fresh(path)?;
+        Ok(version_of(&st))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_paths_name_a_server_and_a_path_on_it() {
+        assert_eq!(split_authority(b"/h:9/a/b"), (&b"h:9"[..], &b"/a/b"[..]));
+        assert_eq!(split_authority(b"/h"), (&b"h"[..], &b"/"[..]));
+        assert_eq!(split_authority(b"/"), (&b""[..], &b"/"[..]));
+        assert!(ChirpNet::is_root(b"/"));
+        assert!(!ChirpNet::is_root(b"/h"));
+    }
+}
