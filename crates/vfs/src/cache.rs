@@ -185,10 +185,10 @@ impl Cache {
     }
 
     /// The object of `key` at `version`, filled by `fetch` (which writes the whole file)
-    /// unless a copy is there already.
+    /// unless a copy is there already; `name` says which file it is, under `-v`.
     pub fn object(
         self: &Arc<Self>,
-        key: &str,
+        (key, name): (&str, &str),
         version: Version,
         fetch: impl FnOnce(&mut File) -> Result<(), Errno>,
     ) -> Result<PathBuf, Errno> {
@@ -197,6 +197,9 @@ impl Cache {
         let path = dir.join(version.name());
         if path.exists() {
             self.hits.fetch_add(1, Ordering::Relaxed);
+            if self.verbose {
+                eprintln!("roost: cache hit: {name}");
+            }
             // Eviction goes by last use: the access time, set here.
             let now = libc::timespec {
                 tv_sec: 0,
@@ -213,6 +216,12 @@ impl Cache {
             return Ok(path);
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
+        if self.verbose {
+            eprintln!(
+                "roost: cache miss: {name} (fetching {} bytes)",
+                version.size
+            );
+        }
         std::fs::create_dir_all(&dir).map_err(errno_of)?;
         let (tmp, mut file) = temporary(&dir)?;
         let filled = fetch(&mut file).and_then(|()| file.sync_data().map_err(errno_of));
@@ -238,8 +247,8 @@ impl Cache {
 
     /// Stores the content of `file` as the object of `key` at `version` (a file this agent
     /// wrote back, so the next open finds it without fetching).
-    fn keep(self: &Arc<Self>, key: &str, version: Version, file: &mut File) {
-        let _ = self.object(key, version, |dst| {
+    fn keep(self: &Arc<Self>, (key, name): (&str, &str), version: Version, file: &mut File) {
+        let _ = self.object((key, name), version, |dst| {
             file.rewind().map_err(errno_of)?;
             std::io::copy(file, dst).map_err(errno_of).map(drop)
         });
@@ -459,8 +468,8 @@ impl Cache {
                             if self.verbose {
                                 eprintln!("roost: wrote back {}", p.name);
                             }
-                            let key = p.key.clone();
-                            self.keep(&key, version, &mut p.file);
+                            let (key, name) = (p.key.clone(), p.name.clone());
+                            self.keep((&key, &name), version, &mut p.file);
                         }
                         Err(e) => eprintln!(
                             "roost: writing back {} failed ({}); the data written is kept in {}",
@@ -575,20 +584,25 @@ mod tests {
         };
         let key = Cache::key("h:1", b"/f");
         let p = cache
-            .object(&key, v1, |f| f.write_all(b"abc").map_err(errno_of))
+            .object((&key, "f"), v1, |f| f.write_all(b"abc").map_err(errno_of))
             .unwrap();
         assert_eq!(read_all(&p), b"abc");
-        let again = cache.object(&key, v1, |_| panic!("fetched twice")).unwrap();
+        let again = cache
+            .object((&key, "f"), v1, |_| panic!("fetched twice"))
+            .unwrap();
         assert_eq!(again, p);
         let v2 = Version { mtime: 11, ..v1 };
         let p2 = cache
-            .object(&key, v2, |f| f.write_all(b"xyz").map_err(errno_of))
+            .object((&key, "f"), v2, |f| f.write_all(b"xyz").map_err(errno_of))
             .unwrap();
         assert_eq!(read_all(&p2), b"xyz");
         assert!(!p.exists(), "the older version is dropped");
         // A failed fetch leaves nothing behind.
         let v3 = Version { mtime: 12, ..v1 };
-        assert_eq!(cache.object(&key, v3, |_| Err(libc::EIO)), Err(libc::EIO));
+        assert_eq!(
+            cache.object((&key, "f"), v3, |_| Err(libc::EIO)),
+            Err(libc::EIO)
+        );
         assert_eq!(
             std::fs::read_dir(dir.join("objects").join(&key))
                 .unwrap()
@@ -611,7 +625,7 @@ mod tests {
             };
             let key = Cache::key("h:1", format!("/f{i}").as_bytes());
             cache
-                .object(&key, v, |f| f.write_all(b"1234").map_err(errno_of))
+                .object((&key, "f"), v, |f| f.write_all(b"1234").map_err(errno_of))
                 .unwrap();
         }
         assert!(cache.count_objects() <= 10, "{}", cache.count_objects());
@@ -677,7 +691,7 @@ mod tests {
             mtime: 1,
         };
         let kept = cache
-            .object(&key, v, |_| panic!("kept after write-back"))
+            .object((&key, "f"), v, |_| panic!("kept after write-back"))
             .unwrap();
         assert_eq!(read_all(&kept), b"hello");
         cache.close();

@@ -150,11 +150,10 @@ impl ChirpNet {
             if too_recent(st) {
                 // Changed in the last seconds: another change within the same second
                 // would keep (inode, size, mtime), so this copy is never reused.
-                return self
-                    .cache
-                    .object(&format!("{key}.{}", unique()), version, fetch_into);
+                let once = format!("{key}.{}", unique());
+                return self.cache.object((&once, &name), version, fetch_into);
             }
-            self.cache.object(&key, version, fetch_into)
+            self.cache.object((&key, &name), version, fetch_into)
         };
         match intent {
             Intent::Read => {
@@ -163,9 +162,6 @@ impl ChirpNet {
                     libc::S_IFDIR => self.localize_dir(path, server, rest),
                     libc::S_IFREG => {
                         let object = fetch(&st)?;
-                        if self.options.verbose {
-                            eprintln!("roost: {name}: cached copy {}", object.display());
-                        }
                         self.cache
                             .show_file(path, &object, st.mode as u32, st.mtime)
                     }
