@@ -180,6 +180,10 @@ impl ChirpNet {
                         return Err(libc::EISDIR)
                     }
                     Ok(_) if create && exclusive => return Err(libc::EEXIST),
+                    // A final symlink left unfollowed: O_NOFOLLOW.
+                    Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFLNK => {
+                        return Err(libc::ELOOP)
+                    }
                     Ok(st) if truncate => (None, st.mode as u32),
                     Ok(st) => (Some(fetch(&st)?), st.mode as u32),
                     Err(libc::ENOENT) if create => {
@@ -549,9 +553,9 @@ impl Server {
             return Ok(c);
         }
         let c = Client::connect(&self.authority, &self.options.client)?;
-        if self.reached.swap(true, Ordering::Relaxed)
-            && self.said_down.swap(false, Ordering::Relaxed)
-        {
+        let was_reached = self.reached.swap(true, Ordering::Relaxed);
+        let was_down = self.said_down.swap(false, Ordering::Relaxed);
+        if was_reached && was_down {
             eprintln!("roost: chirp://{}: reconnected", self.authority);
         } else if self.options.verbose {
             eprintln!(
@@ -604,7 +608,10 @@ impl Server {
             };
             let name = String::from_utf8_lossy(path);
             if !self.reached.load(Ordering::Relaxed) {
-                eprintln!("roost: chirp://{}{name}: {failure}", self.authority);
+                // Never reached in this run: a wrong address or port, or no server there.
+                if !self.said_down.swap(true, Ordering::Relaxed) {
+                    eprintln!("roost: chirp://{}{name}: {failure}", self.authority);
+                }
                 return Err(failure.errno());
             }
             self.pool.lock().expect("pool lock").clear();
@@ -669,14 +676,15 @@ impl Server {
         attrs.insert(path.to_vec(), (answer, Instant::now()));
     }
 
-    /// The attributes now (for validating a cached copy): never from the cache.
+    /// The attributes now, without following a final symlink (for validating a cached
+    /// copy; the namespace has followed every symlink a call follows): never from the cache.
     fn stat_fresh(&self, path: &[u8]) -> Result<roost_client::Stat, Errno> {
-        let answer = self.call(path, |c, _| c.stat(path));
-        if let Ok(st) = answer {
-            if st.mode as u32 & libc::S_IFMT != libc::S_IFLNK {
-                self.remember(path, Ok(st));
-            }
-        }
+        let answer = if path == b"/" {
+            self.call(path, |c, _| c.stat(path))
+        } else {
+            self.call(path, |c, _| c.lstat(path))
+        };
+        self.remember(path, answer);
         answer
     }
 
@@ -697,23 +705,38 @@ impl Server {
         Ok(target)
     }
 
-    /// A directory's entries with their types; their attributes are cached on the way.
+    /// A directory's entries with their types (`S_IFMT` of each one's lstat); the
+    /// attributes are cached on the way, so `ls -l` after `getdents` asks nothing more.
+    /// A listing's own attributes follow symlinks (cctools' and roost's servers stat each
+    /// entry), so the names come from it and their lstats from one pipelined batch.
     fn list(&self, path: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, Errno> {
-        let entries = self.call(path, |c, _| c.getlongdir(path))?;
-        let mut out = Vec::with_capacity(entries.len());
+        let names: Vec<Vec<u8>> = self
+            .call(path, |c, _| c.getdir(path))?
+            .into_iter()
+            .filter(|n| n != b"." && n != b"..")
+            .collect();
+        let paths: Vec<Vec<u8>> = names.iter().map(|n| crate::path::join(path, n)).collect();
+        let requests: Vec<roost_wire::Request> = paths
+            .iter()
+            .map(|p| roost_wire::Request::Lstat { path: p.clone() })
+            .collect();
+        let replies = self.call(path, |c, _| c.pipeline(&requests, 64))?;
         let now = Instant::now();
         let mut attrs = self.attrs.lock().expect("attrs lock");
-        for e in entries {
-            if e.name == b"." || e.name == b".." {
-                continue;
+        let mut out = Vec::with_capacity(names.len());
+        for ((name, full), reply) in names.into_iter().zip(paths).zip(replies) {
+            let answer = match reply {
+                Ok(roost_client::Reply::Stat(_, st)) => Ok(st),
+                Ok(_) => Err(libc::EPROTO),
+                Err(e) => Err(e.errno()),
+            };
+            match answer {
+                Ok(st) => out.push((name, st.mode as u32 & libc::S_IFMT)),
+                // Gone since the listing: not listed.
+                Err(libc::ENOENT) => {}
+                Err(_) => out.push((name, libc::S_IFREG)),
             }
-            let kind = e
-                .stat
-                .map_or(libc::S_IFREG, |st| st.mode as u32 & libc::S_IFMT);
-            if let Some(st) = e.stat {
-                attrs.insert(crate::path::join(path, &e.name), (Ok(st), now));
-            }
-            out.push((e.name, kind));
+            attrs.insert(full, (answer, now));
         }
         Ok(out)
     }
@@ -736,13 +759,27 @@ impl Server {
 
     /// Stores `file` as the whole of `path`; returns the version the server then holds.
     fn put(&self, path: &[u8], mode: u32, file: &mut std::fs::File) -> Result<Version, Errno> {
-        let len = file
+        use std::os::unix::fs::MetadataExt;
+        let meta = file
             .metadata()
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?
-            .len();
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        // Written in place, so the file keeps its inode, owner and other links (a putfile
+        // would replace it), then cut to length; with its times: a program may have set
+        // them (`touch` does, through its descriptor).
+        let flags = OpenFlags {
+            write: true,
+            create: true,
+            ..OpenFlags::default()
+        };
         self.change(path, |c, _| {
             std::io::Seek::rewind(file).map_err(ClientError::Local)?;
-            c.putfile(path, mode & 0o7777, len, file).map(drop)
+            let (fd, _) = c.open(path, flags, mode & 0o7777)?;
+            let written = c
+                .write_pipelined(fd, 0, file, 64 * 1024, 8)
+                .and_then(|_| c.ftruncate(fd, meta.len()));
+            let closed = c.close(fd);
+            written.and(closed)?;
+            c.utime(path, meta.atime(), meta.mtime())
         })?;
         let st = self.stat_fresh(path)?;
         Ok(version_of(&st))

@@ -1,0 +1,701 @@
+//! `roost run` over the network: real programs on a tree exported by a real `roost serve`
+//! (and cctools' `chirp_server`) on 127.0.0.1, reached as `/chirp/HOST:PORT/...` and
+//! through mounts, with notifications and with `--no-notify`. What they see must be what
+//! they see of the same tree mounted locally; what they change must land on the server.
+
+mod run_support;
+mod serve_support;
+
+use run_support::*;
+use serve_support::TestServer;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A server exporting a fresh directory to 127.0.0.1 (every right), and a private cache.
+struct Remote {
+    server: TestServer,
+    cache: tempfile::TempDir,
+}
+
+impl Remote {
+    fn start() -> Remote {
+        Remote {
+            server: TestServer::start(&["--auth", "address", "--acl", "address:127.0.0.1=rwldpax"]),
+            cache: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn root(&self) -> &Path {
+        self.server.root()
+    }
+
+    /// `/chirp/127.0.0.1:PORT` + `path`.
+    fn url(&self, path: &str) -> String {
+        format!("/chirp/127.0.0.1:{}{path}", self.server.port)
+    }
+
+    /// Writes a file into the export (parents made), dated a minute ago so the cache may
+    /// keep it (files changed in the last seconds are fetched on every open).
+    fn write(&self, rel: &str, data: &[u8]) -> PathBuf {
+        let p = self.root().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, data).unwrap();
+        age(&p);
+        p
+    }
+
+    /// `roost run --cache DIR [mode] OPTIONS -- ARGV`.
+    fn run(&self, mode: &[&str], options: &[&str], argv: &[&str]) -> Output {
+        roost()
+            .arg("run")
+            .arg("--cache")
+            .arg(self.cache.path())
+            .args(mode)
+            .args(options)
+            .arg("--")
+            .args(["timeout", "60"])
+            .args(argv)
+            .output()
+            .unwrap()
+    }
+}
+
+/// Dates a file a minute back.
+fn age(p: &Path) {
+    let then = std::time::SystemTime::now() - Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(p)
+        .and_then(|f| f.set_modified(then))
+        .unwrap();
+}
+
+const MODES: [&[&str]; 2] = [&[], &["--no-notify"]];
+
+fn text(o: &Output) -> String {
+    stdout(o) + &stderr(o)
+}
+
+/// Runs `script` with `/m` mapped to `local` and then to the same tree on the server, in
+/// both delivery modes: all four must agree.
+fn same_as_local(r: &Remote, local: &Path, remote: &str, script: &str) -> String {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for mode in MODES {
+        for (what, target) in [
+            ("local", local.display().to_string()),
+            ("remote", remote.to_string()),
+        ] {
+            let mount = format!("/m={target}");
+            let o = r.run(mode, &["--mount", &mount], &["sh", "-c", script]);
+            seen.push((
+                format!("{what} {mode:?}"),
+                format!("{}\nexit {:?}", text(&o), o.status.code()),
+            ));
+        }
+    }
+    for (what, out) in &seen[1..] {
+        assert_eq!(&seen[0].1, out, "{} vs {what}", seen[0].0);
+    }
+    seen.remove(0).1
+}
+
+/// A tree with files, directories, a symlink, a script and a file over a megabyte.
+fn populate(r: &Remote, base: &str) {
+    r.write(&format!("{base}/top.txt"), b"top level\nneedle one\n");
+    r.write(&format!("{base}/sub/deep/f"), b"deep file\n");
+    r.write(&format!("{base}/sub/g.txt"), b"needle two\n");
+    let big: Vec<u8> = (0..1_500_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    r.write(&format!("{base}/big"), &big);
+    let s = r.write(
+        &format!("{base}/run.sh"),
+        b"#!/bin/sh\necho \"script $0 $*\"\n",
+    );
+    std::fs::set_permissions(&s, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("top.txt", r.root().join(format!("{base}/link"))).unwrap();
+}
+
+#[test]
+fn coreutils_and_bash_see_the_remote_tree_as_the_local_one() {
+    let r = Remote::start();
+    populate(&r, "t");
+    let local = r.root().join("t");
+    let out = same_as_local(
+        &r,
+        &local,
+        &r.url("/t"),
+        "cd /m && ls -lR && find . -printf '%p %y %s %m %l\\n' | sort && grep -rn needle . | sort \
+         && cat sub/deep/f link && wc -c big && md5sum big && stat -c '%s %a %F %h' link sub big \
+         && readlink link && test -d sub && test -L link && test -x run.sh && ./run.sh a b \
+         && cd sub && pwd && ls ../sub/deep && cat ../top.txt | wc -l",
+    );
+    assert!(out.contains("needle two"), "{out}");
+    assert!(out.contains("script ./run.sh a b"), "{out}");
+    assert!(out.contains("1500000 big"), "{out}");
+    assert!(out.ends_with("exit Some(0)"), "{out}");
+}
+
+#[test]
+fn the_server_is_reached_with_no_mount_at_all() {
+    let r = Remote::start();
+    r.write("hello", b"hi there\n");
+    for mode in MODES {
+        let o = r.run(
+            mode,
+            &[],
+            &[
+                "sh",
+                "-c",
+                &format!("cat {0}/hello && ls /chirp", r.url("")),
+            ],
+        );
+        assert_eq!(
+            stdout(&o),
+            format!("hi there\n127.0.0.1:{}\n", r.server.port),
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn changes_made_under_roost_land_on_the_server() {
+    let r = Remote::start();
+    for (i, mode) in MODES.iter().enumerate() {
+        let dir = format!("c{i}");
+        std::fs::create_dir(r.root().join(&dir)).unwrap();
+        let mount = format!("/m={}", r.url(&format!("/{dir}")));
+        let script = "cd /m && mkdir -p a/b && echo one > a/b/f && echo two >> a/b/f \
+             && mv a/b/f a/g && ln -s g a/l && ln a/g a/h && chmod 640 a/g \
+             && touch -d @1000000000 a/g && printf 12345 > t && truncate -s 2 t \
+             && mkdir gone && rmdir gone && echo x > doomed && rm doomed \
+             && cat a/l && stat -c '%a %Y' a/g && cat t";
+        let o = r.run(mode, &["--mount", &mount], &["sh", "-c", script]);
+        assert_eq!(
+            stdout(&o),
+            "one\ntwo\n640 1000000000\n12",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+        let on_server = r.root().join(&dir);
+        let g = on_server.join("a/g");
+        assert_eq!(std::fs::read(&g).unwrap(), b"one\ntwo\n");
+        let meta = std::fs::metadata(&g).unwrap();
+        assert_eq!((meta.mode() & 0o777, meta.mtime()), (0o640, 1_000_000_000));
+        assert_eq!(
+            std::fs::read_link(on_server.join("a/l")).unwrap(),
+            Path::new("g")
+        );
+        assert_eq!(
+            std::fs::metadata(on_server.join("a/h")).unwrap().ino(),
+            meta.ino()
+        );
+        assert_eq!(std::fs::read(on_server.join("t")).unwrap(), b"12");
+        for gone in ["a/b/f", "gone", "doomed"] {
+            assert!(!on_server.join(gone).exists(), "{gone} is still there");
+        }
+    }
+}
+
+#[test]
+fn a_written_file_is_on_the_server_when_roost_returns() {
+    let r = Remote::start();
+    let url = r.url("/out.txt");
+    // The program's last act is the write; the caller looks right after roost returns.
+    let o = r.run(&[], &[], &["sh", "-c", &format!("seq 1 20000 > {url}")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let expected: String = (1..=20000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(
+        std::fs::read_to_string(r.root().join("out.txt")).unwrap(),
+        expected
+    );
+}
+
+#[test]
+fn python_imports_a_package_tree_from_the_server_and_writes_its_bytecode_there() {
+    let r = Remote::start();
+    r.write("lib/pkg/__init__.py", b"from .core import VALUE\n");
+    r.write("lib/pkg/core.py", b"VALUE = sum(range(10))\n");
+    r.write("lib/pkg/sub/__init__.py", b"");
+    r.write(
+        "lib/pkg/sub/leaf.py",
+        b"import json\nNAME = json.dumps({'leaf': 1})\n",
+    );
+    let mount = format!("/py={}", r.url("/lib"));
+    let program = "import sys; sys.path.insert(0, '/py'); import pkg, pkg.sub.leaf; \
+                   print(pkg.VALUE, pkg.sub.leaf.NAME, pkg.__file__)";
+    for mode in MODES {
+        let python = [
+            "env",
+            "-u",
+            "PYTHONDONTWRITEBYTECODE",
+            "python3",
+            "-c",
+            program,
+        ];
+        let o = r.run(mode, &["--mount", &mount], &python);
+        assert_eq!(
+            stdout(&o),
+            "45 {\"leaf\": 1} /py/pkg/__init__.py\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+    }
+    let cached = std::fs::read_dir(r.root().join("lib/pkg/__pycache__"))
+        .unwrap()
+        .count();
+    assert!(
+        cached >= 2,
+        "bytecode written back to the server ({cached} files)"
+    );
+}
+
+#[test]
+fn programs_scripts_and_their_interpreters_run_from_the_server() {
+    let r = Remote::start();
+    let src = r.write("src/hello.c", b"#include <stdio.h>\n#include <unistd.h>\nint main(int c, char **v) {\n  char exe[256] = {0};\n  readlink(\"/proc/self/exe\", exe, sizeof exe - 1);\n  printf(\"%s %s %d\\n\", v[0], exe, c);\n  return 0;\n}\n");
+    let bin = r.root().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let st = Command::new("gcc")
+        .arg("-o")
+        .arg(bin.join("hello"))
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // A script whose interpreter is itself a script on the server.
+    let inner = r.write("bin/inner.sh", b"#!/bin/sh\necho \"inner: $*\"\n");
+    let outer = r.write("bin/outer", b"#!/tools/bin/inner.sh -x\nignored\n");
+    for p in [&inner, &outer] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mount = format!("/tools={}", r.url(""));
+    for mode in MODES {
+        let o = r.run(
+            mode,
+            &["--mount", &mount],
+            &[
+                "sh",
+                "-c",
+                "/tools/bin/hello a && cd /tools/bin && ./hello && ./outer y",
+            ],
+        );
+        assert_eq!(
+            stdout(&o),
+            "/tools/bin/hello /tools/bin/hello 2\n./hello /tools/bin/hello 1\ninner: -x ./outer y\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn make_and_gcc_build_in_a_remote_tree_as_natively_and_git_commits_there() {
+    let r = Remote::start();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run_support/cproject");
+    let native = tempfile_copy(&src);
+    let st = Command::new("cp")
+        .arg("-rT")
+        .arg(&src)
+        .arg(r.root().join("proj"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let st = Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(native.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mount = format!("/w={}", r.url("/proj"));
+    let script = "cd /w && make -s -j2 && ./shapes && git init -q . && git add -A \
+                  && git -c user.name=t -c user.email=t@t commit -qm first && git log --format=%s \
+                  && git status --short | wc -l";
+    let o = r.run(&[], &["--mount", &mount], &["sh", "-c", script]);
+    assert_eq!(
+        stdout(&o),
+        "circle 12.566 rect 12.0 sum 491522780\nfirst\n0\n",
+        "{}",
+        stderr(&o)
+    );
+    for f in ["shapes", "libshapes.a", "src/main.o", "src/checksum.o"] {
+        let a = std::fs::read(native.path().join(f)).unwrap();
+        let b = std::fs::read(r.root().join("proj").join(f)).unwrap();
+        assert!(a == b, "{f} differs from the native build");
+    }
+    assert!(r.root().join("proj/.git/HEAD").exists());
+}
+
+/// A copy of `src` in a fresh temporary directory.
+fn tempfile_copy(src: &Path) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let st = Command::new("cp")
+        .arg("-rT")
+        .arg(src)
+        .arg(d.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    d
+}
+
+#[test]
+fn the_cache_is_shared_by_runs_and_a_changed_file_is_fetched_again() {
+    let r = Remote::start();
+    let f = r.write("data", b"version one\n");
+    let cat = ["cat".to_string(), r.url("/data")];
+    let argv: Vec<&str> = cat.iter().map(String::as_str).collect();
+    let first = r.run(&[], &["-v"], &argv);
+    assert_eq!(stdout(&first), "version one\n");
+    assert!(stderr(&first).contains("cache miss"), "{}", stderr(&first));
+    let second = r.run(&["--no-notify"], &["-v"], &argv);
+    assert_eq!(stdout(&second), "version one\n");
+    assert!(stderr(&second).contains("cache hit"), "{}", stderr(&second));
+    // Changed on the server, same size: a new mtime is a new version.
+    std::fs::write(&f, b"version two\n").unwrap();
+    let then = std::time::SystemTime::now() - Duration::from_secs(30);
+    std::fs::File::options()
+        .write(true)
+        .open(&f)
+        .unwrap()
+        .set_modified(then)
+        .unwrap();
+    let third = r.run(&[], &["-v"], &argv);
+    assert_eq!(stdout(&third), "version two\n", "{}", stderr(&third));
+    // Nothing of the runs' mirrors stays behind (each agent removes its own as it ends,
+    // just after roost returns).
+    let agents = r.cache.path().join("agents");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_dir(&agents).unwrap().count() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "a mirror stays in {}",
+            agents.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn calls_roost_cannot_make_remotely_fail_cleanly() {
+    let r = Remote::start();
+    r.write("d/x", b"x");
+    let mount = format!("/m={}", r.url("/d"));
+    let program = "import os, socket, errno\n\
+        def err(f):\n    try:\n        f(); return 'ok'\n    except OSError as e:\n        return errno.errorcode[e.errno]\n\
+        print(err(lambda: os.open('/m', os.O_TMPFILE | os.O_WRONLY)))\n\
+        print(err(lambda: socket.socket(socket.AF_UNIX).bind('/m/sock')))\n\
+        print(err(lambda: os.mkfifo('/m/fifo')))\n\
+        print(err(lambda: os.open('/m/nope', os.O_RDONLY)))\n\
+        print(err(lambda: os.mkdir('/m')))\n\
+        print(err(lambda: os.rename('/m/x', '/tmp/elsewhere')))\n";
+    for mode in MODES {
+        let o = r.run(mode, &["--mount", &mount], &["python3", "-c", program]);
+        assert_eq!(
+            stdout(&o),
+            "ENOTSUP\nENOTSUP\nEPERM\nENOENT\nEEXIST\nEXDEV\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn an_unreachable_server_fails_at_once_with_one_clear_line() {
+    let unused = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cache = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let o = roost()
+        .args(["run", "--cache"])
+        .arg(cache.path())
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "cat /chirp/127.0.0.1:{unused}/x; ls /chirp/127.0.0.1:{unused}/"
+        ))
+        .output()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let err = stderr(&o);
+    assert!(err.contains("Connection refused"), "{err}");
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("roost:")).count(),
+        1,
+        "said once: {err}"
+    );
+    assert!(!o.status.success());
+}
+
+#[test]
+fn refused_authentication_and_acls_give_eacces() {
+    // The server takes hmac only; roost offers no key.
+    let keyed = TestServer::start(&["--auth", "hmac"]);
+    let cache = tempfile::tempdir().unwrap();
+    let o = roost()
+        .args(["run", "--cache"])
+        .arg(cache.path())
+        .args(["--", "cat"])
+        .arg(format!("/chirp/127.0.0.1:{}/x", keyed.port))
+        .output()
+        .unwrap();
+    assert!(stderr(&o).contains("Permission denied"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("chirp://127.0.0.1:{}", keyed.port)),
+        "{}",
+        stderr(&o)
+    );
+    // Read and list only: a write is refused, and nothing appears on the server.
+    let read_only = TestServer::start(&["--auth", "address", "--acl", "address:127.0.0.1=rl"]);
+    std::fs::write(read_only.root().join("f"), b"kept\n").unwrap();
+    for mode in MODES {
+        let o = roost()
+            .args(["run", "--cache"])
+            .arg(cache.path())
+            .args(mode)
+            .args(["--", "sh", "-c"])
+            .arg(format!(
+                "cat /chirp/127.0.0.1:{0}/f; echo new > /chirp/127.0.0.1:{0}/g; mkdir /chirp/127.0.0.1:{0}/d",
+                read_only.port
+            ))
+            .output()
+            .unwrap();
+        assert!(stdout(&o).starts_with("kept\n"), "{}", text(&o));
+        assert_eq!(
+            stderr(&o).matches("Permission denied").count(),
+            2,
+            "{}",
+            text(&o)
+        );
+    }
+    assert!(!read_only.root().join("g").exists() && !read_only.root().join("d").exists());
+}
+
+#[test]
+fn a_direct_mount_is_refused_until_direct_mode_exists() {
+    let o = run(&["--mount", "/d=chirp://127.0.0.1:9/x:direct", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("direct mode"), "{}", stderr(&o));
+    let o = run(&["--mount", "/d=chirp://no:port:here/x", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+/// A `roost serve` on a fixed port over `dir`, stopped on drop.
+struct FixedServer(std::process::Child);
+
+impl FixedServer {
+    fn start(dir: &Path, port: u16) -> FixedServer {
+        let child = roost()
+            .arg("serve")
+            .arg(dir)
+            .args([
+                "--listen",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--log-level",
+                "error",
+            ])
+            .args(["--auth", "address", "--acl", "address:127.0.0.1=rwldpa"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut child = child;
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert!(line.contains("listening"), "{line}");
+        FixedServer(child)
+    }
+}
+
+impl Drop for FixedServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: a plain kill of a child this test started.
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
+/// A program appending numbered records to a remote file while the server is killed and
+/// restarted, then stopped past the io-timeout and continued: every record ends up there
+/// exactly once, in order.
+#[test]
+fn records_appended_through_a_restart_and_a_stall_arrive_exactly_once() {
+    let export = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cache = tempfile::tempdir().unwrap();
+    let server = FixedServer::start(export.path(), port);
+    let script = format!(
+        "for i in $(seq 1 60); do echo record $i >> /chirp/127.0.0.1:{port}/log || exit 1; sleep 0.05; done"
+    );
+    let mut program = roost()
+        .args(["run", "--io-timeout", "1", "--timeout", "60", "--cache"])
+        .arg(cache.path())
+        .args(["--", "sh", "-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    drop(server); // killed mid-run
+    std::thread::sleep(Duration::from_millis(1500));
+    let server = FixedServer::start(export.path(), port);
+    std::thread::sleep(Duration::from_millis(600));
+    signal(server.0.id(), libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(2500));
+    signal(server.0.id(), libc::SIGCONT);
+    let status = program.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut program.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    let expected: String = (1..=60).map(|i| format!("record {i}\n")).collect();
+    assert_eq!(
+        std::fs::read_to_string(export.path().join("log")).unwrap(),
+        expected,
+        "{err}"
+    );
+    assert!(err.contains("reconnecting"), "{err}");
+    assert!(err.contains("reconnected"), "{err}");
+}
+
+/// A server that authenticates a client, then closes the connection in the middle of its
+/// first reply: roost retries until --timeout, then fails the call with EIO.
+#[test]
+fn a_server_that_closes_mid_reply_fails_the_call_with_eio_after_the_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { return };
+            std::thread::spawn(move || {
+                use std::io::{BufRead, Write};
+                let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+                let mut line = String::new();
+                let _ = r.read_line(&mut line); // the method
+                let _ = s.write_all(b"yes\nyes\nyes\naddress\n127.0.0.1\n");
+                line.clear();
+                let _ = r.read_line(&mut line); // the request
+                let _ = s.write_all(b"0\n1 2 ");
+            });
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let o = roost()
+        .args(["run", "--auth", "address", "--timeout", "2", "--cache"])
+        .arg(cache.path())
+        .args(["--", "cat"])
+        .arg(format!("/chirp/127.0.0.1:{port}/x"))
+        .output()
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(stderr(&o).contains("Input/output error"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--timeout"), "{}", stderr(&o));
+}
+
+#[test]
+fn cctools_chirp_server_serves_the_same_tree() {
+    if !is_root() {
+        eprintln!("not root: cctools' chirp_server must drop to nobody; run as root (CI does)");
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let export = scratch.path().join("export");
+    std::fs::create_dir(&export).unwrap();
+    let tree = export.join("t");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    std::fs::write(tree.join("a.txt"), b"alpha\nneedle\n").unwrap();
+    std::fs::write(tree.join("sub/b.txt"), b"beta\n").unwrap();
+    std::os::unix::fs::symlink("a.txt", tree.join("link")).unwrap();
+    let acl = scratch.path().join("acl");
+    std::fs::write(&acl, "address:127.0.0.1 rwldpa\n").unwrap();
+    let port_file = scratch.path().join("port");
+    let st = Command::new("chown")
+        .args(["-R", "nobody"])
+        .arg(scratch.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mut server = Command::new("chirp_server")
+        .arg("-r")
+        .arg(&export)
+        .args([
+            "-p",
+            "0",
+            "-I",
+            "127.0.0.1",
+            "-a",
+            "address",
+            "-i",
+            "nobody",
+        ])
+        .args(["-u", "127.0.0.1", "-U", "3600", "-A"])
+        .arg(&acl)
+        .arg("-Z")
+        .arg(&port_file)
+        .arg("-y")
+        .arg(scratch.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chirp_server (install coop-computing-tools)");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let port: u16 = loop {
+        if let Some(p) = std::fs::read_to_string(&port_file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "chirp_server reported no port");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let script = "cd /m && ls -l && cat link sub/b.txt && grep -rn needle . \
+                  && echo new > sub/c && cat sub/c && mkdir d && mv sub/c d/c && ls d";
+    let mut outputs = Vec::new();
+    for target in [
+        tree.display().to_string(),
+        format!("/chirp/127.0.0.1:{port}/t"),
+    ] {
+        let o = roost()
+            .args(["run", "--auth", "address", "--cache"])
+            .arg(cache.path())
+            .args(["--mount", &format!("/m={target}"), "--", "sh", "-c", script])
+            .output()
+            .unwrap();
+        outputs.push(text(&o));
+        // Undo the changes for the next round.
+        let _ = std::fs::remove_dir_all(tree.join("d"));
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        outputs[1].contains("alpha\nneedle\nbeta\n"),
+        "{}",
+        outputs[1]
+    );
+    // Owners differ (files made through chirp_server belong to nobody), the rest agrees.
+    let strip = |s: &str| s.replace("nobody", "root").replace("nogroup", "root");
+    assert_eq!(strip(&outputs[0]), strip(&outputs[1]));
+    assert!(outputs[1].ends_with("new\nc\n"), "{}", outputs[1]);
+}
