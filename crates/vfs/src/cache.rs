@@ -313,6 +313,14 @@ impl Cache {
     ) -> Result<Vec<u8>, Errno> {
         self.start()?;
         let at = self.mirror_path(path);
+        let same =
+            |a: &std::fs::Metadata, b: &std::fs::Metadata| a.dev() == b.dev() && a.ino() == b.ino();
+        if let (Ok(shown), Ok(obj)) = (std::fs::symlink_metadata(&at), std::fs::metadata(object)) {
+            if same(&shown, &obj) && shown.mode() & 0o7777 == (mode & 0o7777) | 0o400 {
+                // Shown already (a file opened again): one stat instead of four changes.
+                return Ok(at.into_os_string().into_encoded_bytes());
+            }
+        }
         self.clear(&at)?;
         if std::fs::hard_link(object, &at).is_err() {
             std::fs::copy(object, &at).map_err(errno_of)?;
