@@ -100,6 +100,9 @@ pub enum Kind {
     /// A credential change (set*id, setgroups, capset), passed through: noted so the
     /// notification thread stops assuming its tracees share roost's identity.
     Credentials,
+    /// An id query or uname, answered with the virtual identity when one is given
+    /// (`handlers::virtual_ids`); never trapped otherwise.
+    Identity,
     /// Refused by the filter with this errno; never reaches the agent.
     Refuse(i32),
 }
@@ -353,6 +356,14 @@ pub const SPECS: &[(&str, Kind)] = &[
     ),
     ("bpf", Kind::Bpf),
     ("perf_event_open", Kind::PerfEventOpen),
+    ("getuid", Kind::Identity),
+    ("geteuid", Kind::Identity),
+    ("getgid", Kind::Identity),
+    ("getegid", Kind::Identity),
+    ("getresuid", Kind::Identity),
+    ("getresgid", Kind::Identity),
+    ("getgroups", Kind::Identity),
+    ("uname", Kind::Identity),
     ("setuid", Kind::Credentials),
     ("setgid", Kind::Credentials),
     ("setreuid", Kind::Credentials),

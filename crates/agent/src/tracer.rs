@@ -6,6 +6,7 @@
 
 use crate::arch::{self, Regs};
 use crate::filter::{self, Verdict};
+use crate::handlers::virtual_ids::{self, VirtualIds};
 use crate::handlers::{self, embedded, exec, path, procfs, socket, Action, Arg, Ctx, Decision};
 use crate::memory;
 use crate::notify::{self, Shared, NOTIFIED};
@@ -44,6 +45,8 @@ pub struct Options {
     /// ignores the terminal's stop signals, which it must survive to let the program stop and
     /// then go on after SIGCONT.
     pub on_program_stop: Option<Box<dyn FnMut(i32)>>,
+    /// `--uid/--gid/--hostname`: the identity the id queries and uname report.
+    pub ids: VirtualIds,
 }
 
 /// Whether process `pid` has a mapping that starts at `addr`.
@@ -137,7 +140,7 @@ fn wait(pid: i32) -> io::Result<(i32, i32)> {
 /// The seccomp rules: everything in the table when paths must be seen (a mount list, or
 /// tracing), otherwise only the refusals, which the filter answers without a stop. With
 /// `notify`, the pure lookups go to the notification thread instead of a ptrace stop.
-fn rules(table: &Table, full: bool, notify: bool) -> Vec<(u32, Verdict)> {
+fn rules(table: &Table, full: bool, notify: bool, ids: bool) -> Vec<(u32, Verdict)> {
     let notified: HashMap<i64, Verdict> = NOTIFIED
         .iter()
         .filter_map(|&(n, v)| Some((arch::number(n)?, v)))
@@ -153,6 +156,9 @@ fn rules(table: &Table, full: bool, notify: bool) -> Vec<(u32, Verdict)> {
                 Some((nr, Verdict::Trace))
             }
             Kind::Credentials => None,
+            Kind::Identity if ids && notify => Some((nr, Verdict::Notify)),
+            Kind::Identity if ids => Some((nr, Verdict::Trace)),
+            Kind::Identity => None,
             Kind::Clone if full => Some((
                 nr,
                 Verdict::TraceIf {
@@ -193,7 +199,8 @@ pub fn run(
     } else {
         Verdict::Errno(libc::ENOSYS)
     };
-    let bpf = filter::build(&rules(&table, full, notify), foreign);
+    let ids = options.ids.any();
+    let bpf = filter::build(&rules(&table, full, notify, ids), foreign);
     let cstr = |b: &[u8]| CString::new(b.to_vec()).unwrap_or_default();
     let argv: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
     let physical_cwd = std::env::current_dir()
@@ -211,7 +218,10 @@ pub fn run(
     let spawned = match spawn::spawn(&cstr(program), &argv, &bpf, notify) {
         // No notifications here (kernel < 5.6, or the filter flag refused): ptrace only.
         Err(SpawnError::Listener(_)) | Err(SpawnError::Filter(..)) if notify => {
-            let bpf = filter::build(&rules(&table, full, false), Verdict::Errno(libc::ENOSYS));
+            let bpf = filter::build(
+                &rules(&table, full, false, ids),
+                Verdict::Errno(libc::ENOSYS),
+            );
             spawn::spawn(&cstr(program), &argv, &bpf, false)?
         }
         r => r?,
@@ -223,6 +233,7 @@ pub fn run(
         credentials_changed: AtomicBool::new(false),
         stops: Arc::default(),
         rerooted: Default::default(),
+        ids: options.ids,
     });
     if let Some(listener) = spawned.listener {
         notify::start(listener, Arc::clone(&shared));
@@ -577,6 +588,9 @@ impl Agent {
     fn decide(&mut self, pid: i32, regs: &Regs, (name, kind): (&'static str, Kind)) -> Decision {
         // Inside its own root the kernel resolves; only hidden names stay hidden. (A clone
         // and an open by handle name no path: their handlers apply in any root.)
+        if let Kind::Identity = kind {
+            return virtual_ids::answer(name, regs, &self.shared.ids);
+        }
         let by_path = !matches!(kind, Kind::Clone | Kind::OpenByHandle { .. });
         if by_path && self.shared.rerooted.contains(pid) {
             let ns = self.shared.ns.lock().expect("namespace lock");
@@ -664,6 +678,7 @@ impl Agent {
                 Decision::pass()
             }
             Kind::Refuse(e) => Decision::fail(e),
+            Kind::Identity => unreachable!("answered before the namespace is locked"),
         }
     }
 

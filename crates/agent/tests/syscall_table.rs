@@ -223,8 +223,9 @@ fn the_table_traps_nothing_that_takes_no_path() {
     // Everything in the table is a reviewed path syscall (or io_uring_setup, refused so
     // programs fall back to plain I/O, a rare credential change the agent notes, the
     // privileged open_by_handle_at, held to DENY, a clone asking for an untraced child,
-    // checked by the filter, or getsockname/getpeername, which answer a path): no hot
-    // non-path call costs a stop.
+    // checked by the filter, getsockname/getpeername, which answer a path, or an id query
+    // trapped only when roost run is given an identity to show): no hot non-path call
+    // costs a stop.
     for (nr, kind) in Table::new().entries() {
         let name = arch::NUMBERS
             .iter()
@@ -235,6 +236,7 @@ fn the_table_traps_nothing_that_takes_no_path() {
             PATH_SYSCALLS.contains(&name)
                 || name == "io_uring_setup"
                 || kind == Kind::Credentials
+                || kind == Kind::Identity
                 || matches!(
                     kind,
                     Kind::OpenByHandle { .. } | Kind::Clone | Kind::SockName { .. }

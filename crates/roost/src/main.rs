@@ -2,6 +2,7 @@
 
 mod background;
 mod group_cmds;
+mod identity;
 mod progress;
 mod remote;
 mod run;

@@ -26,6 +26,10 @@ chirp_server) with no mount at all; mounts may point there too (--mount /data=/c
 or chirp://h:9094/d). Files are read whole into a cache shared by your runs (--cache) and
 checked against the server on every open; files written go back when closed.
 
+Identity: --uid, --gid, --user and --hostname make the id queries (getuid, getresgid,
+getgroups, ...) and uname report the given identity, and map /etc/passwd and /etc/group to
+copies naming it (the real identity still governs what the program may do).
+
 Examples:
   roost run --mount /data=/scratch/run7 -- make -C /data
   roost run --mount /data=/chirp/fs.example.org/run7 -- ./analysis.sh
@@ -77,6 +81,21 @@ pub struct RunArgs {
     /// Say connections, reconnects, cache use and write-backs on stderr.
     #[arg(short, long)]
     pub verbose: bool,
+    /// The user id getuid, geteuid and getresuid report [default: NAME's in /etc/passwd
+    /// with --user, else the real one].
+    #[arg(long, value_name = "UID")]
+    pub uid: Option<u32>,
+    /// The group id getgid, getegid, getresgid and getgroups report [default: NAME's
+    /// primary group with --user, else the real one].
+    #[arg(long, value_name = "GID")]
+    pub gid: Option<u32>,
+    /// The user name the program finds for its uid: /etc/passwd and /etc/group are mapped
+    /// to copies holding NAME with the virtual ids.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// The host name uname reports.
+    #[arg(long, value_name = "NAME")]
+    pub hostname: Option<String>,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,
@@ -239,6 +258,22 @@ pub fn main(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let (ids, identity_files) = match crate::identity::virtual_identity(
+        args.uid,
+        args.gid,
+        args.user.as_deref(),
+        args.hostname.as_deref(),
+    ) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("roost run: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut table = table;
+    if let Some(files) = &identity_files {
+        files.map_into(&mut table);
+    }
     let mut ns = Namespace::new(table);
     let cwd_bytes = cwd.into_os_string().into_encoded_bytes();
     let logical_cwd = ns.logical_cwd(&cwd_bytes);
@@ -270,9 +305,16 @@ pub fn main(args: RunArgs) -> ExitCode {
         no_notify: args.no_notify,
         on_program_exit: None,
         on_program_stop: None,
+        ids,
     };
     match background::split(!whole_run) {
-        Ok(background::Side::Front(code)) => return exit_code(code),
+        Ok(background::Side::Front(code)) => {
+            // The agent, still running, uses the identity files: they are its to remove.
+            if let Some(files) = identity_files {
+                files.leave();
+            }
+            return exit_code(code);
+        }
         Ok(background::Side::Agent(mut front)) => {
             // The caller goes on when the program exits: what it wrote is on the servers
             // by then.
@@ -296,6 +338,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         }
     };
     chirp.close();
+    drop(identity_files);
     exit_code(code)
 }
 

@@ -11,6 +11,7 @@ pub mod mounts_view;
 pub mod path;
 pub mod procfs;
 pub mod socket;
+pub mod virtual_ids;
 
 use crate::arch::Regs;
 use crate::memory;

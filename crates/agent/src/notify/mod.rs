@@ -136,6 +136,8 @@ pub struct Shared {
     pub stops: Arc<GroupStops>,
     /// The threads that changed their root (kept by the ptrace thread).
     pub rerooted: Rerooted,
+    /// The identity id queries and uname report (`--uid`, ...).
+    pub ids: crate::handlers::virtual_ids::VirtualIds,
 }
 
 /// `SECCOMP_IOCTL_NOTIF_SET_FLAGS` (Linux 6.6; newer than the libc headers).
@@ -292,6 +294,22 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     let Some((name, kind)) = table.get(nr) else {
         return CONTINUE;
     };
+    if let Kind::Identity = kind {
+        let regs = Regs::from_args(&req.data.args);
+        let decision = handlers::virtual_ids::answer(name, &regs, &shared.ids);
+        return match decision.action {
+            Action::Emulate { ret, writes } => {
+                for (addr, bytes) in writes {
+                    if memory::write(tid, addr, &bytes).is_err() {
+                        return Reply::errno(libc::EFAULT);
+                    }
+                }
+                Reply::value(ret)
+            }
+            Action::Fail(e) => Reply::errno(e),
+            _ => CONTINUE,
+        };
+    }
     if shared.rerooted.contains(tid) {
         let ns = shared.ns.lock().expect("namespace lock");
         let regs = Regs::from_args(&req.data.args);
