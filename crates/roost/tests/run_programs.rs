@@ -166,46 +166,6 @@ fn make_and_gcc_build_from_a_remapped_tree_match_native() {
     assert_eq!(stdout(&out), "circle 12.566 rect 12.0 sum 491522780\n");
 }
 
-/// The zlib sources bundled in the libz-sys crate (a dev-dependency for this reason): a
-/// real C project with no build system of its own, so `run_support/zlib.mk` builds it.
-///
-/// Cargo is asked for this platform's packages only: a cargo home that has built roost holds
-/// exactly those, while an unfiltered `cargo metadata --offline` wants every platform's
-/// (Windows crates included) and fails on a machine whose cache never saw them.
-fn zlib_sources() -> std::path::PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
-    let out = Command::new(cargo)
-        .args(["metadata", "--offline", "--format-version", "1"])
-        .args(["--filter-platform", &host_triple()])
-        .arg("--manifest-path")
-        .arg(&workspace)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "cargo metadata: {}", stderr(&out));
-    let json = String::from_utf8(out.stdout).unwrap();
-    let manifest = json
-        .split('"')
-        .find(|s| s.contains("/libz-sys-") && s.ends_with("/Cargo.toml"))
-        .expect("libz-sys in cargo metadata");
-    Path::new(manifest).parent().unwrap().join("src/zlib")
-}
-
-/// The platform rustc builds for by default (`x86_64-unknown-linux-gnu` here).
-fn host_triple() -> String {
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let out = Command::new(rustc)
-        .arg("-vV")
-        .output()
-        .expect("run rustc -vV");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("host: "))
-        .expect("a host line in rustc -vV")
-        .to_string()
-}
-
 #[test]
 fn zlib_built_with_make_and_gcc_from_a_remapped_tree_equals_the_native_build() {
     let zlib = zlib_sources();

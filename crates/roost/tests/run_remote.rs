@@ -328,6 +328,71 @@ fn make_and_gcc_build_in_a_remote_tree_as_natively_and_git_commits_there() {
     assert!(r.root().join("proj/.git/HEAD").exists());
 }
 
+/// The zlib sources with the test suite's Makefile, copied to `dir`.
+fn zlib_tree(dir: &Path) {
+    let st = Command::new("cp")
+        .arg("-rT")
+        .arg(zlib_sources())
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let makefile = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run_support/zlib.mk");
+    std::fs::copy(makefile, dir.join("Makefile")).unwrap();
+}
+
+/// Every object and archive of a zlib build in `built` equals the one in `native`.
+fn same_build(native: &Path, built: &Path) {
+    let mut outputs: Vec<String> = std::fs::read_dir(native)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".o") || n.ends_with(".a"))
+        .collect();
+    outputs.sort();
+    assert!(
+        outputs.len() > 10 && outputs.contains(&"libz.a".to_string()),
+        "{outputs:?}"
+    );
+    for f in &outputs {
+        let a = std::fs::read(native.join(f)).unwrap();
+        let b = std::fs::read(built.join(f)).unwrap_or_default();
+        assert!(a == b, "{f} differs from the native build");
+    }
+}
+
+/// zlib built natively in a temporary directory.
+fn native_zlib() -> tempfile::TempDir {
+    let native = tempfile::tempdir().unwrap();
+    zlib_tree(native.path());
+    let st = Command::new("make")
+        .arg("-s")
+        .arg("-j2")
+        .arg("-C")
+        .arg(native.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    native
+}
+
+#[test]
+fn zlib_built_in_a_remote_tree_equals_the_native_build() {
+    let native = native_zlib();
+    let r = Remote::start();
+    for (i, mode) in MODES.iter().enumerate() {
+        let dir = r.root().join(format!("z{i}"));
+        zlib_tree(&dir);
+        let mount = format!("/zsrc={}", r.url(&format!("/z{i}")));
+        let o = r.run(
+            mode,
+            &["--mount", &mount],
+            &["make", "-s", "-j2", "-C", "/zsrc"],
+        );
+        assert!(o.status.success(), "{mode:?}: {}", stderr(&o));
+        same_build(native.path(), &dir);
+    }
+}
+
 /// A copy of `src` in a fresh temporary directory.
 fn tempfile_copy(src: &Path) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
@@ -670,6 +735,26 @@ fn cctools_chirp_server_serves_the_same_tree() {
         std::thread::sleep(Duration::from_millis(20));
     };
     let cache = tempfile::tempdir().unwrap();
+    // zlib built on the cctools server equals the native build.
+    let native = native_zlib();
+    let z = export.join("z");
+    zlib_tree(&z);
+    let st = Command::new("chown")
+        .args(["-R", "nobody"])
+        .arg(&z)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = roost()
+        .args(["run", "--auth", "address", "--cache"])
+        .arg(cache.path())
+        .arg("--mount")
+        .arg(format!("/zsrc=/chirp/127.0.0.1:{port}/z"))
+        .args(["--", "make", "-s", "-j2", "-C", "/zsrc"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    same_build(native.path(), &z);
     let script = "cd /m && ls -l && cat link sub/b.txt && grep -rn needle . \
                   && echo new > sub/c && cat sub/c && mkdir d && mv sub/c d/c && ls d";
     let mut outputs = Vec::new();
