@@ -328,6 +328,67 @@ fn make_and_gcc_build_in_a_remote_tree_as_natively_and_git_commits_there() {
     assert!(r.root().join("proj/.git/HEAD").exists());
 }
 
+/// A minimal root file system in `root`: sh, ls, cat and readlink with the libraries and
+/// loader `ldd` names, empty /proc, /dev, /sys and /tmp, and an /etc/motd.
+fn minimal_root(root: &Path) {
+    for program in ["/bin/sh", "/bin/ls", "/bin/cat", "/bin/readlink"] {
+        let ldd = Command::new("ldd").arg(program).output().unwrap();
+        let libraries = stdout(&ldd);
+        let files = std::iter::once(program.to_string()).chain(
+            libraries
+                .split_whitespace()
+                .filter(|w| w.starts_with('/'))
+                .map(str::to_string),
+        );
+        for f in files {
+            let to = root.join(f.trim_start_matches('/'));
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(&f, &to).unwrap();
+        }
+    }
+    for d in ["proc", "dev", "sys", "tmp", "etc"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::write(root.join("etc/motd"), b"served root\n").unwrap();
+}
+
+#[test]
+fn a_root_file_system_served_by_roost_serve_runs_as_slash() {
+    let r = Remote::start();
+    minimal_root(&r.root().join("rootfs"));
+    let root = format!("/={}", r.url("/rootfs"));
+    let local = [
+        "--mount",
+        "/proc=/proc",
+        "--mount",
+        "/dev=/dev",
+        "--mount",
+        "/sys=/sys",
+    ];
+    for mode in MODES {
+        let mut options = vec!["--mount", &root];
+        options.extend(local);
+        // Not under `timeout`: the served root has no such program.
+        let o = roost()
+            .arg("run")
+            .arg("--cache")
+            .arg(r.cache.path())
+            .args(mode)
+            .args(&options)
+            .args(["--", "/bin/sh", "-c"])
+            .arg("ls /; cat /etc/motd; readlink /proc/self/exe; echo > /tmp/x && ls /tmp")
+            .output()
+            .unwrap();
+        assert_eq!(
+            stdout(&o),
+            "bin\ndev\netc\nlib\nlib64\nproc\nsys\ntmp\nserved root\n/bin/readlink\nx\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+        std::fs::remove_file(r.root().join("rootfs/tmp/x")).unwrap();
+    }
+}
+
 /// The zlib sources with the test suite's Makefile, copied to `dir`.
 fn zlib_tree(dir: &Path) {
     let st = Command::new("cp")
