@@ -228,7 +228,7 @@ pub fn run(
     };
     let pid = spawned.pid;
     let shared = Arc::new(Shared {
-        ns: Mutex::new(ns),
+        ns,
         exes: Mutex::new(HashMap::new()),
         credentials_changed: AtomicBool::new(false),
         stops: Arc::default(),
@@ -269,10 +269,7 @@ pub fn run(
     );
     agent.run_loop();
     handlers::mounts_view::cleanup();
-    let (hits, misses) = {
-        let ns = agent.shared.ns.lock().expect("namespace lock");
-        (ns.hits, ns.misses)
-    };
+    let (hits, misses) = agent.shared.ns.hits_and_misses();
     match agent.tracer.finish() {
         Ok(Some(summary)) => eprintln!(
             "{summary}agent: peak RSS {} KiB, path cache {hits} hits / {misses} misses",
@@ -285,8 +282,8 @@ pub fn run(
 }
 
 impl Agent {
-    fn ns(&self) -> std::sync::MutexGuard<'_, Namespace> {
-        self.shared.ns.lock().expect("namespace lock")
+    fn ns(&self) -> &Namespace {
+        &self.shared.ns
     }
 
     fn run_loop(&mut self) {
@@ -549,8 +546,8 @@ impl Agent {
                 len_at,
                 room,
             } if result == 0 => {
-                let ns = self.shared.ns.lock().expect("namespace lock");
-                socket::logical_sockname(&ns, pid, (fd, peer), addr, len_at, room);
+                let ns = &self.shared.ns;
+                socket::logical_sockname(ns, pid, (fd, peer), addr, len_at, room);
             }
             AfterExit::MsgLens(program) if result > 0 => {
                 if let Ok(regs) = &regs {
@@ -558,18 +555,14 @@ impl Agent {
                 }
             }
             AfterExit::Chdir(logical) if result == 0 => {
-                let mut ns = self.shared.ns.lock().expect("namespace lock");
-                if let Some(fs) = procfs::cwd_after_chdir(&mut ns, pid, logical) {
+                let ns = &self.shared.ns;
+                if let Some(fs) = procfs::cwd_after_chdir(ns, pid, logical) {
                     *task.fs.borrow_mut() = fs;
                 }
             }
             AfterExit::Invalidate(names) => {
                 for name in &names {
-                    self.shared
-                        .ns
-                        .lock()
-                        .expect("namespace lock")
-                        .invalidate_under(name);
+                    self.shared.ns.invalidate_under(name);
                 }
             }
             _ => {}
@@ -593,7 +586,7 @@ impl Agent {
         }
         let by_path = !matches!(kind, Kind::Clone | Kind::OpenByHandle { .. });
         if by_path && self.shared.rerooted.contains(pid) {
-            let ns = self.shared.ns.lock().expect("namespace lock");
+            let ns = &self.shared.ns;
             return match handlers::chrooted::refusal(ns.table(), pid, regs, &kind) {
                 Some(e) => Decision::fail(e),
                 None => Decision::pass(),
@@ -604,13 +597,13 @@ impl Agent {
             self.tasks.insert(pid, task);
         }
         let task = &self.tasks[&pid];
-        let mut ns = self.shared.ns.lock().expect("namespace lock");
+        let ns = &self.shared.ns;
         // A mapped cwd's name goes stale when the directory is renamed (the kernel keeps
         // it); an unmapped one needs no check, its relative paths pass as they are.
         let stale = {
             let fs = task.fs.borrow();
             (fs.logical != fs.physical)
-                .then(|| procfs::current_cwd(&mut ns, pid, &fs))
+                .then(|| procfs::current_cwd(ns, pid, &fs))
                 .flatten()
         };
         if let Some(fresh) = stale {
@@ -622,7 +615,7 @@ impl Agent {
             pid,
             name,
             regs,
-            ns: &mut ns,
+            ns,
             fs: &fs,
             exe: exe.as_deref(),
             known_paths: &[],
@@ -709,7 +702,7 @@ impl Agent {
             // result is immediate, there is no exit stop to do it at).
             let made = remote::make(&call, pid, &regs);
             if let Some(AfterExit::Invalidate(names)) = &d.after {
-                let mut ns = self.ns();
+                let ns = self.ns();
                 for n in names {
                     ns.invalidate_under(n);
                 }

@@ -198,7 +198,7 @@ fn mount_table(
 }
 
 /// Whether a logical path names an executable regular file in the namespace.
-fn executable(ns: &mut Namespace, logical: &[u8]) -> Result<(), i32> {
+fn executable(ns: &Namespace, logical: &[u8]) -> Result<(), i32> {
     let located = ns.locate(logical, true)?;
     let (driver, path): (&dyn Driver, &[u8]) = match &located.remote {
         Some(r) => (r.driver.as_ref(), &r.path),
@@ -213,7 +213,7 @@ fn executable(ns: &mut Namespace, logical: &[u8]) -> Result<(), i32> {
 
 /// Finds the program as a shell would: a name with a slash is a path, others search $PATH,
 /// all in the logical namespace. Errors carry the shell's message and exit code.
-fn find_program(ns: &mut Namespace, name: &str, cwd: &[u8]) -> Result<Vec<u8>, (String, u8)> {
+fn find_program(ns: &Namespace, name: &str, cwd: &[u8]) -> Result<Vec<u8>, (String, u8)> {
     let absolute = |p: &[u8]| roost_vfs::path::join(cwd, p);
     if name.contains('/') {
         let logical = absolute(name.as_bytes());
@@ -274,10 +274,10 @@ pub fn main(args: RunArgs) -> ExitCode {
     if let Some(files) = &identity_files {
         files.map_into(&mut table);
     }
-    let mut ns = Namespace::new(table);
+    let ns = Namespace::new(table);
     let cwd_bytes = cwd.into_os_string().into_encoded_bytes();
     let logical_cwd = ns.logical_cwd(&cwd_bytes);
-    let program = match find_program(&mut ns, &args.command[0], &logical_cwd) {
+    let program = match find_program(&ns, &args.command[0], &logical_cwd) {
         Ok(p) => p,
         Err((msg, code)) => {
             eprintln!("roost: {msg}");

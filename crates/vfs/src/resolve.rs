@@ -12,6 +12,8 @@ use crate::mount::{Mapped, MountTable};
 use crate::path::components;
 use crate::{Driver, Errno};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The most symlinks one walk follows before failing with ELOOP (as Linux).
@@ -145,31 +147,45 @@ pub struct Located {
     pub via_proc_link: bool,
 }
 
-/// The mount table plus the resolution cache.
+/// The mount table plus the resolution cache. Shared by both delivery paths with no lock
+/// around it: the cache and the entered names lock only around a hash probe or insert, so a
+/// walk that asks a (remote) driver holds nothing while it waits.
 pub struct Namespace {
     table: MountTable,
     /// Each answer with when it was learnt.
-    cache: HashMap<Vec<u8>, (Node, Instant)>,
+    cache: Mutex<HashMap<Vec<u8>, (Node, Instant)>>,
+    /// Bumped by every invalidation: an answer a driver gave while a change was being made
+    /// is not kept (it may predate the change).
+    generation: AtomicU64,
     /// How long an answer is trusted.
     ttl: Duration,
     /// Working directories some thread entered by a logical name other than their physical
     /// path (`cd /data` with `/data` mapped): physical → logical.
-    entered: HashMap<Vec<u8>, Vec<u8>>,
+    entered: Mutex<HashMap<Vec<u8>, Vec<u8>>>,
     /// Lookups answered from the cache, and by asking a driver.
-    pub hits: u64,
-    pub misses: u64,
+    hits: AtomicU64,
+    misses: AtomicU64,
 }
 
 impl Namespace {
     pub fn new(table: MountTable) -> Namespace {
         Namespace {
             table,
-            cache: HashMap::new(),
+            cache: Mutex::new(HashMap::new()),
+            generation: AtomicU64::new(0),
             ttl: TTL,
-            entered: HashMap::new(),
-            hits: 0,
-            misses: 0,
+            entered: Mutex::new(HashMap::new()),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
         }
+    }
+
+    /// Lookups answered from the cache so far, and by asking a driver.
+    pub fn hits_and_misses(&self) -> (u64, u64) {
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        )
     }
 
     pub fn table(&self) -> &MountTable {
@@ -183,14 +199,15 @@ impl Namespace {
 
     /// Notes that a thread made the directory the kernel holds at `physical` its working
     /// directory under the name `logical` (see [`Namespace::logical_cwd`]).
-    pub fn entered(&mut self, physical: &[u8], logical: &[u8]) {
+    pub fn entered(&self, physical: &[u8], logical: &[u8]) {
+        let mut entered = self.entered.lock().expect("entered lock");
         if physical == logical {
-            self.entered.remove(physical);
+            entered.remove(physical);
         } else {
-            if self.entered.len() >= CACHE_LIMIT {
-                self.entered.clear();
+            if entered.len() >= CACHE_LIMIT {
+                entered.clear();
             }
-            self.entered.insert(physical.to_vec(), logical.to_vec());
+            entered.insert(physical.to_vec(), logical.to_vec());
         }
     }
 
@@ -202,9 +219,15 @@ impl Namespace {
     /// longest matching physical root. A deleted directory keeps its kernel name.
     pub fn logical_cwd(&self, physical: &[u8]) -> Vec<u8> {
         let maps_to = |logical: &[u8]| self.kernel_path(logical).as_deref() == Some(physical);
-        if let Some(logical) = self.entered.get(physical) {
-            if maps_to(logical) {
-                return logical.clone();
+        let entered = self
+            .entered
+            .lock()
+            .expect("entered lock")
+            .get(physical)
+            .cloned();
+        if let Some(logical) = entered {
+            if maps_to(&logical) {
+                return logical;
             }
         }
         if self.table.in_mirror(physical) {
@@ -234,52 +257,56 @@ impl Namespace {
     }
 
     /// Forgets every cached answer.
-    pub fn invalidate(&mut self) {
-        self.cache.clear();
+    pub fn invalidate(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.cache.lock().expect("cache lock").clear();
     }
 
     /// Forgets the cached answers for `logical` and every name below it (after a call that
     /// changed that name: unlink, rename, symlink, ...).
-    pub fn invalidate_under(&mut self, logical: &[u8]) {
-        if self.cache.len() > CACHE_LIMIT / 4 {
+    pub fn invalidate_under(&self, logical: &[u8]) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        let mut cache = self.cache.lock().expect("cache lock");
+        if cache.len() > CACHE_LIMIT / 4 {
             // Scanning a large cache costs more than rebuilding the few names in use.
-            self.cache.clear();
+            cache.clear();
             return;
         }
-        self.cache
-            .retain(|k, _| crate::path::strip_prefix(k, logical).is_none());
+        cache.retain(|k, _| crate::path::strip_prefix(k, logical).is_none());
     }
 
     /// Whether `logical` is a symlink (with its target), from the cache while fresh.
-    fn lookup(&mut self, logical: &[u8], now: Instant) -> Result<Node, Errno> {
-        if let Some((node, at)) = self.cache.get(logical) {
+    fn lookup(&self, logical: &[u8], now: Instant) -> Result<Node, Errno> {
+        if let Some((node, at)) = self.cache.lock().expect("cache lock").get(logical) {
             if now.duration_since(*at) < self.ttl {
-                self.hits += 1;
+                self.hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(node.clone());
             }
         }
-        self.misses += 1;
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let generation = self.generation.load(Ordering::Acquire);
         let node = match self.ask(logical, |driver, path| driver.readlink(path)) {
             Err(e @ (Refusal::Deny | Refusal::Enoent)) => return Err(e.errno()),
             answer => answer.map_or(Node::Plain, Node::Link),
         };
-        self.remember(logical, &node, now);
+        self.remember(logical, &node, now, generation);
         Ok(node)
     }
 
     /// Fails unless `logical` (not a symlink) is a directory: what the kernel checks before
     /// it applies a `.` or `..` after a name. Only a positive answer is cached.
-    fn require_dir(&mut self, logical: &[u8], node: &Node, now: Instant) -> Result<(), Errno> {
+    fn require_dir(&self, logical: &[u8], node: &Node, now: Instant) -> Result<(), Errno> {
         if *node == Node::Dir || logical.is_empty() {
             return Ok(());
         }
+        let generation = self.generation.load(Ordering::Acquire);
         let stat = self
             .ask(logical, |driver, path| driver.lstat(path))
             .map_err(Refusal::errno)?;
         if !stat.is_dir() {
             return Err(libc::ENOTDIR);
         }
-        self.remember(logical, &Node::Dir, now);
+        self.remember(logical, &Node::Dir, now, generation);
         Ok(())
     }
 
@@ -299,17 +326,23 @@ impl Namespace {
         }
     }
 
-    fn remember(&mut self, logical: &[u8], node: &Node, now: Instant) {
-        if self.cache.len() >= CACHE_LIMIT {
-            self.cache.clear();
+    /// Keeps a driver's answer, unless names were invalidated since `generation` (when
+    /// the question was asked): the answer may then describe the state before a change.
+    fn remember(&self, logical: &[u8], node: &Node, now: Instant, generation: u64) {
+        let mut cache = self.cache.lock().expect("cache lock");
+        if self.generation.load(Ordering::Acquire) != generation {
+            return;
         }
-        self.cache.insert(logical.to_vec(), (node.clone(), now));
+        if cache.len() >= CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(logical.to_vec(), (node.clone(), now));
     }
 
     /// Walks `path` (absolute, logical). `follow_last` says whether a final symlink is
     /// followed (stat, open) or named itself (lstat, unlink, O_NOFOLLOW). `/proc` magic links
     /// are left to the kernel; [`Namespace::walk_as`] follows them for a process.
-    pub fn walk(&mut self, path: &[u8], follow_last: bool) -> Result<Resolved, Errno> {
+    pub fn walk(&self, path: &[u8], follow_last: bool) -> Result<Resolved, Errno> {
         self.walk_as(b"/", path, follow_last, &KernelProc)
     }
 
@@ -318,7 +351,7 @@ impl Namespace {
     /// as it is, as the kernel takes the directory it holds, even deleted or renamed), and
     /// follows `/proc` magic links as `proc` (the calling process's view) says.
     pub fn walk_as(
-        &mut self,
+        &self,
         start: &[u8],
         path: &[u8],
         follow_last: bool,
@@ -409,13 +442,13 @@ impl Namespace {
     /// Walks `path` and maps the result to a kernel path: EACCES under `DENY`, ENOENT under
     /// `ENOENT`; a remote object is named by its driver path and the place of its local copy
     /// (ENOSYS for a remote driver that keeps no copies).
-    pub fn locate(&mut self, path: &[u8], follow_last: bool) -> Result<Located, Errno> {
+    pub fn locate(&self, path: &[u8], follow_last: bool) -> Result<Located, Errno> {
         self.locate_as(b"/", path, follow_last, &KernelProc)
     }
 
     /// [`Namespace::locate`] for a walk made as a process (see [`Namespace::walk_as`]).
     pub fn locate_as(
-        &mut self,
+        &self,
         start: &[u8],
         path: &[u8],
         follow_last: bool,
@@ -484,7 +517,7 @@ mod tests {
         std::os::unix::fs::symlink("/data/real", phys.join("link")).unwrap();
         let mut t = MountTable::new();
         t.add(b"/data", Target::local(bytes(&phys)));
-        let mut ns = Namespace::new(t);
+        let ns = Namespace::new(t);
         let r = ns.walk(b"/data/link/f", true).unwrap();
         assert_eq!(r.logical, b"/data/real/f");
         assert!(r.followed_symlink);
@@ -514,7 +547,7 @@ mod tests {
         let phys = tmpdir("dotdot");
         let mut t = MountTable::new();
         t.add(b"/data", Target::local(bytes(&phys)));
-        let mut ns = Namespace::new(t);
+        let ns = Namespace::new(t);
         assert_eq!(
             ns.walk(b"/data/../etc/./hosts", true).unwrap().logical,
             b"/etc/hosts"
@@ -532,7 +565,7 @@ mod tests {
         std::os::unix::fs::symlink("b", phys.join("a")).unwrap();
         let mut t = MountTable::new();
         t.add(b"/m", Target::local(bytes(&phys)));
-        let mut ns = Namespace::new(t);
+        let ns = Namespace::new(t);
         assert_eq!(ns.walk(b"/m/rel", true).unwrap().logical, b"/m/other");
         assert_eq!(ns.walk(b"/m/a", true), Err(libc::ELOOP));
         std::fs::remove_dir_all(phys).unwrap();
@@ -543,11 +576,11 @@ mod tests {
         let phys = tmpdir("cache");
         let mut t = MountTable::new();
         t.add(b"/c", Target::local(bytes(&phys)));
-        let mut ns = Namespace::new(t);
+        let ns = Namespace::new(t);
         ns.walk(b"/c/x", true).unwrap();
-        let misses = ns.misses;
+        let misses = ns.hits_and_misses().1;
         ns.walk(b"/c/x", true).unwrap();
-        assert_eq!(ns.misses, misses, "a warm walk asks no driver");
+        assert_eq!(ns.hits_and_misses().1, misses, "a warm walk asks no driver");
         std::os::unix::fs::symlink("/elsewhere", phys.join("x")).unwrap();
         assert_eq!(
             ns.walk(b"/c/x", true).unwrap().logical,
@@ -613,7 +646,7 @@ mod tests {
             root: b"/".to_vec(),
         };
         t.add(b"/net", remote);
-        let mut ns = Namespace::new(t);
+        let ns = Namespace::new(t);
         assert_eq!(ns.locate(b"/d/x", true).unwrap().physical, b"/phys/x");
         assert_eq!(ns.locate(b"/no/x", true), Err(libc::EACCES));
         assert_eq!(ns.locate(b"/net/x", true), Err(libc::ENOSYS));
@@ -626,7 +659,7 @@ mod tests {
         std::os::unix::fs::symlink("/m/real", outside.join("link")).unwrap();
         let mut t = MountTable::new();
         t.add(b"/m", Target::local(bytes(&phys)));
-        let mut ns = Namespace::new(t);
+        let ns = Namespace::new(t);
         // /dev/fd -> /proc/self/fd: /proc is not looked into (self would be roost itself).
         let r = ns.walk(b"/dev/fd/3", true).unwrap();
         assert_eq!(r.logical, b"/proc/self/fd/3");
@@ -665,9 +698,9 @@ mod tests {
         let mut t = MountTable::new();
         t.add(b"/m", Target::local(bytes(&phys)));
         t.add(b"/m/sec", Target::Deny);
-        let mut ns = Namespace::new(t);
+        let ns = Namespace::new(t);
         let caller = Caller(bytes(&phys));
-        let mut walk = |p: &[u8], follow| ns.walk_as(b"/", p, follow, &caller);
+        let walk = |p: &[u8], follow| ns.walk_as(b"/", p, follow, &caller);
         let logical = |r: Result<Resolved, Errno>| r.map(|r| r.logical);
         assert_eq!(
             logical(walk(b"/proc/self/root/m/f", true)),
@@ -707,7 +740,7 @@ mod tests {
         t.add(b"/m", Target::local("/tmp/r2/a"));
         t.add(b"/tmp", Target::local("/scratch"));
         t.add(b"/scratch", Target::Deny);
-        let mut ns = Namespace::new(t);
+        let ns = Namespace::new(t);
         // Reached physically: stays physical, unless that name maps elsewhere.
         assert_eq!(ns.logical_cwd(b"/home/u"), b"/home/u");
         assert_eq!(ns.logical_cwd(b"/scratch/x"), b"/tmp/x");
@@ -724,7 +757,7 @@ mod tests {
         let phys = tmpdir("start");
         let mut t = MountTable::new();
         t.add(b"/m", Target::local(bytes(&phys)));
-        let mut ns = Namespace::new(t);
+        let ns = Namespace::new(t);
         // A start that no longer exists (a deleted or renamed cwd) is taken as it is.
         let r = ns
             .walk_as(b"/nowhere/d", b"../x/y", true, &KernelProc)
@@ -751,7 +784,7 @@ mod tests {
         std::fs::create_dir(phys.join("a")).unwrap();
         let mut t = MountTable::new();
         t.add(b"/c", Target::local(bytes(&phys)));
-        let mut ns = Namespace::new(t);
+        let ns = Namespace::new(t);
         ns.walk(b"/c/a/x", true).unwrap();
         ns.walk(b"/c/b", true).unwrap();
         std::os::unix::fs::symlink("/elsewhere", phys.join("b")).unwrap();
@@ -771,7 +804,7 @@ mod tests {
         let mut t = MountTable::new();
         t.add(b"/secret", Target::Deny);
         t.add(b"/gone", Target::Enoent);
-        let mut ns = Namespace::new(t);
+        let ns = Namespace::new(t);
         assert_eq!(ns.walk(b"/secret/a/b", true), Err(libc::EACCES));
         assert_eq!(ns.walk(b"/gone", false), Err(libc::ENOENT));
     }

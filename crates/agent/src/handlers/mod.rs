@@ -27,7 +27,7 @@ pub struct Ctx<'a> {
     /// The trapped call's name.
     pub name: &'static str,
     pub regs: &'a Regs,
-    pub ns: &'a mut Namespace,
+    pub ns: &'a Namespace,
     pub fs: &'a Fs,
     /// The logical executable of the thread's process, when known.
     pub exe: Option<&'a [u8]>,

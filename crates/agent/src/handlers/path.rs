@@ -267,7 +267,7 @@ mod tests {
                 root: b"/".to_vec(),
             },
         );
-        let mut ns = Namespace::new(table);
+        let ns = Namespace::new(table);
         let c = CString::new(path).unwrap();
         let mut regs = Regs::zeroed();
         regs.set_arg(0, AT_FDCWD as u64);
@@ -280,7 +280,7 @@ mod tests {
             pid: std::process::id() as i32,
             name: "openat",
             regs: &regs,
-            ns: &mut ns,
+            ns: &ns,
             fs: &fs,
             exe: None,
             known_paths: &[],

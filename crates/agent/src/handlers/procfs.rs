@@ -226,7 +226,7 @@ pub fn fchdir() -> Decision {
 /// descriptor's name) of `pid`; the name is noted in `ns` for the notification thread, which
 /// sees only the kernel's cwd.
 pub fn cwd_after_chdir(
-    ns: &mut roost_vfs::Namespace,
+    ns: &roost_vfs::Namespace,
     pid: i32,
     logical: Option<Vec<u8>>,
 ) -> Option<Fs> {
@@ -255,7 +255,7 @@ pub fn cwd_after_chdir(
 /// New names for a cwd `fs` entered through a mount (its logical and physical names differ)
 /// when the kernel now holds it elsewhere (it, or a parent, was renamed): the new physical
 /// name through the mount, noted in `ns`. `None` while `fs` is current.
-pub fn current_cwd(ns: &mut roost_vfs::Namespace, pid: i32, fs: &Fs) -> Option<Fs> {
+pub fn current_cwd(ns: &roost_vfs::Namespace, pid: i32, fs: &Fs) -> Option<Fs> {
     let physical = kernel_link(pid, "cwd")?;
     if physical == fs.physical {
         return None;

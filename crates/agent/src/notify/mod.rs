@@ -126,7 +126,7 @@ impl Rerooted {
 
 /// State the supervisor shares with the ptrace thread.
 pub struct Shared {
-    pub ns: Mutex<Namespace>,
+    pub ns: Namespace,
     /// Logical executables by thread-group id, when roost resolved them at exec.
     pub exes: Mutex<HashMap<i32, Vec<u8>>>,
     /// Set once any tracee changed its credentials: from then on, opens performed here
@@ -311,7 +311,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         };
     }
     if shared.rerooted.contains(tid) {
-        let ns = shared.ns.lock().expect("namespace lock");
+        let ns = &shared.ns;
         let regs = Regs::from_args(&req.data.args);
         return match handlers::chrooted::refusal(ns.table(), tid, &regs, &kind) {
             Some(e) => Reply::errno(e),
@@ -334,7 +334,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         Vec::new()
     };
     let mut decision = {
-        let mut ns = shared.ns.lock().expect("namespace lock");
+        let ns = &shared.ns;
         let fs = Fs {
             logical: ns.logical_cwd(&physical_cwd),
             physical: physical_cwd,
@@ -350,7 +350,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             pid: tid,
             name,
             regs: &regs,
-            ns: &mut ns,
+            ns,
             fs: &fs,
             exe: exe.as_deref(),
             known_paths: &paths,
@@ -462,7 +462,7 @@ fn make_remote(
 ) -> (Decision, Regs) {
     let made = crate::remote::make(call, tid, &regs);
     if let Some(crate::task::AfterExit::Invalidate(names)) = &decision.after {
-        let mut ns = shared.ns.lock().expect("namespace lock");
+        let ns = &shared.ns;
         for name in names {
             ns.invalidate_under(name);
         }
@@ -536,7 +536,7 @@ fn make_change(
         target: target.as_deref(),
     };
     let invalidate = || {
-        let mut ns = shared.ns.lock().expect("namespace lock");
+        let ns = &shared.ns;
         for (_, logical) in &decision.logicals {
             ns.invalidate_under(logical);
         }
