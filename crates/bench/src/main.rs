@@ -3,8 +3,10 @@
 //! and many-client stat load. Prints a Markdown report for `docs/benchmarks.md`.
 //!
 //! Usage: `chirp-bench --roost target/release/roost [--runs 5] [--ops 20000] [--mib 1024]
-//! [--idle 1000] [--clients 64] [--seconds 5] [--bandwidth-only]`; `--bandwidth-only` measures
-//! the sequential transfers of roost and the raw floors alone (no cctools), for quick checks.
+//! [--idle 1000] [--clients 64] [--seconds 5] [--bandwidth-only] [--latency-only]`;
+//! `--bandwidth-only` measures the sequential transfers of roost and the raw floors alone (no
+//! cctools), for quick checks; `--latency-only` the per-operation latencies of roost and the
+//! raw floor alone (no cctools, no transfers, no idle connections or stat load), in seconds.
 
 mod floor;
 mod servers;
@@ -26,6 +28,7 @@ struct Config {
     clients: usize,
     seconds: u64,
     bandwidth_only: bool,
+    latency_only: bool,
 }
 
 fn parse_args() -> Result<Config, String> {
@@ -38,6 +41,7 @@ fn parse_args() -> Result<Config, String> {
         clients: 64,
         seconds: 5,
         bandwidth_only: false,
+        latency_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -55,9 +59,10 @@ fn parse_args() -> Result<Config, String> {
             "--clients" => config.clients = number(value()?)? as usize,
             "--seconds" => config.seconds = number(value()?)?,
             "--bandwidth-only" => config.bandwidth_only = true,
+            "--latency-only" => config.latency_only = true,
             "--echo-server" => floor::echo_server(),
             "--help" | "-h" => {
-                println!("usage: chirp-bench [--roost PATH] [--runs N] [--ops N] [--mib N] [--idle N] [--clients N] [--seconds N] [--bandwidth-only]");
+                println!("usage: chirp-bench [--roost PATH] [--runs N] [--ops N] [--mib N] [--idle N] [--clients N] [--seconds N] [--bandwidth-only] [--latency-only]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown option {other} (try --help)")),
@@ -98,52 +103,18 @@ fn run(config: &Config) -> Result<(), Box<dyn std::error::Error>> {
         println!("## roost serve (Chirp server), bandwidth only\n");
         return bandwidth(config, &roost, None);
     }
-    let cctools = RunningServer::cctools()?;
-    let servers = [&roost, &cctools];
-    for s in servers {
-        s.create_file("small", &[b'x'; 64 * 1024])?;
+    let small = [b'x'; 64 * 1024];
+    roost.create_file("small", &small)?;
+    if config.latency_only {
+        println!("## roost serve (Chirp server), latency only\n");
+        return latency(config, &roost, None);
     }
+    let cctools = RunningServer::cctools()?;
+    cctools.create_file("small", &small)?;
+    let servers = [&roost, &cctools];
 
     println!("## roost serve (Chirp server)\n");
-    println!("Loopback, one client connection, {} runs of {} operations each; medians of the per-run medians.", config.runs, config.ops);
-    println!("The floor for each operation is a raw TCP round trip carrying the same bytes (a 32-byte request line and a short reply line, plus the operation's data) to an echo server in another process; open+close is two round trips. cctools runs {} operations per run (it is ~50x slower).\n", config.ops / 10);
-
-    progress("latency");
-    let echo = servers::EchoServer::start()?;
-    let in_process = median(
-        &(0..config.runs)
-            .map(|_| floor::round_trip_us(config.ops, None, 0, 0))
-            .collect::<Vec<_>>(),
-    );
-    println!("| operation | raw TCP floor µs | roost µs | cctools µs | roost / floor | roost / cctools |");
-    println!("|---|---|---|---|---|---|");
-    for op in LatencyOp::ALL {
-        let (trips, send, receive) = op.wire_bytes();
-        let one_trip = median(
-            &(0..config.runs)
-                .map(|_| floor::round_trip_us(config.ops, Some(echo.port), send, receive))
-                .collect::<Vec<_>>(),
-        );
-        let floor = one_trip * trips as f64;
-        let mut medians = Vec::new();
-        for (s, ops) in [(&roost, config.ops), (&cctools, (config.ops / 10).max(1))] {
-            let mut c = Client::connect(&s.authority(), &options())?;
-            let per_run: Vec<f64> = (0..config.runs)
-                .map(|_| op.measure(&mut c, ops))
-                .collect::<Result<_, _>>()?;
-            medians.push(median(&per_run));
-        }
-        println!(
-            "| {} | {:.1} | {:.1} | {:.1} | {:.2}x | {:.2}x |",
-            op.name(),
-            floor,
-            medians[0],
-            medians[1],
-            medians[0] / floor,
-            medians[0] / medians[1]
-        );
-    }
-    println!("\nFor reference, the same small round trip between two threads of one process: {in_process:.1} µs.");
+    latency(config, &roost, Some(&cctools))?;
 
     bandwidth(config, &roost, Some(&cctools))?;
 
@@ -180,6 +151,75 @@ fn run(config: &Config) -> Result<(), Box<dyn std::error::Error>> {
             p99
         );
     }
+    Ok(())
+}
+
+/// The latency table: each operation's median against roost and, when given, cctools (which
+/// runs a tenth of the operations), beside the raw TCP floor carrying the same bytes.
+fn latency(
+    config: &Config,
+    roost: &RunningServer,
+    cctools: Option<&RunningServer>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    println!("Loopback, one client connection, {} runs of {} operations each; medians of the per-run medians.", config.runs, config.ops);
+    print!("The floor for each operation is a raw TCP round trip carrying the same bytes (a 32-byte request line and a short reply line, plus the operation's data) to an echo server in another process; open+close is two round trips.");
+    let cctools_ops = (config.ops / 10).max(1);
+    match cctools {
+        Some(_) => {
+            println!(" cctools runs {cctools_ops} operations per run (it is ~50x slower).\n")
+        }
+        None => println!("\n"),
+    }
+
+    progress("latency");
+    let echo = servers::EchoServer::start()?;
+    let in_process = median(
+        &(0..config.runs)
+            .map(|_| floor::round_trip_us(config.ops, None, 0, 0))
+            .collect::<Vec<_>>(),
+    );
+    if cctools.is_some() {
+        println!("| operation | raw TCP floor µs | roost µs | cctools µs | roost / floor | roost / cctools |");
+        println!("|---|---|---|---|---|---|");
+    } else {
+        println!("| operation | raw TCP floor µs | roost µs | roost / floor |");
+        println!("|---|---|---|---|");
+    }
+    let servers: Vec<(&RunningServer, usize)> = std::iter::once((roost, config.ops))
+        .chain(cctools.map(|c| (c, cctools_ops)))
+        .collect();
+    for op in LatencyOp::ALL {
+        let (trips, send, receive) = op.wire_bytes();
+        let one_trip = median(
+            &(0..config.runs)
+                .map(|_| floor::round_trip_us(config.ops, Some(echo.port), send, receive))
+                .collect::<Vec<_>>(),
+        );
+        let floor = one_trip * trips as f64;
+        let mut medians = Vec::new();
+        for &(s, ops) in &servers {
+            let mut c = Client::connect(&s.authority(), &options())?;
+            let per_run: Vec<f64> = (0..config.runs)
+                .map(|_| op.measure(&mut c, ops))
+                .collect::<Result<_, _>>()?;
+            medians.push(median(&per_run));
+        }
+        let ours = medians[0];
+        match medians.get(1) {
+            Some(theirs) => println!(
+                "| {} | {floor:.1} | {ours:.1} | {theirs:.1} | {:.2}x | {:.2}x |",
+                op.name(),
+                ours / floor,
+                ours / theirs
+            ),
+            None => println!(
+                "| {} | {floor:.1} | {ours:.1} | {:.2}x |",
+                op.name(),
+                ours / floor
+            ),
+        }
+    }
+    println!("\nFor reference, the same small round trip between two threads of one process: {in_process:.1} µs.");
     Ok(())
 }
 

@@ -195,7 +195,10 @@ impl Cache {
         self.start()?;
         let dir = self.objects.join(key);
         let path = dir.join(version.name());
-        if path.exists() {
+        // A copy cut short (by a crash of a system that lost what was not yet synced) is
+        // fetched again.
+        let whole = std::fs::metadata(&path).is_ok_and(|m| m.len() == version.size);
+        if whole {
             self.hits.fetch_add(1, Ordering::Relaxed);
             if self.verbose {
                 eprintln!("roost: cache hit: {name}");
@@ -230,6 +233,11 @@ impl Cache {
             return Err(e);
         }
         let size = file.metadata().map_err(errno_of)?.len();
+        if size != version.size {
+            // The file changed while it was read: this copy is of no version the server had.
+            let _ = std::fs::remove_file(&tmp);
+            return Err(libc::ESTALE);
+        }
         std::fs::rename(&tmp, &path).map_err(errno_of)?;
         // Older versions of the same file are of no more use.
         if let Ok(entries) = std::fs::read_dir(&dir) {

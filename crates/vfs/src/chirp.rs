@@ -161,9 +161,19 @@ impl ChirpNet {
                 match st.mode as u32 & libc::S_IFMT {
                     libc::S_IFDIR => self.localize_dir(path, server, rest),
                     libc::S_IFREG => {
-                        let object = fetch(&st)?;
+                        // A file rewritten while it was fetched is fetched again, as the
+                        // version it has now.
+                        let mut st = st;
+                        let mut object = fetch(&st);
+                        for _ in 0..3 {
+                            if object != Err(libc::ESTALE) {
+                                break;
+                            }
+                            st = server.stat_fresh(rest)?;
+                            object = fetch(&st);
+                        }
                         self.cache
-                            .show_file(path, &object, st.mode as u32, st.mtime)
+                            .show_file(path, &object?, st.mode as u32, st.mtime)
                     }
                     libc::S_IFLNK => Err(libc::ELOOP),
                     _ => Err(libc::EOPNOTSUPP),

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# bench/remote/micro.sh: the Parrot paper's Figures 7 and 6 for remote I/O through the agent,
+# side by side in one run, against one loopback `roost serve`.
+# Figure 7, single operations (bench/remote/fig7.c: stat, open+close, pread 1 B, pread 8 KiB,
+# pwrite 8 KiB, each the median of N calls): native (a local copy of the file, no roost);
+# roost-local (roost run with the file at /r, mounted from a local dir); roost-cached (the
+# same with /r mounted from the server, through a cache warmed by an earlier run); client-rpc
+# (the same operations as RPCs issued by roost_client itself: `chirp-bench --latency-only`,
+# against a server of its own). Prints the medians of RUNS rounds (microseconds per call) and
+# ratios to client-rpc as a markdown table; the target is roost-cached within 1.5x of it.
+# Figure 6, sequential read of a 256 MiB file: dd of it in 4K, 64K and 1M blocks under
+# roost-cached with a cold cache (a fresh one each time, so the whole-file fetch is timed)
+# and with a warm one, against `roost get` of the whole file. Prints median MB/s of RUNS
+# rounds and each one's rate as a share of roost get's.
+#   usage: bench/remote/micro.sh [RUNS]      (default 5)
+#   N: calls per Figure 7 figure (default 2000).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+RUNS=${1:-5}
+N=${N:-2000}
+ROOST=${ROOST:-target/release/roost}
+BENCH=target/release/chirp-bench
+[ -x "$ROOST" ] || cargo build -q --release -p roost
+cargo build -q --release -p roost-bench # always: an older chirp-bench lacks --latency-only
+WORK=$(mktemp -d /tmp/roost-micro.XXXXXX)
+SERVER=
+cleanup() { # the server first, so that nothing writes into $WORK as it goes
+  if [ -n "$SERVER" ]; then kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+progress() { echo "micro.sh: $*" >&2; }
+
+gcc -O2 -o "$WORK/fig7" bench/remote/fig7.c
+# The export: a 64 KiB file for Figure 7 and a 256 MiB one for Figure 6, both dated an hour
+# back so that the cache keeps them (files changed in the last 2 s are fetched on each open).
+progress "creating the files"
+mkdir -p "$WORK/export" "$WORK/local"
+head -c $((64 << 10)) /dev/urandom >"$WORK/export/small"
+BIG=$((256 << 20))
+head -c "$BIG" /dev/urandom >"$WORK/export/big"
+touch -d '1 hour ago' "$WORK/export/small" "$WORK/export/big"
+cp -p "$WORK/export/small" "$WORK/local/small"
+"$ROOST" serve "$WORK/export" --listen 127.0.0.1 --port 0 --auth address \
+  --acl address:127.0.0.1=rwldpax --log-level error >"$WORK/serve.out" &
+SERVER=$!
+for _ in $(seq 100); do
+  PORT=$(sed -n 's/^roost serve: listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "$WORK/serve.out")
+  [ -n "$PORT" ] && break
+  sleep 0.1
+done
+[ -n "$PORT" ] || { echo "micro.sh: roost serve did not start" >&2; exit 1; }
+REMOTE="/r=/chirp/127.0.0.1:$PORT"
+
+# Figure 7. client-rpc reads chirp-bench's latency table: its rows by name, roost's column.
+client_rpc() {
+  "$BENCH" --roost "$ROOST" --latency-only --runs 1 --ops "$N" | awk -F' *[|] *' '
+    BEGIN { m["stat"] = "stat"; m["open+close"] = "open+close"; m["pread 1 B"] = "read1"
+            m["pread 8 KiB"] = "read8k"; m["pwrite 8 KiB"] = "write8k" }
+    $2 in m { print m[$2], $4, "us" }'
+}
+declare -A CONFIGS=(
+  [native]="$WORK/fig7 $WORK/local/small $WORK/local/wfile $N"
+  [roost-local]="$ROOST run --mount /r=$WORK/local -- $WORK/fig7 /r/small /r/wfile $N"
+  [roost-cached]="$ROOST run --cache $WORK/cache --mount $REMOTE -- $WORK/fig7 /r/small /r/wfile $N"
+  [client-rpc]="client_rpc"
+)
+ORDER="native roost-local roost-cached client-rpc"
+METRICS="stat open+close read1 read8k write8k"
+progress "warm-up: roost-cached (fills the cache)"
+${CONFIGS[roost-cached]} >/dev/null
+# RUNS rounds, each running every configuration once, so drift hits all alike.
+: >"$WORK/results"
+for run in $(seq "$RUNS"); do
+  for c in $ORDER; do
+    progress "figure 7: round $run/$RUNS: $c"
+    ${CONFIGS[$c]} | sed "s/^/$c /" >>"$WORK/results" || progress "round $run: $c failed"
+  done
+done
+
+echo "Figure 7: single operations on a 64 KiB file, µs per call (median of $N calls, median of $RUNS rounds)"
+echo
+python3 bench/agent/table.py "$WORK/results" "$ORDER" "$METRICS" client-rpc
+python3 - "$WORK/results" "$METRICS" <<'PY'
+import math, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    config, metric, value, _ = line.split()
+    if not math.isnan(float(value)):
+        rows.setdefault((config, metric), []).append(float(value))
+cells = []
+for m in sys.argv[2].split():
+    if rows.get(("roost-cached", m)) and rows.get(("client-rpc", m)):
+        r = statistics.median(rows[("roost-cached", m)]) / statistics.median(rows[("client-rpc", m)])
+        cells.append(f"{m} {r:.2f}x {'met' if r <= 1.5 else 'missed'}")
+    else:
+        cells.append(f"{m} failed")
+print("\nroost-cached / client-rpc (target: at most 1.50x): " + ", ".join(cells))
+PY
+
+# Figure 6. rate COMMAND...: MB/s of $BIG bytes over COMMAND's wall-clock time (start-up
+# included), or nan when it fails.
+rate() {
+  local s e
+  s=$(date +%s.%N)
+  if "$@" >/dev/null 2>&1; then
+    e=$(date +%s.%N)
+    awk -v s="$s" -v e="$e" -v b="$BIG" 'BEGIN { printf "%.1f\n", b / (e - s) / 1e6 }'
+  else
+    echo nan
+  fi
+}
+dd_under() { # dd_under CACHE BS: dd of /r/big in BS blocks under roost-cached with CACHE
+  "$ROOST" run --cache "$1" --mount "$REMOTE" -- dd if=/r/big of=/dev/null bs="$2"
+}
+BLOCKS="4K 64K 1M"
+progress "warm-up: roost-cached dd (fills the cache with big)"
+dd_under "$WORK/cache" 1M >/dev/null 2>&1 || { echo "micro.sh: dd under roost-cached fails" >&2; exit 1; }
+: >"$WORK/bandwidth"
+for run in $(seq "$RUNS"); do
+  progress "figure 6: round $run/$RUNS: roost get"
+  echo "roost-get whole $(rate "$ROOST" get "chirp://127.0.0.1:$PORT/big" "$WORK/got") MB/s" >>"$WORK/bandwidth"
+  rm -f "$WORK/got"
+  for bs in $BLOCKS; do
+    progress "figure 6: round $run/$RUNS: roost-cached, bs=$bs, cold and warm cache"
+    rm -rf "$WORK/cold"
+    echo "roost-cached-cold $bs $(rate dd_under "$WORK/cold" "$bs") MB/s" >>"$WORK/bandwidth"
+    rm -rf "$WORK/cold"
+    echo "roost-cached-warm $bs $(rate dd_under "$WORK/cache" "$bs") MB/s" >>"$WORK/bandwidth"
+  done
+done
+
+echo
+echo "Figure 6: sequential read of a 256 MiB file, MB/s (wall clock of the whole command, roost's start-up and a cold cache's whole-file fetch included; median of $RUNS rounds)"
+echo
+python3 - "$WORK/bandwidth" "$BLOCKS" <<'PY'
+import math, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    config, bs, value, _ = line.split()
+    rows.setdefault((config, bs), [])
+    if not math.isnan(float(value)):
+        rows[(config, bs)].append(float(value))
+med = lambda k: statistics.median(rows[k]) if rows.get(k) else None
+get = med(("roost-get", "whole"))
+print("| configuration | block size | MB/s | rate / roost get's |\n|---|---|---|---|")
+cases = [("roost-cached-cold", "roost-cached, cold cache"), ("roost-cached-warm", "roost-cached, warm cache")]
+for config, title in cases:
+    for bs in sys.argv[2].split():
+        v = med((config, bs))
+        print(f"| {title} | {bs} | " + (f"{v:.0f} | {v / get:.2f}x |" if v and get else "failed | — |"))
+print(f"| roost get (the client's whole-file rate) | whole file | " + (f"{get:.0f} | 1.00x |" if get else "failed | — |"))
+PY
