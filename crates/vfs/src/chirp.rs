@@ -343,7 +343,7 @@ impl Driver for ChirpNet {
     }
     fn mkdir(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
         self.on(path, |s, p| {
-            s.change(p, |c, retry| match c.mkdir(p, mode) {
+            s.change(&[p], |c, retry| match c.mkdir(p, mode) {
                 Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
                 r => r,
             })
@@ -351,7 +351,7 @@ impl Driver for ChirpNet {
     }
     fn rmdir(&self, path: &[u8]) -> Result<(), Errno> {
         self.on(path, |s, p| {
-            s.change(p, |c, retry| match c.rmdir(p) {
+            s.change(&[p], |c, retry| match c.rmdir(p) {
                 Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
                 r => r,
             })
@@ -359,7 +359,7 @@ impl Driver for ChirpNet {
     }
     fn unlink(&self, path: &[u8]) -> Result<(), Errno> {
         self.on(path, |s, p| {
-            s.change(p, |c, retry| match c.unlink(p) {
+            s.change(&[p], |c, retry| match c.unlink(p) {
                 Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
                 r => r,
             })
@@ -368,7 +368,7 @@ impl Driver for ChirpNet {
     fn rename(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
         let (_, to_rest) = self.server(to)?;
         self.on(from, |s, p| {
-            s.change(p, |c, retry| match c.rename(p, &to_rest) {
+            s.change(&[p, &to_rest], |c, retry| match c.rename(p, &to_rest) {
                 Err(e) if retry && e.errno() == libc::ENOENT && c.lstat(&to_rest).is_ok() => Ok(()),
                 r => r,
             })
@@ -377,7 +377,7 @@ impl Driver for ChirpNet {
     fn link(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
         let (_, to_rest) = self.server(to)?;
         self.on(from, |s, p| {
-            s.change(p, |c, retry| match c.link(p, &to_rest) {
+            s.change(&[p, &to_rest], |c, retry| match c.link(p, &to_rest) {
                 Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
                 r => r,
             })
@@ -385,19 +385,21 @@ impl Driver for ChirpNet {
     }
     fn symlink(&self, target: &[u8], path: &[u8]) -> Result<(), Errno> {
         self.on(path, |s, p| {
-            s.change(p, |c, retry| match c.symlink(target, p) {
+            s.change(&[p], |c, retry| match c.symlink(target, p) {
                 Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
                 r => r,
             })
         })
     }
     fn chmod(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
-        self.on(path, |s, p| s.change(p, |c, _| c.chmod(p, mode & 0o7777)))
+        self.on(path, |s, p| {
+            s.change(&[p], |c, _| c.chmod(p, mode & 0o7777))
+        })
     }
     fn chown(&self, path: &[u8], uid: u32, gid: u32, follow: bool) -> Result<(), Errno> {
         let id = |v: u32| if v == u32::MAX { -1 } else { i64::from(v) };
         self.on(path, |s, p| {
-            s.change(p, |c, _| {
+            s.change(&[p], |c, _| {
                 if follow {
                     c.chown(p, id(uid), id(gid))
                 } else {
@@ -407,7 +409,7 @@ impl Driver for ChirpNet {
         })
     }
     fn truncate(&self, path: &[u8], len: u64) -> Result<(), Errno> {
-        self.on(path, |s, p| s.change(p, |c, _| c.truncate(p, len)))
+        self.on(path, |s, p| s.change(&[p], |c, _| c.truncate(p, len)))
     }
     fn utime(&self, path: &[u8], atime: Option<i64>, mtime: Option<i64>) -> Result<(), Errno> {
         self.on(path, |s, p| {
@@ -420,7 +422,7 @@ impl Driver for ChirpNet {
             };
             let a = atime.unwrap_or_else(|| old.map_or(now, |st| st.atime));
             let m = mtime.unwrap_or_else(|| old.map_or(now, |st| st.mtime));
-            s.change(p, |c, _| c.utime(p, a, m))
+            s.change(&[p], |c, _| c.utime(p, a, m))
         })
     }
     fn statfs(&self, path: &[u8]) -> Result<StatFs, Errno> {
@@ -491,7 +493,7 @@ impl Driver for ChirpNet {
         follow: bool,
     ) -> Result<(), Errno> {
         self.on(path, |s, p| {
-            s.change(p, |c, _| {
+            s.change(&[p], |c, _| {
                 if follow {
                     c.setxattr(p, name, value, flags)
                 } else {
@@ -503,7 +505,7 @@ impl Driver for ChirpNet {
     }
     fn removexattr(&self, path: &[u8], name: &[u8], follow: bool) -> Result<(), Errno> {
         self.on(path, |s, p| {
-            s.change(p, |c, _| {
+            s.change(&[p], |c, _| {
                 if follow {
                     c.removexattr(p, name)
                 } else {
@@ -644,21 +646,34 @@ impl Server {
         }
     }
 
-    /// A name or attribute change: made, then every cached attribute of the server is
-    /// dropped (the change may move or relink any name below).
+    /// A name or attribute change on `paths` (the first is named in messages): made, then
+    /// the cached attributes of those names, of everything below them and of their parent
+    /// directories (whose times and link counts change) are dropped. Other names of a
+    /// changed file (hard links) keep theirs until they expire.
     fn change(
         &self,
-        path: &[u8],
+        paths: &[&[u8]],
         op: impl FnMut(&mut Client, bool) -> Result<(), ClientError>,
     ) -> Result<(), Errno> {
-        let r = self.call(path, op);
-        self.forget();
+        let r = self.call(paths[0], op);
+        self.forget(paths);
         r
     }
 
-    fn forget(&self) {
-        self.attrs.lock().expect("attrs lock").clear();
-        self.links.lock().expect("links lock").clear();
+    fn forget(&self, paths: &[&[u8]]) {
+        let stale = |name: &[u8]| {
+            paths.iter().any(|p| {
+                crate::path::strip_prefix(name, p).is_some() || crate::path::parent(p) == name
+            })
+        };
+        self.attrs
+            .lock()
+            .expect("attrs lock")
+            .retain(|name, _| !stale(name));
+        self.links
+            .lock()
+            .expect("links lock")
+            .retain(|name, _| !stale(name));
     }
 
     /// The attributes of `path` without following a final symlink, cached briefly.
@@ -760,10 +775,12 @@ impl Server {
             exclusive: true,
             ..OpenFlags::default()
         };
-        self.change(path, |c, retry| match c.open(path, flags, mode & 0o7777) {
-            Ok((fd, _)) => c.close(fd),
-            Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
-            Err(e) => Err(e),
+        self.change(&[path], |c, retry| {
+            match c.open(path, flags, mode & 0o7777) {
+                Ok((fd, _)) => c.close(fd),
+                Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
+                Err(e) => Err(e),
+            }
         })
     }
 
@@ -781,7 +798,7 @@ impl Server {
             create: true,
             ..OpenFlags::default()
         };
-        self.change(path, |c, _| {
+        self.change(&[path], |c, _| {
             std::io::Seek::rewind(file).map_err(ClientError::Local)?;
             let (fd, _) = c.open(path, flags, mode & 0o7777)?;
             let written = c

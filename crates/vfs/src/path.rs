@@ -58,6 +58,14 @@ pub fn strip_prefix<'a>(path: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
     }
 }
 
+/// The directory holding an absolute normalised path (`/` for `/` itself).
+pub fn parent(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(0) | None => b"/",
+        Some(i) => &path[..i],
+    }
+}
+
 /// True when the path has a `..` component (the kernel would climb physically).
 pub fn has_dotdot(path: &[u8]) -> bool {
     components(path).any(|c| c == b"..")
@@ -66,6 +74,13 @@ pub fn has_dotdot(path: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parent_of_absolute_paths() {
+        assert_eq!(parent(b"/a/b"), b"/a");
+        assert_eq!(parent(b"/a"), b"/");
+        assert_eq!(parent(b"/"), b"/");
+    }
 
     #[test]
     fn join_keeps_absolute_rel() {
