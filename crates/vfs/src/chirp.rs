@@ -650,11 +650,11 @@ impl Server {
     /// the cached attributes of those names, of everything below them and of their parent
     /// directories (whose times and link counts change) are dropped. Other names of a
     /// changed file (hard links) keep theirs until they expire.
-    fn change(
+    fn change<T>(
         &self,
         paths: &[&[u8]],
-        op: impl FnMut(&mut Client, bool) -> Result<(), ClientError>,
-    ) -> Result<(), Errno> {
+        op: impl FnMut(&mut Client, bool) -> Result<T, ClientError>,
+    ) -> Result<T, Errno> {
         let r = self.call(paths[0], op);
         self.forget(paths);
         r
@@ -786,29 +786,56 @@ impl Server {
 
     /// Stores `file` as the whole of `path`; returns the version the server then holds.
     fn put(&self, path: &[u8], mode: u32, file: &mut std::fs::File) -> Result<Version, Errno> {
+        use roost_wire::Request;
         use std::os::unix::fs::MetadataExt;
         let meta = file
             .metadata()
             .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
-        // Written in place, so the file keeps its inode, owner and other links (a putfile
-        // would replace it), then cut to length; with its times: a program may have set
-        // them (`touch` does, through its descriptor).
+        // A file with other names is written in place, so they keep seeing it (a putfile
+        // replaces the file, atomically); either way its times follow (a program may have
+        // set them: `touch` does, through its descriptor), and its new attributes come back
+        // in the same round trip.
+        let linked = self.lstat(path).is_ok_and(|st| st.nlink > 1);
         let flags = OpenFlags {
             write: true,
             create: true,
             ..OpenFlags::default()
         };
-        self.change(&[path], |c, _| {
+        let st = self.change(&[path], |c, _| {
             std::io::Seek::rewind(file).map_err(ClientError::Local)?;
-            let (fd, _) = c.open(path, flags, mode & 0o7777)?;
-            let written = c
-                .write_pipelined(fd, 0, file, 64 * 1024, 8)
-                .and_then(|_| c.ftruncate(fd, meta.len()));
-            let closed = c.close(fd);
-            written.and(closed)?;
-            c.utime(path, meta.atime(), meta.mtime())
+            let mut last = Vec::new();
+            if linked {
+                let (fd, _) = c.open(path, flags, mode & 0o7777)?;
+                if let Err(e) = c.write_pipelined(fd, 0, file, 64 * 1024, 8) {
+                    let _ = c.close(fd);
+                    return Err(e);
+                }
+                last.push(Request::Ftruncate {
+                    fd,
+                    length: meta.len(),
+                });
+                last.push(Request::Close { fd });
+            } else {
+                c.putfile(path, mode & 0o7777, meta.len(), file)?;
+            }
+            last.push(Request::Utime {
+                path: path.to_vec(),
+                actime: meta.atime(),
+                modtime: meta.mtime(),
+            });
+            last.push(Request::Lstat {
+                path: path.to_vec(),
+            });
+            let mut replies = c.pipeline(&last, last.len())?;
+            let stat = replies.pop().expect("one reply per request");
+            replies.into_iter().try_for_each(|r| r.map(drop))?;
+            match stat? {
+                roost_client::Reply::Stat(_, st) => Ok(st),
+                _ => Err(ClientError::Protocol(roost_wire::WireError::BadReply(
+                    "lstat",
+                ))),
+            }
         })?;
-        let st = self.stat_fresh(path)?;
         Ok(version_of(&st))
     }
 }
