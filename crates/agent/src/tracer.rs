@@ -49,6 +49,23 @@ pub struct Options {
     pub ids: VirtualIds,
 }
 
+/// What each driver of the mount table did (remote servers, their calls and time, cache
+/// use), once per driver.
+fn driver_reports(ns: &Namespace) -> String {
+    let mut seen: Vec<*const ()> = Vec::new();
+    let mut out = String::new();
+    for m in ns.table().mounts() {
+        if let roost_vfs::Target::Driver { driver, .. } = &m.target {
+            let id = Arc::as_ptr(driver) as *const ();
+            if !seen.contains(&id) {
+                seen.push(id);
+                out.push_str(&driver.report().unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
 /// Whether process `pid` has a mapping that starts at `addr`.
 fn maps_at(pid: i32, addr: u64) -> bool {
     let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
@@ -272,7 +289,8 @@ pub fn run(
     let (hits, misses) = agent.shared.ns.hits_and_misses();
     match agent.tracer.finish() {
         Ok(Some(summary)) => eprintln!(
-            "{summary}agent: peak RSS {} KiB, path cache {hits} hits / {misses} misses",
+            "{summary}{}agent: peak RSS {} KiB, path cache {hits} hits / {misses} misses",
+            driver_reports(agent.ns()),
             peak_rss_kib(),
         ),
         Ok(None) => {}

@@ -845,3 +845,35 @@ fn cctools_chirp_server_serves_the_same_tree() {
     assert_eq!(strip(&outputs[0]), strip(&outputs[1]));
     assert!(outputs[1].ends_with("new\nc\n"), "{}", outputs[1]);
 }
+
+#[test]
+fn the_summary_reports_each_server_its_calls_and_the_cache() {
+    let r = Remote::start();
+    r.write("f", b"data\n");
+    let script = format!("cat {0}/f {0}/f >/dev/null && echo x > {0}/g", r.url(""));
+    let o = r.run(&[], &["--summary"], &["sh", "-c", &script]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let server = format!("chirp://127.0.0.1:{}: ", r.server.port);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with(&server))
+        .unwrap_or_else(|| panic!("no line for the server: {err}"));
+    let calls: u64 = line[server.len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(calls >= 3, "{line}");
+    // f was made just now (its ctime is recent): each open fetches it again.
+    assert!(
+        err.contains("remote cache: 0 hits, 2 misses, 1 files written back"),
+        "{err}"
+    );
+    // The trace's prefix table names the server too.
+    assert!(
+        err.contains(&format!("/chirp/127.0.0.1:{}", r.server.port)),
+        "{err}"
+    );
+}

@@ -78,9 +78,10 @@ pub struct Cache {
     /// Made by [`Cache::start`].
     writes: Mutex<Option<WriteBack>>,
     started: std::sync::OnceLock<Result<(), Errno>>,
-    /// Cache hits and misses, for `-v` and `--summary`.
+    /// Cache hits and misses and files written back, for `-v` and `--summary`.
     pub hits: AtomicU64,
     pub misses: AtomicU64,
+    pub written_back: AtomicU64,
     verbose: bool,
 }
 
@@ -134,6 +135,7 @@ impl Cache {
             started: std::sync::OnceLock::new(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            written_back: AtomicU64::new(0),
             verbose,
         })
     }
@@ -224,8 +226,20 @@ impl Cache {
                 version.size
             );
         }
-        std::fs::create_dir_all(&dir).map_err(errno_of)?;
-        let (tmp, mut file) = temporary(&dir)?;
+        self.fill(&dir, &path, version, fetch)
+    }
+
+    /// Makes the object at `path` (in `dir`) of `version` with `fetch`, through a
+    /// temporary name.
+    fn fill(
+        &self,
+        dir: &Path,
+        path: &Path,
+        version: Version,
+        fetch: impl FnOnce(&mut File) -> Result<(), Errno>,
+    ) -> Result<PathBuf, Errno> {
+        std::fs::create_dir_all(dir).map_err(errno_of)?;
+        let (tmp, mut file) = temporary(dir)?;
         // Not synced (an fsync costs ~300 µs a file here, which a build opening hundreds
         // pays): a copy a crash cut short has the wrong size, and is fetched again.
         let filled = fetch(&mut file);
@@ -239,9 +253,9 @@ impl Cache {
             let _ = std::fs::remove_file(&tmp);
             return Err(libc::ESTALE);
         }
-        std::fs::rename(&tmp, &path).map_err(errno_of)?;
+        std::fs::rename(&tmp, path).map_err(errno_of)?;
         // Older versions of the same file are of no more use.
-        if let Ok(entries) = std::fs::read_dir(&dir) {
+        if let Ok(entries) = std::fs::read_dir(dir) {
             for e in entries.flatten() {
                 if e.path() != path && !e.file_name().as_bytes().starts_with(b".tmp") {
                     let _ = std::fs::remove_file(e.path());
@@ -249,15 +263,16 @@ impl Cache {
             }
         }
         if self.used.fetch_add(size, Ordering::Relaxed) + size > self.limit {
-            self.evict(&path);
+            self.evict(path);
         }
-        Ok(path)
+        Ok(path.to_path_buf())
     }
 
     /// Stores the content of `file` as the object of `key` at `version` (a file this agent
     /// wrote back, so the next open finds it without fetching).
-    fn keep(self: &Arc<Self>, (key, name): (&str, &str), version: Version, file: &mut File) {
-        let _ = self.object((key, name), version, |dst| {
+    fn keep(&self, key: &str, version: Version, file: &mut File) {
+        let dir = self.objects.join(key);
+        let _ = self.fill(&dir, &dir.join(version.name()), version, |dst| {
             file.rewind().map_err(errno_of)?;
             std::io::copy(file, dst).map_err(errno_of).map(drop)
         });
@@ -482,11 +497,12 @@ impl Cache {
                         .and_then(|()| (p.upload)(&mut p.file));
                     match sent {
                         Ok(version) => {
+                            self.written_back.fetch_add(1, Ordering::Relaxed);
                             if self.verbose {
                                 eprintln!("roost: wrote back {}", p.name);
                             }
-                            let (key, name) = (p.key.clone(), p.name.clone());
-                            self.keep((&key, &name), version, &mut p.file);
+                            let key = p.key.clone();
+                            self.keep(&key, version, &mut p.file);
                         }
                         Err(e) => eprintln!(
                             "roost: writing back {} failed ({}); the data written is kept in {}",

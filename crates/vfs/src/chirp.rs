@@ -18,7 +18,7 @@ use crate::driver::{Driver, Intent, Stat, StatFs};
 use crate::Errno;
 use roost_client::{Client, Error as ClientError, OpenFlags};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -300,6 +300,34 @@ impl Driver for ChirpNet {
     fn flush(&self) {
         self.cache.flush();
     }
+    fn report(&self) -> Option<String> {
+        let servers = self.servers.lock().expect("servers lock");
+        if servers.is_empty() {
+            return None;
+        }
+        let mut names: Vec<&String> = servers.keys().collect();
+        names.sort();
+        let mut out = String::new();
+        for name in names {
+            let s = &servers[name];
+            let calls = s.calls.load(Ordering::Relaxed);
+            let micros = s.call_micros.load(Ordering::Relaxed);
+            out.push_str(&format!(
+                "chirp://{name}: {calls} calls, {:.3} ms, {:.1} µs each, {} reconnects\n",
+                micros as f64 / 1e3,
+                micros as f64 / calls.max(1) as f64,
+                s.reconnects.load(Ordering::Relaxed),
+            ));
+        }
+        let c = &self.cache;
+        out.push_str(&format!(
+            "remote cache: {} hits, {} misses, {} files written back\n",
+            c.hits.load(Ordering::Relaxed),
+            c.misses.load(Ordering::Relaxed),
+            c.written_back.load(Ordering::Relaxed),
+        ));
+        Some(out)
+    }
     fn readlink(&self, path: &[u8]) -> Result<Vec<u8>, Errno> {
         if Self::is_root(path) {
             return Err(libc::EINVAL);
@@ -528,6 +556,17 @@ impl Driver for ChirpNet {
     }
 }
 
+/// Adds the time since its start to a counter of microseconds when dropped (a call's time,
+/// however it returns).
+struct Elapsed<'a>(Instant, &'a AtomicU64);
+
+impl Drop for Elapsed<'_> {
+    fn drop(&mut self) {
+        self.1
+            .fetch_add(self.0.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
+}
+
 /// Answers by path, each with when it was learnt.
 type Learnt<T> = HashMap<Vec<u8>, (T, Instant)>;
 
@@ -542,6 +581,10 @@ pub struct Server {
     links: Mutex<Learnt<Vec<u8>>>,
     /// Reached at least once in this run: from then on a lost connection is retried.
     reached: AtomicBool,
+    /// Calls made, their total time in microseconds, and reconnections, for `--summary`.
+    calls: AtomicU64,
+    call_micros: AtomicU64,
+    reconnects: AtomicU64,
     /// A failure has been said and not yet followed by a success.
     said_down: AtomicBool,
 }
@@ -555,6 +598,9 @@ impl Server {
             attrs: Mutex::new(HashMap::new()),
             links: Mutex::new(HashMap::new()),
             reached: AtomicBool::new(false),
+            calls: AtomicU64::new(0),
+            call_micros: AtomicU64::new(0),
+            reconnects: AtomicU64::new(0),
             said_down: AtomicBool::new(false),
         }
     }
@@ -568,6 +614,7 @@ impl Server {
         let was_reached = self.reached.swap(true, Ordering::Relaxed);
         let was_down = self.said_down.swap(false, Ordering::Relaxed);
         if was_reached && was_down {
+            self.reconnects.fetch_add(1, Ordering::Relaxed);
             eprintln!("roost: chirp://{}: reconnected", self.authority);
         } else if self.options.verbose {
             eprintln!(
@@ -593,9 +640,12 @@ impl Server {
         path: &[u8],
         mut op: impl FnMut(&mut Client, bool) -> Result<T, ClientError>,
     ) -> Result<T, Errno> {
-        let deadline = Instant::now() + self.options.timeout;
+        let started = Instant::now();
+        let deadline = started + self.options.timeout;
         let mut delay = Duration::from_millis(50);
         let mut retry = false;
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let _timed = Elapsed(started, &self.call_micros);
         loop {
             let failure = match self.take() {
                 Ok(mut c) => match op(&mut c, retry) {

@@ -235,6 +235,11 @@ pub trait Driver: Send + Sync {
     /// Makes every change this driver has accepted visible to other clients (write-backs
     /// of closed files); called before the program's exit is reported.
     fn flush(&self) {}
+    /// What this driver did, for `roost run --summary` (servers, calls, time, cache use);
+    /// `None` when it has nothing to say.
+    fn report(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A local file open for reading.
