@@ -59,6 +59,7 @@ fn driver_reports(ns: &Namespace) -> String {
             let id = Arc::as_ptr(driver) as *const ();
             if !seen.contains(&id) {
                 seen.push(id);
+                driver.flush(); // what is still to be written back counts
                 out.push_str(&driver.report().unwrap_or_default());
             }
         }

@@ -471,6 +471,8 @@ fn tempfile_copy(src: &Path) -> tempfile::TempDir {
 fn the_cache_is_shared_by_runs_and_a_changed_file_is_fetched_again() {
     let r = Remote::start();
     let f = r.write("data", b"version one\n");
+    // A file changed in the last two seconds (its ctime) is never kept: let it age.
+    std::thread::sleep(Duration::from_millis(3100));
     let cat = ["cat".to_string(), r.url("/data")];
     let argv: Vec<&str> = cat.iter().map(String::as_str).collect();
     let first = r.run(&[], &["-v"], &argv);
@@ -490,6 +492,11 @@ fn the_cache_is_shared_by_runs_and_a_changed_file_is_fetched_again() {
         .unwrap();
     let third = r.run(&[], &["-v"], &argv);
     assert_eq!(stdout(&third), "version two\n", "{}", stderr(&third));
+    assert!(
+        stderr(&third).contains("changed just now"),
+        "{}",
+        stderr(&third)
+    );
     // Nothing of the runs' mirrors stays behind (each agent removes its own as it ends,
     // just after roost returns).
     let agents = r.cache.path().join("agents");

@@ -268,6 +268,30 @@ impl Cache {
         Ok(path.to_path_buf())
     }
 
+    /// A copy of a file no cache may keep (its version cannot name its content: it changed
+    /// within the last seconds), filled by `fetch` in this agent's mirror; its name goes
+    /// when the returned guard is dropped (a mirror link made meanwhile keeps the data).
+    pub fn object_once(
+        self: &Arc<Self>,
+        name: &str,
+        version: Version,
+        fetch: impl FnOnce(&mut File) -> Result<(), Errno>,
+    ) -> Result<OnceObject, Errno> {
+        self.start()?;
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        if self.verbose {
+            eprintln!(
+                "roost: cache bypassed: {name} changed just now (fetching {} bytes)",
+                version.size
+            );
+        }
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = self.mirror.join(".once");
+        let path = dir.join(N.fetch_add(1, Ordering::Relaxed).to_string());
+        let _ = std::fs::remove_file(&path);
+        self.fill(&dir, &path, version, fetch).map(OnceObject)
+    }
+
     /// Stores the content of `file` as the object of `key` at `version` (a file this agent
     /// wrote back, so the next open finds it without fetching).
     fn keep(&self, key: &str, version: Version, file: &mut File) {
@@ -534,6 +558,22 @@ impl Cache {
     pub fn close(self: &Arc<Self>) {
         self.flush();
         let _ = std::fs::remove_dir_all(&self.mirror);
+    }
+}
+
+/// A fetched copy used once (see [`Cache::object_once`]), removed when dropped.
+pub struct OnceObject(PathBuf);
+
+impl std::ops::Deref for OnceObject {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for OnceObject {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 

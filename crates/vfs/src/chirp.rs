@@ -136,7 +136,7 @@ impl ChirpNet {
             String::from_utf8_lossy(rest)
         );
         let current = server.stat_fresh(rest);
-        let fetch = |st: &roost_client::Stat| -> Result<std::path::PathBuf, Errno> {
+        let fetch = |st: &roost_client::Stat| -> Result<Fetched, Errno> {
             let version = version_of(st);
             let fetch_into = |f: &mut std::fs::File| {
                 server
@@ -150,10 +150,14 @@ impl ChirpNet {
             if too_recent(st) {
                 // Changed in the last seconds: another change within the same second
                 // would keep (inode, size, mtime), so this copy is never reused.
-                let once = format!("{key}.{}", unique());
-                return self.cache.object((&once, &name), version, fetch_into);
+                return self
+                    .cache
+                    .object_once(&name, version, fetch_into)
+                    .map(Fetched::Once);
             }
-            self.cache.object((&key, &name), version, fetch_into)
+            self.cache
+                .object((&key, &name), version, fetch_into)
+                .map(Fetched::Kept)
         };
         match intent {
             Intent::Read => {
@@ -166,7 +170,7 @@ impl ChirpNet {
                         let mut st = st;
                         let mut object = fetch(&st);
                         for _ in 0..3 {
-                            if object != Err(libc::ESTALE) {
+                            if !matches!(object, Err(libc::ESTALE)) {
                                 break;
                             }
                             st = server.stat_fresh(rest)?;
@@ -247,6 +251,22 @@ fn unsupported(e: ClientError) -> ClientError {
     }
 }
 
+/// A fetched file: an object the cache keeps, or a copy for this open only.
+enum Fetched {
+    Kept(std::path::PathBuf),
+    Once(crate::cache::OnceObject),
+}
+
+impl std::ops::Deref for Fetched {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        match self {
+            Fetched::Kept(p) => p,
+            Fetched::Once(o) => o,
+        }
+    }
+}
+
 /// A version for the cache from a server's attributes.
 fn version_of(st: &roost_client::Stat) -> Version {
     Version {
@@ -262,11 +282,6 @@ fn too_recent(st: &roost_client::Stat) -> bool {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
     st.mtime >= now - 2 || st.ctime >= now - 2
-}
-
-fn unique() -> u64 {
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
 }
 
 fn stat_of(st: &roost_client::Stat) -> Stat {
