@@ -884,3 +884,25 @@ fn the_summary_reports_each_server_its_calls_and_the_cache() {
         "{err}"
     );
 }
+
+/// Another client's change is seen by the next open once the attribute TTL (1 s) has
+/// passed: a running program reads the new version, not its cached copy.
+#[test]
+fn a_change_by_another_client_is_seen_after_the_attribute_ttl() {
+    let r = Remote::start();
+    let f = r.write("shared", b"old\n");
+    std::thread::sleep(Duration::from_millis(3100)); // cacheable, not changed just now
+    let script = format!("cat {0} && sleep 2 && cat {0}", r.url("/shared"));
+    let program = roost()
+        .arg("run")
+        .arg("--cache")
+        .arg(r.cache.path())
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    std::fs::write(&f, b"new content\n").unwrap();
+    let o = program.wait_with_output().unwrap();
+    assert_eq!(stdout(&o), "old\nnew content\n");
+}

@@ -135,7 +135,12 @@ impl ChirpNet {
             server.authority,
             String::from_utf8_lossy(rest)
         );
-        let current = server.stat_fresh(rest);
+        // Reading validates the copy against attributes learnt within the attribute TTL
+        // (the walk that led here usually just asked); writing asks the server now.
+        let current = match intent {
+            Intent::Read => server.lstat(rest),
+            Intent::Write { .. } => server.stat_fresh(rest),
+        };
         let fetch = |st: &roost_client::Stat| -> Result<Fetched, Errno> {
             let version = version_of(st);
             let fetch_into = |f: &mut std::fs::File| {
