@@ -906,3 +906,44 @@ fn a_change_by_another_client_is_seen_after_the_attribute_ttl() {
     let o = program.wait_with_output().unwrap();
     assert_eq!(stdout(&o), "old\nnew content\n");
 }
+
+#[test]
+fn extended_attributes_and_statfs_go_through_the_server() {
+    let r = Remote::start();
+    let f = r.write("d/x", b"x");
+    let mount = format!("/m={}", r.url("/d"));
+    let program = "import os\n\
+        os.setxattr('/m/x', 'user.color', b'blue')\n\
+        print(os.getxattr('/m/x', 'user.color'), os.listxattr('/m/x'))\n\
+        os.removexattr('/m/x', 'user.color')\n\
+        print(os.listxattr('/m/x'), os.statvfs('/m').f_bsize > 0)\n";
+    for mode in MODES {
+        let o = r.run(mode, &["--mount", &mount], &["python3", "-c", program]);
+        assert_eq!(
+            stdout(&o),
+            "b'blue' ['user.color']\n[] True\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+    }
+    // Set through roost, seen on the server itself.
+    let o = r.run(
+        &[],
+        &["--mount", &mount],
+        &[
+            "python3",
+            "-c",
+            "import os; os.setxattr('/m/x', 'user.k', b'v')",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import os; print(os.getxattr('{}', 'user.k'))",
+            f.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&got), "b'v'\n");
+}
