@@ -400,9 +400,123 @@ pub fn spec(name: &str) -> Option<Kind> {
     SPECS.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
 }
 
-/// A syscall-number-indexed view of [`SPECS`], built once at start.
+/// What the notification thread does with a call delivered to it (a call on a mapped path;
+/// one that passes is answered `CONTINUE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Performed {
+    /// A lookup made on the physical path, its answer written into the caller's buffer
+    /// (stat family, access, readlink).
+    Lookup,
+    /// An open made by roost, the descriptor handed over (`open::emulate`).
+    Open,
+    /// A name-space or attribute change made by roost (`change::perform`).
+    Change,
+    /// A call made with the caller's buffers copied in and out (xattrs, statfs, utime).
+    Attr,
+}
+
+/// How a trapped call reaches the agent when notifications are in use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Notified {
+    pub performed: Performed,
+    /// A ptrace stop instead when the `int` argument `.0` has one of the bits `.1` set: an
+    /// O_PATH open (the kernel will not hand such a descriptor to another process) or a
+    /// linkat with AT_EMPTY_PATH (it names the caller's descriptor).
+    pub unless: Option<(usize, u32)>,
+}
+
+const fn notified(performed: Performed) -> Notified {
+    Notified {
+        performed,
+        unless: None,
+    }
+}
+
+/// The calls delivered as seccomp notifications, and what the supervisor does with them.
+/// Every other trapped call takes a ptrace stop: openat2 keeps its flags in memory the
+/// filter cannot read; the *xattrat calls have struct arguments; inotify/fanotify marks and
+/// name_to_handle_at act on the caller's descriptors; chdir, getcwd, chroot, exec and the
+/// socket calls need ptrace.
+pub const NOTIFIED: &[(&str, Notified)] = &[
+    ("stat", notified(Performed::Lookup)),
+    ("lstat", notified(Performed::Lookup)),
+    ("newfstatat", notified(Performed::Lookup)),
+    ("statx", notified(Performed::Lookup)),
+    ("access", notified(Performed::Lookup)),
+    ("faccessat", notified(Performed::Lookup)),
+    ("faccessat2", notified(Performed::Lookup)),
+    ("readlink", notified(Performed::Lookup)),
+    ("readlinkat", notified(Performed::Lookup)),
+    ("creat", notified(Performed::Open)),
+    (
+        "open",
+        Notified {
+            performed: Performed::Open,
+            unless: Some((1, libc::O_PATH as u32)),
+        },
+    ),
+    (
+        "openat",
+        Notified {
+            performed: Performed::Open,
+            unless: Some((2, libc::O_PATH as u32)),
+        },
+    ),
+    ("mkdir", notified(Performed::Change)),
+    ("mkdirat", notified(Performed::Change)),
+    ("mknod", notified(Performed::Change)),
+    ("mknodat", notified(Performed::Change)),
+    ("rmdir", notified(Performed::Change)),
+    ("unlink", notified(Performed::Change)),
+    ("unlinkat", notified(Performed::Change)),
+    ("rename", notified(Performed::Change)),
+    ("renameat", notified(Performed::Change)),
+    ("renameat2", notified(Performed::Change)),
+    ("link", notified(Performed::Change)),
+    (
+        "linkat",
+        Notified {
+            performed: Performed::Change,
+            unless: Some((4, AT_EMPTY_PATH as u32)),
+        },
+    ),
+    ("symlink", notified(Performed::Change)),
+    ("symlinkat", notified(Performed::Change)),
+    ("chmod", notified(Performed::Change)),
+    ("fchmodat", notified(Performed::Change)),
+    ("fchmodat2", notified(Performed::Change)),
+    ("chown", notified(Performed::Change)),
+    ("lchown", notified(Performed::Change)),
+    ("fchownat", notified(Performed::Change)),
+    ("truncate", notified(Performed::Change)),
+    ("getxattr", notified(Performed::Attr)),
+    ("lgetxattr", notified(Performed::Attr)),
+    ("listxattr", notified(Performed::Attr)),
+    ("llistxattr", notified(Performed::Attr)),
+    ("setxattr", notified(Performed::Attr)),
+    ("lsetxattr", notified(Performed::Attr)),
+    ("removexattr", notified(Performed::Attr)),
+    ("lremovexattr", notified(Performed::Attr)),
+    ("statfs", notified(Performed::Attr)),
+    ("utime", notified(Performed::Attr)),
+    ("utimes", notified(Performed::Attr)),
+    ("futimesat", notified(Performed::Attr)),
+    ("utimensat", notified(Performed::Attr)),
+];
+
+/// One trapped call: its name, what it is, and how notifications deliver it (`None`: a
+/// ptrace stop always).
+#[derive(Clone, Copy, Debug)]
+pub struct Trapped {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub notified: Option<Notified>,
+}
+
+/// A syscall-number-indexed view of [`SPECS`] and [`NOTIFIED`], built once at start: the
+/// one place both delivery paths learn what a trapped call is.
 pub struct Table {
-    by_nr: Vec<Option<(&'static str, Kind)>>,
+    by_nr: Vec<Option<Trapped>>,
 }
 
 impl Table {
@@ -411,23 +525,33 @@ impl Table {
         for &(name, kind) in SPECS {
             let nr =
                 crate::arch::number(name).unwrap_or_else(|| panic!("no syscall number for {name}"));
-            by_nr[nr as usize] = Some((name, kind));
+            let notified = NOTIFIED.iter().find(|(n, _)| *n == name).map(|&(_, d)| d);
+            by_nr[nr as usize] = Some(Trapped {
+                name,
+                kind,
+                notified,
+            });
         }
         Table { by_nr }
     }
 
+    /// The name and kind of a trapped call.
     pub fn get(&self, nr: i64) -> Option<(&'static str, Kind)> {
+        self.entry(nr).map(|e| (e.name, e.kind))
+    }
+
+    pub fn entry(&self, nr: i64) -> Option<Trapped> {
         usize::try_from(nr)
             .ok()
             .and_then(|i| self.by_nr.get(i).copied().flatten())
     }
 
-    /// `(number, kind)` of every entry, for the seccomp filter.
-    pub fn entries(&self) -> impl Iterator<Item = (u32, Kind)> + '_ {
+    /// Every entry with its number, for the seccomp filter.
+    pub fn entries(&self) -> impl Iterator<Item = (u32, Trapped)> + '_ {
         self.by_nr
             .iter()
             .enumerate()
-            .filter_map(|(nr, e)| e.map(|(_, k)| (nr as u32, k)))
+            .filter_map(|(nr, e)| e.map(|e| (nr as u32, e)))
     }
 }
 
@@ -447,5 +571,21 @@ mod tests {
         assert_eq!(t.entries().count(), SPECS.len());
         assert!(matches!(t.get(257), Some(("openat", Kind::Path { .. }))));
         assert_eq!(t.get(39), None, "getpid is not trapped");
+    }
+
+    #[test]
+    fn every_notified_call_is_in_the_table() {
+        let t = Table::new();
+        for (name, d) in NOTIFIED {
+            let nr = crate::arch::number(name).unwrap();
+            assert_eq!(t.entry(nr).and_then(|e| e.notified), Some(*d), "{name}");
+        }
+        let mkdir = crate::arch::number("mkdir").unwrap();
+        assert_eq!(
+            t.entry(mkdir).unwrap().notified.unwrap().performed,
+            Performed::Change
+        );
+        let exec = crate::arch::number("execve").unwrap();
+        assert_eq!(t.entry(exec).unwrap().notified, None);
     }
 }

@@ -9,7 +9,7 @@ use crate::filter::{self, Verdict};
 use crate::handlers::virtual_ids::{self, VirtualIds};
 use crate::handlers::{self, embedded, exec, path, procfs, socket, Action, Arg, Ctx, Decision};
 use crate::memory;
-use crate::notify::{self, Shared, NOTIFIED};
+use crate::notify::{self, Shared};
 use crate::remote;
 use crate::spawn::{self, SpawnError};
 use crate::syscalls::{Kind, Table, CHROOT_PATH};
@@ -159,13 +159,9 @@ fn wait(pid: i32) -> io::Result<(i32, i32)> {
 /// tracing), otherwise only the refusals, which the filter answers without a stop. With
 /// `notify`, the pure lookups go to the notification thread instead of a ptrace stop.
 fn rules(table: &Table, full: bool, notify: bool, ids: bool) -> Vec<(u32, Verdict)> {
-    let notified: HashMap<i64, Verdict> = NOTIFIED
-        .iter()
-        .filter_map(|&(n, v)| Some((arch::number(n)?, v)))
-        .collect();
     table
         .entries()
-        .filter_map(|(nr, kind)| match kind {
+        .filter_map(|(nr, entry)| match entry.kind {
             Kind::Refuse(e) => Some((nr, Verdict::Errno(e))),
             // Only the notification thread cares, and only when roost is root (others
             // cannot hand their tracees a different identity).
@@ -185,8 +181,12 @@ fn rules(table: &Table, full: bool, notify: bool, ids: bool) -> Vec<(u32, Verdic
                 },
             )),
             Kind::Clone => None,
-            _ if notify && notified.contains_key(&i64::from(nr)) => {
-                Some((nr, notified[&i64::from(nr)]))
+            _ if notify && entry.notified.is_some() => {
+                let verdict = match entry.notified.and_then(|n| n.unless) {
+                    Some((arg, bits)) => Verdict::NotifyUnless { arg, bits },
+                    None => Verdict::Notify,
+                };
+                Some((nr, verdict))
             }
             _ if full => Some((nr, Verdict::Trace)),
             _ => None,

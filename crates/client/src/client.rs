@@ -114,6 +114,28 @@ impl Client {
         Ok(())
     }
 
+    /// Closes the connection at once, discarding whatever the kernel has not sent yet (a
+    /// reset instead of an orderly close): a request the caller gave up on — it timed out,
+    /// and the caller will retry it on a new connection — must never reach the server
+    /// later, when the network comes back, and be carried out after the retry.
+    pub fn abort(self) {
+        use std::os::fd::AsRawFd;
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: a valid socket and a plain-data option of the size given.
+        unsafe {
+            libc::setsockopt(
+                self.stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&linger as *const libc::linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            )
+        };
+    }
+
     /// The subject the server assigned, e.g. `unix:alice`.
     pub fn subject(&self) -> &Subject {
         &self.subject

@@ -13,26 +13,6 @@ use std::ffi::CString;
 const XATTR_NAME_MAX: usize = 255;
 const XATTR_SIZE_MAX: usize = 65536;
 
-/// The calls this module makes.
-pub fn is_attr(name: &str) -> bool {
-    matches!(
-        name,
-        "getxattr"
-            | "lgetxattr"
-            | "listxattr"
-            | "llistxattr"
-            | "setxattr"
-            | "lsetxattr"
-            | "removexattr"
-            | "lremovexattr"
-            | "statfs"
-            | "utime"
-            | "utimes"
-            | "futimesat"
-            | "utimensat"
-    )
-}
-
 /// An xattr name from the caller (ERANGE when longer than the kernel allows).
 fn xattr_name(tid: i32, addr: u64) -> Result<CString, i32> {
     let name =

@@ -30,35 +30,6 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::OnceLock;
 
-/// The calls this module makes.
-pub const CHANGES: &[&str] = &[
-    "mkdir",
-    "mkdirat",
-    "mknod",
-    "mknodat",
-    "rmdir",
-    "unlink",
-    "unlinkat",
-    "rename",
-    "renameat",
-    "renameat2",
-    "link",
-    "linkat",
-    "symlink",
-    "symlinkat",
-    "chmod",
-    "fchmodat",
-    "fchmodat2",
-    "chown",
-    "lchown",
-    "fchownat",
-    "truncate",
-];
-
-pub fn is_change(name: &str) -> bool {
-    CHANGES.contains(&name)
-}
-
 /// Calls that apply the caller's umask.
 fn applies_umask(name: &str) -> bool {
     matches!(name, "mkdir" | "mkdirat" | "mknod" | "mknodat")

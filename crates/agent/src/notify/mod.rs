@@ -14,10 +14,9 @@ mod lookup;
 mod open;
 
 use crate::arch::Regs;
-use crate::filter::Verdict;
 use crate::handlers::{self, path, procfs, Action, Arg, Ctx, Decision};
 use crate::memory;
-use crate::syscalls::{Kind, PathArg, Table, AT_EMPTY_PATH};
+use crate::syscalls::{Kind, PathArg, Performed, Table};
 use crate::task::Fs;
 pub use fifo::GroupStops;
 pub use identity::{as_caller, tgid, Identity};
@@ -26,79 +25,6 @@ use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// The syscalls delivered as notifications. An O_PATH open still takes a ptrace stop: the
-/// kernel will not hand an O_PATH descriptor to another process. openat2 keeps its flags in
-/// memory the filter cannot read, so it stays with ptrace altogether, as do linkat with
-/// AT_EMPTY_PATH (it names the caller's descriptor), the *xattrat calls (their arguments are
-/// structs), inotify/fanotify marks and name_to_handle_at (they act on the caller's
-/// descriptors), chdir, getcwd, chroot, exec and the socket calls.
-pub const NOTIFIED: &[(&str, Verdict)] = &[
-    ("stat", Verdict::Notify),
-    ("lstat", Verdict::Notify),
-    ("newfstatat", Verdict::Notify),
-    ("statx", Verdict::Notify),
-    ("access", Verdict::Notify),
-    ("faccessat", Verdict::Notify),
-    ("faccessat2", Verdict::Notify),
-    ("readlink", Verdict::Notify),
-    ("readlinkat", Verdict::Notify),
-    ("creat", Verdict::Notify),
-    ("mkdir", Verdict::Notify),
-    ("mkdirat", Verdict::Notify),
-    ("mknod", Verdict::Notify),
-    ("mknodat", Verdict::Notify),
-    ("rmdir", Verdict::Notify),
-    ("unlink", Verdict::Notify),
-    ("unlinkat", Verdict::Notify),
-    ("rename", Verdict::Notify),
-    ("renameat", Verdict::Notify),
-    ("renameat2", Verdict::Notify),
-    ("link", Verdict::Notify),
-    (
-        "linkat",
-        Verdict::NotifyUnless {
-            arg: 4,
-            bits: AT_EMPTY_PATH as u32,
-        },
-    ),
-    ("symlink", Verdict::Notify),
-    ("symlinkat", Verdict::Notify),
-    ("chmod", Verdict::Notify),
-    ("fchmodat", Verdict::Notify),
-    ("fchmodat2", Verdict::Notify),
-    ("chown", Verdict::Notify),
-    ("lchown", Verdict::Notify),
-    ("fchownat", Verdict::Notify),
-    ("truncate", Verdict::Notify),
-    ("getxattr", Verdict::Notify),
-    ("lgetxattr", Verdict::Notify),
-    ("listxattr", Verdict::Notify),
-    ("llistxattr", Verdict::Notify),
-    ("setxattr", Verdict::Notify),
-    ("lsetxattr", Verdict::Notify),
-    ("removexattr", Verdict::Notify),
-    ("lremovexattr", Verdict::Notify),
-    ("statfs", Verdict::Notify),
-    ("utime", Verdict::Notify),
-    ("utimes", Verdict::Notify),
-    ("futimesat", Verdict::Notify),
-    ("utimensat", Verdict::Notify),
-    (
-        "open",
-        Verdict::NotifyUnless {
-            arg: 1,
-            bits: libc::O_PATH as u32,
-        },
-    ),
-    (
-        "openat",
-        Verdict::NotifyUnless {
-            arg: 2,
-            bits: libc::O_PATH as u32,
-        },
-    ),
-];
 
 /// Threads whose root directory is no longer roost's (they, or a thread they share their
 /// file-system attributes with or descend from, called chroot): the mount list does not
@@ -291,9 +217,11 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         handlers::report_untranslatable(&format!("{abi} syscall {nr}"), None);
         return Reply::errno(libc::ENOSYS);
     }
-    let Some((name, kind)) = table.get(nr) else {
+    let Some(entry) = table.entry(nr) else {
         return CONTINUE;
     };
+    let (name, kind) = (entry.name, entry.kind);
+    let performed = entry.notified.map(|n| n.performed);
     if let Kind::Identity = kind {
         let regs = Regs::from_args(&req.data.args);
         let decision = handlers::virtual_ids::answer(name, &regs, &shared.ids);
@@ -395,7 +323,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     // when it passes (the cache is cleared after it, never between verdict and change).
     let made_here = match decision.action {
         Action::Pass => matches!(kind, Kind::Path { mutates: true, .. }),
-        Action::Rewrite { .. } => change::is_change(name),
+        Action::Rewrite { .. } => performed == Some(Performed::Change),
         _ => false,
     };
     if made_here {
@@ -432,14 +360,14 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             let Some(p) = physical else {
                 return Reply::errno(libc::EFAULT);
             };
-            if open::is_open(name) {
+            if performed == Some(Performed::Open) {
                 return open::emulate(name, (&regs, tid), &p, other_identity, n, &shared.stops);
             }
             let who = match identity::prepare(tid, false, other_identity) {
                 Ok(who) => who,
                 Err(e) => return Reply::errno(e),
             };
-            if attrs::is_attr(name) {
+            if performed == Some(Performed::Attr) {
                 return Reply::from(attrs::emulate(name, &regs, tid, &p, who.as_ref(), n));
             }
             if n.ensure_waiting().is_err() {

@@ -17,11 +17,6 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
-/// True for the calls this module performs (openat2 and O_PATH opens take ptrace stops).
-pub fn is_open(name: &str) -> bool {
-    matches!(name, "open" | "creat" | "openat")
-}
-
 /// The caller's open flags and creation mode.
 fn flags_and_mode(name: &str, regs: &Regs) -> (u64, u64) {
     match name {
