@@ -78,11 +78,47 @@ pub struct Cache {
     /// Made by [`Cache::start`].
     writes: Mutex<Option<WriteBack>>,
     started: std::sync::OnceLock<Result<(), Errno>>,
+    /// The mirror directory, open and locked (`flock`) while this agent lives.
+    mirror_lock: std::sync::OnceLock<File>,
     /// Cache hits and misses and files written back, for `-v` and `--summary`.
     pub hits: AtomicU64,
     pub misses: AtomicU64,
     pub written_back: AtomicU64,
     verbose: bool,
+}
+
+/// Opens and locks (`flock`, exclusive, without waiting) the directory `dir`; `None` when
+/// another process holds it.
+fn lock_dir(dir: &Path) -> std::io::Result<Option<File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let d = File::options()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)?;
+    // SAFETY: a valid descriptor.
+    if unsafe { libc::flock(d.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(Some(d))
+}
+
+/// Removes the mirrors in `agents` (but `own`) no live agent holds: those of agents that
+/// were killed (a mirror holds only copies; what was written went back when closed).
+fn remove_abandoned(agents: &Path, own: &Path) {
+    let Ok(entries) = std::fs::read_dir(agents) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path != own && matches!(lock_dir(&path), Ok(Some(_))) {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
 }
 
 /// Waits for closes of written copies and sends them back, until the cache is dropped.
@@ -133,6 +169,7 @@ impl Cache {
             used: AtomicU64::new(0),
             writes: Mutex::new(None),
             started: std::sync::OnceLock::new(),
+            mirror_lock: std::sync::OnceLock::new(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             written_back: AtomicU64::new(0),
@@ -147,6 +184,15 @@ impl Cache {
             let made = || -> std::io::Result<()> {
                 std::fs::create_dir_all(&self.objects)?;
                 std::fs::create_dir_all(&self.mirror)?;
+                // Held while this agent lives: a mirror whose lock can be taken belongs to
+                // an agent that died without removing it.
+                let held = lock_dir(&self.mirror)?.ok_or_else(|| {
+                    std::io::Error::new(std::io::ErrorKind::AlreadyExists, "mirror in use")
+                })?;
+                let _ = self.mirror_lock.set(held);
+                if let Some(agents) = self.mirror.parent() {
+                    remove_abandoned(agents, &self.mirror);
+                }
                 // SAFETY: creates a descriptor roost owns.
                 let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
                 if fd < 0 {
@@ -769,6 +815,25 @@ mod tests {
         assert_eq!(read_all(&kept), b"hello");
         cache.close();
         assert!(!bytes_path(cache.mirror()).exists());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn mirrors_of_dead_agents_are_removed_and_live_ones_kept() {
+        let dir = tmp("abandoned");
+        let live = Cache::new(&dir, DEFAULT_LIMIT, false);
+        live.show_dir(b"/h:1", &[]).unwrap();
+        let dead = dir.join("agents/12345.0.0");
+        std::fs::create_dir_all(dead.join("h:1")).unwrap();
+        let other = Cache::new(&dir, DEFAULT_LIMIT, false);
+        other.show_dir(b"/h:1", &[]).unwrap();
+        assert!(!dead.exists(), "an unlocked mirror is removed");
+        assert!(
+            bytes_path(live.mirror()).exists(),
+            "a live agent's mirror stays"
+        );
+        live.close();
+        other.close();
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
