@@ -947,3 +947,30 @@ fn extended_attributes_and_statfs_go_through_the_server() {
         .unwrap();
     assert_eq!(stdout(&got), "b'v'\n");
 }
+
+#[test]
+fn a_shared_key_given_to_roost_run_authenticates_every_connection() {
+    let keys = tempfile::tempdir().unwrap();
+    let server_keys = TestServer::with_keys(keys.path(), &["batch"]);
+    let mut args: Vec<&str> = vec!["--auth", "hmac", "--acl", "hmac:batch=rwl"];
+    args.extend(server_keys.iter().map(String::as_str));
+    let server = TestServer::start(&args);
+    std::fs::write(server.root().join("f"), b"for batch\n").unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let key = format!("batch={}", keys.path().join("batch.key").display());
+    for mode in MODES {
+        let o = roost()
+            .args(["run", "--auth", "hmac", "--key", &key, "--cache"])
+            .arg(cache.path())
+            .args(mode)
+            .args(["--", "sh", "-c"])
+            .arg(format!(
+                "cat /chirp/127.0.0.1:{0}/f && echo more > /chirp/127.0.0.1:{0}/g",
+                server.port
+            ))
+            .output()
+            .unwrap();
+        assert_eq!(stdout(&o), "for batch\n", "{mode:?}: {}", stderr(&o));
+    }
+    assert_eq!(std::fs::read(server.root().join("g")).unwrap(), b"more\n");
+}
