@@ -16,15 +16,17 @@ use std::time::Duration;
 #[derive(Args)]
 #[command(after_help = "\
 Exit status: the program's own; 128+N when it dies of signal N (as a shell reports it);
-127 when the program is not found, 126 when it cannot be executed; 2 for a bad --mount,
---mount-file or --trace; 125 when roost cannot trace at all (e.g. ptrace forbidden).
+127 when the program is not found, 126 when it cannot be executed; 2 for a bad option (a
+--mount, --mount-file, --trace, --auth, --key, --cache-size or identity option); 125 when
+roost cannot trace at all (e.g. ptrace forbidden).
 roost returns when the program exits; processes it left running stay traced (and inside the
 namespace) until they exit. With --trace or --summary roost waits for them, to report on them.
 
 Remote files: /chirp/HOST[:PORT]/PATH names a file on a Chirp server (roost serve, cctools'
 chirp_server) with no mount at all; mounts may point there too (--mount /data=/chirp/h:9094/d
 or chirp://h:9094/d). Files are read whole into a cache shared by your runs (--cache) and
-checked against the server on every open; files written go back when closed.
+checked against the server's attributes (learnt within the last second) on every open;
+files written go back when closed, and roost returns once they are there.
 
 Identity: --uid, --gid, --user and --hostname make the id queries (getuid, getresgid,
 getgroups, ...) and uname report the given identity, and map /etc/passwd and /etc/group to
