@@ -76,6 +76,10 @@ pub struct RunArgs {
     /// ~/.cache/roost].
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
+    /// Seconds a remote file's attributes are trusted: stat answers, and the validation of
+    /// a cached copy when a file is opened (0: ask the server every time).
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+    pub attr_ttl: f64,
     /// The cache's size bound, in bytes or with a K, M or G suffix; the least recently
     /// used files go first.
     #[arg(long, default_value = "4G", value_name = "SIZE")]
@@ -151,11 +155,17 @@ fn chirp_driver(args: &RunArgs) -> Result<Arc<ChirpNet>, String> {
     };
     let mut client = crate::remote::options(&connect).map_err(|e| e.0)?;
     client.connect_timeout = Duration::from_secs(args.io_timeout.clamp(1, 15));
+    if !(0.0..=86400.0).contains(&args.attr_ttl) {
+        return Err(format!(
+            "--attr-ttl {}: expected 0 to 86400 seconds",
+            args.attr_ttl
+        ));
+    }
     let options = ChirpOptions {
         client,
         timeout: Duration::from_secs(args.timeout),
+        attr_ttl: Duration::from_secs_f64(args.attr_ttl),
         verbose: args.verbose,
-        ..ChirpOptions::default()
     };
     let dir = args.cache.clone().unwrap_or_else(default_cache_dir);
     let cache = Cache::new(&dir, parse_size(&args.cache_size)?, args.verbose);

@@ -974,3 +974,23 @@ fn a_shared_key_given_to_roost_run_authenticates_every_connection() {
     }
     assert_eq!(std::fs::read(server.root().join("g")).unwrap(), b"more\n");
 }
+
+/// With `--attr-ttl 0` every open asks the server: a change is seen by the very next open.
+#[test]
+fn with_no_attribute_ttl_the_next_open_sees_a_change() {
+    let r = Remote::start();
+    let f = r.write("shared", b"old\n");
+    std::thread::sleep(Duration::from_millis(3100));
+    let script = format!("cat {0} && sleep 0.6 && cat {0}", r.url("/shared"));
+    let program = roost()
+        .args(["run", "--attr-ttl", "0", "--cache"])
+        .arg(r.cache.path())
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(&f, b"new content\n").unwrap();
+    let o = program.wait_with_output().unwrap();
+    assert_eq!(stdout(&o), "old\nnew content\n");
+}
