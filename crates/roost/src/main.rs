@@ -3,6 +3,7 @@
 mod background;
 mod group_cmds;
 mod identity;
+mod index;
 mod progress;
 mod remote;
 mod run;
@@ -36,6 +37,8 @@ enum Command {
     Run(run::RunArgs),
     /// Export a directory over the Chirp protocol, with authentication and ACLs.
     Serve(serve::ServeArgs),
+    /// Write the index files that let a plain web server serve DIR as a file system.
+    Index(index::IndexArgs),
     #[command(flatten)]
     Remote(remote::RemoteCommand),
     #[command(flatten)]
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run(args) => run::main(args),
         Command::Serve(args) => serve::main(args),
+        Command::Index(args) => index::main(args),
         Command::Remote(command) => remote::main(command),
         Command::Group(command) => group_cmds::main(command),
     }

@@ -4,6 +4,7 @@
 use crate::background;
 use clap::Args;
 use roost_agent::Options;
+use roost_httpfs::{HttpNet, HttpOptions};
 use roost_vfs::cache::Cache;
 use roost_vfs::chirp::{ChirpNet, ChirpOptions};
 use roost_vfs::{parse_mount_file, parse_mount_spec, Driver, MountContext, MountTable, Namespace};
@@ -27,6 +28,10 @@ chirp_server) with no mount at all; mounts may point there too (--mount /data=/c
 or chirp://h:9094/d). Files are read whole into a cache shared by your runs (--cache) and
 checked against the server's attributes (learnt within the last second) on every open;
 files written go back when closed, and roost returns once they are there.
+/http/HOST[:PORT]/PATH (and /https/...) names a file on a web server, read-only, as the
+index files `roost index` writes there describe it (--http-ttl); mounts may point there
+too (--mount /sw=/http/h:8080/sw or http://h:8080/sw). Files are fetched whole into the
+same cache and checked against the index's SHA-256.
 
 Identity: --uid, --gid, --user and --hostname make the id queries (getuid, getresgid,
 getgroups, ...) and uname report the given identity, and map /etc/passwd and /etc/group to
@@ -80,6 +85,9 @@ pub struct RunArgs {
     /// a cached copy when a file is opened (0: ask the server every time).
     #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
     pub attr_ttl: f64,
+    /// Seconds a web server's directory index is trusted before it is fetched again.
+    #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
+    pub http_ttl: f64,
     /// The cache's size bound, in bytes or with a K, M or G suffix; the least recently
     /// used files go first.
     #[arg(long, default_value = "4G", value_name = "SIZE")]
@@ -167,31 +175,75 @@ fn chirp_driver(args: &RunArgs) -> Result<Arc<ChirpNet>, String> {
         attr_ttl: Duration::from_secs_f64(args.attr_ttl),
         verbose: args.verbose,
     };
+    Ok(Arc::new(ChirpNet::new(cache_of(args)?, options)))
+}
+
+/// The shared cache of remote files (`--cache`, `--cache-size`), with a mirror of its own
+/// for the driver it is made for.
+fn cache_of(args: &RunArgs) -> Result<Arc<Cache>, String> {
     let dir = args.cache.clone().unwrap_or_else(default_cache_dir);
-    let cache = Cache::new(&dir, parse_size(&args.cache_size)?, args.verbose);
-    Ok(Arc::new(ChirpNet::new(cache, options)))
+    Ok(Cache::new(
+        &dir,
+        parse_size(&args.cache_size)?,
+        args.verbose,
+    ))
+}
+
+/// The drivers of every web server, over http and over https.
+fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
+    if !(0.0..=86400.0).contains(&args.http_ttl) {
+        return Err(format!(
+            "--http-ttl {}: expected 0 to 86400 seconds",
+            args.http_ttl
+        ));
+    }
+    let options = HttpOptions {
+        ttl: Duration::from_secs_f64(args.http_ttl),
+        timeout: Duration::from_secs(args.io_timeout.max(1)),
+        verbose: args.verbose,
+    };
+    // The objects are shared with Chirp's; each driver's mirror is its own, since a mirror
+    // holds driver paths (`/HOST:PORT/PATH`) and the root's listing replaces its entries.
+    let web = |scheme| -> Result<Arc<HttpNet>, String> {
+        Ok(Arc::new(HttpNet::new(
+            scheme,
+            cache_of(args)?,
+            options.clone(),
+        )))
+    };
+    Ok([web("http")?, web("https")?])
 }
 
 /// Builds the mount table: files first, then `--mount` arguments (later ones win), and
-/// `/chirp` for every Chirp server unless a mapping names it.
+/// `/chirp`, `/http` and `/https` for every server unless a mapping names them.
 fn mount_table(
     args: &RunArgs,
     cwd: &std::path::Path,
     chirp: &Arc<ChirpNet>,
+    [http, https]: &[Arc<HttpNet>; 2],
 ) -> Result<MountTable, String> {
     let as_driver: Arc<dyn Driver> = chirp.clone();
+    let (http, https): (Arc<dyn Driver>, Arc<dyn Driver>) = (http.clone(), https.clone());
     let ctx = MountContext {
         cwd,
         chirp: Some(Arc::clone(&as_driver)),
+        http: Some(Arc::clone(&http)),
+        https: Some(Arc::clone(&https)),
     };
     let mut table = MountTable::new();
-    table.add(
-        b"/chirp",
-        roost_vfs::Target::Driver {
-            driver: as_driver,
-            root: b"/".to_vec(),
-        },
-    );
+    for (logical, driver) in [
+        (&b"/chirp"[..], as_driver),
+        (b"/http", http),
+        (b"/https", https),
+    ] {
+        table.add(
+            logical,
+            roost_vfs::Target::Driver {
+                driver,
+                root: b"/".to_vec(),
+            },
+        );
+    }
     for file in &args.mount_files {
         let name = file.display().to_string();
         let text = std::fs::read_to_string(file).map_err(|e| format!("{name}: {e}"))?;
@@ -263,7 +315,14 @@ pub fn main(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let table = match mount_table(&args, &cwd, &chirp) {
+    let web = match web_drivers(&args) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("roost run: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let table = match mount_table(&args, &cwd, &chirp, &web) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("roost run: {e}");
@@ -350,6 +409,9 @@ pub fn main(args: RunArgs) -> ExitCode {
         }
     };
     chirp.close();
+    for driver in &web {
+        driver.close();
+    }
     drop(identity_files);
     exit_code(code)
 }

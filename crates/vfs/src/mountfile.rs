@@ -27,17 +27,65 @@ impl fmt::Display for MountFileError {
 impl std::error::Error for MountFileError {}
 
 /// What the right-hand side of a mapping is read against: the directory relative
-/// physical paths start from, and the driver that serves `/chirp/...` and `chirp://...`.
+/// physical paths start from, the driver that serves `/chirp/...` and `chirp://...`, and
+/// those that serve `/http/...` and `http://...` (and `/https/...`, `https://...`).
 pub struct MountContext<'a> {
     pub cwd: &'a Path,
     pub chirp: Option<std::sync::Arc<dyn crate::Driver>>,
+    pub http: Option<std::sync::Arc<dyn crate::Driver>>,
+    pub https: Option<std::sync::Arc<dyn crate::Driver>>,
 }
 
 impl<'a> MountContext<'a> {
     /// Local paths only (a remote target is an error).
     pub fn local(cwd: &'a Path) -> MountContext<'a> {
-        MountContext { cwd, chirp: None }
+        MountContext {
+            cwd,
+            chirp: None,
+            http: None,
+            https: None,
+        }
     }
+}
+
+/// Whether `authority` looks like `HOST[:PORT]` (a non-zero numeric port, if any).
+fn web_authority(authority: &str) -> bool {
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') || h.ends_with(']') => (h, Some(p)),
+        _ => (authority, None),
+    };
+    !host.is_empty()
+        && !host.contains('@')
+        && port.map_or(true, |p| p.parse::<u16>().is_ok_and(|p| p != 0))
+}
+
+/// `http://HOST[:PORT]/PATH` or `/http/HOST[:PORT]/PATH` (and the same for https): a
+/// directory or file on a web server, read-only (see `docs/httpfs.md`).
+fn web_target(physical: &str, ctx: &MountContext<'_>) -> Option<Result<Target, String>> {
+    let (scheme, rest) = [("https", &ctx.https), ("http", &ctx.http)]
+        .into_iter()
+        .find_map(|(scheme, driver)| {
+            let rest = physical
+                .strip_prefix(&format!("{scheme}://"))
+                .or_else(|| physical.strip_prefix(&format!("/{scheme}/")))?;
+            Some(((scheme, driver), rest))
+        })?;
+    let (scheme, driver) = scheme;
+    let authority = rest.split('/').next().unwrap_or("");
+    if !web_authority(authority) {
+        return Some(Err(format!(
+            "{physical}: expected {scheme}://HOST[:PORT]/PATH"
+        )));
+    }
+    let Some(driver) = driver.clone() else {
+        return Some(Err(format!(
+            "{physical}: remote targets are not available here"
+        )));
+    };
+    Some(Ok(Target::Driver {
+        driver,
+        root: crate::path::normalize(format!("/{rest}").as_bytes()),
+    }))
 }
 
 /// Turns the right-hand side of a mapping into a target; relative physical paths are taken
@@ -45,8 +93,12 @@ impl<'a> MountContext<'a> {
 /// are followed (so the kernel's names for files under it are the mapping's own); one that
 /// does not exist yet is kept as written. `/chirp/HOST[:PORT]/PATH` and
 /// `chirp://HOST[:PORT]/PATH` (optionally ending in `:cached`, the one mode there is so
-/// far) name a directory or file on a Chirp server.
+/// far) name a directory or file on a Chirp server; `/http/...`, `http://...` (and https)
+/// one on a web server.
 fn target_of(physical: &str, ctx: &MountContext<'_>) -> Result<Target, String> {
+    if let Some(target) = web_target(physical, ctx) {
+        return target;
+    }
     let local = |p: std::path::PathBuf| {
         let p = std::fs::canonicalize(&p).unwrap_or(p);
         Target::local(p.into_os_string().into_encoded_bytes())
@@ -289,8 +341,8 @@ mod tests {
             }
         }
         let ctx = MountContext {
-            cwd: Path::new("/"),
             chirp: Some(std::sync::Arc::new(Net)),
+            ..MountContext::local(Path::new("/"))
         };
         let root = |spec: &str| parse_mount_spec(spec, &ctx).map(|(_, t)| format!("{t:?}"));
         assert_eq!(root("/d=/chirp/h:9/x/").unwrap(), "chirp:/h:9/x");
@@ -299,6 +351,39 @@ mod tests {
         assert!(e.to_string().contains("not built yet"), "{e}");
         assert!(root("/d=chirp://h:0/x").is_err());
         let local_only = parse_mount_spec("/d=/chirp/h/x", &MountContext::local(Path::new("/")));
+        assert!(local_only.is_err());
+    }
+
+    #[test]
+    fn http_targets_name_a_web_server_and_a_path() {
+        struct Web(&'static str);
+        impl crate::Driver for Web {
+            fn name(&self) -> &'static str {
+                self.0
+            }
+        }
+        let ctx = MountContext {
+            http: Some(std::sync::Arc::new(Web("http"))),
+            https: Some(std::sync::Arc::new(Web("https"))),
+            ..MountContext::local(Path::new("/"))
+        };
+        let root = |spec: &str| parse_mount_spec(spec, &ctx).map(|(_, t)| format!("{t:?}"));
+        assert_eq!(
+            root("/sw=/http/127.0.0.1:8080/sw/").unwrap(),
+            "http:/127.0.0.1:8080/sw"
+        );
+        assert_eq!(root("/sw=http://h/sw").unwrap(), "http:/h/sw");
+        assert_eq!(root("/sw=https://h:8443/a/b").unwrap(), "https:/h:8443/a/b");
+        assert_eq!(root("/sw=/https/h").unwrap(), "https:/h");
+        for bad in [
+            "/d=http://h:0/x",
+            "/d=http://:80/x",
+            "/d=http://u@h/x",
+            "/d=/http/h:x/y",
+        ] {
+            assert!(root(bad).is_err(), "{bad}");
+        }
+        let local_only = parse_mount_spec("/d=/http/h/x", &MountContext::local(Path::new("/")));
         assert!(local_only.is_err());
     }
 }

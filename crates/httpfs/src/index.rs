@@ -1,0 +1,372 @@
+//! roost's per-directory index (`.roostindex`, see `docs/httpfs.md`): one small text file in
+//! each served directory listing its entries with type, permission bits, size, modification
+//! time, link count, content hash (SHA-256, files only) and symlink target, and the
+//! directory itself as `.`. [`parse`] never panics: a malformed index is an error naming
+//! the line; [`write`] is its inverse.
+
+use std::fmt::Write as _;
+
+/// The file name of the index in each served directory.
+pub const INDEX_NAME: &str = ".roostindex";
+/// The first line of every index.
+pub const HEADER: &str = "#roost-index 1";
+
+/// What an entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Link,
+}
+
+impl Kind {
+    /// The `S_IFMT` bits of this kind.
+    pub fn ifmt(self) -> u32 {
+        match self {
+            Kind::File => libc::S_IFREG,
+            Kind::Dir => libc::S_IFDIR,
+            Kind::Link => libc::S_IFLNK,
+        }
+    }
+    fn letter(self) -> char {
+        match self {
+            Kind::File => 'f',
+            Kind::Dir => 'd',
+            Kind::Link => 'l',
+        }
+    }
+}
+
+/// A content hash an index records for a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Digest {
+    Sha256([u8; 32]),
+    /// GROW-FS listings carry SHA-1.
+    Sha1([u8; 20]),
+}
+
+impl Digest {
+    /// The bytes of the hash.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Digest::Sha256(b) => b,
+            Digest::Sha1(b) => b,
+        }
+    }
+    /// Lower-case hexadecimal.
+    pub fn hex(&self) -> String {
+        hex(self.bytes())
+    }
+}
+
+/// One entry of a directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub name: Vec<u8>,
+    pub kind: Kind,
+    /// Permission bits (`0o7777`).
+    pub mode: u32,
+    pub size: u64,
+    /// Modification time, seconds since the epoch.
+    pub mtime: i64,
+    pub nlink: u64,
+    /// Files only (and optional there: GROW-FS may list none).
+    pub digest: Option<Digest>,
+    /// Symlinks only.
+    pub target: Option<Vec<u8>>,
+}
+
+/// Lower-case hexadecimal of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// The bytes of an even-length hexadecimal string.
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 || !text.is_ascii() {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
+}
+
+/// A name as written in an index: bytes up to and including space, `%` and DEL as `%XX`.
+pub fn escape(name: &[u8]) -> String {
+    let mut out = String::with_capacity(name.len());
+    for &b in name {
+        if b <= b' ' || b == b'%' || b == 0x7f || b >= 0x80 {
+            let _ = write!(out, "%{b:02X}");
+        } else {
+            out.push(b as char);
+        }
+    }
+    out
+}
+
+/// The inverse of [`escape`]; `None` for a malformed escape.
+pub fn unescape(text: &str) -> Option<Vec<u8>> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hexed = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hexed, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// Whether `name` may be an entry: not empty, `.`, `..`, and without `/` or NUL.
+pub fn valid_name(name: &[u8]) -> bool {
+    !name.is_empty() && name != b"." && name != b".." && !name.contains(&b'/') && !name.contains(&0)
+}
+
+/// Parses an index; the error names the line (1-based) and what is wrong with it.
+pub fn parse(text: &[u8]) -> Result<Vec<Entry>, String> {
+    let text = std::str::from_utf8(text).map_err(|_| "not UTF-8 text".to_string())?;
+    let mut lines = text.split_terminator('\n');
+    match lines.next() {
+        Some(HEADER) => {}
+        Some(other) if other.starts_with("#roost-index ") => {
+            return Err(format!("line 1: unknown index version {other:?}"))
+        }
+        _ => return Err(format!("line 1: expected {HEADER:?}")),
+    }
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, line) in lines.enumerate() {
+        let entry = parse_line(line).map_err(|e| format!("line {}: {e}", i + 2))?;
+        if !seen.insert(entry.name.clone()) {
+            return Err(format!(
+                "line {}: {} listed twice",
+                i + 2,
+                escape(&entry.name)
+            ));
+        }
+        out.push(entry);
+    }
+    Ok(out)
+}
+
+fn parse_line(line: &str) -> Result<Entry, String> {
+    let fields: Vec<&str> = line.split(' ').collect();
+    let (kind, count) = match fields.first().copied() {
+        Some("f") => (Kind::File, 7),
+        Some("d") => (Kind::Dir, 7),
+        Some("l") => (Kind::Link, 8),
+        _ => return Err("expected an entry type f, d or l".into()),
+    };
+    if fields.len() != count {
+        return Err(format!("expected {count} fields, found {}", fields.len()));
+    }
+    let mode = u32::from_str_radix(fields[1], 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+        .ok_or("bad mode")?;
+    let size: u64 = fields[2].parse().map_err(|_| "bad size")?;
+    let mtime: i64 = fields[3].parse().map_err(|_| "bad modification time")?;
+    let nlink: u64 = fields[4].parse().map_err(|_| "bad link count")?;
+    let digest = match (kind, fields[5]) {
+        (Kind::File, h) => {
+            let b = unhex(h).filter(|b| b.len() == 32).ok_or("bad sha256")?;
+            Some(Digest::Sha256(b.try_into().map_err(|_| "bad sha256")?))
+        }
+        (_, "-") => None,
+        _ => return Err("a hash on a directory or symlink".into()),
+    };
+    let name = unescape(fields[6]).ok_or("bad escape in the name")?;
+    let itself = kind == Kind::Dir && name == b".";
+    if !valid_name(&name) && !itself {
+        return Err("bad name".into());
+    }
+    let target = match kind {
+        Kind::Link => {
+            let t = unescape(fields[7]).ok_or("bad escape in the target")?;
+            if t.is_empty() || t.contains(&0) {
+                return Err("bad symlink target".into());
+            }
+            Some(t)
+        }
+        _ => None,
+    };
+    Ok(Entry {
+        name,
+        kind,
+        mode,
+        size,
+        mtime,
+        nlink,
+        digest,
+        target,
+    })
+}
+
+/// The text of an index listing `entries`, sorted by name. Entries must be valid (names
+/// as [`valid_name`] says, a SHA-256 on every file, a target on every symlink).
+pub fn write(entries: &[Entry]) -> Vec<u8> {
+    let mut sorted: Vec<&Entry> = entries.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out = String::from(HEADER);
+    out.push('\n');
+    for e in sorted {
+        let hash = match (&e.kind, &e.digest) {
+            (Kind::File, Some(d)) => d.hex(),
+            _ => "-".into(),
+        };
+        let _ = write!(
+            out,
+            "{} {:04o} {} {} {} {hash} {}",
+            e.kind.letter(),
+            e.mode & 0o7777,
+            e.size,
+            e.mtime,
+            e.nlink,
+            escape(&e.name)
+        );
+        if let Some(t) = &e.target {
+            let _ = write!(out, " {}", escape(t));
+        }
+        out.push('\n');
+    }
+    out.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Entry> {
+        vec![
+            Entry {
+                name: b".".to_vec(),
+                kind: Kind::Dir,
+                mode: 0o755,
+                size: 4096,
+                mtime: 1_700_000_000,
+                nlink: 3,
+                digest: None,
+                target: None,
+            },
+            Entry {
+                name: b"sp ace%".to_vec(),
+                kind: Kind::File,
+                mode: 0o755,
+                size: 12,
+                mtime: 1_700_000_000,
+                nlink: 1,
+                digest: Some(Digest::Sha256([7; 32])),
+                target: None,
+            },
+            Entry {
+                name: b"d".to_vec(),
+                kind: Kind::Dir,
+                mode: 0o2755,
+                size: 4096,
+                mtime: -5,
+                nlink: 3,
+                digest: None,
+                target: None,
+            },
+            Entry {
+                name: "l\u{e9}".as_bytes().to_vec(),
+                kind: Kind::Link,
+                mode: 0o777,
+                size: 9,
+                mtime: 0,
+                nlink: 1,
+                digest: None,
+                target: Some(b"../a b/c".to_vec()),
+            },
+        ]
+    }
+
+    #[test]
+    fn written_indexes_parse_back() {
+        let text = write(&sample());
+        let mut want = sample();
+        want.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(parse(&text).unwrap(), want);
+        let s = String::from_utf8(text).unwrap();
+        assert!(
+            s.starts_with("#roost-index 1\nd 0755 4096 1700000000 3 - .\nd 2755 4096 -5 3 - d\n"),
+            "{s}"
+        );
+        assert!(s.contains(" sp%20ace%25\n"), "{s}");
+        assert!(s.contains("l 0777 9 0 1 - l%C3%A9 ../a%20b/c\n"), "{s}");
+    }
+
+    #[test]
+    fn malformed_indexes_are_errors_naming_the_line() {
+        let bad: &[(&[u8], &str)] = &[
+            (b"", "line 1"),
+            (b"#roost-index 2\n", "unknown index version"),
+            (
+                b"#roost-index 1\nx 0644 1 1 1 - n\n",
+                "line 2: expected an entry type",
+            ),
+            (
+                b"#roost-index 1\nd 0755 1 1 1 - a\nf 0644 1 1 1 00 b\n",
+                "line 3: bad sha256",
+            ),
+            (b"#roost-index 1\nd 9999 1 1 1 - a\n", "bad mode"),
+            (b"#roost-index 1\nd 0755 1 1 1 - a/b\n", "bad name"),
+            (b"#roost-index 1\nd 0755 1 1 1 - ..\n", "bad name"),
+            (b"#roost-index 1\nl 0777 1 1 1 - . x\n", "bad name"),
+            (b"#roost-index 1\nd 0755 1 1 1 - a%2\n", "bad escape"),
+            (
+                b"#roost-index 1\nd 0755 1 1 1 - a\nd 0755 1 1 1 - a\n",
+                "twice",
+            ),
+            (b"#roost-index 1\nl 0777 1 1 1 - a\n", "expected 8 fields"),
+            (b"#roost-index 1\n\xff\n", "UTF-8"),
+        ];
+        for (text, want) in bad {
+            let e = parse(text).unwrap_err();
+            assert!(e.contains(want), "{e:?} lacks {want:?}");
+        }
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let valid = write(&sample());
+        for round in 0..20_000 {
+            let mut data = valid.clone();
+            // Mutate a valid index: flips, truncations, insertions of field separators.
+            for _ in 0..(next() % 6) {
+                let at = (next() as usize) % data.len().max(1);
+                match next() % 4 {
+                    0 => data[at] = next() as u8,
+                    1 => data.truncate(at),
+                    2 => data.insert(at, b" \n%-0f"[(next() % 6) as usize]),
+                    _ => {
+                        data.remove(at);
+                    }
+                }
+                if data.is_empty() {
+                    break;
+                }
+            }
+            if round % 7 == 0 {
+                data = (0..next() % 200).map(|_| next() as u8).collect();
+            }
+            crate::fuzz_check::check_parsers(&data);
+        }
+    }
+}

@@ -1,0 +1,828 @@
+//! The http driver: `/http/HOST[:PORT]/PATH` (driver paths `/HOST[:PORT]/PATH`, as Chirp's)
+//! on any web server, read-only. Directory types, attributes and listings come only from
+//! the index files (`.roostindex` in each directory, or a GROW-FS `.growfsdir` over a
+//! whole tree), kept in memory for a TTL; never from a server's HTML listing. Files are
+//! fetched whole into the shared cache, keyed by server and path, versioned by the index's
+//! size, time and hash, and checked against the index's hash while they arrive: a file
+//! that does not match is never shown (retried with a fresh index, then EIO and a line on
+//! stderr). Without an index a path that answers 200 is a regular file (size from
+//! Content-Length) and a directory cannot be listed. Every change answers EROFS.
+
+use crate::client::{self, Client, Failure};
+use crate::growfs;
+use crate::index::{Digest, Entry, Kind, INDEX_NAME};
+use crate::listing::Listing;
+use roost_vfs::cache::{Cache, Version};
+use roost_vfs::{Driver, Errno, Intent, ReadAt, Stat, StatFs};
+use sha2::Digest as _;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The largest index or GROW-FS listing fetched.
+const INDEX_LIMIT: u64 = 256 << 20;
+/// How many times a file whose content does not match its index is fetched.
+const ATTEMPTS: u32 = 3;
+
+/// How the driver reaches servers.
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    /// How long an index (and what a path without one answered) is trusted.
+    pub ttl: Duration,
+    /// Connect and read timeout of each request.
+    pub timeout: Duration,
+    /// Say fetches of indexes and files on stderr.
+    pub verbose: bool,
+}
+
+impl Default for HttpOptions {
+    fn default() -> HttpOptions {
+        HttpOptions {
+            ttl: Duration::from_secs(300),
+            timeout: Duration::from_secs(30),
+            verbose: false,
+        }
+    }
+}
+
+/// What is known of a directory: its listing, or that it has no index.
+#[derive(Clone)]
+enum Known {
+    Indexed(Arc<Listing>),
+    Unindexed,
+}
+
+/// What a lookup found: the attributes, and for a regular file the version of its
+/// content (for the cache) and the hash that vouches for it (none without an index).
+#[derive(Clone, Copy)]
+struct Found {
+    stat: Stat,
+    version: Option<Version>,
+    digest: Option<Digest>,
+}
+
+impl Found {
+    /// Attributes only (a directory, a symlink).
+    fn plain(stat: Stat) -> Found {
+        Found {
+            stat,
+            version: None,
+            digest: None,
+        }
+    }
+}
+
+/// What a path without an index in its directory answered, with when.
+type Probed = (Result<Found, Errno>, Instant);
+
+/// Answers by (server, path on it).
+type ByPath<T> = Mutex<HashMap<(String, Vec<u8>), T>>;
+
+/// A GROW-FS tree loaded from `ROOT/.growfsdir`, with when.
+struct Grown {
+    root: Vec<u8>,
+    tree: Arc<growfs::Tree>,
+    at: Instant,
+}
+
+/// Every web server of one scheme, as one driver.
+pub struct HttpNet {
+    scheme: &'static str,
+    cache: Arc<Cache>,
+    client: Client,
+    options: HttpOptions,
+    /// The servers this run has used, as the entries of `/http`.
+    servers: Mutex<BTreeSet<String>>,
+    /// Directories by (server, path).
+    dirs: ByPath<(Known, Instant)>,
+    probes: ByPath<Probed>,
+    grown: Mutex<HashMap<String, Vec<Grown>>>,
+    /// Unindexed directories already said on stderr.
+    said: Mutex<HashSet<(String, Vec<u8>)>>,
+    /// Servers whose failure to answer was said and not yet followed by an answer.
+    down: Mutex<HashSet<String>>,
+    uid: u32,
+    gid: u32,
+    /// Requests, bytes of files fetched and refused contents, for `--summary`.
+    requests: AtomicU64,
+    fetched: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// The first component of a driver path and the rest (`/` at least).
+fn split_authority(path: &[u8]) -> (&[u8], &[u8]) {
+    let path = path.strip_prefix(b"/").unwrap_or(path);
+    match path.iter().position(|&b| b == b'/') {
+        Some(i) => (&path[..i], &path[i..]),
+        None => (path, b"/"),
+    }
+}
+
+/// Whether `authority` is `HOST[:PORT]` (a name, an IPv4 address or a bracketed IPv6 one).
+pub fn valid_authority(authority: &str) -> bool {
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(inner) => match inner.split_once(']') {
+            Some((h, "")) => (h, None),
+            Some((h, p)) => match p.strip_prefix(':') {
+                Some(p) => (h, Some(p)),
+                None => return false,
+            },
+            None => return false,
+        },
+        None => match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        },
+    };
+    let host_ok = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._:".contains(&b))
+        && (authority.starts_with('[') || !host.contains(':'));
+    host_ok && port.map_or(true, |p| p.parse::<u16>().is_ok_and(|p| p != 0))
+}
+
+/// A stable inode number for a path (`find` and `cp` tell files apart by it).
+fn inode_of(key: &str) -> u64 {
+    let h = sha2::Sha256::digest(key.as_bytes());
+    u64::from_le_bytes(h[..8].try_into().expect("8 bytes")) >> 1
+}
+
+impl HttpNet {
+    /// The driver of `scheme` (`http` or `https`).
+    pub fn new(scheme: &'static str, cache: Arc<Cache>, options: HttpOptions) -> HttpNet {
+        HttpNet {
+            scheme,
+            cache,
+            client: Client::new(options.timeout),
+            options,
+            servers: Mutex::new(BTreeSet::new()),
+            dirs: Mutex::new(HashMap::new()),
+            probes: Mutex::new(HashMap::new()),
+            grown: Mutex::new(HashMap::new()),
+            said: Mutex::new(HashSet::new()),
+            down: Mutex::new(HashSet::new()),
+            // SAFETY: plain queries.
+            uid: unsafe { libc::geteuid() },
+            gid: unsafe { libc::getegid() },
+            requests: AtomicU64::new(0),
+            fetched: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// Removes this agent's local copies (the run is over).
+    pub fn close(&self) {
+        self.cache.close();
+    }
+
+    /// The server a driver path names and the (normalized) path on it; ENOENT for a
+    /// first component that is no `HOST[:PORT]`.
+    fn server(&self, path: &[u8]) -> Result<(String, Vec<u8>), Errno> {
+        let (authority, rest) = split_authority(path);
+        let authority = std::str::from_utf8(authority).map_err(|_| libc::ENOENT)?;
+        if !valid_authority(authority) {
+            return Err(libc::ENOENT);
+        }
+        self.servers
+            .lock()
+            .expect("servers lock")
+            .insert(authority.to_string());
+        Ok((authority.to_string(), roost_vfs::path::normalize(rest)))
+    }
+
+    fn url(&self, authority: &str, path: &[u8]) -> String {
+        client::url(self.scheme, authority, path)
+    }
+
+    /// A request to `authority`; a server that does not answer is said once (until it
+    /// answers again).
+    fn request(&self, authority: &str, method: &str, url: &str) -> Result<client::Answer, Failure> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let answer = self.client.request(method, url);
+        let mut down = self.down.lock().expect("down lock");
+        match &answer {
+            Err(Failure::Transport(e)) => {
+                if down.insert(authority.to_string()) {
+                    eprintln!("roost: {url}: {e}");
+                }
+            }
+            _ => {
+                down.remove(authority);
+            }
+        }
+        answer
+    }
+
+    /// A small file's content, `None` when the server has none there.
+    fn get_small(&self, authority: &str, url: &str) -> Result<Option<Vec<u8>>, Errno> {
+        match self.request(authority, "GET", url) {
+            Ok(a) if a.status == 200 => a.body(INDEX_LIMIT).map(Some).map_err(|e| {
+                eprintln!("roost: {url}: {e}");
+                libc::EIO
+            }),
+            Ok(_) => Ok(None),
+            Err(Failure::Status(s)) if (400..500).contains(&s) => Ok(None),
+            Err(e) => Err(e.errno()),
+        }
+    }
+
+    /// What is known of directory `dir` on `authority`: asked again once the TTL is over.
+    fn directory(&self, authority: &str, dir: &[u8]) -> Result<Known, Errno> {
+        let key = (authority.to_string(), dir.to_vec());
+        if let Some((known, at)) = self.dirs.lock().expect("dirs lock").get(&key) {
+            if at.elapsed() < self.options.ttl {
+                return Ok(known.clone());
+            }
+        }
+        let known = self.load_directory(authority, dir)?;
+        let mut dirs = self.dirs.lock().expect("dirs lock");
+        if dirs.len() > 1 << 16 {
+            dirs.clear();
+        }
+        dirs.insert(key, (known.clone(), Instant::now()));
+        Ok(known)
+    }
+
+    /// Fetches what is known of `dir`: from the GROW-FS tree that holds it (fetched again
+    /// once the TTL is over), else its `.roostindex`, else a `.growfsdir` rooted there.
+    fn load_directory(&self, authority: &str, dir: &[u8]) -> Result<Known, Errno> {
+        if let Some((root, tree, fresh)) = self.tree_holding(authority, dir) {
+            let tree = if fresh {
+                Some(tree)
+            } else {
+                self.load_tree(authority, &root)?
+            };
+            if let Some(tree) = tree {
+                let below = roost_vfs::path::strip_prefix(dir, &root).unwrap_or(b"");
+                let rel = if below.is_empty() { &b"/"[..] } else { below };
+                return match tree.dirs.get(rel) {
+                    Some(entries) => Ok(Known::Indexed(Arc::new(Listing::new(entries.clone())))),
+                    None => Err(libc::ENOENT),
+                };
+            }
+        }
+        let url = self.url(authority, &crate::join(dir, INDEX_NAME.as_bytes()));
+        if let Some(text) = self.get_small(authority, &url)? {
+            if self.options.verbose {
+                eprintln!("roost: fetched {url}");
+            }
+            return match crate::index::parse(&text) {
+                Ok(entries) => Ok(Known::Indexed(Arc::new(Listing::new(entries)))),
+                Err(e) => {
+                    eprintln!("roost: {url}: malformed index: {e}");
+                    Err(libc::EIO)
+                }
+            };
+        }
+        Ok(match self.load_tree(authority, dir)? {
+            Some(tree) => {
+                let entries = tree.dirs.get(&b"/"[..]).cloned().unwrap_or_default();
+                Known::Indexed(Arc::new(Listing::new(entries)))
+            }
+            None => Known::Unindexed,
+        })
+    }
+
+    /// The GROW-FS tree loaded on `authority` that holds `dir`: its root, the tree, and
+    /// whether it is within its TTL.
+    fn tree_holding(
+        &self,
+        authority: &str,
+        dir: &[u8],
+    ) -> Option<(Vec<u8>, Arc<growfs::Tree>, bool)> {
+        let grown = self.grown.lock().expect("grown lock");
+        grown.get(authority)?.iter().find_map(|g| {
+            roost_vfs::path::strip_prefix(dir, &g.root)?;
+            let fresh = g.at.elapsed() < self.options.ttl;
+            Some((g.root.clone(), Arc::clone(&g.tree), fresh))
+        })
+    }
+
+    /// Fetches the GROW-FS tree rooted at `root` (`None` when there is none) and keeps it.
+    fn load_tree(&self, authority: &str, root: &[u8]) -> Result<Option<Arc<growfs::Tree>>, Errno> {
+        let url = self.url(
+            authority,
+            &crate::join(root, growfs::GROWFS_NAME.as_bytes()),
+        );
+        let text = self.get_small(authority, &url)?;
+        let mut grown = self.grown.lock().expect("grown lock");
+        let trees = grown.entry(authority.to_string()).or_default();
+        trees.retain(|g| g.root != root);
+        let Some(text) = text else {
+            return Ok(None);
+        };
+        let tree = Arc::new(growfs::parse(&text).map_err(|e| {
+            eprintln!("roost: {url}: malformed GROW-FS listing: {e}");
+            libc::EIO
+        })?);
+        if self.options.verbose {
+            eprintln!("roost: fetched {url}");
+        }
+        trees.push(Grown {
+            root: root.to_vec(),
+            tree: Arc::clone(&tree),
+            at: Instant::now(),
+        });
+        Ok(Some(tree))
+    }
+
+    /// Forgets what is known of `dir` and what lies in it (its index will be fetched
+    /// again).
+    fn forget(&self, authority: &str, dir: &[u8]) {
+        self.dirs
+            .lock()
+            .expect("dirs lock")
+            .remove(&(authority.to_string(), dir.to_vec()));
+        if let Some(trees) = self.grown.lock().expect("grown lock").get_mut(authority) {
+            trees.retain(|g| roost_vfs::path::strip_prefix(dir, &g.root).is_none());
+        }
+    }
+
+    fn stat_of(&self, authority: &str, path: &[u8], e: &Entry) -> Stat {
+        let blocks = match e.kind {
+            Kind::Link => 0,
+            _ => e.size.div_ceil(4096) as i64 * 8,
+        };
+        Stat {
+            dev: 0x4854_5450,
+            ino: inode_of(&self.url(authority, path)),
+            mode: e.kind.ifmt() | e.mode,
+            nlink: e.nlink.max(1),
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            size: e.size,
+            blksize: 4096,
+            blocks,
+            atime: (e.mtime, 0),
+            mtime: (e.mtime, 0),
+            ctime: (e.mtime, 0),
+        }
+    }
+
+    fn dir_stat(&self, authority: &str, path: &[u8]) -> Stat {
+        self.stat_of(
+            authority,
+            path,
+            &Entry {
+                name: Vec::new(),
+                kind: Kind::Dir,
+                mode: 0o555,
+                size: 4096,
+                mtime: 0,
+                nlink: 2,
+                digest: None,
+                target: None,
+            },
+        )
+    }
+
+    /// The index entry of `path` (not the server's root), `None` when its directory has
+    /// no index.
+    fn entry(&self, authority: &str, path: &[u8]) -> Result<Option<Entry>, Errno> {
+        let parent = roost_vfs::path::parent(path);
+        let name = path.rsplit(|&b| b == b'/').next().unwrap_or(b"");
+        match self.directory(authority, parent)? {
+            Known::Indexed(l) => l.get(name).cloned().map(Some).ok_or(libc::ENOENT),
+            Known::Unindexed => Ok(None),
+        }
+    }
+
+    /// The attributes of `path` without following a final symlink, and for a regular file
+    /// the version of its content and the hash that vouches for it.
+    fn lookup(&self, authority: &str, path: &[u8]) -> Result<Found, Errno> {
+        if path == b"/" {
+            return self.probe(authority, path);
+        }
+        match self.entry(authority, path)? {
+            Some(e) => Ok(Found {
+                stat: self.stat_of(authority, path, &e),
+                version: e.digest.map(|d| Version {
+                    ino: u64::from_le_bytes(d.bytes()[..8].try_into().expect("8 bytes")),
+                    size: e.size,
+                    mtime: e.mtime,
+                }),
+                digest: e.digest,
+            }),
+            None => self.probe(authority, path),
+        }
+    }
+
+    /// A path whose directory has no index: a directory if it has an index of its own or
+    /// the server redirects it (to the name with a slash), a regular file if it answers
+    /// 200 to HEAD (or GET). Remembered for the TTL, unless the server failed to answer.
+    fn probe(&self, authority: &str, path: &[u8]) -> Result<Found, Errno> {
+        let key = (authority.to_string(), path.to_vec());
+        if let Some((answer, at)) = self.probes.lock().expect("probes lock").get(&key) {
+            if at.elapsed() < self.options.ttl {
+                return *answer;
+            }
+        }
+        let dir = |stat| Ok(Found::plain(stat));
+        let answer = match self.directory(authority, path) {
+            Ok(Known::Indexed(l)) => match l.get(b".") {
+                Some(itself) => dir(self.stat_of(authority, path, itself)),
+                None => dir(self.dir_stat(authority, path)),
+            },
+            // A server's root is a directory, whatever its HEAD says.
+            Ok(Known::Unindexed) if path == b"/" => dir(self.dir_stat(authority, path)),
+            Err(e) if e != libc::ENOENT => Err(e),
+            _ => self.head(authority, path),
+        };
+        if matches!(answer, Ok(_) | Err(libc::ENOENT) | Err(libc::EACCES)) {
+            let mut probes = self.probes.lock().expect("probes lock");
+            if probes.len() > 1 << 16 {
+                probes.clear();
+            }
+            probes.insert(key, (answer, Instant::now()));
+        }
+        answer
+    }
+
+    /// HEAD of an unindexed path (GET where a server refuses HEAD): its attributes as a
+    /// file (size from Content-Length, time from Last-Modified) or as an unlistable
+    /// directory.
+    fn head(&self, authority: &str, path: &[u8]) -> Result<Found, Errno> {
+        let url = self.url(authority, path);
+        let answer = match self.request(authority, "HEAD", &url) {
+            Err(Failure::Status(405 | 501)) => self.request(authority, "GET", &url),
+            other => other,
+        }
+        .map_err(|e| e.errno())?;
+        if (300..400).contains(&answer.status) {
+            return Ok(Found::plain(self.dir_stat(authority, path)));
+        }
+        let Some(size) = answer.content_length() else {
+            eprintln!("roost: {url}: no Content-Length, and no index to say the size");
+            return Err(libc::EIO);
+        };
+        let last_modified = answer.header("Last-Modified");
+        let mtime = last_modified.and_then(client::http_date).unwrap_or(0);
+        // Nothing vouches for the content: its version is what the server says of it.
+        let tag = format!("{:?} {last_modified:?}", answer.header("ETag"));
+        let entry = Entry {
+            name: Vec::new(),
+            kind: Kind::File,
+            mode: 0o444,
+            size,
+            mtime,
+            nlink: 1,
+            digest: None,
+            target: None,
+        };
+        Ok(Found {
+            stat: self.stat_of(authority, path, &entry),
+            version: Some(Version {
+                ino: inode_of(&tag),
+                size,
+                mtime,
+            }),
+            digest: None,
+        })
+    }
+
+    /// The entries of directory `path`, or the one-line error of an unindexed one.
+    fn list(&self, authority: &str, path: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, Errno> {
+        match self.directory(authority, path)? {
+            Known::Indexed(l) => Ok(l
+                .entries()
+                .iter()
+                .filter(|e| e.name != b".")
+                .map(|e| (e.name.clone(), e.kind.ifmt()))
+                .collect()),
+            Known::Unindexed => {
+                let key = (authority.to_string(), path.to_vec());
+                if self.said.lock().expect("said lock").insert(key) {
+                    eprintln!(
+                        "roost: {}: cannot list a directory without an index \
+                         (no {INDEX_NAME} or {}; run `roost index` on the served tree)",
+                        self.url(authority, path),
+                        growfs::GROWFS_NAME
+                    );
+                }
+                Err(libc::EOPNOTSUPP)
+            }
+        }
+    }
+
+    /// Fetches `url` into `file`, checking its hash against `digest` as it arrives.
+    fn download(
+        &self,
+        authority: &str,
+        url: &str,
+        file: &mut std::fs::File,
+        digest: Option<Digest>,
+        mismatch: &mut Option<String>,
+    ) -> Result<(), Errno> {
+        let answer = self.request(authority, "GET", url).map_err(|e| e.errno())?;
+        if answer.status != 200 {
+            return Err(libc::EIO);
+        }
+        let mut sha256 = sha2::Sha256::new();
+        let mut sha1 = sha1::Sha1::new();
+        let mut reader = answer.response.into_reader();
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let n = match std::io::Read::read(&mut reader, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    eprintln!("roost: {url}: {e}");
+                    return Err(libc::EIO);
+                }
+            };
+            match digest {
+                Some(Digest::Sha256(_)) => sha256.update(&buf[..n]),
+                Some(Digest::Sha1(_)) => sha1.update(&buf[..n]),
+                None => {}
+            }
+            file.write_all(&buf[..n])
+                .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+            self.fetched.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        let got = match digest {
+            Some(Digest::Sha256(_)) => Some(crate::index::hex(&sha256.finalize())),
+            Some(Digest::Sha1(_)) => Some(crate::index::hex(&sha1.finalize())),
+            None => None,
+        };
+        match (digest, got) {
+            (Some(want), Some(got)) if want.hex() != got => {
+                *mismatch = Some(format!("sha {got}, the index says {}", want.hex()));
+                Err(libc::EBADMSG)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The local copy of the regular file `path` (driver path `full`): from the cache, or
+    /// fetched and checked. A content the index does not vouch for is fetched again with a
+    /// fresh index, then refused.
+    fn localize_file(&self, full: &[u8], authority: &str, path: &[u8]) -> Result<Vec<u8>, Errno> {
+        let key = Cache::key(&format!("{}://{authority}", self.scheme), path);
+        let url = self.url(authority, path);
+        let mut why = String::new();
+        for attempt in 0..ATTEMPTS {
+            if attempt > 0 {
+                self.forget(authority, roost_vfs::path::parent(path));
+                self.probes
+                    .lock()
+                    .expect("probes lock")
+                    .remove(&(authority.to_string(), path.to_vec()));
+                std::thread::sleep(Duration::from_millis(100 << attempt));
+            }
+            let found = self.lookup(authority, path)?;
+            let st = found.stat;
+            if st.mode & libc::S_IFMT != libc::S_IFREG {
+                // The index changed meanwhile, and this is no file any more.
+                return Err(libc::ESTALE);
+            }
+            let version = found.version.unwrap_or(Version {
+                ino: 0,
+                size: st.size,
+                mtime: st.mtime.0,
+            });
+            let digest = found.digest;
+            let mut mismatch = None;
+            let object = self.cache.object((&key, &url), version, |f| {
+                self.download(authority, &url, f, digest, &mut mismatch)
+            });
+            match object {
+                Ok(object) => return self.cache.show_file(full, &object, st.mode, st.mtime.0),
+                Err(libc::EBADMSG) => {
+                    why = mismatch.unwrap_or_default();
+                }
+                Err(libc::ESTALE) => {
+                    let said = if digest.is_some() {
+                        "the index says"
+                    } else {
+                        "announced"
+                    };
+                    why = format!("not the {} bytes {said}", version.size);
+                }
+                Err(e) => return Err(e),
+            }
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        eprintln!(
+            "roost: {url}: content does not match its index ({why}); refused after {ATTEMPTS} attempts"
+        );
+        Err(libc::EIO)
+    }
+
+    fn root_stat() -> Stat {
+        Stat {
+            mode: libc::S_IFDIR | 0o555,
+            nlink: 2,
+            blksize: 4096,
+            ..Stat::default()
+        }
+    }
+
+    fn servers_listed(&self) -> Vec<(Vec<u8>, u32)> {
+        self.servers
+            .lock()
+            .expect("servers lock")
+            .iter()
+            .map(|s| (s.as_bytes().to_vec(), libc::S_IFDIR))
+            .collect()
+    }
+
+    fn is_root(path: &[u8]) -> bool {
+        split_authority(path).0.is_empty()
+    }
+}
+
+impl Driver for HttpNet {
+    fn name(&self) -> &'static str {
+        self.scheme
+    }
+    fn mirror(&self) -> Option<&[u8]> {
+        Some(self.cache.mirror())
+    }
+    fn volume<'p>(&self, path: &'p [u8]) -> &'p [u8] {
+        split_authority(path).0
+    }
+    fn report(&self) -> Option<String> {
+        let servers = self.servers.lock().expect("servers lock");
+        if servers.is_empty() {
+            return None;
+        }
+        let names: Vec<&str> = servers.iter().map(String::as_str).collect();
+        let c = &self.cache;
+        Some(format!(
+            "{} ({}): {} requests, {} bytes of files fetched, {} contents refused; \
+             cache: {} hits, {} misses\n",
+            self.scheme,
+            names.join(", "),
+            self.requests.load(Ordering::Relaxed),
+            self.fetched.load(Ordering::Relaxed),
+            self.refused.load(Ordering::Relaxed),
+            c.hits.load(Ordering::Relaxed),
+            c.misses.load(Ordering::Relaxed),
+        ))
+    }
+    fn lstat(&self, path: &[u8]) -> Result<Stat, Errno> {
+        if Self::is_root(path) {
+            return Ok(Self::root_stat());
+        }
+        let (authority, rest) = self.server(path)?;
+        self.lookup(&authority, &rest).map(|f| f.stat)
+    }
+    fn stat(&self, path: &[u8]) -> Result<Stat, Errno> {
+        if Self::is_root(path) {
+            return Ok(Self::root_stat());
+        }
+        let (authority, mut rest) = self.server(path)?;
+        // Relative targets are followed inside the server; an absolute one names a path of
+        // the program's namespace, which the namespace follows itself.
+        for _ in 0..40 {
+            let st = self.lookup(&authority, &rest)?.stat;
+            if !st.is_symlink() {
+                return Ok(st);
+            }
+            let target = match self.entry(&authority, &rest)? {
+                Some(Entry {
+                    target: Some(t), ..
+                }) if !t.starts_with(b"/") => t,
+                _ => return Err(libc::ENOENT),
+            };
+            rest = roost_vfs::path::normalize(&roost_vfs::path::join(
+                roost_vfs::path::parent(&rest),
+                &target,
+            ));
+        }
+        Err(libc::ELOOP)
+    }
+    fn readlink(&self, path: &[u8]) -> Result<Vec<u8>, Errno> {
+        if Self::is_root(path) {
+            return Err(libc::EINVAL);
+        }
+        let (authority, rest) = self.server(path)?;
+        if rest == b"/" {
+            return Err(libc::EINVAL);
+        }
+        match self.entry(&authority, &rest)? {
+            Some(Entry {
+                target: Some(t), ..
+            }) => Ok(t),
+            Some(_) => Err(libc::EINVAL),
+            None => self.lookup(&authority, &rest).and(Err(libc::EINVAL)),
+        }
+    }
+    fn access(&self, path: &[u8], mode: i32) -> Result<(), Errno> {
+        let st = self.stat(path)?;
+        if mode & libc::W_OK != 0 {
+            return Err(libc::EROFS);
+        }
+        if mode & libc::X_OK != 0 && st.mode & 0o111 == 0 {
+            return Err(libc::EACCES);
+        }
+        Ok(())
+    }
+    fn open_read(&self, path: &[u8]) -> Result<Box<dyn ReadAt>, Errno> {
+        let local = self.localize(path, Intent::Read)?;
+        roost_vfs::LocalDriver.open_read(&local)
+    }
+    fn mkdir(&self, _: &[u8], _: u32) -> Result<(), Errno> {
+        Err(libc::EROFS)
+    }
+    fn rmdir(&self, _: &[u8]) -> Result<(), Errno> {
+        Err(libc::EROFS)
+    }
+    fn unlink(&self, _: &[u8]) -> Result<(), Errno> {
+        Err(libc::EROFS)
+    }
+    fn rename(&self, _: &[u8], _: &[u8]) -> Result<(), Errno> {
+        Err(libc::EROFS)
+    }
+    fn link(&self, _: &[u8], _: &[u8]) -> Result<(), Errno> {
+        Err(libc::EROFS)
+    }
+    fn symlink(&self, _: &[u8], _: &[u8]) -> Result<(), Errno> {
+        Err(libc::EROFS)
+    }
+    fn chmod(&self, _: &[u8], _: u32) -> Result<(), Errno> {
+        Err(libc::EROFS)
+    }
+    fn truncate(&self, _: &[u8], _: u64) -> Result<(), Errno> {
+        Err(libc::EROFS)
+    }
+    fn chown(&self, _: &[u8], _: u32, _: u32, _: bool) -> Result<(), Errno> {
+        Err(libc::EROFS)
+    }
+    fn utime(&self, _: &[u8], _: Option<i64>, _: Option<i64>) -> Result<(), Errno> {
+        Err(libc::EROFS)
+    }
+    fn setxattr(&self, _: &[u8], _: &[u8], _: &[u8], _: i32, _: bool) -> Result<(), Errno> {
+        Err(libc::EROFS)
+    }
+    fn removexattr(&self, _: &[u8], _: &[u8], _: bool) -> Result<(), Errno> {
+        Err(libc::EROFS)
+    }
+    fn getxattr(&self, path: &[u8], _: &[u8], _: bool) -> Result<Vec<u8>, Errno> {
+        self.lstat(path)?;
+        Err(libc::ENODATA)
+    }
+    fn listxattr(&self, path: &[u8], _: bool) -> Result<Vec<u8>, Errno> {
+        self.lstat(path)?;
+        Ok(Vec::new())
+    }
+    fn statfs(&self, path: &[u8]) -> Result<StatFs, Errno> {
+        self.lstat(path)?;
+        Ok(StatFs {
+            bsize: 4096,
+            ..StatFs::default()
+        })
+    }
+    fn readdir(&self, path: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, Errno> {
+        if Self::is_root(path) {
+            return Ok(self.servers_listed());
+        }
+        let (authority, rest) = self.server(path)?;
+        self.list(&authority, &rest)
+    }
+    fn localize(&self, path: &[u8], intent: Intent) -> Result<Vec<u8>, Errno> {
+        if intent != Intent::Read {
+            return Err(libc::EROFS);
+        }
+        if Self::is_root(path) {
+            return self.cache.show_dir(path, &self.servers_listed());
+        }
+        let (authority, rest) = self.server(path)?;
+        let st = self.lookup(&authority, &rest)?.stat;
+        match st.mode & libc::S_IFMT {
+            libc::S_IFDIR => {
+                let entries = self.list(&authority, &rest)?;
+                self.cache.show_dir(path, &entries)
+            }
+            libc::S_IFLNK => Err(libc::ELOOP),
+            _ => self.localize_file(path, &authority, &rest),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authorities() {
+        for ok in ["h", "h:80", "127.0.0.1:8080", "[::1]:8", "[::1]", "a-b.c_d"] {
+            assert!(valid_authority(ok), "{ok}");
+        }
+        for bad in ["", ":80", "h:", "h:0", "h:x", "a:b:c", "[::1", "h/x", "h@x"] {
+            assert!(!valid_authority(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn driver_paths_name_a_server_and_a_path_on_it() {
+        assert_eq!(split_authority(b"/h:9/a/b"), (&b"h:9"[..], &b"/a/b"[..]));
+        assert_eq!(split_authority(b"/h"), (&b"h"[..], &b"/"[..]));
+        assert!(HttpNet::is_root(b"/"));
+    }
+}

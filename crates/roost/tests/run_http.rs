@@ -1,0 +1,576 @@
+//! `roost run` over HTTP: real programs on a tree indexed by `roost index` (or cctools'
+//! `make_growfs`) and served by real web servers on 127.0.0.1 (`python3 -m http.server`,
+//! nginx), reached as `/http/HOST:PORT/...` and through mounts, with notifications and with
+//! `--no-notify`. What they see must be what they see of the same tree locally; a file
+//! that does not match its index must never be shown.
+
+mod run_support;
+
+use run_support::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A web server serving `root` on 127.0.0.1, stopped when dropped.
+struct Web {
+    child: Child,
+    port: u16,
+    /// nginx's configuration and logs.
+    _state: Option<tempfile::TempDir>,
+}
+
+/// A port nobody listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_for(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "no server on port {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Web {
+    fn python(root: &Path) -> Web {
+        let port = free_port();
+        let child = Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1", "-d"])
+            .arg(root)
+            .arg(port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for(port);
+        Web {
+            child,
+            port,
+            _state: None,
+        }
+    }
+
+    fn nginx(root: &Path) -> Web {
+        let port = free_port();
+        let state = tempfile::tempdir().unwrap();
+        let user = if is_root() { "user root root;" } else { "" };
+        let conf = format!(
+            "{user}\nworker_processes 1;\nerror_log {s}/error.log;\npid {s}/nginx.pid;\n\
+             events {{ worker_connections 64; }}\n\
+             http {{\n  access_log off;\n  client_body_temp_path {s}/body;\n\
+             proxy_temp_path {s}/proxy;\n  fastcgi_temp_path {s}/fastcgi;\n\
+             uwsgi_temp_path {s}/uwsgi;\n  scgi_temp_path {s}/scgi;\n\
+             server {{\n    listen 127.0.0.1:{port};\n    root {root};\n    autoindex on;\n  }}\n}}\n",
+            s = state.path().display(),
+            root = root.display()
+        );
+        std::fs::write(state.path().join("nginx.conf"), conf).unwrap();
+        let child = Command::new("nginx")
+            .arg("-p")
+            .arg(state.path())
+            .arg("-c")
+            .arg(state.path().join("nginx.conf"))
+            .args(["-g", "daemon off;"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nginx (apt-get install nginx-light)");
+        wait_for(port);
+        Web {
+            child,
+            port,
+            _state: Some(state),
+        }
+    }
+
+    /// `/http/127.0.0.1:PORT` + `path`.
+    fn url(&self, path: &str) -> String {
+        format!("/http/127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Drop for Web {
+    fn drop(&mut self) {
+        // SAFETY: a signal to our own child (nginx's master stops its workers on TERM).
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+/// A tree to serve and a private cache.
+struct Site {
+    served: tempfile::TempDir,
+    cache: tempfile::TempDir,
+}
+
+impl Site {
+    fn new() -> Site {
+        Site {
+            served: tempfile::tempdir().unwrap(),
+            cache: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn root(&self) -> &Path {
+        self.served.path()
+    }
+
+    fn write(&self, rel: &str, data: &[u8]) -> PathBuf {
+        let p = self.root().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, data).unwrap();
+        p
+    }
+
+    fn executable(&self, rel: &str, data: &[u8]) -> PathBuf {
+        let p = self.write(rel, data);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    /// `roost index` on `rel`.
+    fn index(&self, rel: &str) -> Output {
+        let o = roost()
+            .arg("index")
+            .arg(self.root().join(rel))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        o
+    }
+
+    /// `roost run --cache DIR [mode] OPTIONS -- timeout 60 ARGV`.
+    fn run(&self, mode: &[&str], options: &[&str], argv: &[&str]) -> Output {
+        roost()
+            .arg("run")
+            .arg("--cache")
+            .arg(self.cache.path())
+            .args(mode)
+            .args(options)
+            .arg("--")
+            .args(["timeout", "60"])
+            .args(argv)
+            .output()
+            .unwrap()
+    }
+}
+
+const MODES: [&[&str]; 2] = [&[], &["--no-notify"]];
+
+fn text(o: &Output) -> String {
+    stdout(o) + &stderr(o)
+}
+
+/// Runs `script` with `/m` mapped to `local` and then to `remote`, in both delivery modes:
+/// all four must agree.
+fn same_as_local(s: &Site, local: &Path, remote: &str, script: &str) -> String {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for mode in MODES {
+        for (what, target) in [
+            ("local", local.display().to_string()),
+            ("http", remote.to_string()),
+        ] {
+            let mount = format!("/m={target}");
+            let o = s.run(mode, &["--mount", &mount], &["sh", "-c", script]);
+            seen.push((
+                format!("{what} {mode:?}"),
+                format!("{}\nexit {:?}", text(&o), o.status.code()),
+            ));
+        }
+    }
+    for (what, out) in &seen[1..] {
+        assert_eq!(&seen[0].1, out, "{} vs {what}", seen[0].0);
+    }
+    seen.remove(0).1
+}
+
+/// Files, directories, a symlink, a script and a file over a megabyte under `base`.
+fn populate(s: &Site, base: &str) {
+    s.write(&format!("{base}/top.txt"), b"top level\nneedle one\n");
+    s.write(&format!("{base}/sub/deep/f"), b"deep file\n");
+    s.write(&format!("{base}/sub/g.txt"), b"needle two\n");
+    s.write(&format!("{base}/with space.txt"), b"spaced\n");
+    let big: Vec<u8> = (0..1_500_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    s.write(&format!("{base}/big"), &big);
+    s.executable(
+        &format!("{base}/run.sh"),
+        b"#!/bin/sh\necho \"script $0 $*\"\n",
+    );
+    std::os::unix::fs::symlink("top.txt", s.root().join(format!("{base}/link"))).unwrap();
+}
+
+/// What the tree comparisons run (index files are the server's, not the tree's).
+const SURVEY: &str = "cd /m && ls -lR && find . -name '.roostindex' -prune -o \
+     -printf '%p %y %s %m %n %Ts %l\\n' | sort && stat -c '%s %a %F %h %Y' /m /m/ && grep -rn --exclude=.roostindex needle . | sort \
+     && cat sub/deep/f link 'with space.txt' && wc -c big && md5sum big \
+     && stat -c '%s %a %F %h %Y' link sub big && readlink link && test -d sub && test -L link \
+     && test -x run.sh && ./run.sh a b && cd sub && pwd && ls ../sub/deep && cat ../top.txt | wc -l";
+
+#[test]
+fn coreutils_see_the_served_tree_as_the_local_one() {
+    let s = Site::new();
+    populate(&s, "t");
+    s.index("t");
+    let web = Web::python(s.root());
+    let out = same_as_local(&s, &s.root().join("t"), &web.url("/t"), SURVEY);
+    assert!(out.contains("needle two"), "{out}");
+    assert!(out.contains("script ./run.sh a b"), "{out}");
+    assert!(out.contains("1500000 big"), "{out}");
+    assert!(out.ends_with("exit Some(0)"), "{out}");
+}
+
+#[test]
+fn nginx_serves_the_tree_too_with_no_mount_at_all() {
+    let s = Site::new();
+    populate(&s, "t");
+    s.index("t");
+    let web = Web::nginx(s.root());
+    let out = same_as_local(&s, &s.root().join("t"), &web.url("/t"), SURVEY);
+    assert!(out.ends_with("exit Some(0)"), "{out}");
+    for mode in MODES {
+        let o = s.run(
+            mode,
+            &[],
+            &[
+                "sh",
+                "-c",
+                &format!("cat {0}/t/top.txt && ls /http", web.url("")),
+            ],
+        );
+        assert_eq!(
+            stdout(&o),
+            format!("top level\nneedle one\n127.0.0.1:{}\n", web.port),
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn the_tree_is_read_only() {
+    let s = Site::new();
+    populate(&s, "t");
+    s.index("t");
+    let web = Web::python(s.root());
+    let mount = format!("/m=http://127.0.0.1:{}/t", web.port);
+    for mode in MODES {
+        let o = s.run(
+            mode,
+            &["--mount", &mount],
+            &[
+                "sh",
+                "-c",
+                "for c in 'mkdir /m/d' 'rm /m/top.txt' 'mv /m/top.txt /m/x' 'chmod 600 /m/top.txt' \
+                 'touch /m/top.txt' 'ln -s a /m/l2'; do $c 2>&1 | grep -c 'Read-only file system'; done; \
+                 (echo x >> /m/top.txt) 2>/dev/null; echo $?; cat /m/top.txt",
+            ],
+        );
+        assert_eq!(
+            stdout(&o),
+            "1\n1\n1\n1\n1\n1\n2\ntop level\nneedle one\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn programs_and_scripts_run_from_http() {
+    let s = Site::new();
+    let src = s.write(
+        "tools/src/hello.c",
+        b"#include <stdio.h>\n#include <unistd.h>\nint main(int c, char **v) {\n  char exe[256] = {0};\n  readlink(\"/proc/self/exe\", exe, sizeof exe - 1);\n  printf(\"%s %s %d\\n\", v[0], exe, c);\n  return 0;\n}\n",
+    );
+    std::fs::create_dir(s.root().join("tools/bin")).unwrap();
+    let st = Command::new("gcc")
+        .arg("-o")
+        .arg(s.root().join("tools/bin/hello"))
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // A script whose interpreter is itself a script on the server.
+    s.executable("tools/bin/inner.sh", b"#!/bin/sh\necho \"inner: $*\"\n");
+    s.executable("tools/bin/outer", b"#!/tools/bin/inner.sh -x\nignored\n");
+    s.index("tools");
+    let web = Web::python(s.root());
+    let mount = format!("/tools={}", web.url("/tools"));
+    for mode in MODES {
+        let o = s.run(
+            mode,
+            &["--mount", &mount],
+            &[
+                "sh",
+                "-c",
+                "/tools/bin/hello a && cd /tools/bin && ./hello && ./outer y",
+            ],
+        );
+        assert_eq!(
+            stdout(&o),
+            "/tools/bin/hello /tools/bin/hello 2\n./hello /tools/bin/hello 1\ninner: -x ./outer y\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn python_imports_a_package_tree_served_over_http() {
+    let s = Site::new();
+    s.write("lib/pkg/__init__.py", b"from .core import VALUE\n");
+    s.write("lib/pkg/core.py", b"VALUE = sum(range(10))\n");
+    s.write("lib/pkg/sub/__init__.py", b"");
+    s.write(
+        "lib/pkg/sub/leaf.py",
+        b"import json\nNAME = json.dumps({'leaf': 1})\n",
+    );
+    s.index("lib");
+    let web = Web::python(s.root());
+    let mount = format!("/py={}", web.url("/lib"));
+    let program = "import sys; sys.path.insert(0, '/py'); import pkg, pkg.sub.leaf; \
+                   print(pkg.VALUE, pkg.sub.leaf.NAME, pkg.__file__)";
+    for mode in MODES {
+        // Bytecode cannot be written back (read-only): Python goes on without it.
+        let python = [
+            "env",
+            "-u",
+            "PYTHONDONTWRITEBYTECODE",
+            "python3",
+            "-c",
+            program,
+        ];
+        let o = s.run(mode, &["--mount", &mount], &python);
+        assert_eq!(
+            stdout(&o),
+            "45 {\"leaf\": 1} /py/pkg/__init__.py\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn a_file_changed_after_indexing_is_refused_with_eio() {
+    let s = Site::new();
+    populate(&s, "t");
+    s.index("t");
+    // Same size and time, other content: only the hash can tell.
+    let g = s.root().join("t/sub/g.txt");
+    let when = std::fs::metadata(&g).unwrap().modified().unwrap();
+    std::fs::write(&g, b"tampered!!\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&g)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    // Another size.
+    s.write("t/top.txt", b"grown since it was indexed\n");
+    let web = Web::python(s.root());
+    for mode in MODES {
+        let o = s.run(
+            mode,
+            &[],
+            &[
+                "sh",
+                "-c",
+                &format!(
+                    "cat {0}/sub/g.txt; echo $?; cat {0}/top.txt; echo $?; cat {0}/sub/deep/f",
+                    web.url("/t")
+                ),
+            ],
+        );
+        assert_eq!(stdout(&o), "1\n1\ndeep file\n", "{mode:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("/t/sub/g.txt: content does not match its index")
+                && err.contains("/t/top.txt: content does not match its index")
+                && err.contains("Input/output error"),
+            "{mode:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn without_an_index_files_read_and_directories_cannot_be_listed() {
+    let s = Site::new();
+    s.write("plain/f.txt", b"plain file\n");
+    s.write("plain/d/inner", b"inner\n");
+    let web = Web::python(s.root());
+    for mode in MODES {
+        let o = s.run(
+            mode,
+            &[],
+            &[
+                "sh",
+                "-c",
+                &format!(
+                    "cat {0}/f.txt {0}/d/inner && stat -c '%s %F' {0}/f.txt {0}/d \
+                     && ls {0}/nope; ls {0}/d; echo $?",
+                    web.url("/plain")
+                ),
+            ],
+        );
+        assert_eq!(
+            stdout(&o),
+            "plain file\ninner\n11 regular file\n4096 directory\n2\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+        let err = stderr(&o);
+        assert!(
+            err.contains("nope': No such file or directory")
+                && err.contains("/plain/d: cannot list a directory without an index"),
+            "{mode:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_tree_indexed_by_make_growfs_reads_as_the_local_one() {
+    let s = Site::new();
+    populate(&s, "g");
+    let o = Command::new("make_growfs")
+        .arg(s.root().join("g"))
+        .output()
+        .expect("make_growfs (apt-get install coop-computing-tools)");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(s.root().join("g/.growfsdir").exists());
+    let web = Web::python(s.root());
+    let script = "cd /m && find . -mindepth 1 -name '.growfs*' -prune -o -mindepth 1 \
+                  -printf '%p %y %s %m %Ts %l\\n' | sort \
+                  && grep -rn --exclude='.growfs*' needle . | sort && cat sub/deep/f link \
+                  && md5sum big 'with space.txt' && ./run.sh a";
+    let out = same_as_local(&s, &s.root().join("g"), &web.url("/g"), script);
+    assert!(out.contains("./sub/g.txt:1:needle two"), "{out}");
+    assert!(out.ends_with("script ./run.sh a\n\nexit Some(0)"), "{out}");
+    // With no TTL, the listing is fetched again from the tree's top for every directory.
+    let mount = format!("/m={}", web.url("/g"));
+    let o = s.run(
+        &[],
+        &["--http-ttl", "0", "--mount", &mount],
+        &[
+            "sh",
+            "-c",
+            "find /m ! -name '.growfs*' | wc -l && cat /m/sub/deep/f",
+        ],
+    );
+    assert_eq!(stdout(&o), "10\ndeep file\n", "{}", stderr(&o));
+}
+
+/// The modification time of each index file under `root`, by path.
+fn index_times(root: &Path) -> Vec<(PathBuf, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() {
+                dirs.push(p);
+            } else if e.file_name() == ".roostindex" {
+                out.push((
+                    p.clone(),
+                    std::fs::metadata(&p).unwrap().modified().unwrap(),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn roost_index_rewrites_only_what_changed() {
+    let s = Site::new();
+    populate(&s, "t");
+    let first = stdout(&s.index("t"));
+    assert!(first.contains("3 directories"), "{first}");
+    assert!(first.contains("3 indexes written"), "{first}");
+    let before = index_times(&s.root().join("t"));
+    assert_eq!(before.len(), 3);
+    let dir_time = |rel: &str| {
+        std::fs::metadata(s.root().join(rel))
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    let sub_time = dir_time("t/sub");
+    std::thread::sleep(Duration::from_millis(20));
+    let again = stdout(&s.index("t"));
+    assert!(
+        again.contains("0 indexes written") && again.contains("0 bytes hashed"),
+        "{again}"
+    );
+    assert_eq!(
+        index_times(&s.root().join("t")),
+        before,
+        "nothing rewritten"
+    );
+    // A file changed in sub/deep: only that directory's index changes (directories keep
+    // their times, so their parents' indexes stay as they are).
+    s.write("t/sub/deep/f", b"changed, and longer\n");
+    let third = stdout(&s.index("t"));
+    assert!(third.contains("1 indexes written"), "{third}");
+    let after = index_times(&s.root().join("t"));
+    let changed: Vec<&PathBuf> = before
+        .iter()
+        .zip(&after)
+        .filter(|(b, a)| b != a)
+        .map(|(_, (p, _))| p)
+        .collect();
+    assert_eq!(changed, [&s.root().join("t/sub/deep/.roostindex")]);
+    assert_eq!(dir_time("t/sub"), sub_time);
+}
+
+#[test]
+fn a_changed_index_is_seen_once_the_ttl_is_over() {
+    let s = Site::new();
+    s.write("t/f", b"old content\n");
+    s.index("t");
+    let web = Web::python(s.root());
+    let change = format!(
+        "echo new > {0}/t/f && {1} index {0}/t >/dev/null",
+        s.root().display(),
+        env!("CARGO_BIN_EXE_roost")
+    );
+    let script = format!(
+        "cat {0}/f && {change} && sleep 1.5 && cat {0}/f",
+        web.url("/t")
+    );
+    for (ttl, then) in [("300", "old content\n"), ("1", "new\n")] {
+        s.write("t/f", b"old content\n");
+        s.index("t");
+        let o = s.run(&[], &["--http-ttl", ttl], &["sh", "-c", &script]);
+        assert_eq!(
+            stdout(&o),
+            format!("old content\n{then}"),
+            "--http-ttl {ttl}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn https_to_a_server_that_speaks_no_tls_fails_with_one_line() {
+    let s = Site::new();
+    s.write("t/f", b"x\n");
+    s.index("t");
+    let web = Web::python(s.root());
+    let url = format!("/https/127.0.0.1:{}/t", web.port);
+    let o = s.run(
+        &[],
+        &[],
+        &["sh", "-c", &format!("cat {url}/f; ls {url}; echo $?")],
+    );
+    assert_eq!(stdout(&o), "2\n", "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.matches("roost: https://127.0.0.1").count(), 1, "{err}");
+    assert!(err.contains("tls"), "{err}");
+    assert!(err.contains("Input/output error"), "{err}");
+}
