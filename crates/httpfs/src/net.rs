@@ -111,15 +111,6 @@ pub struct HttpNet {
     refused: AtomicU64,
 }
 
-/// The first component of a driver path and the rest (`/` at least).
-fn split_authority(path: &[u8]) -> (&[u8], &[u8]) {
-    let path = path.strip_prefix(b"/").unwrap_or(path);
-    match path.iter().position(|&b| b == b'/') {
-        Some(i) => (&path[..i], &path[i..]),
-        None => (path, b"/"),
-    }
-}
-
 /// Whether `authority` is `HOST[:PORT]` (a name, an IPv4 address or a bracketed IPv6 one).
 pub fn valid_authority(authority: &str) -> bool {
     let (host, port) = match authority.strip_prefix('[') {
@@ -181,7 +172,7 @@ impl HttpNet {
     /// The server a driver path names and the (normalized) path on it; ENOENT for a
     /// first component that is no `HOST[:PORT]`.
     fn server(&self, path: &[u8]) -> Result<(String, Vec<u8>), Errno> {
-        let (authority, rest) = split_authority(path);
+        let (authority, rest) = roost_vfs::path::split_first(path);
         let authority = std::str::from_utf8(authority).map_err(|_| libc::ENOENT)?;
         if !valid_authority(authority) {
             return Err(libc::ENOENT);
@@ -632,7 +623,7 @@ impl HttpNet {
     }
 
     fn is_root(path: &[u8]) -> bool {
-        split_authority(path).0.is_empty()
+        roost_vfs::path::split_first(path).0.is_empty()
     }
 }
 
@@ -644,7 +635,7 @@ impl Driver for HttpNet {
         Some(self.cache.mirror())
     }
     fn volume<'p>(&self, path: &'p [u8]) -> &'p [u8] {
-        split_authority(path).0
+        roost_vfs::path::split_first(path).0
     }
     fn report(&self) -> Option<String> {
         let servers = self.servers.lock().expect("servers lock");
@@ -821,8 +812,11 @@ mod tests {
 
     #[test]
     fn driver_paths_name_a_server_and_a_path_on_it() {
-        assert_eq!(split_authority(b"/h:9/a/b"), (&b"h:9"[..], &b"/a/b"[..]));
-        assert_eq!(split_authority(b"/h"), (&b"h"[..], &b"/"[..]));
+        assert_eq!(
+            roost_vfs::path::split_first(b"/h:9/a/b"),
+            (&b"h:9"[..], &b"/a/b"[..])
+        );
+        assert_eq!(roost_vfs::path::split_first(b"/h"), (&b"h"[..], &b"/"[..]));
         assert!(HttpNet::is_root(b"/"));
     }
 }

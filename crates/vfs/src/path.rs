@@ -66,6 +66,16 @@ pub fn parent(path: &[u8]) -> &[u8] {
     }
 }
 
+/// The first component of an absolute driver path (a server's `HOST[:PORT]`, for the
+/// drivers that reach many) and the rest (`/` at least).
+pub fn split_first(path: &[u8]) -> (&[u8], &[u8]) {
+    let path = path.strip_prefix(b"/").unwrap_or(path);
+    match path.iter().position(|&b| b == b'/') {
+        Some(i) => (&path[..i], &path[i..]),
+        None => (path, b"/"),
+    }
+}
+
 /// True when the path has a `..` component (the kernel would climb physically).
 pub fn has_dotdot(path: &[u8]) -> bool {
     components(path).any(|c| c == b"..")
