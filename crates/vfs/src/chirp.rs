@@ -53,15 +53,6 @@ pub struct ChirpNet {
     servers: Mutex<HashMap<String, Arc<Server>>>,
 }
 
-/// The first component of a driver path and the rest (`/` at least).
-fn split_authority(path: &[u8]) -> (&[u8], &[u8]) {
-    let path = path.strip_prefix(b"/").unwrap_or(path);
-    match path.iter().position(|&b| b == b'/') {
-        Some(i) => (&path[..i], &path[i..]),
-        None => (path, b"/"),
-    }
-}
-
 impl ChirpNet {
     pub fn new(cache: Arc<Cache>, options: ChirpOptions) -> ChirpNet {
         ChirpNet {
@@ -74,7 +65,7 @@ impl ChirpNet {
     /// The server a driver path names and the path on it; ENOENT for a first component
     /// that is no `host[:port]`.
     fn server(&self, path: &[u8]) -> Result<(Arc<Server>, Vec<u8>), Errno> {
-        let (authority, rest) = split_authority(path);
+        let (authority, rest) = crate::path::split_first(path);
         let authority = std::str::from_utf8(authority).map_err(|_| libc::ENOENT)?;
         let (host, port) = roost_client::split_host_port(authority).ok_or(libc::ENOENT)?;
         let key = if host.contains(':') {
@@ -96,7 +87,7 @@ impl ChirpNet {
 
     /// Whether `path` is the driver's root (`/chirp` itself), which lists the servers used.
     fn is_root(path: &[u8]) -> bool {
-        split_authority(path).0.is_empty()
+        crate::path::split_first(path).0.is_empty()
     }
 
     fn root_stat() -> Stat {
@@ -315,7 +306,7 @@ impl Driver for ChirpNet {
         Some(self.cache.mirror())
     }
     fn volume<'p>(&self, path: &'p [u8]) -> &'p [u8] {
-        split_authority(path).0
+        crate::path::split_first(path).0
     }
     fn flush(&self) {
         self.cache.flush();
@@ -678,6 +669,9 @@ impl Server {
                         return Err(e.errno());
                     }
                     Err(e) => {
+                        // The request may sit unsent in the kernel: it must not reach the
+                        // server after the retry.
+                        c.abort();
                         retry = true;
                         e
                     }
@@ -916,9 +910,12 @@ mod tests {
 
     #[test]
     fn driver_paths_name_a_server_and_a_path_on_it() {
-        assert_eq!(split_authority(b"/h:9/a/b"), (&b"h:9"[..], &b"/a/b"[..]));
-        assert_eq!(split_authority(b"/h"), (&b"h"[..], &b"/"[..]));
-        assert_eq!(split_authority(b"/"), (&b""[..], &b"/"[..]));
+        assert_eq!(
+            crate::path::split_first(b"/h:9/a/b"),
+            (&b"h:9"[..], &b"/a/b"[..])
+        );
+        assert_eq!(crate::path::split_first(b"/h"), (&b"h"[..], &b"/"[..]));
+        assert_eq!(crate::path::split_first(b"/"), (&b""[..], &b"/"[..]));
         assert!(ChirpNet::is_root(b"/"));
         assert!(!ChirpNet::is_root(b"/h"));
     }
