@@ -994,3 +994,22 @@ fn with_no_attribute_ttl_the_next_open_sees_a_change() {
     let o = program.wait_with_output().unwrap();
     assert_eq!(stdout(&o), "old\nnew content\n");
 }
+
+#[test]
+fn a_venv_made_on_the_server_runs_its_python_and_its_packages() {
+    let r = Remote::start();
+    std::fs::create_dir(r.root().join("envs")).unwrap();
+    let mount = format!("/m={}", r.url("/envs"));
+    let script = "python3 -m venv --without-pip /m/v \
+        && site=$(/m/v/bin/python -c 'import site; print(site.getsitepackages()[0])') \
+        && echo 'ANSWER = 42' > \"$site/mypkg.py\" \
+        && /m/v/bin/python -c 'import sys, mypkg; print(sys.prefix, mypkg.ANSWER, mypkg.__file__.startswith(\"/m/v/\"))'";
+    for (i, mode) in MODES.iter().enumerate() {
+        let o = r.run(mode, &["--mount", &mount], &["sh", "-c", script]);
+        assert_eq!(stdout(&o), "/m/v 42 True\n", "{mode:?}: {}", stderr(&o));
+        assert!(r.root().join("envs/v/pyvenv.cfg").exists());
+        if i == 0 {
+            std::fs::remove_dir_all(r.root().join("envs/v")).unwrap();
+        }
+    }
+}
