@@ -1013,3 +1013,57 @@ fn a_venv_made_on_the_server_runs_its_python_and_its_packages() {
         }
     }
 }
+
+#[test]
+fn concurrent_runs_share_one_cache_safely() {
+    let r = Remote::start();
+    let data: Vec<u8> = (0..5_000_000u32).map(|i| (i % 253) as u8).collect();
+    r.write("big", &data);
+    std::thread::sleep(Duration::from_millis(3100)); // old enough to be kept
+    let url = r.url("/big");
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            roost()
+                .arg("run")
+                .arg("--cache")
+                .arg(r.cache.path())
+                .args(["--", "md5sum", &url])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let sums: Vec<String> = runs
+        .into_iter()
+        .map(|c| stdout(&c.wait_with_output().unwrap()))
+        .collect();
+    let native = Command::new("md5sum")
+        .arg(r.root().join("big"))
+        .output()
+        .unwrap();
+    let want = stdout(&native)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    for s in &sums {
+        assert_eq!(s.split_whitespace().next(), Some(want.as_str()), "{sums:?}");
+    }
+    // One object for the file, whatever the interleaving; no temporary left behind.
+    let objects: Vec<_> = walk(&r.cache.path().join("objects"));
+    assert_eq!(objects.len(), 1, "{objects:?}");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
