@@ -117,7 +117,7 @@ fn now() -> i64 {
 pub fn make(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
     match call.name {
         "open" | "openat" | "creat" | "openat2" => open(call, tid, regs),
-        "chdir" => enter(call, regs),
+        "chdir" => enter(call),
         "stat" | "lstat" | "newfstatat" | "statx" => Made::writes(stat(call, regs)),
         "readlink" | "readlinkat" => Made::writes(readlink(call, regs)),
         "statfs" => Made::writes(statfs(call, regs)),
@@ -215,8 +215,7 @@ fn is_dir(local: &[u8]) -> bool {
 
 /// chdir: into the local copy of the directory (its entries listed), named logically by
 /// the namespace's mirror mapping.
-fn enter(call: &RemoteCall, regs: &Regs) -> Made {
-    let _ = regs;
+fn enter(call: &RemoteCall) -> Made {
     let Ok(remote) = call.first() else {
         return Made::result(Err(libc::EXDEV));
     };
