@@ -244,11 +244,18 @@ fn enter(call: &RemoteCall) -> Made {
 fn stat(call: &RemoteCall, regs: &Regs) -> Written {
     let remote = call.first()?;
     let follow = call.args[0].follow;
-    let st = if follow {
+    let mut st = if follow {
         remote.driver.stat(&remote.path)?
     } else {
         remote.driver.lstat(&remote.path)?
     };
+    if st.is_dir() {
+        // A directory's descriptor is its local copy: fstat of it must name the same
+        // directory as stat does (rmtree, fts and find compare the two).
+        if let Some((dev, ino)) = local_identity(remote) {
+            (st.dev, st.ino) = (dev, ino);
+        }
+    }
     let (buf, statx) = match call.name {
         "stat" | "lstat" => (regs.arg(1), false),
         "newfstatat" => (regs.arg(2), false),
@@ -260,6 +267,24 @@ fn stat(call: &RemoteCall, regs: &Regs) -> Written {
         bytes_of(&st.to_kernel())
     };
     Ok((0, vec![(buf, bytes)]))
+}
+
+/// The device and inode of a remote directory's local copy (made, empty, if there is none
+/// yet: a later open lists it in place, keeping the inode).
+fn local_identity(remote: &Remote) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let mirror = remote.driver.mirror()?;
+    let local = roost_vfs::path::normalize(&[mirror, remote.path.as_slice()].concat());
+    let local = std::path::Path::new(std::ffi::OsStr::from_bytes(&local));
+    let meta = match std::fs::symlink_metadata(local) {
+        Ok(m) => m,
+        Err(_) => {
+            std::fs::create_dir_all(local).ok()?;
+            std::fs::symlink_metadata(local).ok()?
+        }
+    };
+    meta.is_dir().then(|| (meta.dev(), meta.ino()))
 }
 
 fn readlink(call: &RemoteCall, regs: &Regs) -> Written {
@@ -425,6 +450,10 @@ fn change(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<i64, Errno> {
             d.truncate(p, regs.arg(1))
         }
         "utime" | "utimes" | "futimesat" | "utimensat" => {
+            // A Chirp server sets a symlink's target's times only.
+            if !call.args[0].follow && d.lstat(p)?.is_symlink() {
+                return Err(libc::EOPNOTSUPP);
+            }
             let (a, m) = times(call, tid, regs)?;
             if a.is_none() && m.is_none() {
                 return Ok(0);

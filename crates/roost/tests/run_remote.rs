@@ -1067,3 +1067,27 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_file_renamed_or_removed_while_open_for_writing_goes_where_the_program_left_it() {
+    let r = Remote::start();
+    std::fs::create_dir(r.root().join("w")).unwrap();
+    let mount = format!("/m={}", r.url("/w"));
+    let program = "import os, shutil\n\
+        f = open('/m/a', 'w'); f.write('kept'); os.rename('/m/a', '/m/b'); f.close()\n\
+        g = open('/m/c', 'w'); os.unlink('/m/c'); g.write('gone'); g.close()\n\
+        os.mkdir('/m/d'); open('/m/d/x', 'w').close()\n\
+        st, fd = os.lstat('/m/d'), os.open('/m/d', os.O_RDONLY | os.O_DIRECTORY)\n\
+        print(os.path.samestat(st, os.fstat(fd))); os.close(fd)\n\
+        shutil.rmtree('/m/d'); print(sorted(os.listdir('/m')))\n";
+    for (i, mode) in MODES.iter().enumerate() {
+        let o = r.run(mode, &["--mount", &mount], &["python3", "-c", program]);
+        assert_eq!(stdout(&o), "True\n['b']\n", "{mode:?}: {}", stderr(&o));
+        assert_eq!(std::fs::read(r.root().join("w/b")).unwrap(), b"kept");
+        assert!(!r.root().join("w/a").exists() && !r.root().join("w/c").exists());
+        assert!(!stderr(&o).contains("writing back"), "{}", stderr(&o));
+        if i == 0 {
+            std::fs::remove_file(r.root().join("w/b")).unwrap();
+        }
+    }
+}

@@ -46,19 +46,22 @@ impl Version {
     }
 }
 
-/// Sends a written file back: given the file, the remote object's mode, returns the version
-/// the server now holds.
-pub type Upload = Box<dyn Fn(&mut File) -> Result<Version, Errno> + Send + Sync>;
+/// Where a written file goes back: the driver's side of a write-back.
+pub trait Destination: Send + Sync {
+    /// Sends `file` as the whole of the object at driver path `path`; returns the object's
+    /// cache key and the version the server now holds.
+    fn send(&self, path: &[u8], file: &mut File) -> Result<(String, Version), Errno>;
+    /// The object's name for messages (`chirp://host:port/path`).
+    fn name(&self, path: &[u8]) -> String;
+}
 
 /// A written copy waiting for its close.
 struct Pending {
-    /// The cache key of the remote file, for the object of the version written.
-    key: String,
-    /// The logical-looking name for messages (`chirp://host:port/path`).
-    name: String,
+    /// The driver path it goes back to (renames and unlinks made meanwhile follow it).
+    path: Vec<u8>,
     /// The copy, opened for reading (the mirror name may be replaced meanwhile).
     file: File,
-    upload: Upload,
+    to: Box<dyn Destination>,
 }
 
 /// The write-back state: the inotify instance and what each watch stands for.
@@ -475,14 +478,13 @@ impl Cache {
 
     /// Makes the mirror name of `path` a private copy for writing, with `content` (the
     /// current version's object, unless the file is new or truncated), and watches it:
-    /// when the program closes it, `upload` sends it back.
+    /// when the program closes it, it goes back to `to`.
     pub fn show_written(
         self: &Arc<Self>,
-        (key, name): (&str, &str),
         path: &[u8],
         content: Option<&Path>,
         mode: u32,
-        upload: Upload,
+        to: Box<dyn Destination>,
     ) -> Result<Vec<u8>, Errno> {
         self.start()?;
         let at = self.mirror_path(path);
@@ -516,13 +518,33 @@ impl Cache {
         writes.pending.insert(
             wd,
             Pending {
-                key: key.to_string(),
-                name: name.to_string(),
+                path: path.to_vec(),
                 file: reader,
-                upload,
+                to,
             },
         );
         Ok(at.into_os_string().into_encoded_bytes())
+    }
+
+    /// A name was renamed on the server: copies still being written below `from` go back
+    /// below `to`, where the program now has them.
+    pub fn moved(&self, from: &[u8], to: &[u8]) {
+        let mut guard = self.writes.lock().expect("write-back lock");
+        for p in guard.iter_mut().flat_map(|w| w.pending.values_mut()) {
+            if let Some(rest) = crate::path::strip_prefix(&p.path, from) {
+                p.path = [to, rest].concat();
+            }
+        }
+    }
+
+    /// A name was removed on the server: copies still being written at or below it are
+    /// the program's alone now, and never go back (they would bring the name back).
+    pub fn dropped(&self, path: &[u8]) {
+        let mut guard = self.writes.lock().expect("write-back lock");
+        if let Some(w) = guard.as_mut() {
+            w.pending
+                .retain(|_, p| crate::path::strip_prefix(&p.path, path).is_none());
+        }
     }
 
     /// Sends back every written file closed since the last flush, in the order closed.
@@ -564,19 +586,18 @@ impl Cache {
                         .file
                         .rewind()
                         .map_err(errno_of)
-                        .and_then(|()| (p.upload)(&mut p.file));
+                        .and_then(|()| p.to.send(&p.path, &mut p.file));
                     match sent {
-                        Ok(version) => {
+                        Ok((key, version)) => {
                             self.written_back.fetch_add(1, Ordering::Relaxed);
                             if self.verbose {
-                                eprintln!("roost: wrote back {}", p.name);
+                                eprintln!("roost: wrote back {}", p.to.name(&p.path));
                             }
-                            let key = p.key.clone();
                             self.keep(&key, version, &mut p.file);
                         }
                         Err(e) => eprintln!(
                             "roost: writing back {} failed ({}); the data written is kept in {}",
-                            p.name,
+                            p.to.name(&p.path),
                             std::io::Error::from_raw_os_error(e),
                             self.mirror.display()
                         ),
@@ -772,38 +793,45 @@ mod tests {
         cache.show_dir(b"/h:1/top", &entries[..1]).unwrap();
         assert_eq!(std::fs::read_dir(bytes_path(&at)).unwrap().count(), 1);
 
-        let sent = Arc::new(Mutex::new(Vec::new()));
-        let seen = Arc::clone(&sent);
-        let upload: Upload = Box::new(move |f| {
-            let mut v = Vec::new();
-            f.read_to_end(&mut v).map_err(errno_of)?;
-            *seen.lock().unwrap() = v;
-            Ok(Version {
-                ino: 9,
-                size: 5,
-                mtime: 1,
-            })
-        });
+        /// What was sent: (path, content) pairs.
+        type Sent = Arc<Mutex<Vec<(Vec<u8>, Vec<u8>)>>>;
+        /// Records what was sent, and where.
+        struct Recorder(Sent);
+        impl Destination for Recorder {
+            fn send(&self, path: &[u8], f: &mut File) -> Result<(String, Version), Errno> {
+                let mut v = Vec::new();
+                f.read_to_end(&mut v).map_err(errno_of)?;
+                self.0.lock().unwrap().push((path.to_vec(), v));
+                let version = Version {
+                    ino: 9,
+                    size: 5,
+                    mtime: 1,
+                };
+                Ok((Cache::key("h:1", &path[4..]), version))
+            }
+            fn name(&self, path: &[u8]) -> String {
+                String::from_utf8_lossy(path).into_owned()
+            }
+        }
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let recorder = || Box::new(Recorder(Arc::clone(&log)));
         let key = Cache::key("h:1", b"/top/new");
         let w = cache
-            .show_written(
-                (&key, "chirp://h:1/top/new"),
-                b"/h:1/top/new",
-                None,
-                0o644,
-                upload,
-            )
+            .show_written(b"/h:1/top/new", None, 0o644, recorder())
             .unwrap();
         let mut f = File::options().write(true).open(bytes_path(&w)).unwrap();
         f.write_all(b"hello").unwrap();
         cache.flush();
         assert!(
-            sent.lock().unwrap().is_empty(),
+            log.lock().unwrap().is_empty(),
             "nothing goes back before the close"
         );
         drop(f);
         cache.flush();
-        assert_eq!(*sent.lock().unwrap(), b"hello");
+        assert_eq!(
+            *log.lock().unwrap(),
+            [(b"/h:1/top/new".to_vec(), b"hello".to_vec())]
+        );
         let v = Version {
             ino: 9,
             size: 5,
@@ -813,6 +841,23 @@ mod tests {
             .object((&key, "f"), v, |_| panic!("kept after write-back"))
             .unwrap();
         assert_eq!(read_all(&kept), b"hello");
+
+        // Renamed while open: it goes back under its new name; removed: not at all.
+        log.lock().unwrap().clear();
+        let w = cache
+            .show_written(b"/h:1/a/x", None, 0o644, recorder())
+            .unwrap();
+        let f = File::options().write(true).open(bytes_path(&w)).unwrap();
+        cache.moved(b"/h:1/a", b"/h:1/b");
+        let w2 = cache
+            .show_written(b"/h:1/gone", None, 0o644, recorder())
+            .unwrap();
+        let f2 = File::options().write(true).open(bytes_path(&w2)).unwrap();
+        cache.dropped(b"/h:1/gone");
+        drop((f, f2));
+        cache.flush();
+        let sent: Vec<Vec<u8>> = log.lock().unwrap().iter().map(|(p, _)| p.clone()).collect();
+        assert_eq!(sent, [b"/h:1/b/x".to_vec()]);
         cache.close();
         assert!(!bytes_path(cache.mirror()).exists());
         std::fs::remove_dir_all(dir).unwrap();

@@ -13,7 +13,7 @@
 //! retried mkdir, symlink or link that finds its name present, or unlink, rmdir or rename
 //! that finds its source gone, counts as done (the first attempt's effect).
 
-use crate::cache::{Cache, Upload, Version};
+use crate::cache::{Cache, Destination, Version};
 use crate::driver::{Driver, Intent, Stat, StatFs};
 use crate::Errno;
 use roost_client::{Client, Error as ClientError, OpenFlags};
@@ -202,13 +202,11 @@ impl ChirpNet {
                     }
                     Err(e) => return Err(e),
                 };
-                let upload: Upload = {
-                    let server = Arc::clone(server);
-                    let rest = rest.to_vec();
-                    Box::new(move |file| server.put(&rest, mode, file))
-                };
-                self.cache
-                    .show_written((&key, &name), path, content.as_deref(), mode, upload)
+                let to = Box::new(WriteTo {
+                    server: Arc::clone(server),
+                    mode,
+                });
+                self.cache.show_written(path, content.as_deref(), mode, to)
             }
         }
     }
@@ -225,6 +223,28 @@ impl ChirpNet {
             .keys()
             .map(|k| (k.as_bytes().to_vec(), libc::S_IFDIR))
             .collect()
+    }
+}
+
+/// Where a file written through this driver goes back: its server, with the file's mode.
+struct WriteTo {
+    server: Arc<Server>,
+    mode: u32,
+}
+
+impl Destination for WriteTo {
+    fn send(&self, path: &[u8], file: &mut std::fs::File) -> Result<(String, Version), Errno> {
+        let rest = crate::path::split_first(path).1;
+        let version = self.server.put(rest, self.mode, file)?;
+        Ok((Cache::key(&self.server.authority, rest), version))
+    }
+    fn name(&self, path: &[u8]) -> String {
+        let rest = crate::path::split_first(path).1;
+        format!(
+            "chirp://{}{}",
+            self.server.authority,
+            String::from_utf8_lossy(rest)
+        )
     }
 }
 
@@ -394,7 +414,9 @@ impl Driver for ChirpNet {
                 Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
                 r => r,
             })
-        })
+        })?;
+        self.cache.dropped(path);
+        Ok(())
     }
     fn unlink(&self, path: &[u8]) -> Result<(), Errno> {
         self.on(path, |s, p| {
@@ -402,7 +424,10 @@ impl Driver for ChirpNet {
                 Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
                 r => r,
             })
-        })
+        })?;
+        // A copy the program still writes is its alone now: it must not bring the name back.
+        self.cache.dropped(path);
+        Ok(())
     }
     fn rename(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
         let (_, to_rest) = self.server(to)?;
@@ -411,7 +436,11 @@ impl Driver for ChirpNet {
                 Err(e) if retry && e.errno() == libc::ENOENT && c.lstat(&to_rest).is_ok() => Ok(()),
                 r => r,
             })
-        })
+        })?;
+        // What replaced `to` is gone; copies still being written below `from` follow it.
+        self.cache.dropped(to);
+        self.cache.moved(from, to);
+        Ok(())
     }
     fn link(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
         let (_, to_rest) = self.server(to)?;
