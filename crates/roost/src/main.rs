@@ -4,6 +4,7 @@ mod background;
 mod group_cmds;
 mod identity;
 mod index;
+mod pool;
 mod progress;
 mod remote;
 mod run;
@@ -39,6 +40,10 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Write the index files that let a plain web server serve DIR as a file system.
     Index(index::IndexArgs),
+    /// Keep the pool's membership: servers report to it, `roost status` lists them.
+    Catalog(pool::CatalogArgs),
+    /// List the pool's servers from a catalog: address, owner, up or down, load, disk, memory.
+    Status(pool::StatusArgs),
     #[command(flatten)]
     Remote(remote::RemoteCommand),
     #[command(flatten)]
@@ -50,6 +55,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run::main(args),
         Command::Serve(args) => serve::main(args),
         Command::Index(args) => index::main(args),
+        Command::Catalog(args) => pool::catalog_main(args),
+        Command::Status(args) => pool::status_main(args),
         Command::Remote(command) => remote::main(command),
         Command::Group(command) => group_cmds::main(command),
     }

@@ -3,6 +3,7 @@
 use clap::Args;
 use roost_server::acl::Acl;
 use roost_server::auth::{self, AuthConfig, Method};
+use roost_server::catalog_report;
 use roost_server::export::Export;
 use roost_server::log::{self, Level};
 use roost_server::{Limits, Server};
@@ -25,7 +26,8 @@ p put (create new files only), a admin (change the ACL), x execute.
 
 Examples:
   roost serve /srv/data --acl 'address:127.0.0.1=rwldpa'
-  roost serve --port 0 --key build=/etc/roost/build.key --acl hmac:build=rwl /srv/data")]
+  roost serve --port 0 --key build=/etc/roost/build.key --acl hmac:build=rwl /srv/data
+  roost serve /srv/data --catalog catalog.example.org --catalog-interval 30")]
 pub struct ServeArgs {
     /// The directory to export; clients see it as `/` and can never leave it.
     pub dir: PathBuf,
@@ -65,6 +67,13 @@ pub struct ServeArgs {
     /// (a line per request).
     #[arg(long, default_value = "info", value_name = "LEVEL")]
     pub log_level: String,
+    /// Report this server to the pool catalog at HOST[:PORT] (default port 9097), by UDP
+    /// datagram in cctools' format (repeatable: every catalog gets every report).
+    #[arg(long = "catalog", value_name = "HOST[:PORT]")]
+    pub catalogs: Vec<String>,
+    /// Seconds between reports to the catalogs.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub catalog_interval: u64,
 }
 
 pub fn main(args: ServeArgs) -> ExitCode {
@@ -95,6 +104,14 @@ fn run(args: ServeArgs) -> Result<(), String> {
         max_message: args.max_message,
         ..Limits::default()
     };
+    let catalogs = args
+        .catalogs
+        .iter()
+        .map(|spec| {
+            roost_catalog::parse_host_port(spec, roost_catalog::DEFAULT_PORT)
+                .map_err(|e| format!("--catalog {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let export = Export::new(&args.dir, root_acl)
         .map_err(|e| format!("cannot export {}: {e}", args.dir.display()))?;
     if !args.acls.is_empty() && export.has_own_acl(&roost_server::jail::JailPath::root()) {
@@ -123,6 +140,15 @@ fn run(args: ServeArgs) -> Result<(), String> {
         "start",
         &[("addr", &bound), ("export", &dir.display())],
     );
+    if !catalogs.is_empty() {
+        catalog_report::spawn(catalog_report::ReportConfig {
+            catalogs,
+            interval: Duration::from_secs(args.catalog_interval),
+            listen: bound,
+            export: dir.clone(),
+        })
+        .map_err(|e| format!("cannot start reporting to the catalog: {e}"))?;
+    }
     server.run().map_err(|e| e.to_string())
 }
 

@@ -7,9 +7,11 @@
 //! - [`auth`]: the authentication handshake and its methods.
 //! - [`session`]: one client's request loop; [`listener`]: accepting clients.
 //! - [`relay`]: group file operations (`group_open`, `group_op`), relayed down a tree.
+//! - [`catalog_report`]: reporting this server to pool catalogs (`--catalog`).
 
 pub mod acl;
 pub mod auth;
+pub mod catalog_report;
 pub mod digest;
 pub mod export;
 pub mod input;

@@ -1,0 +1,300 @@
+//! The pool: `roost catalog` (the catalog server) and `roost status` (list the pool).
+
+use clap::Args;
+use roost_catalog::json::Value;
+use roost_catalog::{CatalogServer, Config};
+use std::io::Write;
+use std::net::IpAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Options of `roost catalog`.
+#[derive(Args)]
+#[command(after_help = "\
+Servers report themselves with `roost serve --catalog HOST[:PORT]`, or cctools'
+`chirp_server -u HOST[:PORT]`. The catalog takes updates as UDP datagrams on PORT and as TCP
+connections on PORT+1 (cctools' default since 7.10), and answers queries on PORT over HTTP:
+/query.json, /query.text, / (a table). A server is shown down after missing 3 reports (or
+--down-after seconds of silence) and up again when it reports.
+
+The first line on standard output names the address, e.g.
+  roost catalog: listening on 0.0.0.0:9097 (udp and http; tcp updates on 9098)
+
+Examples:
+  roost catalog
+  roost catalog --port 0 --listen 127.0.0.1 --down-after 30")]
+pub struct CatalogArgs {
+    /// The port for UDP updates and HTTP queries (TCP updates use the next one); 0 picks a
+    /// free one.
+    #[arg(long, short, default_value_t = roost_catalog::DEFAULT_PORT)]
+    pub port: u16,
+    /// The address to listen on.
+    #[arg(long, default_value = "0.0.0.0", value_name = "ADDR")]
+    pub listen: IpAddr,
+    /// Show a server down after this many seconds without a report, whatever its interval
+    /// (default: 3 of its report intervals).
+    #[arg(long, value_name = "SECONDS")]
+    pub down_after: Option<f64>,
+    /// Log every update, not only arrivals, departures and refusals.
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+pub fn catalog_main(args: CatalogArgs) -> ExitCode {
+    let down_after = match args.down_after {
+        None => None,
+        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
+        Some(s) => {
+            eprintln!("roost catalog: --down-after {s}: expected a positive number of seconds");
+            return ExitCode::from(2);
+        }
+    };
+    let config = Config {
+        down_after,
+        verbose: args.verbose,
+    };
+    let server = match CatalogServer::bind(args.listen, args.port, config) {
+        Ok(s) => s,
+        Err(e) => {
+            let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+                " (choose another --port, or 0 for any)"
+            } else {
+                ""
+            };
+            eprintln!(
+                "roost catalog: cannot listen on {}:{} (and TCP {}): {e}{hint}",
+                args.listen,
+                args.port,
+                args.port.wrapping_add(1)
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let addr = match server.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("roost catalog: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "roost catalog: listening on {addr} (udp and http; tcp updates on {})",
+        addr.port() + 1
+    );
+    let _ = out.flush();
+    drop(out);
+    roost_catalog::log("start", &[("addr", &addr)]);
+    match server.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("roost catalog: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Options of `roost status`.
+#[derive(Args)]
+#[command(after_help = "\
+Without --catalog, the catalog is $ROOST_CATALOG, else cctools' $CATALOG_HOST, else
+localhost:9097. Works with cctools' catalog_server too (it shows no down servers: it forgets
+them instead).
+
+Exit status: 0 when a catalog answered, 1 when none did, 2 for bad options.")]
+pub struct StatusArgs {
+    /// The catalog to ask, HOST[:PORT] (repeatable: the first that answers is used).
+    #[arg(long = "catalog", short = 'c', value_name = "HOST[:PORT]")]
+    pub catalogs: Vec<String>,
+    /// Print the records as a JSON array, one per line, with every member.
+    #[arg(long)]
+    pub json: bool,
+    /// List every record, not only Chirp servers.
+    #[arg(long, short)]
+    pub all: bool,
+    /// Seconds to wait for each catalog.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub timeout: u64,
+}
+
+pub fn status_main(args: StatusArgs) -> ExitCode {
+    let specs: Vec<String> = if !args.catalogs.is_empty() {
+        args.catalogs.clone()
+    } else if let Some(v) = std::env::var("ROOST_CATALOG")
+        .ok()
+        .or_else(|| std::env::var("CATALOG_HOST").ok())
+        .filter(|v| !v.trim().is_empty())
+    {
+        v.split(',').map(|s| s.trim().to_string()).collect()
+    } else {
+        vec!["localhost".to_string()]
+    };
+    let mut catalogs = Vec::new();
+    for spec in &specs {
+        match roost_catalog::parse_host_port(spec, roost_catalog::DEFAULT_PORT) {
+            Ok(c) => catalogs.push(c),
+            Err(e) => {
+                eprintln!("roost status: --catalog {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let timeout = Duration::from_secs(args.timeout.max(1));
+    let mut records = None;
+    for (host, port) in &catalogs {
+        match roost_catalog::query(host, *port, timeout) {
+            Ok(r) => {
+                records = Some(r);
+                break;
+            }
+            Err(e) => eprintln!("roost status: catalog {e}"),
+        }
+    }
+    let Some(mut records) = records else {
+        return ExitCode::from(1);
+    };
+    if !args.all {
+        records.retain(|r| r.get("type").and_then(Value::as_str) == Some("chirp"));
+    }
+    let mut out = std::io::stdout().lock();
+    let text = if args.json {
+        roost_catalog::records_json(&records)
+    } else {
+        table(&records, roost_catalog::unix_now())
+    };
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+    ExitCode::SUCCESS
+}
+
+/// Bytes in binary units: 512, 1.5K, 20G.
+fn human(bytes: Option<i64>) -> String {
+    let Some(b) = bytes.filter(|&b| b >= 0) else {
+        return "-".into();
+    };
+    let mut v = b as f64;
+    for unit in ["", "K", "M", "G", "T", "P"] {
+        if v < 1024.0 || unit == "P" {
+            return if unit.is_empty() {
+                format!("{b}")
+            } else if v < 10.0 {
+                format!("{v:.1}{unit}")
+            } else {
+                format!("{v:.0}{unit}")
+            };
+        }
+        v /= 1024.0;
+    }
+    unreachable!()
+}
+
+fn ago(seconds: Option<i64>) -> String {
+    match seconds {
+        None => "-".into(),
+        Some(s) if s < 0 => "now".into(),
+        Some(s) if s < 120 => format!("{s}s ago"),
+        Some(s) if s < 7200 => format!("{}m ago", s / 60),
+        Some(s) if s < 172_800 => format!("{}h ago", s / 3600),
+        Some(s) => format!("{}d ago", s / 86_400),
+    }
+}
+
+/// The pool as a table, one server a line.
+fn table(records: &[Value], now: i64) -> String {
+    let header = [
+        "HOST",
+        "NAME",
+        "OWNER",
+        "STATE",
+        "LOAD",
+        "CPUS",
+        "DISK FREE",
+        "MEMORY",
+        "SEEN",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
+    for r in records {
+        let text = |k: &str| r.get(k).map(Value::to_plain).unwrap_or_else(|| "-".into());
+        let int = |k: &str| r.get(k).and_then(Value::as_i64);
+        let host = match (r.get("address").and_then(Value::as_str), int("port")) {
+            (Some(a), Some(p)) if a.contains(':') => format!("[{a}]:{p}"),
+            (Some(a), Some(p)) => format!("{a}:{p}"),
+            (Some(a), None) => a.to_string(),
+            (None, _) => text("name"),
+        };
+        let load = r
+            .get("load1")
+            .and_then(Value::as_f64)
+            .map(|l| format!("{l:.2}"))
+            .unwrap_or_else(|| "-".into());
+        let seen = int("age").or_else(|| int("lastheardfrom").map(|t| now - t));
+        rows.push(vec![
+            host,
+            text("name"),
+            text("owner"),
+            // cctools' catalog has no state: it drops servers instead.
+            r.get("state")
+                .map(Value::to_plain)
+                .unwrap_or_else(|| "up".into()),
+            load,
+            text("cpus"),
+            format!("{}/{}", human(int("avail")), human(int("total"))),
+            format!(
+                "{}/{}",
+                human(int("memory_avail")),
+                human(int("memory_total"))
+            ),
+            ago(seen),
+        ]);
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}  ", w = widths[c]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_ages() {
+        assert_eq!(human(Some(512)), "512");
+        assert_eq!(human(Some(1536)), "1.5K");
+        assert_eq!(human(Some(20 << 30)), "20G");
+        assert_eq!(human(None), "-");
+        assert_eq!(ago(Some(5)), "5s ago");
+        assert_eq!(ago(Some(600)), "10m ago");
+    }
+
+    #[test]
+    fn a_table_lines_up() {
+        let r = roost_catalog::json::parse(
+            br#"{"type":"chirp","name":"h","address":"127.0.0.1","port":9094,"owner":"u",
+                 "state":"down","load1":0.5,"cpus":2,"avail":1024,"total":2048,"age":3}"#,
+        )
+        .unwrap();
+        let t = table(&[r], 0);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].starts_with("HOST"));
+        assert!(lines[1].starts_with("127.0.0.1:9094"), "{t}");
+        assert!(
+            lines[1].contains("down") && lines[1].contains("1.0K/2.0K"),
+            "{t}"
+        );
+    }
+}
