@@ -7,8 +7,13 @@
 //! that does not match is never shown (retried with a fresh index, then EIO and a line on
 //! stderr). Without an index a path that answers 200 is a regular file (size from
 //! Content-Length) and a directory cannot be listed. Every change answers EROFS.
+//!
+//! Requests go through the proxies of [`HttpOptions::proxies`] when there are any (see
+//! [`crate::client`]). A file whose content does not match, fetched through a proxy, is
+//! fetched again through the next and then from the origin; only the origin's copy failing
+//! as well (with its index fetched again from the origin) refuses it.
 
-use crate::client::{self, Client, Failure};
+use crate::client::{self, Body, Client, Failure, ProxyList};
 use crate::growfs;
 use crate::index::{Digest, Entry, Kind, INDEX_NAME};
 use crate::listing::Listing;
@@ -23,8 +28,11 @@ use std::time::{Duration, Instant};
 
 /// The largest index or GROW-FS listing fetched.
 const INDEX_LIMIT: u64 = 256 << 20;
-/// How many times a file whose content does not match its index is fetched.
+/// How many times a file whose content does not match its index is fetched from the
+/// origin (each time after the first with its index fetched again from the origin).
 const ATTEMPTS: u32 = 3;
+/// A request by whatever route is in use (a proxy, or the origin once they failed).
+const ANY: usize = 0;
 
 /// How the driver reaches servers.
 #[derive(Clone, Debug)]
@@ -35,6 +43,8 @@ pub struct HttpOptions {
     pub timeout: Duration,
     /// Say fetches of indexes and files on stderr.
     pub verbose: bool,
+    /// The proxies to go through (none: to the origin directly).
+    pub proxies: ProxyList,
 }
 
 impl Default for HttpOptions {
@@ -43,6 +53,7 @@ impl Default for HttpOptions {
             ttl: Duration::from_secs(300),
             timeout: Duration::from_secs(30),
             verbose: false,
+            proxies: ProxyList::default(),
         }
     }
 }
@@ -74,6 +85,12 @@ impl Found {
     }
 }
 
+/// Where a copy of a file came from, and what of it did not match its index.
+struct Copy {
+    route: usize,
+    mismatch: Option<String>,
+}
+
 /// What a path without an index in its directory answered, with when.
 type Probed = (Result<Found, Errno>, Instant);
 
@@ -103,6 +120,8 @@ pub struct HttpNet {
     said: Mutex<HashSet<(String, Vec<u8>)>>,
     /// Servers whose failure to answer was said and not yet followed by an answer.
     down: Mutex<HashSet<String>>,
+    /// The proxies (routes) whose copy of a file was refused, said on stderr.
+    distrusted: Mutex<HashSet<usize>>,
     uid: u32,
     gid: u32,
     /// Requests, bytes of files fetched and refused contents, for `--summary`.
@@ -142,12 +161,17 @@ fn inode_of(key: &str) -> u64 {
 }
 
 impl HttpNet {
-    /// The driver of `scheme` (`http` or `https`).
-    pub fn new(scheme: &'static str, cache: Arc<Cache>, options: HttpOptions) -> HttpNet {
-        HttpNet {
+    /// The driver of `scheme` (`http` or `https`); an error names a proxy URL that is no
+    /// `http://[USER:PASSWORD@]HOST[:PORT]`.
+    pub fn new(
+        scheme: &'static str,
+        cache: Arc<Cache>,
+        options: HttpOptions,
+    ) -> Result<HttpNet, String> {
+        Ok(HttpNet {
             scheme,
             cache,
-            client: Client::new(options.timeout),
+            client: Client::new(options.timeout, options.proxies.clone())?,
             options,
             servers: Mutex::new(BTreeSet::new()),
             dirs: Mutex::new(HashMap::new()),
@@ -155,13 +179,14 @@ impl HttpNet {
             grown: Mutex::new(HashMap::new()),
             said: Mutex::new(HashSet::new()),
             down: Mutex::new(HashSet::new()),
+            distrusted: Mutex::new(HashSet::new()),
             // SAFETY: plain queries.
             uid: unsafe { libc::geteuid() },
             gid: unsafe { libc::getegid() },
             requests: AtomicU64::new(0),
             fetched: AtomicU64::new(0),
             refused: AtomicU64::new(0),
-        }
+        })
     }
 
     /// Removes this agent's local copies (the run is over).
@@ -188,11 +213,17 @@ impl HttpNet {
         client::url(self.scheme, authority, path)
     }
 
-    /// A request to `authority`; a server that does not answer is said once (until it
-    /// answers again).
-    fn request(&self, authority: &str, method: &str, url: &str) -> Result<client::Answer, Failure> {
+    /// A request to `authority`, by the route in use or, if later, `from`; a server that
+    /// does not answer is said once (until it answers again).
+    fn request(
+        &self,
+        authority: &str,
+        from: usize,
+        method: &str,
+        url: &str,
+    ) -> Result<client::Answer, Failure> {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        let answer = self.client.request(method, url);
+        let answer = self.client.request(from, method, url);
         let mut down = self.down.lock().expect("down lock");
         match &answer {
             Err(Failure::Transport(e)) => {
@@ -207,28 +238,58 @@ impl HttpNet {
         answer
     }
 
-    /// A small file's content, `None` when the server has none there.
-    fn get_small(&self, authority: &str, url: &str) -> Result<Option<Vec<u8>>, Errno> {
-        match self.request(authority, "GET", url) {
-            Ok(a) if a.status == 200 => a.body(INDEX_LIMIT).map(Some).map_err(|e| {
-                eprintln!("roost: {url}: {e}");
-                libc::EIO
-            }),
-            Ok(_) => Ok(None),
-            Err(Failure::Status(s)) if (400..500).contains(&s) => Ok(None),
-            Err(e) => Err(e.errno()),
+    /// A small file's content (an index), `None` when the server has none there; one
+    /// cut short through a proxy is asked for again by the next route.
+    fn get_small(
+        &self,
+        authority: &str,
+        mut from: usize,
+        url: &str,
+    ) -> Result<Option<Vec<u8>>, Errno> {
+        loop {
+            let answer = match self.request(authority, from, "GET", url) {
+                Ok(a) if a.status == 200 => a,
+                Ok(_) => return Ok(None),
+                Err(Failure::Status(s)) if (400..500).contains(&s) => return Ok(None),
+                Err(e) => return Err(e.errno()),
+            };
+            let route = answer.route;
+            match answer.body(INDEX_LIMIT) {
+                Ok(body) => {
+                    if self.options.verbose {
+                        eprintln!("roost: fetched {url}{}", self.by(route));
+                    }
+                    return Ok(Some(body));
+                }
+                Err(Body::Cut(e)) if self.client.proxy(route).is_some() => {
+                    from = self.client.cut(route, &e).unwrap_or(route);
+                }
+                Err(e) => {
+                    eprintln!("roost: {url}: {e}");
+                    return Err(libc::EIO);
+                }
+            }
         }
     }
 
-    /// What is known of directory `dir` on `authority`: asked again once the TTL is over.
-    fn directory(&self, authority: &str, dir: &[u8]) -> Result<Known, Errno> {
+    /// How an answer came, as said after its URL: ` through proxy URL`, or nothing.
+    fn by(&self, route: usize) -> String {
+        self.client
+            .proxy(route)
+            .map(|p| format!(" through proxy {p}"))
+            .unwrap_or_default()
+    }
+
+    /// What is known of directory `dir` on `authority`: asked again once the TTL is over
+    /// (by the route in use or, if later, `from`).
+    fn directory(&self, authority: &str, dir: &[u8], from: usize) -> Result<Known, Errno> {
         let key = (authority.to_string(), dir.to_vec());
         if let Some((known, at)) = self.dirs.lock().expect("dirs lock").get(&key) {
             if at.elapsed() < self.options.ttl {
                 return Ok(known.clone());
             }
         }
-        let known = self.load_directory(authority, dir)?;
+        let known = self.load_directory(authority, dir, from)?;
         let mut dirs = self.dirs.lock().expect("dirs lock");
         if dirs.len() > 1 << 16 {
             dirs.clear();
@@ -239,12 +300,12 @@ impl HttpNet {
 
     /// Fetches what is known of `dir`: from the GROW-FS tree that holds it (fetched again
     /// once the TTL is over), else its `.roostindex`, else a `.growfsdir` rooted there.
-    fn load_directory(&self, authority: &str, dir: &[u8]) -> Result<Known, Errno> {
+    fn load_directory(&self, authority: &str, dir: &[u8], from: usize) -> Result<Known, Errno> {
         if let Some((root, tree, fresh)) = self.tree_holding(authority, dir) {
             let tree = if fresh {
                 Some(tree)
             } else {
-                self.load_tree(authority, &root)?
+                self.load_tree(authority, &root, from)?
             };
             if let Some(tree) = tree {
                 let below = roost_vfs::path::strip_prefix(dir, &root).unwrap_or(b"");
@@ -256,10 +317,7 @@ impl HttpNet {
             }
         }
         let url = self.url(authority, &crate::join(dir, INDEX_NAME.as_bytes()));
-        if let Some(text) = self.get_small(authority, &url)? {
-            if self.options.verbose {
-                eprintln!("roost: fetched {url}");
-            }
+        if let Some(text) = self.get_small(authority, from, &url)? {
             return match crate::index::parse(&text) {
                 Ok(entries) => Ok(Known::Indexed(Arc::new(Listing::new(entries)))),
                 Err(e) => {
@@ -268,7 +326,7 @@ impl HttpNet {
                 }
             };
         }
-        Ok(match self.load_tree(authority, dir)? {
+        Ok(match self.load_tree(authority, dir, from)? {
             Some(tree) => {
                 let entries = tree.dirs.get(&b"/"[..]).cloned().unwrap_or_default();
                 Known::Indexed(Arc::new(Listing::new(entries)))
@@ -293,12 +351,17 @@ impl HttpNet {
     }
 
     /// Fetches the GROW-FS tree rooted at `root` (`None` when there is none) and keeps it.
-    fn load_tree(&self, authority: &str, root: &[u8]) -> Result<Option<Arc<growfs::Tree>>, Errno> {
+    fn load_tree(
+        &self,
+        authority: &str,
+        root: &[u8],
+        from: usize,
+    ) -> Result<Option<Arc<growfs::Tree>>, Errno> {
         let url = self.url(
             authority,
             &crate::join(root, growfs::GROWFS_NAME.as_bytes()),
         );
-        let text = self.get_small(authority, &url)?;
+        let text = self.get_small(authority, from, &url)?;
         let mut grown = self.grown.lock().expect("grown lock");
         let trees = grown.entry(authority.to_string()).or_default();
         trees.retain(|g| g.root != root);
@@ -309,9 +372,6 @@ impl HttpNet {
             eprintln!("roost: {url}: malformed GROW-FS listing: {e}");
             libc::EIO
         })?);
-        if self.options.verbose {
-            eprintln!("roost: fetched {url}");
-        }
         trees.push(Grown {
             root: root.to_vec(),
             tree: Arc::clone(&tree),
@@ -373,10 +433,10 @@ impl HttpNet {
 
     /// The index entry of `path` (not the server's root), `None` when its directory has
     /// no index.
-    fn entry(&self, authority: &str, path: &[u8]) -> Result<Option<Entry>, Errno> {
+    fn entry(&self, authority: &str, path: &[u8], from: usize) -> Result<Option<Entry>, Errno> {
         let parent = roost_vfs::path::parent(path);
         let name = path.rsplit(|&b| b == b'/').next().unwrap_or(b"");
-        match self.directory(authority, parent)? {
+        match self.directory(authority, parent, from)? {
             Known::Indexed(l) => l.get(name).cloned().map(Some).ok_or(libc::ENOENT),
             Known::Unindexed => Ok(None),
         }
@@ -384,11 +444,11 @@ impl HttpNet {
 
     /// The attributes of `path` without following a final symlink, and for a regular file
     /// the version of its content and the hash that vouches for it.
-    fn lookup(&self, authority: &str, path: &[u8]) -> Result<Found, Errno> {
+    fn lookup(&self, authority: &str, path: &[u8], from: usize) -> Result<Found, Errno> {
         if path == b"/" {
-            return self.probe(authority, path);
+            return self.probe(authority, path, from);
         }
-        match self.entry(authority, path)? {
+        match self.entry(authority, path, from)? {
             Some(e) => Ok(Found {
                 stat: self.stat_of(authority, path, &e),
                 version: e.digest.map(|d| Version {
@@ -398,14 +458,14 @@ impl HttpNet {
                 }),
                 digest: e.digest,
             }),
-            None => self.probe(authority, path),
+            None => self.probe(authority, path, from),
         }
     }
 
     /// A path whose directory has no index: a directory if it has an index of its own or
     /// the server redirects it (to the name with a slash), a regular file if it answers
     /// 200 to HEAD (or GET). Remembered for the TTL, unless the server failed to answer.
-    fn probe(&self, authority: &str, path: &[u8]) -> Result<Found, Errno> {
+    fn probe(&self, authority: &str, path: &[u8], from: usize) -> Result<Found, Errno> {
         let key = (authority.to_string(), path.to_vec());
         if let Some((answer, at)) = self.probes.lock().expect("probes lock").get(&key) {
             if at.elapsed() < self.options.ttl {
@@ -413,7 +473,7 @@ impl HttpNet {
             }
         }
         let dir = |stat| Ok(Found::plain(stat));
-        let answer = match self.directory(authority, path) {
+        let answer = match self.directory(authority, path, from) {
             Ok(Known::Indexed(l)) => match l.get(b".") {
                 Some(itself) => dir(self.stat_of(authority, path, itself)),
                 None => dir(self.dir_stat(authority, path)),
@@ -421,7 +481,7 @@ impl HttpNet {
             // A server's root is a directory, whatever its HEAD says.
             Ok(Known::Unindexed) if path == b"/" => dir(self.dir_stat(authority, path)),
             Err(e) if e != libc::ENOENT => Err(e),
-            _ => self.head(authority, path),
+            _ => self.head(authority, path, from),
         };
         if matches!(answer, Ok(_) | Err(libc::ENOENT) | Err(libc::EACCES)) {
             let mut probes = self.probes.lock().expect("probes lock");
@@ -436,10 +496,10 @@ impl HttpNet {
     /// HEAD of an unindexed path (GET where a server refuses HEAD): its attributes as a
     /// file (size from Content-Length, time from Last-Modified) or as an unlistable
     /// directory.
-    fn head(&self, authority: &str, path: &[u8]) -> Result<Found, Errno> {
+    fn head(&self, authority: &str, path: &[u8], from: usize) -> Result<Found, Errno> {
         let url = self.url(authority, path);
-        let answer = match self.request(authority, "HEAD", &url) {
-            Err(Failure::Status(405 | 501)) => self.request(authority, "GET", &url),
+        let answer = match self.request(authority, from, "HEAD", &url) {
+            Err(Failure::Status(405 | 501)) => self.request(authority, from, "GET", &url),
             other => other,
         }
         .map_err(|e| e.errno())?;
@@ -477,7 +537,7 @@ impl HttpNet {
 
     /// The entries of directory `path`, or the one-line error of an unindexed one.
     fn list(&self, authority: &str, path: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, Errno> {
-        match self.directory(authority, path)? {
+        match self.directory(authority, path, ANY)? {
             Known::Indexed(l) => Ok(l
                 .entries()
                 .iter()
@@ -499,73 +559,87 @@ impl HttpNet {
         }
     }
 
-    /// Fetches `url` into `file`, checking its hash against `digest` as it arrives.
+    /// Fetches `url` into `file` (by the route in use or, if later, `from`), checking its
+    /// hash against `digest` as it arrives; an answer cut short through a proxy is asked
+    /// for again by the next route. `copy` says the route that answered and what did not
+    /// match.
     fn download(
         &self,
         authority: &str,
+        mut from: usize,
         url: &str,
         file: &mut std::fs::File,
         digest: Option<Digest>,
-        mismatch: &mut Option<String>,
+        copy: &mut Copy,
     ) -> Result<(), Errno> {
-        let answer = self.request(authority, "GET", url).map_err(|e| e.errno())?;
-        if answer.status != 200 {
-            return Err(libc::EIO);
-        }
-        let mut sha256 = sha2::Sha256::new();
-        let mut sha1 = sha1::Sha1::new();
-        let mut reader = answer.response.into_reader();
-        let mut buf = vec![0u8; 256 * 1024];
-        loop {
-            let n = match std::io::Read::read(&mut reader, &mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    eprintln!("roost: {url}: {e}");
-                    return Err(libc::EIO);
+        let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
+        'route: loop {
+            let answer = self
+                .request(authority, from, "GET", url)
+                .map_err(|e| e.errno())?;
+            copy.route = answer.route;
+            if answer.status != 200 {
+                return Err(libc::EIO);
+            }
+            file.set_len(0).map_err(errno)?;
+            std::io::Seek::rewind(file).map_err(errno)?;
+            let mut sha256 = sha2::Sha256::new();
+            let mut sha1 = sha1::Sha1::new();
+            let mut reader = answer.response.into_reader();
+            let mut buf = vec![0u8; 256 * 1024];
+            loop {
+                let n = match std::io::Read::read(&mut reader, &mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => match self.client.cut(copy.route, &e.to_string()) {
+                        Some(next) => {
+                            from = next;
+                            continue 'route;
+                        }
+                        None => {
+                            eprintln!("roost: {url}: {e}");
+                            return Err(libc::EIO);
+                        }
+                    },
+                };
+                match digest {
+                    Some(Digest::Sha256(_)) => sha256.update(&buf[..n]),
+                    Some(Digest::Sha1(_)) => sha1.update(&buf[..n]),
+                    None => {}
                 }
+                file.write_all(&buf[..n]).map_err(errno)?;
+                self.fetched.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            let got = match digest {
+                Some(Digest::Sha256(_)) => Some(crate::index::hex(&sha256.finalize())),
+                Some(Digest::Sha1(_)) => Some(crate::index::hex(&sha1.finalize())),
+                None => None,
             };
-            match digest {
-                Some(Digest::Sha256(_)) => sha256.update(&buf[..n]),
-                Some(Digest::Sha1(_)) => sha1.update(&buf[..n]),
-                None => {}
-            }
-            file.write_all(&buf[..n])
-                .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
-            self.fetched.fetch_add(n as u64, Ordering::Relaxed);
-        }
-        let got = match digest {
-            Some(Digest::Sha256(_)) => Some(crate::index::hex(&sha256.finalize())),
-            Some(Digest::Sha1(_)) => Some(crate::index::hex(&sha1.finalize())),
-            None => None,
-        };
-        match (digest, got) {
-            (Some(want), Some(got)) if want.hex() != got => {
-                *mismatch = Some(format!("sha {got}, the index says {}", want.hex()));
-                Err(libc::EBADMSG)
-            }
-            _ => Ok(()),
+            return match (digest, got) {
+                (Some(want), Some(got)) if want.hex() != got => {
+                    copy.mismatch = Some(format!("sha {got}, the index says {}", want.hex()));
+                    Err(libc::EBADMSG)
+                }
+                _ => Ok(()),
+            };
         }
     }
 
     /// The local copy of the regular file `path` (driver path `full`): from the cache, or
-    /// fetched and checked. A content the index does not vouch for is fetched again with a
-    /// fresh index, then refused.
+    /// fetched and checked. A content the index does not vouch for is never shown: one a
+    /// proxy gave is fetched again through the next proxy, then from the origin; one the
+    /// origin gave is fetched again with the index fetched again from the origin, up to
+    /// [`ATTEMPTS`] times from there, then refused.
     fn localize_file(&self, full: &[u8], authority: &str, path: &[u8]) -> Result<Vec<u8>, Errno> {
         let key = Cache::key(&format!("{}://{authority}", self.scheme), path);
         let url = self.url(authority, path);
-        let mut why = String::new();
-        for attempt in 0..ATTEMPTS {
-            if attempt > 0 {
-                self.forget(authority, roost_vfs::path::parent(path));
-                self.probes
-                    .lock()
-                    .expect("probes lock")
-                    .remove(&(authority.to_string(), path.to_vec()));
-                std::thread::sleep(Duration::from_millis(100 << attempt));
-            }
-            let found = self.lookup(authority, path)?;
+        let origin = self.client.origin();
+        // Where the next copy and the index come from (the origin once its copy failed).
+        let (mut from, mut index_from) = (ANY, ANY);
+        let (mut attempts, mut from_origin) = (0, 0);
+        let why = loop {
+            let found = self.lookup(authority, path, index_from)?;
             let st = found.stat;
             if st.mode & libc::S_IFMT != libc::S_IFREG {
                 // The index changed meanwhile, and this is no file any more.
@@ -577,29 +651,61 @@ impl HttpNet {
                 mtime: st.mtime.0,
             });
             let digest = found.digest;
-            let mut mismatch = None;
+            let mut copy = Copy {
+                route: origin,
+                mismatch: None,
+            };
             let object = self.cache.object((&key, &url), version, |f| {
-                self.download(authority, &url, f, digest, &mut mismatch)
+                self.download(authority, from, &url, f, digest, &mut copy)
             });
-            match object {
+            let wrong = match object {
                 Ok(object) => return self.cache.show_file(full, &object, st.mode, st.mtime.0),
-                Err(libc::EBADMSG) => {
-                    why = mismatch.unwrap_or_default();
-                }
+                Err(libc::EBADMSG) => copy.mismatch.unwrap_or_default(),
                 Err(libc::ESTALE) => {
                     let said = if digest.is_some() {
                         "the index says"
                     } else {
                         "announced"
                     };
-                    why = format!("not the {} bytes {said}", version.size);
+                    format!("not the {} bytes {said}", version.size)
                 }
                 Err(e) => return Err(e),
-            }
+            };
+            let why = format!("{wrong}{}", self.by(copy.route));
+            attempts += 1;
             self.refused.fetch_add(1, Ordering::Relaxed);
-        }
+            if copy.route < origin {
+                // A proxy's copy: the next proxy's, or the origin's, with the same index.
+                // Said once a proxy (a proxy's stale copies are many after an update).
+                let first = self
+                    .distrusted
+                    .lock()
+                    .expect("distrusted lock")
+                    .insert(copy.route);
+                if first || self.options.verbose {
+                    eprintln!(
+                        "roost: {url}: content does not match its index ({why}); fetching it again"
+                    );
+                }
+                from = copy.route + 1;
+                continue;
+            }
+            from_origin += 1;
+            if from_origin >= ATTEMPTS {
+                break why;
+            }
+            // The origin's copy: the index may be out of date (a proxy's, or the tree
+            // changed meanwhile): fetched again, from the origin.
+            (from, index_from) = (origin, origin);
+            self.forget(authority, roost_vfs::path::parent(path));
+            self.probes
+                .lock()
+                .expect("probes lock")
+                .remove(&(authority.to_string(), path.to_vec()));
+            std::thread::sleep(Duration::from_millis(100 << from_origin));
+        };
         eprintln!(
-            "roost: {url}: content does not match its index ({why}); refused after {ATTEMPTS} attempts"
+            "roost: {url}: content does not match its index ({why}); refused after {attempts} attempts"
         );
         Err(libc::EIO)
     }
@@ -661,7 +767,7 @@ impl Driver for HttpNet {
             return Ok(Self::root_stat());
         }
         let (authority, rest) = self.server(path)?;
-        self.lookup(&authority, &rest).map(|f| f.stat)
+        self.lookup(&authority, &rest, ANY).map(|f| f.stat)
     }
     fn stat(&self, path: &[u8]) -> Result<Stat, Errno> {
         if Self::is_root(path) {
@@ -671,11 +777,11 @@ impl Driver for HttpNet {
         // Relative targets are followed inside the server; an absolute one names a path of
         // the program's namespace, which the namespace follows itself.
         for _ in 0..40 {
-            let st = self.lookup(&authority, &rest)?.stat;
+            let st = self.lookup(&authority, &rest, ANY)?.stat;
             if !st.is_symlink() {
                 return Ok(st);
             }
-            let target = match self.entry(&authority, &rest)? {
+            let target = match self.entry(&authority, &rest, ANY)? {
                 Some(Entry {
                     target: Some(t), ..
                 }) if !t.starts_with(b"/") => t,
@@ -696,12 +802,12 @@ impl Driver for HttpNet {
         if rest == b"/" {
             return Err(libc::EINVAL);
         }
-        match self.entry(&authority, &rest)? {
+        match self.entry(&authority, &rest, ANY)? {
             Some(Entry {
                 target: Some(t), ..
             }) => Ok(t),
             Some(_) => Err(libc::EINVAL),
-            None => self.lookup(&authority, &rest).and(Err(libc::EINVAL)),
+            None => self.lookup(&authority, &rest, ANY).and(Err(libc::EINVAL)),
         }
     }
     fn access(&self, path: &[u8], mode: i32) -> Result<(), Errno> {
@@ -784,7 +890,7 @@ impl Driver for HttpNet {
             return self.cache.show_dir(path, &self.servers_listed());
         }
         let (authority, rest) = self.server(path)?;
-        let st = self.lookup(&authority, &rest)?.stat;
+        let st = self.lookup(&authority, &rest, ANY)?.stat;
         match st.mode & libc::S_IFMT {
             libc::S_IFDIR => {
                 let entries = self.list(&authority, &rest)?;

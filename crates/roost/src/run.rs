@@ -4,6 +4,7 @@
 use crate::background;
 use clap::Args;
 use roost_agent::Options;
+use roost_httpfs::client::ProxyList;
 use roost_httpfs::{HttpNet, HttpOptions};
 use roost_vfs::cache::Cache;
 use roost_vfs::chirp::{ChirpNet, ChirpOptions};
@@ -18,8 +19,8 @@ use std::time::Duration;
 #[command(after_help = "\
 Exit status: the program's own; 128+N when it dies of signal N (as a shell reports it);
 127 when the program is not found, 126 when it cannot be executed; 2 for a bad option (a
---mount, --mount-file, --trace, --auth, --key, --cache-size or identity option); 125 when
-roost cannot trace at all (e.g. ptrace forbidden).
+--mount, --mount-file, --trace, --auth, --key, --cache-size, --http-proxy or identity
+option); 125 when roost cannot trace at all (e.g. ptrace forbidden).
 roost returns when the program exits; processes it left running stay traced (and inside the
 namespace) until they exit. With --trace or --summary roost waits for them, to report on them.
 
@@ -31,7 +32,11 @@ files written go back when closed, and roost returns once they are there.
 /http/HOST[:PORT]/PATH (and /https/...) names a file on a web server, read-only, as the
 index files `roost index` writes there describe it (--http-ttl); mounts may point there
 too (--mount /sw=/http/h:8080/sw or http://h:8080/sw). Files are fetched whole into the
-same cache and checked against the index's SHA-256.
+same cache and checked against the index's SHA-256. Requests go through the --http-proxy
+proxies (else those of http_proxy / https_proxy, except for the hosts no_proxy lists),
+starting at one picked at random; a proxy that fails is left for the next, then for the
+origin server (said once), and a file whose content does not match is fetched again
+through the next proxy, then from the origin, before it fails with EIO.
 
 Identity: --uid, --gid, --user and --hostname make the id queries (getuid, getresgid,
 getgroups, ...) and uname report the given identity, and map /etc/passwd and /etc/group to
@@ -88,6 +93,12 @@ pub struct RunArgs {
     /// Seconds a web server's directory index is trusted before it is fetched again.
     #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
     pub http_ttl: f64,
+    /// A caching proxy for /http and /https (http://[USER:PASSWORD@]HOST[:PORT]), used for
+    /// every server; repeatable: roost starts at one picked at random and falls back to
+    /// the next, then to the server itself [default: $http_proxy / $https_proxy, except for
+    /// the hosts in $no_proxy].
+    #[arg(long = "http-proxy", value_name = "URL")]
+    pub http_proxies: Vec<String>,
     /// The cache's size bound, in bytes or with a K, M or G suffix; the least recently
     /// used files go first.
     #[arg(long, default_value = "4G", value_name = "SIZE")]
@@ -197,19 +208,26 @@ fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
             args.http_ttl
         ));
     }
-    let options = HttpOptions {
-        ttl: Duration::from_secs_f64(args.http_ttl),
-        timeout: Duration::from_secs(args.io_timeout.max(1)),
-        verbose: args.verbose,
-    };
     // The objects are shared with Chirp's; each driver's mirror is its own, since a mirror
     // holds driver paths (`/HOST:PORT/PATH`) and the root's listing replaces its entries.
-    let web = |scheme| -> Result<Arc<HttpNet>, String> {
-        Ok(Arc::new(HttpNet::new(
-            scheme,
-            cache_of(args)?,
-            options.clone(),
-        )))
+    let web = |scheme: &'static str| -> Result<Arc<HttpNet>, String> {
+        let mut options = HttpOptions {
+            ttl: Duration::from_secs_f64(args.http_ttl),
+            timeout: Duration::from_secs(args.io_timeout.max(1)),
+            verbose: args.verbose,
+            proxies: ProxyList::choose(&args.http_proxies, scheme, |v| std::env::var(v).ok()),
+        };
+        let driver = match HttpNet::new(scheme, cache_of(args)?, options.clone()) {
+            Ok(driver) => driver,
+            Err(e) if !args.http_proxies.is_empty() => return Err(format!("--http-proxy: {e}")),
+            // A variable set for other programs need not stop this one: said, and ignored.
+            Err(e) => {
+                eprintln!("roost run: {scheme}_proxy: {e}; {scheme} servers are reached directly");
+                options.proxies = ProxyList::default();
+                HttpNet::new(scheme, cache_of(args)?, options)?
+            }
+        };
+        Ok(Arc::new(driver))
     };
     Ok([web("http")?, web("https")?])
 }

@@ -57,18 +57,51 @@ impl Web {
     }
 
     fn nginx(root: &Path) -> Web {
+        Web::nginx_with(|_| format!("root {};\n    autoindex on;", root.display()))
+    }
+
+    /// nginx as a caching forward proxy (`proxy_pass` to the server a request names, with
+    /// `proxy_cache`), its access log saying each request, its connection and whether the
+    /// cache had it. `wrong` are copies it serves instead of the server's: a tampered
+    /// proxy.
+    fn caching_proxy(wrong: &[(&str, &[u8])]) -> Web {
+        Web::nginx_with(|state| {
+            let mut conf = String::from(
+                "location / {\n      proxy_pass http://$http_host;\n      \
+                 proxy_cache roost;\n      proxy_cache_valid 200 10m;\n      \
+                 proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n    }",
+            );
+            for (path, data) in wrong {
+                let copy = state.join("wrong").join(path.trim_start_matches('/'));
+                std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+                std::fs::write(&copy, data).unwrap();
+                conf += &format!(
+                    "\n    location = {path} {{ root {}; }}",
+                    state.join("wrong").display()
+                );
+            }
+            conf
+        })
+    }
+
+    /// nginx on a free port with `server` (given nginx's state directory) as its server
+    /// block.
+    fn nginx_with(server: impl FnOnce(&Path) -> String) -> Web {
         let port = free_port();
         let state = tempfile::tempdir().unwrap();
         let user = if is_root() { "user root root;" } else { "" };
         let conf = format!(
             "{user}\nworker_processes 1;\nerror_log {s}/error.log;\npid {s}/nginx.pid;\n\
              events {{ worker_connections 64; }}\n\
-             http {{\n  access_log off;\n  client_body_temp_path {s}/body;\n\
+             http {{\n  log_format proxied '$connection $connection_requests \"$request\" \
+             $status $upstream_cache_status';\n  access_log {s}/access.log proxied;\n\
+             client_body_temp_path {s}/body;\n\
              proxy_temp_path {s}/proxy;\n  fastcgi_temp_path {s}/fastcgi;\n\
              uwsgi_temp_path {s}/uwsgi;\n  scgi_temp_path {s}/scgi;\n\
-             server {{\n    listen 127.0.0.1:{port};\n    root {root};\n    autoindex on;\n  }}\n}}\n",
+             proxy_cache_path {s}/cache levels=1:2 keys_zone=roost:1m;\n\
+             server {{\n    listen 127.0.0.1:{port};\n    {server}\n  }}\n}}\n",
             s = state.path().display(),
-            root = root.display()
+            server = server(state.path()),
         );
         std::fs::write(state.path().join("nginx.conf"), conf).unwrap();
         let child = Command::new("nginx")
@@ -92,6 +125,18 @@ impl Web {
     /// `/http/127.0.0.1:PORT` + `path`.
     fn url(&self, path: &str) -> String {
         format!("/http/127.0.0.1:{}{path}", self.port)
+    }
+
+    /// `http://127.0.0.1:PORT`, as a proxy is named.
+    fn proxy(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// nginx's access log so far, one request a line (`CONNECTION REQUESTS "REQUEST"
+    /// STATUS CACHE`).
+    fn log(&self) -> String {
+        let state = self._state.as_ref().expect("an nginx");
+        std::fs::read_to_string(state.path().join("access.log")).unwrap_or_default()
     }
 }
 
@@ -147,29 +192,46 @@ impl Site {
 
     /// `roost run --cache DIR [mode] OPTIONS -- timeout 60 ARGV`.
     fn run(&self, mode: &[&str], options: &[&str], argv: &[&str]) -> Output {
-        roost()
-            .arg("run")
+        self.command(mode, options, argv).output().unwrap()
+    }
+
+    /// The command `run` runs, with no proxy from the environment.
+    fn command(&self, mode: &[&str], options: &[&str], argv: &[&str]) -> Command {
+        let mut c = roost();
+        for v in PROXY_VARIABLES {
+            c.env_remove(v);
+        }
+        c.arg("run")
             .arg("--cache")
             .arg(self.cache.path())
             .args(mode)
             .args(options)
             .arg("--")
             .args(["timeout", "60"])
-            .args(argv)
-            .output()
-            .unwrap()
+            .args(argv);
+        c
     }
 }
 
 const MODES: [&[&str]; 2] = [&[], &["--no-notify"]];
 
+/// The variables that name proxies (the tests name theirs explicitly).
+const PROXY_VARIABLES: [&str; 6] = [
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+];
+
 fn text(o: &Output) -> String {
     stdout(o) + &stderr(o)
 }
 
-/// Runs `script` with `/m` mapped to `local` and then to `remote`, in both delivery modes:
-/// all four must agree.
-fn same_as_local(s: &Site, local: &Path, remote: &str, script: &str) -> String {
+/// Runs `script` with `/m` mapped to `local` and then to `remote` (with `options`), in both
+/// delivery modes: all four must agree.
+fn same_as_local(s: &Site, local: &Path, remote: &str, options: &[&str], script: &str) -> String {
     let mut seen: Vec<(String, String)> = Vec::new();
     for mode in MODES {
         for (what, target) in [
@@ -177,7 +239,8 @@ fn same_as_local(s: &Site, local: &Path, remote: &str, script: &str) -> String {
             ("http", remote.to_string()),
         ] {
             let mount = format!("/m={target}");
-            let o = s.run(mode, &["--mount", &mount], &["sh", "-c", script]);
+            let options = [&["--mount", &mount][..], options].concat();
+            let o = s.run(mode, &options, &["sh", "-c", script]);
             seen.push((
                 format!("{what} {mode:?}"),
                 format!("{}\nexit {:?}", text(&o), o.status.code()),
@@ -218,7 +281,7 @@ fn coreutils_see_the_served_tree_as_the_local_one() {
     populate(&s, "t");
     s.index("t");
     let web = Web::python(s.root());
-    let out = same_as_local(&s, &s.root().join("t"), &web.url("/t"), SURVEY);
+    let out = same_as_local(&s, &s.root().join("t"), &web.url("/t"), &[], SURVEY);
     assert!(out.contains("needle two"), "{out}");
     assert!(out.contains("script ./run.sh a b"), "{out}");
     assert!(out.contains("1500000 big"), "{out}");
@@ -231,7 +294,7 @@ fn nginx_serves_the_tree_too_with_no_mount_at_all() {
     populate(&s, "t");
     s.index("t");
     let web = Web::nginx(s.root());
-    let out = same_as_local(&s, &s.root().join("t"), &web.url("/t"), SURVEY);
+    let out = same_as_local(&s, &s.root().join("t"), &web.url("/t"), &[], SURVEY);
     assert!(out.ends_with("exit Some(0)"), "{out}");
     for mode in MODES {
         let o = s.run(
@@ -447,7 +510,7 @@ fn a_tree_indexed_by_make_growfs_reads_as_the_local_one() {
                   -printf '%p %y %s %m %Ts %l\\n' | sort \
                   && grep -rn --exclude='.growfs*' needle . | sort && cat sub/deep/f link \
                   && md5sum big 'with space.txt' && ./run.sh a";
-    let out = same_as_local(&s, &s.root().join("g"), &web.url("/g"), script);
+    let out = same_as_local(&s, &s.root().join("g"), &web.url("/g"), &[], script);
     assert!(out.contains("./sub/g.txt:1:needle two"), "{out}");
     assert!(out.ends_with("script ./run.sh a\n\nexit Some(0)"), "{out}");
     // With no TTL, the listing is fetched again from the tree's top for every directory.
@@ -573,4 +636,302 @@ fn https_to_a_server_that_speaks_no_tls_fails_with_one_line() {
     assert_eq!(err.matches("roost: https://127.0.0.1").count(), 1, "{err}");
     assert!(err.contains("tls"), "{err}");
     assert!(err.contains("Input/output error"), "{err}");
+}
+
+/// The lines of `err` that say a fall-back from a proxy.
+fn fall_backs(err: &str) -> Vec<&str> {
+    err.lines()
+        .filter(|l| l.starts_with("roost: proxy "))
+        .collect()
+}
+
+#[test]
+fn reads_go_through_a_caching_proxy() {
+    let s = Site::new();
+    populate(&s, "t");
+    s.index("t");
+    let web = Web::python(s.root());
+    let proxy = Web::caching_proxy(&[]);
+    let via = ["--http-proxy", &proxy.proxy()];
+    let out = same_as_local(&s, &s.root().join("t"), &web.url("/t"), &via, SURVEY);
+    assert!(out.ends_with("exit Some(0)"), "{out}");
+    assert!(!out.contains("roost:"), "{out}");
+    let log = proxy.log();
+    let asked = |path: &str| format!("\"GET http://127.0.0.1:{}{path} HTTP/1.1\" 200", web.port);
+    for path in [
+        "/t/.roostindex",
+        "/t/sub/.roostindex",
+        "/t/big",
+        "/t/run.sh",
+    ] {
+        assert!(log.contains(&asked(path)), "{path}: {log}");
+    }
+    // Another job (an empty cache of its own) finds the files in the proxy's cache.
+    let o = Site {
+        served: tempfile::tempdir().unwrap(),
+        cache: tempfile::tempdir().unwrap(),
+    }
+    .run(&[], &via, &["md5sum", &web.url("/t/big")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        proxy.log().contains(&format!("{} HIT", asked("/t/big"))),
+        "{}",
+        proxy.log()
+    );
+}
+
+#[test]
+fn a_proxy_that_is_down_is_left_for_the_next_and_then_for_the_origin() {
+    let s = Site::new();
+    populate(&s, "t");
+    s.index("t");
+    let web = Web::python(s.root());
+    let good = Web::caching_proxy(&[]);
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let script = format!("cat {0}/top.txt {0}/sub/g.txt && ls {0}/sub", web.url("/t"));
+    let want = "top level\nneedle one\nneedle two\ndeep\ng.txt\n";
+    for mode in MODES {
+        // Only a dead proxy: the origin, said once however many requests follow.
+        let o = s.run(mode, &["--http-proxy", &dead], &["sh", "-c", &script]);
+        assert_eq!(stdout(&o), want, "{mode:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert_eq!(
+            fall_backs(&err),
+            [format!(
+                "roost: proxy {dead} failed (Connection Failed: Connect error: Connection \
+                 refused (os error 111)); using the origin server instead"
+            )],
+            "{mode:?}: {err}"
+        );
+        // A dead proxy and a good one (either may be picked first): the good one is used.
+        let before = good.log().lines().count();
+        let o = s.run(
+            mode,
+            &["--http-proxy", &dead, "--http-proxy", &good.proxy()],
+            &["sh", "-c", &script],
+        );
+        assert_eq!(stdout(&o), want, "{mode:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        let lines = fall_backs(&err);
+        assert!(
+            lines.is_empty()
+                || lines
+                    == [format!(
+                        "roost: proxy {dead} failed (Connection Failed: Connect error: Connection \
+                     refused (os error 111)); using proxy {} instead",
+                        good.proxy()
+                    )],
+            "{mode:?}: {err}"
+        );
+        assert!(good.log().lines().count() > before, "{}", good.log());
+    }
+    // From the environment: http_proxy, unless no_proxy lists the server.
+    for (no_proxy, said) in [("", 1), ("localhost,127.0.0.0/8", 0), ("127.0.0.1", 0)] {
+        let o = s
+            .command(&[], &[], &["sh", "-c", &script])
+            .env("http_proxy", &dead)
+            .env("no_proxy", no_proxy)
+            .output()
+            .unwrap();
+        assert_eq!(stdout(&o), want, "no_proxy={no_proxy}: {}", stderr(&o));
+        assert_eq!(fall_backs(&stderr(&o)).len(), said, "{}", stderr(&o));
+    }
+    // A malformed proxy is refused before anything runs.
+    let o = s.run(&[], &["--http-proxy", "ftp://h:1"], &["true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--http-proxy: proxy ftp://h:1: expected"),
+        "{}",
+        stderr(&o)
+    );
+    // A malformed variable, meant for other programs perhaps, is said and ignored.
+    let o = s
+        .command(&[], &[], &["sh", "-c", &script])
+        .env("HTTP_PROXY", "socks5://h:1")
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&o), want, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("roost run: http_proxy: proxy socks5://h:1: expected"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn with_the_origin_and_its_proxies_down_calls_fail_with_eio_within_the_timeout() {
+    let s = Site::new();
+    let origin = free_port();
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    // A proxy that takes connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent = format!("http://127.0.0.1:{}", silent.local_addr().unwrap().port());
+    let url = format!("/http/127.0.0.1:{origin}/t");
+    for mode in MODES {
+        let started = Instant::now();
+        let o = s.run(
+            mode,
+            &[
+                "--io-timeout",
+                "2",
+                "--http-proxy",
+                &dead,
+                "--http-proxy",
+                &silent,
+            ],
+            &[
+                "sh",
+                "-c",
+                &format!("cat {url}/f; echo $?; ls {url}; echo $?"),
+            ],
+        );
+        let took = started.elapsed();
+        assert_eq!(stdout(&o), "1\n2\n", "{mode:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert_eq!(fall_backs(&err).len(), 2, "{mode:?}: {err}");
+        assert!(
+            err.lines().any(
+                |l| l.starts_with(&format!("roost: proxy {silent} failed ("))
+                    && l.contains("timed out")
+            ),
+            "{mode:?}: {err}"
+        );
+        assert_eq!(
+            err.matches(&format!(
+                "roost: http://127.0.0.1:{origin}/.roostindex: Connection Failed"
+            ))
+            .count(),
+            1,
+            "{mode:?}: {err}"
+        );
+        assert!(err.contains("Input/output error"), "{mode:?}: {err}");
+        // One timeout (the silent proxy, once), not one a request.
+        assert!(took < Duration::from_secs(10), "{mode:?}: {took:?}");
+    }
+}
+
+#[test]
+fn a_tampered_copy_on_a_proxy_is_refused_and_fetched_again() {
+    let mut s = Site::new();
+    populate(&s, "t");
+    s.index("t");
+    let web = Web::python(s.root());
+    // Same size as "needle two\n": only the hash can tell.
+    let tampered = Web::caching_proxy(&[("/t/sub/g.txt", b"needle TWO\n")]);
+    let good = Web::caching_proxy(&[]);
+    let g = format!(
+        "\"GET http://127.0.0.1:{}/t/sub/g.txt HTTP/1.1\" 200",
+        web.port
+    );
+    let script = format!("cat {0}/sub/g.txt {0}/top.txt", web.url("/t"));
+    let want = "needle two\ntop level\nneedle one\n";
+    for mode in MODES {
+        // The tampered proxy alone: the origin's copy.
+        s.cache = tempfile::tempdir().unwrap();
+        let o = s.run(
+            mode,
+            &["--http-proxy", &tampered.proxy()],
+            &["sh", "-c", &script],
+        );
+        assert_eq!(stdout(&o), want, "{mode:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(tampered.log().contains(&g), "{}", tampered.log());
+        assert!(
+            err.contains(&format!(
+                "/t/sub/g.txt: content does not match its index (sha {}, the index says {} \
+                 through proxy {}); fetching it again",
+                hex_sha256(b"needle TWO\n"),
+                hex_sha256(b"needle two\n"),
+                tampered.proxy()
+            )),
+            "{mode:?}: {err}"
+        );
+        assert!(!err.contains("Input/output error"), "{mode:?}: {err}");
+        // With a good proxy as well: the good proxy's copy, whichever is picked first.
+        s.cache = tempfile::tempdir().unwrap();
+        let o = s.run(
+            mode,
+            &[
+                "--http-proxy",
+                &tampered.proxy(),
+                "--http-proxy",
+                &good.proxy(),
+            ],
+            &["sh", "-c", &script],
+        );
+        assert_eq!(stdout(&o), want, "{mode:?}: {}", stderr(&o));
+        assert!(good.log().contains(&g), "{}", good.log());
+    }
+    // The origin's copy wrong too: EIO, after the proxy's and the origin's attempts.
+    let when = std::fs::metadata(s.root().join("t/sub/g.txt"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let f = s.write("t/sub/g.txt", b"needle 2!!\n");
+    std::fs::File::options()
+        .write(true)
+        .open(&f)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    for mode in MODES {
+        s.cache = tempfile::tempdir().unwrap();
+        let o = s.run(
+            mode,
+            &["--http-proxy", &tampered.proxy()],
+            &["sh", "-c", &format!("{script}; echo $?")],
+        );
+        assert_eq!(
+            stdout(&o),
+            "top level\nneedle one\n1\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+        let err = stderr(&o);
+        assert!(
+            err.contains("/t/sub/g.txt: content does not match its index (sha ")
+                && err.contains("refused after 4 attempts")
+                && err.contains("Input/output error"),
+            "{mode:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_stale_index_on_a_proxy_is_fetched_again_from_the_origin() {
+    let mut s = Site::new();
+    s.write("t/f", b"old content\n");
+    s.index("t");
+    let web = Web::python(s.root());
+    let proxy = Web::caching_proxy(&[]);
+    let via = ["--http-proxy", &proxy.proxy()];
+    // The proxy keeps the index (for ten minutes)...
+    let o = s.run(&[], &via, &["ls", &web.url("/t")]);
+    assert_eq!(stdout(&o), "f\n", "{}", stderr(&o));
+    // ... while the tree changes on the server.
+    s.write("t/f", b"new content, longer\n");
+    s.index("t");
+    for mode in MODES {
+        s.cache = tempfile::tempdir().unwrap();
+        let o = s.run(mode, &via, &["cat", &web.url("/t/f")]);
+        assert_eq!(
+            stdout(&o),
+            "new content, longer\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+        assert!(!stderr(&o).contains("Input/output error"), "{}", stderr(&o));
+    }
+}
+
+/// The SHA-256 of `data` in hex, as `sha256sum` says it.
+fn hex_sha256(data: &[u8]) -> String {
+    let mut c = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(c.stdin.as_mut().unwrap(), data).unwrap();
+    let out = c.wait_with_output().unwrap();
+    String::from_utf8(out.stdout).unwrap()[..64].to_string()
 }
