@@ -186,7 +186,8 @@ impl Cache {
         *self.started.get_or_init(|| {
             let made = || -> std::io::Result<()> {
                 std::fs::create_dir_all(&self.objects)?;
-                std::fs::create_dir_all(&self.mirror)?;
+                std::fs::create_dir_all(self.aux().join("once"))?;
+                File::create(self.aux().join("empty"))?;
                 // Held while this agent lives: a mirror whose lock can be taken belongs to
                 // an agent that died without removing it.
                 let held = lock_dir(&self.mirror)?.ok_or_else(|| {
@@ -219,6 +220,12 @@ impl Cache {
                 errno_of(e)
             })
         })
+    }
+
+    /// roost's own files in the mirror (copies used once, the placeholders' empty file),
+    /// beside the servers' trees: no server is named `.roost`.
+    fn aux(&self) -> PathBuf {
+        self.mirror.join(".roost")
     }
 
     /// The directory holding this agent's local copies (`mirror + driver path`).
@@ -335,7 +342,7 @@ impl Cache {
             );
         }
         static N: AtomicU64 = AtomicU64::new(0);
-        let dir = self.mirror.join(".once");
+        let dir = self.aux().join("once");
         let path = dir.join(N.fetch_add(1, Ordering::Relaxed).to_string());
         let _ = std::fs::remove_file(&path);
         self.fill(&dir, &path, version, fetch).map(OnceObject)
@@ -448,11 +455,25 @@ impl Cache {
             .iter()
             .map(|(n, t)| (n.as_slice(), t & libc::S_IFMT))
             .collect();
-        let kind_of = |m: &std::fs::Metadata| m.mode() & libc::S_IFMT;
+        let kind_of = |t: std::fs::FileType| {
+            if t.is_dir() {
+                libc::S_IFDIR
+            } else if t.is_symlink() {
+                libc::S_IFLNK
+            } else if t.is_file() {
+                libc::S_IFREG
+            } else {
+                0
+            }
+        };
         let mut present: HashMap<Vec<u8>, u32> = HashMap::new();
+        let aux = self.aux();
         for e in std::fs::read_dir(&at).map_err(errno_of)?.flatten() {
+            if e.path() == aux {
+                continue; // roost's own, beside the servers at the mirror's top
+            }
             let name = e.file_name().into_encoded_bytes();
-            let kind = e.metadata().map(|m| kind_of(&m)).unwrap_or(0);
+            let kind = e.file_type().map(kind_of).unwrap_or(0);
             let fits = wanted
                 .get(name.as_slice())
                 .is_some_and(|&want| placeholder_kind(want) == kind);
@@ -470,7 +491,11 @@ impl Cache {
             let _ = match placeholder_kind(*kind) {
                 libc::S_IFDIR => std::fs::create_dir(&p),
                 libc::S_IFLNK => std::os::unix::fs::symlink(".", &p),
-                _ => File::create(&p).map(drop),
+                // A link to one empty file: a tenth of the cost of a new inode, which a
+                // listing of thousands of files pays for each (a fresh one past the
+                // file system's link limit).
+                _ => std::fs::hard_link(aux.join("empty"), &p)
+                    .or_else(|_| File::create(&p).map(drop)),
             };
         }
         Ok(at.into_os_string().into_encoded_bytes())
