@@ -205,9 +205,35 @@ fn in_block(ip: IpAddr, net: IpAddr, bits: u32) -> bool {
 struct Route {
     /// The proxy as said on stderr (no credentials); `None` for the origin.
     proxy: Option<String>,
-    agent: ureq::Agent,
+    /// The proxy as ureq takes it.
+    via: Option<ureq::Proxy>,
+    /// Made on first use: building one loads the system's CA store (~150 files), which a
+    /// run that reaches no web server should not pay.
+    agent: std::sync::OnceLock<ureq::Agent>,
+    timeout: Duration,
     /// Whether leaving it was said.
     left: AtomicBool,
+}
+
+impl Route {
+    /// The ureq agent of this route, made on first use.
+    fn agent(&self) -> &ureq::Agent {
+        self.agent.get_or_init(|| {
+            let builder = ureq::AgentBuilder::new()
+                .redirects(0)
+                .timeout_connect(self.timeout.min(Duration::from_secs(15)))
+                .timeout_read(self.timeout)
+                .timeout_write(self.timeout)
+                .max_idle_connections(64)
+                .max_idle_connections_per_host(8)
+                .user_agent(concat!("roost/", env!("CARGO_PKG_VERSION")));
+            match &self.via {
+                Some(p) => builder.proxy(p.clone()),
+                None => builder,
+            }
+            .build()
+        })
+    }
 }
 
 /// The client of one scheme: its routes and the one in use.
@@ -241,21 +267,6 @@ impl Client {
     /// origin; `timeout` bounds each connect and read. A proxy URL that is no
     /// `http://[USER:PASSWORD@]HOST[:PORT]` is an error.
     pub fn new(timeout: Duration, list: ProxyList) -> Result<Client, String> {
-        let build = |proxy: Option<ureq::Proxy>| {
-            let builder = ureq::AgentBuilder::new()
-                .redirects(0)
-                .timeout_connect(timeout.min(Duration::from_secs(15)))
-                .timeout_read(timeout)
-                .timeout_write(timeout)
-                .max_idle_connections(64)
-                .max_idle_connections_per_host(8)
-                .user_agent(concat!("roost/", env!("CARGO_PKG_VERSION")));
-            match proxy {
-                Some(p) => builder.proxy(p),
-                None => builder,
-            }
-            .build()
-        };
         let mut routes = Vec::new();
         for url in &list.proxies {
             let bad = || format!("proxy {url}: expected http://[USER:PASSWORD@]HOST[:PORT]");
@@ -269,7 +280,9 @@ impl Client {
             }
             routes.push(Route {
                 proxy: Some(shown),
-                agent: build(Some(proxy)),
+                via: Some(proxy),
+                agent: std::sync::OnceLock::new(),
+                timeout,
                 left: AtomicBool::new(false),
             });
         }
@@ -279,7 +292,9 @@ impl Client {
         }
         routes.push(Route {
             proxy: None,
-            agent: build(None),
+            via: None,
+            agent: std::sync::OnceLock::new(),
+            timeout,
             left: AtomicBool::new(false),
         });
         Ok(Client {
@@ -376,7 +391,7 @@ impl Client {
 
     /// One request by one route.
     fn call(&self, route: usize, method: &str, url: &str) -> Result<Answer, Failure> {
-        match self.routes[route].agent.request(method, url).call() {
+        match self.routes[route].agent().request(method, url).call() {
             Ok(response) => Ok(Answer {
                 status: response.status(),
                 route,

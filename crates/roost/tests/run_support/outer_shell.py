@@ -13,8 +13,16 @@ term = Terminal(["/bin/bash", "--norc", "--noprofile", "-i"])
 
 
 def run_job(duration):
+    """Starts the job and waits until its program runs (on a loaded machine roost may take
+    longer than any fixed pause to start it)."""
     term.write(f"{roost} run --mount /roost-unused=/tmp -- sleep {duration}\n".encode())
-    time.sleep(0.7)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        found = subprocess.run(["pgrep", "-f", f"^sleep {duration}$"], capture_output=True)
+        if found.returncode == 0:
+            break
+        time.sleep(0.05)
+    time.sleep(0.2)
 
 
 term.read_until(b"$ ", 10)
