@@ -126,6 +126,28 @@ fn a_killed_relay_fails_only_its_subtree() {
     assert!(statuses[4..].iter().all(|s| *s == Err(libc::ECONNRESET)));
 }
 
+/// Waits until every thread of `pid` is stopped: SIGSTOP is delivered asynchronously, and
+/// a thread still running could answer a request sent just after `kill` returned.
+fn wait_until_stopped(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let all_stopped = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+            .all(|t| {
+                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                // The state follows the command name, which is in parentheses.
+                let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+                state.is_some_and(|s| s.starts_with('T') || s.starts_with('t'))
+            });
+        if all_stopped {
+            return;
+        }
+        assert!(Instant::now() < deadline, "server {pid} did not stop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
 fn a_stopped_server_is_bounded_by_the_wave_timeout() {
     let c = Cluster::start(4, "rwl");
@@ -136,6 +158,7 @@ fn a_stopped_server_is_bounded_by_the_wave_timeout() {
     let mut g = gopen_members(c.members("/data"), flags, 0, &options).unwrap();
     let pid = c.servers[3].pid();
     unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    wait_until_stopped(pid);
     let started = Instant::now();
     let out = g.read(5);
     let elapsed = started.elapsed();
