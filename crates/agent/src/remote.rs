@@ -98,12 +98,8 @@ fn bytes_of<T: Copy>(value: &T) -> Vec<u8> {
 
 /// The caller's umask, from `/proc/TID/status`.
 fn umask(tid: i32) -> u32 {
-    std::fs::read_to_string(format!("/proc/{tid}/status"))
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().find(|l| l.starts_with("Umask:"))?;
-            u32::from_str_radix(line["Umask:".len()..].trim(), 8).ok()
-        })
+    crate::notify::identity::Status::read(tid)
+        .and_then(|s| s.umask())
         .unwrap_or(0o022)
 }
 

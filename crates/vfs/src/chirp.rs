@@ -292,11 +292,16 @@ fn version_of(st: &roost_client::Stat) -> Version {
     }
 }
 
+/// Seconds since the epoch, now.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 /// Whether a file changed so recently that its (size, mtime) could change again unseen.
 fn too_recent(st: &roost_client::Stat) -> bool {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let now = unix_now();
     st.mtime >= now - 2 || st.ctime >= now - 2
 }
 
@@ -481,9 +486,7 @@ impl Driver for ChirpNet {
     }
     fn utime(&self, path: &[u8], atime: Option<i64>, mtime: Option<i64>) -> Result<(), Errno> {
         self.on(path, |s, p| {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs() as i64);
+            let now = unix_now();
             let old = match (atime, mtime) {
                 (Some(_), Some(_)) => None,
                 _ => Some(s.lstat(p)?),

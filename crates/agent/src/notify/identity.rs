@@ -17,6 +17,11 @@ impl Status {
     }
 
     /// The whitespace-separated values of field `name` (e.g. `"Uid:"`).
+    /// The thread's umask.
+    pub fn umask(&self) -> Option<u32> {
+        u32::from_str_radix(self.field("Umask:")?.next()?, 8).ok()
+    }
+
     fn field<'a>(&'a self, name: &str) -> Option<std::str::SplitWhitespace<'a>> {
         self.0
             .lines()
@@ -113,7 +118,7 @@ impl Identity {
             .collect();
         groups.sort_unstable();
         Some(Identity {
-            umask: u32::from_str_radix(status.field("Umask:")?.next()?, 8).ok()?,
+            umask: status.umask()?,
             fsuid: status.number("Uid:", 3)?,
             fsgid: status.number("Gid:", 3)?,
             groups,

@@ -173,3 +173,22 @@ pub fn host_triple() -> String {
         .expect("a host line in rustc -vV")
         .to_string()
 }
+
+/// Every object and archive of a zlib build in `built` equals the one in `native`.
+pub fn same_zlib_build(native: &Path, built: &Path) {
+    let mut outputs: Vec<String> = std::fs::read_dir(native)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".o") || n.ends_with(".a"))
+        .collect();
+    outputs.sort();
+    assert!(
+        outputs.len() > 10 && outputs.contains(&"libz.a".to_string()),
+        "{outputs:?}"
+    );
+    for f in &outputs {
+        let a = std::fs::read(native.join(f)).unwrap();
+        let b = std::fs::read(built.join(f)).unwrap_or_default();
+        assert!(a == b, "{f} differs from the native build");
+    }
+}
