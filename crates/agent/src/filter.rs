@@ -44,6 +44,12 @@ pub enum Verdict {
         arg: usize,
         bits: u32,
     },
+    /// A notification when the descriptor in argument `arg` is `from` or above (a virtual
+    /// descriptor's range; negative numbers such as mmap's -1 stay below), else allowed.
+    NotifyIfFdFrom {
+        arg: usize,
+        from: u32,
+    },
     Errno(i32),
 }
 
@@ -66,7 +72,9 @@ fn ret(v: Verdict) -> libc::sock_filter {
         match v {
             Verdict::Trace => RET_TRACE,
             Verdict::Notify => libc::SECCOMP_RET_USER_NOTIF,
-            Verdict::NotifyUnless { .. } | Verdict::TraceIf { .. } => {
+            Verdict::NotifyUnless { .. }
+            | Verdict::TraceIf { .. }
+            | Verdict::NotifyIfFdFrom { .. } => {
                 unreachable!("expanded by build")
             }
             Verdict::Errno(e) => RET_ERRNO | (e as u32 & 0xffff),
@@ -99,7 +107,14 @@ pub fn build(rules: &[(u32, Verdict)], foreign: Verdict) -> Vec<libc::sock_filte
             Verdict::TraceIf { arg, bits } => Some((arg, bits, RET_TRACE, RET_ALLOW)),
             _ => None,
         };
-        if let Some((arg, bits, if_set, otherwise)) = by_arg {
+        if let Verdict::NotifyIfFdFrom { arg, from } = verdict {
+            p.push(jump(BPF_JEQ_K, nr, 0, 5));
+            p.push(stmt(BPF_LD_W_ABS, offset_arg_low(arg)));
+            p.push(jump(BPF_JGE_K, from, 0, 2));
+            p.push(jump(BPF_JGE_K, 0x8000_0000, 1, 0));
+            p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF));
+            p.push(stmt(BPF_RET_K, RET_ALLOW));
+        } else if let Some((arg, bits, if_set, otherwise)) = by_arg {
             p.push(jump(BPF_JEQ_K, nr, 0, 4));
             p.push(stmt(BPF_LD_W_ABS, offset_arg_low(arg)));
             p.push(jump(BPF_JSET_K, bits, 0, 1));
@@ -298,5 +313,30 @@ mod tests {
         // The numbers after the argument checks are still matched on the number alone.
         assert_eq!(run_with(&p, a, 4, with_path), notify);
         assert_eq!(run_with(&p, a, 39, with_path), RET_ALLOW);
+    }
+
+    #[test]
+    fn descriptor_rules_notify_only_the_reserved_range() {
+        let from = 768;
+        let p = build(
+            &[
+                (0, Verdict::NotifyIfFdFrom { arg: 0, from }),
+                (9, Verdict::NotifyIfFdFrom { arg: 4, from }),
+                (257, Verdict::Notify),
+            ],
+            Verdict::Errno(libc::ENOSYS),
+        );
+        let a = arch::AUDIT_ARCH;
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        assert_eq!(run_with(&p, a, 0, [3, 0, 0, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(run_with(&p, a, 0, [767, 0, 0, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(run_with(&p, a, 0, [768, 0, 0, 0, 0, 0]), notify);
+        assert_eq!(run_with(&p, a, 0, [1023, 0, 0, 0, 0, 0]), notify);
+        // mmap's anonymous -1 and other negative numbers are no descriptor of the range.
+        assert_eq!(run_with(&p, a, 9, [0, 0, 0, 0x22, u64::MAX, 0]), RET_ALLOW);
+        assert_eq!(run_with(&p, a, 9, [0, 0, 0, 0x2, 1000, 0]), notify);
+        assert_eq!(run_with(&p, a, 9, [0, 0, 0, 0x2, 5, 0]), RET_ALLOW);
+        assert_eq!(run_with(&p, a, 257, [0; 6]), notify);
+        assert_eq!(run_with(&p, a, 1, [1000, 0, 0, 0, 0, 0]), RET_ALLOW);
     }
 }

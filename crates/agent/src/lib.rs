@@ -19,6 +19,7 @@ pub mod syscalls;
 pub mod task;
 pub mod trace;
 pub mod tracer;
+pub mod vfd;
 
 pub use spawn::SpawnError;
 pub use tracer::{run, Options};

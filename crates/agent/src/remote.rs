@@ -88,7 +88,7 @@ impl Made {
 }
 
 /// The bytes of a plain-data struct.
-fn bytes_of<T: Copy>(value: &T) -> Vec<u8> {
+pub(crate) fn bytes_of<T: Copy>(value: &T) -> Vec<u8> {
     // SAFETY: T is plain data (a kernel struct); its bytes are initialised.
     unsafe {
         std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>())
@@ -97,7 +97,7 @@ fn bytes_of<T: Copy>(value: &T) -> Vec<u8> {
 }
 
 /// The caller's umask, from `/proc/TID/status`.
-fn umask(tid: i32) -> u32 {
+pub(crate) fn umask(tid: i32) -> u32 {
     crate::notify::identity::Status::read(tid)
         .and_then(|s| s.umask())
         .unwrap_or(0o022)
@@ -301,6 +301,11 @@ fn readlink(call: &RemoteCall, regs: &Regs) -> Written {
 fn statfs(call: &RemoteCall, regs: &Regs) -> Written {
     let remote = call.first()?;
     let fs = remote.driver.statfs(&remote.path)?;
+    Ok((0, vec![(regs.arg(1), statfs_bytes(&fs))]))
+}
+
+/// `struct statfs` for a remote file system.
+pub(crate) fn statfs_bytes(fs: &roost_vfs::StatFs) -> Vec<u8> {
     // SAFETY: plain data, every field that matters set below.
     let mut out: libc::statfs = unsafe { std::mem::zeroed() };
     out.f_type = fs.kind;
@@ -312,12 +317,12 @@ fn statfs(call: &RemoteCall, regs: &Regs) -> Written {
     out.f_files = fs.files;
     out.f_ffree = fs.ffree;
     out.f_namelen = 255;
-    Ok((0, vec![(regs.arg(1), bytes_of(&out))]))
+    bytes_of(&out)
 }
 
 /// A value for a buffer of `size` bytes: its length when `size` is 0 (the caller asks how
 /// much room it needs), ERANGE when it does not fit.
-fn into_buffer(value: Vec<u8>, buf: u64, size: u64) -> Written {
+pub(crate) fn into_buffer(value: Vec<u8>, buf: u64, size: u64) -> Written {
     if size == 0 {
         return Ok((value.len() as i64, Vec::new()));
     }
@@ -341,7 +346,11 @@ fn xattr_read(call: &RemoteCall, tid: i32, regs: &Regs) -> Written {
 }
 
 /// Times for utime and friends: (atime, mtime) in seconds, `None` to leave one alone.
-fn times(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<(Option<i64>, Option<i64>), Errno> {
+pub(crate) fn times(
+    name: &str,
+    tid: i32,
+    regs: &Regs,
+) -> Result<(Option<i64>, Option<i64>), Errno> {
     let words = |addr: u64, n: usize| -> Result<Vec<i64>, Errno> {
         let b = memory::read(tid, addr, n * 8).map_err(memory::errno)?;
         if b.len() < n * 8 {
@@ -351,7 +360,7 @@ fn times(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<(Option<i64>, Optio
             .map(|w| i64::from_ne_bytes(w.try_into().expect("8")))
             .collect())
     };
-    let (addr, spec) = match call.name {
+    let (addr, spec) = match name {
         "utime" => (regs.arg(1), 0),
         "utimes" => (regs.arg(1), 1),
         "futimesat" => (regs.arg(2), 1),
@@ -450,7 +459,7 @@ fn change(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<i64, Errno> {
             if !call.args[0].follow && d.lstat(p)?.is_symlink() {
                 return Err(libc::EOPNOTSUPP);
             }
-            let (a, m) = times(call, tid, regs)?;
+            let (a, m) = times(call.name, tid, regs)?;
             if a.is_none() && m.is_none() {
                 return Ok(0);
             }

@@ -34,6 +34,18 @@ pub fn open_path(path: &str) -> Result<OwnedFd, Errno> {
     owned(unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) }.into())
 }
 
+/// `path` opened with `flags` (close-on-exec added) and its offset set to `offset`.
+pub fn open_as(path: &[u8], flags: i32, offset: u64) -> Result<OwnedFd, Errno> {
+    let c = c_path(path)?;
+    // SAFETY: a plain open of a valid C string.
+    let fd = owned(unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) }.into())?;
+    // SAFETY: a seek of the descriptor just opened.
+    if unsafe { libc::lseek(fd.as_raw_fd(), offset as i64, libc::SEEK_SET) } < 0 {
+        return Err(last_errno());
+    }
+    Ok(fd)
+}
+
 /// `openat2(dir, path)` with `flags` (close-on-exec added) and `resolve` (`RESOLVE_*`).
 pub fn openat2(
     dir: &impl AsRawFd,

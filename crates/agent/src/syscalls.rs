@@ -504,6 +504,45 @@ pub const NOTIFIED: &[(&str, Notified)] = &[
     ("utimensat", notified(Performed::Attr)),
 ];
 
+/// The calls on descriptors a direct-mode file needs served, with the argument holding
+/// the descriptor: trapped (as notifications) only when that argument lies in the range
+/// reserved for virtual descriptors, so calls on the program's own descriptors never stop
+/// (see `vfd`). `close` and `close_range` are not among them: the kernel drops the
+/// placeholder, and roost sees its socket hang up.
+pub const ON_DESCRIPTORS: &[(&str, usize)] = &[
+    ("read", 0),
+    ("write", 0),
+    ("pread64", 0),
+    ("pwrite64", 0),
+    ("readv", 0),
+    ("writev", 0),
+    ("preadv", 0),
+    ("pwritev", 0),
+    ("preadv2", 0),
+    ("pwritev2", 0),
+    ("lseek", 0),
+    ("fstat", 0),
+    ("ftruncate", 0),
+    ("fsync", 0),
+    ("fdatasync", 0),
+    ("fchmod", 0),
+    ("fchown", 0),
+    ("fcntl", 0),
+    ("dup", 0),
+    ("dup2", 0),
+    ("dup3", 0),
+    ("fstatfs", 0),
+    ("mmap", 4),
+    ("fgetxattr", 0),
+    ("fsetxattr", 0),
+    ("flistxattr", 0),
+    ("fremovexattr", 0),
+    ("fadvise64", 0),
+    ("readahead", 0),
+    ("fallocate", 0),
+    ("sync_file_range", 0),
+];
+
 /// One trapped call: its name, what it is, and how notifications deliver it (`None`: a
 /// ptrace stop always).
 #[derive(Clone, Copy, Debug)]
@@ -517,6 +556,8 @@ pub struct Trapped {
 /// one place both delivery paths learn what a trapped call is.
 pub struct Table {
     by_nr: Vec<Option<Trapped>>,
+    /// [`ON_DESCRIPTORS`] by number: the name and the descriptor argument.
+    on_descriptors: Vec<Option<(&'static str, usize)>>,
 }
 
 impl Table {
@@ -532,7 +573,31 @@ impl Table {
                 notified,
             });
         }
-        Table { by_nr }
+        let mut on_descriptors = vec![None; 1024];
+        for &(name, fd) in ON_DESCRIPTORS {
+            let nr =
+                crate::arch::number(name).unwrap_or_else(|| panic!("no syscall number for {name}"));
+            on_descriptors[nr as usize] = Some((name, fd));
+        }
+        Table {
+            by_nr,
+            on_descriptors,
+        }
+    }
+
+    /// A call on a descriptor that direct mode serves: its name and descriptor argument.
+    pub fn on_descriptor(&self, nr: i64) -> Option<(&'static str, usize)> {
+        usize::try_from(nr)
+            .ok()
+            .and_then(|i| self.on_descriptors.get(i).copied().flatten())
+    }
+
+    /// Every call of [`ON_DESCRIPTORS`] with its number and descriptor argument.
+    pub fn descriptor_calls(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
+        self.on_descriptors
+            .iter()
+            .enumerate()
+            .filter_map(|(nr, e)| e.map(|(_, fd)| (nr as u32, fd)))
     }
 
     /// The name and kind of a trapped call.
@@ -571,6 +636,17 @@ mod tests {
         assert_eq!(t.entries().count(), SPECS.len());
         assert!(matches!(t.get(257), Some(("openat", Kind::Path { .. }))));
         assert_eq!(t.get(39), None, "getpid is not trapped");
+    }
+
+    #[test]
+    fn descriptor_calls_take_no_path_and_are_not_trapped_otherwise() {
+        let t = Table::new();
+        for &(name, _) in ON_DESCRIPTORS {
+            let nr = crate::arch::number(name).unwrap();
+            assert!(t.entry(nr).is_none(), "{name} is also a trapped call");
+            assert_eq!(t.on_descriptor(nr).map(|d| d.0), Some(name));
+        }
+        assert_eq!(t.on_descriptor(9), Some(("mmap", 4)));
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::spawn::{self, SpawnError};
 use crate::syscalls::{Kind, Table, CHROOT_PATH};
 use crate::task::{AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_SIZE, SLOT_SIZE};
 use crate::trace::{Record, Tracer};
+use crate::vfd::Vfds;
 use roost_vfs::Namespace;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -194,6 +195,17 @@ fn rules(table: &Table, full: bool, notify: bool, ids: bool) -> Vec<(u32, Verdic
         .collect()
 }
 
+/// The soft limit on descriptors the program starts with.
+fn descriptor_limit() -> u64 {
+    // SAFETY: the kernel fills the plain-data struct.
+    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: a query of our own limit into a valid struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 1024;
+    }
+    limit.rlim_cur
+}
+
 /// The kernel's "restart this call" results (ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND,
 /// ERESTART_RESTARTBLOCK), seen only by a tracer at the exit stop.
 const RESTARTS: [i64; 4] = [512, 513, 514, 516];
@@ -218,7 +230,19 @@ pub fn run(
         Verdict::Errno(libc::ENOSYS)
     };
     let ids = options.ids.any();
-    let bpf = filter::build(&rules(&table, full, notify, ids), foreign);
+    // Files of direct-mode mounts are virtual descriptors served by notifications; without
+    // notifications they are used through local copies, as in cached mode.
+    let vfd_range = (notify && ns.table().any_direct()).then(|| Vfds::range(descriptor_limit()));
+    let mut first = Vec::new();
+    if let Some((from, _)) = vfd_range {
+        first.extend(
+            table
+                .descriptor_calls()
+                .map(|(nr, arg)| (nr, Verdict::NotifyIfFdFrom { arg, from })),
+        );
+    }
+    first.extend(rules(&table, full, notify, ids));
+    let bpf = filter::build(&first, foreign);
     let cstr = |b: &[u8]| CString::new(b.to_vec()).unwrap_or_default();
     let argv: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
     let physical_cwd = std::env::current_dir()
@@ -245,7 +269,18 @@ pub fn run(
         r => r?,
     };
     let pid = spawned.pid;
+    let vfds = match (vfd_range, &spawned.listener) {
+        (Some((from, to)), Some(_)) => match Vfds::start(from, to) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                eprintln!("roost: direct-mode files cannot be served ({e}); they are cached");
+                None
+            }
+        },
+        _ => None,
+    };
     let shared = Arc::new(Shared {
+        vfds,
         ns,
         exes: Mutex::new(HashMap::new()),
         credentials_changed: AtomicBool::new(false),
@@ -286,6 +321,9 @@ pub fn run(
         ),
     );
     agent.run_loop();
+    if let Some(vfds) = &agent.shared.vfds {
+        vfds.finish();
+    }
     handlers::mounts_view::cleanup();
     let (hits, misses) = agent.shared.ns.hits_and_misses();
     match agent.tracer.finish() {

@@ -90,6 +90,12 @@ pub struct RunArgs {
     /// a cached copy when a file is opened (0: ask the server every time).
     #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
     pub attr_ttl: f64,
+    /// How files of Chirp paths and mounts that name no mode are used: `direct` (in place
+    /// on the server: every read and write is a request, so programs on other hosts see
+    /// each other's writes at once) or `cached` (fetched whole into the cache when opened,
+    /// written back when closed). A mount's `:direct` or `:cached` suffix overrides it.
+    #[arg(long, value_enum, default_value_t = ChirpMode::Direct, value_name = "MODE")]
+    pub chirp_mode: ChirpMode,
     /// Seconds a web server's directory index is trusted before it is fetched again.
     #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
     pub http_ttl: f64,
@@ -153,6 +159,13 @@ fn parse_size(text: &str) -> Result<u64, String> {
         .map_err(|_| format!("--cache-size {text}: expected a number with K, M or G"))?;
     n.checked_mul(1 << shift)
         .ok_or_else(|| format!("--cache-size {text}: too large"))
+}
+
+/// The consistency mode of Chirp files (`--chirp-mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ChirpMode {
+    Direct,
+    Cached,
 }
 
 /// Where remote files are cached unless `--cache` says.
@@ -247,6 +260,7 @@ fn mount_table(
         chirp: Some(Arc::clone(&as_driver)),
         http: Some(Arc::clone(&http)),
         https: Some(Arc::clone(&https)),
+        chirp_direct: args.chirp_mode == ChirpMode::Direct,
     };
     let mut table = MountTable::new();
     for (logical, driver) in [
@@ -254,12 +268,11 @@ fn mount_table(
         (b"/http", http),
         (b"/https", https),
     ] {
+        // `/chirp/...` with no mount is used as a Chirp mount with no mode is.
+        let direct = logical == b"/chirp" && ctx.chirp_direct;
         table.add(
             logical,
-            roost_vfs::Target::Driver {
-                driver,
-                root: b"/".to_vec(),
-            },
+            roost_vfs::Target::remote(driver, &b"/"[..], direct),
         );
     }
     for file in &args.mount_files {

@@ -14,7 +14,7 @@
 //! that finds its source gone, counts as done (the first attempt's effect).
 
 use crate::cache::{Cache, Destination, Version};
-use crate::driver::{Driver, Intent, Stat, StatFs};
+use crate::driver::{Driver, Intent, OpenFile, OpenMode, Stat, StatFs};
 use crate::Errno;
 use roost_client::{Client, Error as ClientError, OpenFlags};
 use std::collections::HashMap;
@@ -305,7 +305,19 @@ fn too_recent(st: &roost_client::Stat) -> bool {
     st.mtime >= now - 2 || st.ctime >= now - 2
 }
 
-fn stat_of(st: &roost_client::Stat) -> Stat {
+pub(crate) fn statfs_of(fs: &roost_client::StatFs) -> StatFs {
+    StatFs {
+        kind: fs.fs_type,
+        bsize: fs.bsize,
+        blocks: fs.blocks as u64,
+        bfree: fs.bfree as u64,
+        bavail: fs.bavail as u64,
+        files: fs.files as u64,
+        ffree: fs.ffree as u64,
+    }
+}
+
+pub(crate) fn stat_of(st: &roost_client::Stat) -> Stat {
     Stat {
         dev: st.dev as u64,
         ino: st.ino as u64,
@@ -501,16 +513,9 @@ impl Driver for ChirpNet {
             return Ok(StatFs::default());
         }
         let (server, rest) = self.server(path)?;
-        let fs = server.call(&rest, |c, _| c.statfs(&rest))?;
-        Ok(StatFs {
-            kind: fs.fs_type,
-            bsize: fs.bsize,
-            blocks: fs.blocks as u64,
-            bfree: fs.bfree as u64,
-            bavail: fs.bavail as u64,
-            files: fs.files as u64,
-            ffree: fs.ffree as u64,
-        })
+        server
+            .call(&rest, |c, _| c.statfs(&rest))
+            .map(|fs| statfs_of(&fs))
     }
     fn readdir(&self, path: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, Errno> {
         if Self::is_root(path) {
@@ -586,6 +591,15 @@ impl Driver for ChirpNet {
             })
         })
     }
+    fn open_file(&self, path: &[u8], how: OpenMode) -> Result<Box<dyn OpenFile>, Errno> {
+        if Self::is_root(path) {
+            return Err(libc::EISDIR);
+        }
+        self.cache.flush();
+        let (server, rest) = self.server(path)?;
+        let file = crate::chirp_direct::DirectFile::open(server, path, &rest, how)?;
+        Ok(Box::new(file))
+    }
     fn localize(&self, path: &[u8], intent: Intent) -> Result<Vec<u8>, Errno> {
         if Self::is_root(path) {
             if intent != Intent::Read {
@@ -597,6 +611,14 @@ impl Driver for ChirpNet {
         let (server, rest) = self.server(path)?;
         self.localize_file(path, &server, &rest, intent)
     }
+}
+
+/// Why an attempt of [`Server::retrying`] failed.
+pub(crate) enum Failure {
+    /// The server's answer (or a local verdict): the call fails with this errno.
+    Answer(Errno),
+    /// The connection was lost or never made: try again.
+    Lost(ClientError),
 }
 
 /// Adds the time since its start to a counter of microseconds when dropped (a call's time,
@@ -669,7 +691,11 @@ impl Server {
         Ok(c)
     }
 
-    fn give_back(&self, c: Client) {
+    pub(crate) fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    pub(crate) fn give_back(&self, c: Client) {
         if !c.is_broken() {
             self.pool.lock().expect("pool lock").push(c);
         }
@@ -683,6 +709,49 @@ impl Server {
         path: &[u8],
         mut op: impl FnMut(&mut Client, bool) -> Result<T, ClientError>,
     ) -> Result<T, Errno> {
+        self.retrying(path, |retry| {
+            let mut c = self.connection()?;
+            match op(&mut c, retry) {
+                Ok(v) => {
+                    self.give_back(c);
+                    Ok(v)
+                }
+                Err(e) if !e.breaks_connection() => {
+                    self.give_back(c);
+                    Err(Failure::Answer(e.errno()))
+                }
+                Err(e) => {
+                    // The request may sit unsent in the kernel: it must not reach the
+                    // server after the retry.
+                    c.abort();
+                    Err(Failure::Lost(e))
+                }
+            }
+        })
+    }
+
+    /// An idle connection or a new one, as an attempt of [`Server::retrying`] needs it:
+    /// refused authentication is the answer (EACCES, said once), anything else is lost.
+    pub(crate) fn connection(&self) -> Result<Client, Failure> {
+        match self.take() {
+            Ok(c) => Ok(c),
+            Err(e @ ClientError::AuthFailed(_)) => {
+                eprintln!("roost: chirp://{}: {e}", self.authority);
+                Err(Failure::Answer(libc::EACCES))
+            }
+            Err(e) => Err(Failure::Lost(e)),
+        }
+    }
+
+    /// Makes attempts (`retry`: an earlier one may have reached the server) until one
+    /// answers: after a lost connection, again with exponential back-off until the
+    /// timeout, then EIO with one line naming the server and the cause. A server never
+    /// reached in this run fails at once.
+    pub(crate) fn retrying<T>(
+        &self,
+        path: &[u8],
+        mut attempt: impl FnMut(bool) -> Result<T, Failure>,
+    ) -> Result<T, Errno> {
         let started = Instant::now();
         let deadline = started + self.options.timeout;
         let mut delay = Duration::from_millis(50);
@@ -690,30 +759,12 @@ impl Server {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let _timed = Elapsed(started, &self.call_micros);
         loop {
-            let failure = match self.take() {
-                Ok(mut c) => match op(&mut c, retry) {
-                    Ok(v) => {
-                        self.give_back(c);
-                        return Ok(v);
-                    }
-                    Err(e) if !e.breaks_connection() => {
-                        self.give_back(c);
-                        return Err(e.errno());
-                    }
-                    Err(e) => {
-                        // The request may sit unsent in the kernel: it must not reach the
-                        // server after the retry.
-                        c.abort();
-                        retry = true;
-                        e
-                    }
-                },
-                Err(e @ ClientError::AuthFailed(_)) => {
-                    eprintln!("roost: chirp://{}: {e}", self.authority);
-                    return Err(libc::EACCES);
-                }
-                Err(e) => e,
+            let failure = match attempt(retry) {
+                Ok(v) => return Ok(v),
+                Err(Failure::Answer(e)) => return Err(e),
+                Err(Failure::Lost(e)) => e,
             };
+            retry = true;
             let name = String::from_utf8_lossy(path);
             if !self.reached.load(Ordering::Relaxed) {
                 // Never reached in this run: a wrong address or port, or no server there.
@@ -754,6 +805,11 @@ impl Server {
         let r = self.call(paths[0], op);
         self.forget(paths);
         r
+    }
+
+    /// Drops what is cached about `path` (changed through an open file).
+    pub(crate) fn forget_attrs(&self, path: &[u8]) {
+        self.forget(&[path]);
     }
 
     fn forget(&self, paths: &[&[u8]]) {

@@ -127,6 +127,38 @@ impl Stat {
     }
 }
 
+/// How [`Driver::open_file`] opens a file: the open(2) flags that reach the server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenMode {
+    pub read: bool,
+    pub write: bool,
+    pub create: bool,
+    pub exclusive: bool,
+    pub truncate: bool,
+    /// Permission bits for a file the open creates (the caller's umask applied).
+    pub mode: u32,
+}
+
+/// A file open on a server and used in place (a *direct*-mode mount): every call is a
+/// request to the server, so writes made elsewhere are seen at once. The agent keeps the
+/// offset and applies `O_APPEND`; a lost connection is re-established and the file opened
+/// again, and a file replaced or removed meanwhile fails every later call with ESTALE.
+/// Closed when dropped.
+pub trait OpenFile: Send + Sync {
+    /// Up to `len` bytes at `offset`: fewer only where the file ends.
+    fn pread(&self, offset: u64, len: usize) -> Result<Vec<u8>, Errno>;
+    /// Writes `data` at `offset`; returns the count written.
+    fn pwrite(&self, data: &[u8], offset: u64) -> Result<usize, Errno>;
+    fn fstat(&self) -> Result<Stat, Errno>;
+    fn ftruncate(&self, len: u64) -> Result<(), Errno>;
+    fn fsync(&self) -> Result<(), Errno>;
+    fn fchmod(&self, mode: u32) -> Result<(), Errno>;
+    fn fchown(&self, uid: u32, gid: u32) -> Result<(), Errno>;
+    fn fstatfs(&self) -> Result<StatFs, Errno>;
+    /// The driver path the file was opened by.
+    fn path(&self) -> &[u8];
+}
+
 /// A file opened through a driver, read at explicit offsets.
 pub trait ReadAt {
     /// Up to `len` bytes at `offset`: fewer only where the file ends.
@@ -220,6 +252,12 @@ pub trait Driver: Send + Sync {
     /// program to open, execute or enter, as `intent` says (a file fetched, a directory's
     /// entries listed), at `mirror() + path`. Written copies go back when closed.
     fn localize(&self, _path: &[u8], _intent: Intent) -> Result<Vec<u8>, Errno> {
+        Err(libc::ENOSYS)
+    }
+    /// A regular file opened in place on the server, for a direct-mode mount (ENOSYS: this
+    /// driver only makes local copies). A directory answers EISDIR, so the caller can list
+    /// it through [`Driver::localize`] instead.
+    fn open_file(&self, _path: &[u8], _how: OpenMode) -> Result<Box<dyn OpenFile>, Errno> {
         Err(libc::ENOSYS)
     }
     /// The local directory under which [`Driver::localize`] places its copies (`mirror +

@@ -8,13 +8,14 @@
 
 pub mod cache;
 pub mod chirp;
+mod chirp_direct;
 pub mod driver;
 pub mod mount;
 pub mod mountfile;
 pub mod path;
 pub mod resolve;
 
-pub use driver::{Driver, Intent, LocalDriver, ReadAt, Stat, StatFs};
+pub use driver::{Driver, Intent, LocalDriver, OpenFile, OpenMode, ReadAt, Stat, StatFs};
 pub use mount::{Mapped, Mount, MountTable, Target};
 pub use mountfile::{parse_mount_file, parse_mount_spec, MountContext, MountFileError};
 pub use resolve::{KernelProc, LinkTarget, Located, Namespace, ProcLinks, Remote, Resolved};

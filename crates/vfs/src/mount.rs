@@ -10,10 +10,13 @@ use std::sync::Arc;
 /// Where a logical prefix goes.
 #[derive(Clone)]
 pub enum Target {
-    /// Paths below the prefix live at `root` + rest inside `driver`.
+    /// Paths below the prefix live at `root` + rest inside `driver`. `direct`: a remote
+    /// driver's files are used in place on the server rather than through local copies
+    /// (see `docs/mount-list.md`, "Consistency").
     Driver {
         driver: Arc<dyn Driver>,
         root: Vec<u8>,
+        direct: bool,
     },
     /// Every path below the prefix fails with EACCES.
     Deny,
@@ -27,6 +30,17 @@ impl Target {
         Target::Driver {
             driver: Arc::new(LocalDriver),
             root: normalize(&root.into()),
+            direct: false,
+        }
+    }
+
+    /// A directory or file of a remote driver, used through local copies (`cached`) or in
+    /// place (`direct`).
+    pub fn remote(driver: Arc<dyn Driver>, root: impl Into<Vec<u8>>, direct: bool) -> Target {
+        Target::Driver {
+            driver,
+            root: normalize(&root.into()),
+            direct,
         }
     }
 }
@@ -34,8 +48,18 @@ impl Target {
 impl std::fmt::Debug for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Target::Driver { driver, root } => {
-                write!(f, "{}:{}", driver.name(), String::from_utf8_lossy(root))
+            Target::Driver {
+                driver,
+                root,
+                direct,
+            } => {
+                let mode = if *direct { ":direct" } else { "" };
+                write!(
+                    f,
+                    "{}:{}{mode}",
+                    driver.name(),
+                    String::from_utf8_lossy(root)
+                )
             }
             Target::Deny => f.write_str("DENY"),
             Target::Enoent => f.write_str("ENOENT"),
@@ -158,7 +182,7 @@ impl MountTable {
                 return match &m.target {
                     Target::Deny => Mapped::Deny,
                     Target::Enoent => Mapped::Enoent,
-                    Target::Driver { driver, root } => Mapped::At {
+                    Target::Driver { driver, root, .. } => Mapped::At {
                         driver: driver.as_ref(),
                         path: under(root, rest),
                         mount: Some(i),
@@ -180,6 +204,19 @@ impl MountTable {
             Target::Driver { driver, .. } => Some(Arc::clone(driver)),
             _ => None,
         }
+    }
+
+    /// Whether mount `index` uses its remote files in place (direct mode).
+    pub fn is_direct(&self, index: usize) -> bool {
+        matches!(
+            self.mounts.get(index).map(|m| &m.target),
+            Some(Target::Driver { direct: true, .. })
+        )
+    }
+
+    /// Whether any mount uses remote files in place (direct mode).
+    pub fn any_direct(&self) -> bool {
+        (0..self.mounts.len()).any(|i| self.is_direct(i))
     }
 
     /// Whether `physical` lies in a remote mount's local mirror (a copy roost made, never a
@@ -243,10 +280,10 @@ impl MountTable {
         physical: &'a [u8],
     ) -> impl Iterator<Item = (usize, Vec<u8>)> + 'a {
         self.mounts.iter().filter_map(move |m| match &m.target {
-            Target::Driver { driver, root } if driver.is_local() => {
+            Target::Driver { driver, root, .. } if driver.is_local() => {
                 strip_prefix(physical, root).map(|rest| (root.len(), under(&m.logical, rest)))
             }
-            Target::Driver { driver, root } => {
+            Target::Driver { driver, root, .. } => {
                 // A remote driver's local copies live at mirror + driver path.
                 let mirrored = [driver.mirror()?, root.as_slice()].concat();
                 let mirrored = crate::path::normalize(&mirrored);
@@ -287,27 +324,9 @@ mod tests {
         }
         let (a, b) = (Arc::new(Remote), Arc::new(Remote));
         let mut t = MountTable::new();
-        t.add(
-            b"/a",
-            Target::Driver {
-                driver: a.clone(),
-                root: b"/".to_vec(),
-            },
-        );
-        t.add(
-            b"/a2",
-            Target::Driver {
-                driver: a,
-                root: b"/sub".to_vec(),
-            },
-        );
-        t.add(
-            b"/b",
-            Target::Driver {
-                driver: b,
-                root: b"/".to_vec(),
-            },
-        );
+        t.add(b"/a", Target::remote(a.clone(), &b"/"[..], false));
+        t.add(b"/a2", Target::remote(a, &b"/sub"[..], false));
+        t.add(b"/b", Target::remote(b, &b"/"[..], false));
         t.add(b"/l", Target::local("/tmp"));
         let same = |x: &[u8], y: &[u8]| t.map(x).may_share_file_system(&t.map(y));
         assert!(same(b"/a/x", b"/a2/y"), "one server through two mounts");

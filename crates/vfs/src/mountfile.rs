@@ -34,6 +34,8 @@ pub struct MountContext<'a> {
     pub chirp: Option<std::sync::Arc<dyn crate::Driver>>,
     pub http: Option<std::sync::Arc<dyn crate::Driver>>,
     pub https: Option<std::sync::Arc<dyn crate::Driver>>,
+    /// The consistency mode of a Chirp target that names none: direct (true) or cached.
+    pub chirp_direct: bool,
 }
 
 impl<'a> MountContext<'a> {
@@ -44,6 +46,7 @@ impl<'a> MountContext<'a> {
             chirp: None,
             http: None,
             https: None,
+            chirp_direct: true,
         }
     }
 }
@@ -82,18 +85,16 @@ fn web_target(physical: &str, ctx: &MountContext<'_>) -> Option<Result<Target, S
             "{physical}: remote targets are not available here"
         )));
     };
-    Some(Ok(Target::Driver {
-        driver,
-        root: crate::path::normalize(format!("/{rest}").as_bytes()),
-    }))
+    // A web server is read-only: its files are always fetched whole into the cache.
+    Some(Ok(Target::remote(driver, format!("/{rest}"), false)))
 }
 
 /// Turns the right-hand side of a mapping into a target; relative physical paths are taken
 /// from `cwd`. As a bind mount does, a local target is resolved once, here: its symlinks
 /// are followed (so the kernel's names for files under it are the mapping's own); one that
 /// does not exist yet is kept as written. `/chirp/HOST[:PORT]/PATH` and
-/// `chirp://HOST[:PORT]/PATH` (optionally ending in `:cached`, the one mode there is so
-/// far) name a directory or file on a Chirp server; `/http/...`, `http://...` (and https)
+/// `chirp://HOST[:PORT]/PATH` (optionally ending in `:direct`, the default, or `:cached`)
+/// name a directory or file on a Chirp server; `/http/...`, `http://...` (and https)
 /// one on a web server.
 fn target_of(physical: &str, ctx: &MountContext<'_>) -> Result<Target, String> {
     if let Some(target) = web_target(physical, ctx) {
@@ -107,16 +108,10 @@ fn target_of(physical: &str, ctx: &MountContext<'_>) -> Result<Target, String> {
         .strip_prefix("chirp://")
         .or_else(|| physical.strip_prefix("/chirp/"));
     if let Some(rest) = remote {
-        let rest = match rest.rsplit_once(':') {
-            Some((r, "cached")) => r,
-            Some((_, "direct")) => {
-                return Err(format!(
-                    "{physical}: direct mode (no cache) is not built yet; \
-                     use {physical_cached} or leave the mode out (cached)",
-                    physical_cached = physical.trim_end_matches(":direct").to_string() + ":cached"
-                ))
-            }
-            _ => rest,
+        let (rest, direct) = match rest.rsplit_once(':') {
+            Some((r, "cached")) => (r, false),
+            Some((r, "direct")) => (r, true),
+            _ => (rest, ctx.chirp_direct),
         };
         let authority = rest.split('/').next().unwrap_or("");
         if roost_client::split_host_port(authority).is_none() {
@@ -126,10 +121,7 @@ fn target_of(physical: &str, ctx: &MountContext<'_>) -> Result<Target, String> {
             .chirp
             .clone()
             .ok_or_else(|| format!("{physical}: remote targets are not available here"))?;
-        return Ok(Target::Driver {
-            driver,
-            root: crate::path::normalize(format!("/{rest}").as_bytes()),
-        });
+        return Ok(Target::remote(driver, format!("/{rest}"), direct));
     }
     Ok(match physical {
         "DENY" => Target::Deny,
@@ -345,10 +337,19 @@ mod tests {
             ..MountContext::local(Path::new("/"))
         };
         let root = |spec: &str| parse_mount_spec(spec, &ctx).map(|(_, t)| format!("{t:?}"));
-        assert_eq!(root("/d=/chirp/h:9/x/").unwrap(), "chirp:/h:9/x");
+        assert_eq!(root("/d=/chirp/h:9/x/").unwrap(), "chirp:/h:9/x:direct");
         assert_eq!(root("/d=chirp://h/x:cached").unwrap(), "chirp:/h/x");
-        let e = root("/d=chirp://h:9/x:direct").unwrap_err();
-        assert!(e.to_string().contains("not built yet"), "{e}");
+        assert_eq!(
+            root("/d=chirp://h:9/x:direct").unwrap(),
+            "chirp:/h:9/x:direct"
+        );
+        let cached_default = MountContext {
+            chirp_direct: false,
+            chirp: ctx.chirp.clone(),
+            ..MountContext::local(Path::new("/"))
+        };
+        let (_, t) = parse_mount_spec("/d=/chirp/h/x", &cached_default).unwrap();
+        assert_eq!(format!("{t:?}"), "chirp:/h/x");
         assert!(root("/d=chirp://h:0/x").is_err());
         let local_only = parse_mount_spec("/d=/chirp/h/x", &MountContext::local(Path::new("/")));
         assert!(local_only.is_err());

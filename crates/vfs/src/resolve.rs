@@ -111,6 +111,8 @@ pub struct Remote {
     pub driver: std::sync::Arc<dyn Driver>,
     /// The driver's path of the object.
     pub path: Vec<u8>,
+    /// Its mount uses files in place on the server (direct mode), not local copies.
+    pub direct: bool,
 }
 
 impl std::fmt::Debug for Remote {
@@ -469,7 +471,15 @@ impl Namespace {
                 let driver = mount
                     .and_then(|i| self.table.driver(i))
                     .ok_or(libc::ENOSYS)?;
-                (physical, Some(Remote { driver, path }))
+                let direct = mount.is_some_and(|i| self.table.is_direct(i));
+                (
+                    physical,
+                    Some(Remote {
+                        driver,
+                        path,
+                        direct,
+                    }),
+                )
             }
         };
         Ok(Located {
@@ -641,10 +651,7 @@ mod tests {
         let mut t = MountTable::new();
         t.add(b"/d", Target::local("/phys"));
         t.add(b"/no", Target::Deny);
-        let remote = Target::Driver {
-            driver: std::sync::Arc::new(Remote),
-            root: b"/".to_vec(),
-        };
+        let remote = Target::remote(std::sync::Arc::new(Remote), &b"/"[..], false);
         t.add(b"/net", remote);
         let ns = Namespace::new(t);
         assert_eq!(ns.locate(b"/d/x", true).unwrap().physical, b"/phys/x");

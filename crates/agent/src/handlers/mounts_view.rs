@@ -80,7 +80,7 @@ pub fn view(ns: &Namespace, tid: i32, logical: &[u8]) -> Option<Vec<u8>> {
         .mounts()
         .iter()
         .filter_map(|m| match &m.target {
-            Target::Driver { driver, root } if driver.is_local() => {
+            Target::Driver { driver, root, .. } if driver.is_local() => {
                 Some((m.logical.as_slice(), root.as_slice()))
             }
             _ => None,

@@ -260,13 +260,7 @@ mod tests {
     fn decide_openat(path: &str, cwd: &str) -> Decision {
         let mut table = MountTable::new();
         table.add(b"/data", Target::local("/usr"));
-        table.add(
-            b"/net",
-            Target::Driver {
-                driver: Arc::new(Remote),
-                root: b"/".to_vec(),
-            },
-        );
+        table.add(b"/net", Target::remote(Arc::new(Remote), &b"/"[..], false));
         let ns = Namespace::new(table);
         let c = CString::new(path).unwrap();
         let mut regs = Regs::zeroed();

@@ -8,6 +8,7 @@
 
 mod attrs;
 mod change;
+mod direct;
 mod fifo;
 pub(crate) mod identity;
 mod lookup;
@@ -53,6 +54,8 @@ impl Rerooted {
 /// State the supervisor shares with the ptrace thread.
 pub struct Shared {
     pub ns: Namespace,
+    /// The open files of direct-mode mounts (None: no such mount, or no notifications).
+    pub vfds: Option<Arc<crate::vfd::Vfds>>,
     /// Logical executables by thread-group id, when roost resolved them at exec.
     pub exes: Mutex<HashMap<i32, Vec<u8>>>,
     /// Set once any tracee changed its credentials: from then on, opens performed here
@@ -198,7 +201,7 @@ fn read_paths(tid: i32, regs: &Regs, kind: &Kind) -> Vec<(u64, Vec<u8>)> {
         .collect()
 }
 
-const CONTINUE: Reply = Reply::Send(0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+pub(crate) const CONTINUE: Reply = Reply::Send(0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE);
 
 /// Answers one notification.
 fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) -> Reply {
@@ -216,6 +219,14 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         let nr = req.data.nr as u32 & !crate::arch::FOREIGN_SYSCALL_BIT;
         handlers::report_untranslatable(&format!("{abi} syscall {nr}"), None);
         return Reply::errno(libc::ENOSYS);
+    }
+    let n = Notification {
+        listener: fd,
+        id: req.id,
+    };
+    if let (Some(vfds), Some(call)) = (&shared.vfds, table.on_descriptor(nr)) {
+        let regs = Regs::from_args(&req.data.args);
+        return direct::answer(vfds, call, (tid, &regs), n);
     }
     let Some(entry) = table.entry(nr) else {
         return CONTINUE;
@@ -247,6 +258,11 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         };
     }
     let regs = Regs::from_args(&req.data.args);
+    if let Some(vfds) = &shared.vfds {
+        if let Some(reply) = direct::on_descriptor_itself(vfds, name, (tid, &regs), n) {
+            return reply;
+        }
+    }
     let paths = read_paths(tid, &regs, &kind);
     // The cwd costs a /proc lookup: only relative paths and /proc magic links need it.
     let needs_cwd = paths.is_empty()
@@ -298,14 +314,16 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             _ => Decision::pass(),
         }
     };
-    let n = Notification {
-        listener: fd,
-        id: req.id,
-    };
     let (decision, regs) = match std::mem::replace(&mut decision.action, Action::Pass) {
         Action::Remote(call) => {
             if n.ensure_waiting().is_err() {
                 return Reply::Answered;
+            }
+            if let (Some(vfds), Some(Performed::Open)) = (&shared.vfds, performed) {
+                let logical = decision.logical.as_deref().unwrap_or_default();
+                if let Some(r) = direct::open(vfds, &call, (tid, &regs), logical, n) {
+                    return r;
+                }
             }
             make_remote(shared, &call, tid, regs, decision)
         }

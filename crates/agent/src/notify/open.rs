@@ -79,41 +79,71 @@ impl Request {
                 libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, status & !libc::O_NONBLOCK);
             }
         }
-        // Without killable waits (kernels before 5.19) a signal between installing and
-        // answering would leave the descriptor behind for a restarted call: install and
-        // answer in one step there.
-        let at_once = !crate::filter::waits_killably();
-        let addfd = libc::seccomp_notif_addfd {
-            id: n.id,
-            flags: if at_once {
-                libc::SECCOMP_ADDFD_FLAG_SEND as u32
-            } else {
-                0
-            },
-            srcfd: fd.as_raw_fd() as u32,
-            newfd: 0,
-            newfd_flags: if self.flags & libc::O_CLOEXEC != 0 {
-                libc::O_CLOEXEC as u32
-            } else {
-                0
-            },
-        };
-        // SAFETY: a plain-data request on the live listener.
-        let installed = unsafe { libc::ioctl(n.listener, libc::SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) };
-        let failure = super::lookup::last_errno();
-        drop(fd);
-        if installed >= 0 && at_once {
-            return Reply::Answered;
-        }
-        if installed >= 0 {
-            // The caller waits killably, so it is still there to take its descriptor.
-            return Reply::value(installed.into());
-        }
-        match failure {
-            // The caller is gone or was interrupted: nothing is waiting for an answer.
-            libc::ENOENT => Reply::Answered,
-            e => Reply::errno(e), // EMFILE and the like: the caller's own limits
-        }
+        hand_over(n, fd, self.flags & libc::O_CLOEXEC != 0, None)
+    }
+}
+
+/// Installs `fd` in the caller of notification `n` (at number `at`, replacing what is
+/// there, or at the lowest free one) and answers the call with its number. roost's copy is
+/// closed before the answer.
+pub fn hand_over(n: Notification, fd: OwnedFd, cloexec: bool, at: Option<u32>) -> Reply {
+    // Without killable waits (kernels before 5.19) a signal between installing and
+    // answering would leave the descriptor behind for a restarted call: install and
+    // answer in one step there.
+    let at_once = !crate::filter::waits_killably();
+    let mut flags = if at_once {
+        libc::SECCOMP_ADDFD_FLAG_SEND as u32
+    } else {
+        0
+    };
+    if at.is_some() {
+        flags |= libc::SECCOMP_ADDFD_FLAG_SETFD as u32;
+    }
+    let addfd = libc::seccomp_notif_addfd {
+        id: n.id,
+        flags,
+        srcfd: fd.as_raw_fd() as u32,
+        newfd: at.unwrap_or(0),
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: a plain-data request on the live listener.
+    let installed = unsafe { libc::ioctl(n.listener, libc::SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) };
+    let failure = super::lookup::last_errno();
+    drop(fd);
+    if installed >= 0 && at_once {
+        return Reply::Answered;
+    }
+    if installed >= 0 {
+        // The caller waits killably, so it is still there to take its descriptor.
+        return Reply::value(installed.into());
+    }
+    match failure {
+        // The caller is gone or was interrupted: nothing is waiting for an answer.
+        libc::ENOENT => Reply::Answered,
+        // A number at or above the caller's descriptor limit.
+        libc::EBADF if at.is_some() => Reply::errno(libc::EMFILE),
+        e => Reply::errno(e), // EMFILE and the like: the caller's own limits
+    }
+}
+
+/// Installs `fd` at number `at` of the caller of notification `n` in place of what is
+/// there, and lets the call go on (`CONTINUE`) on it.
+pub fn replace_then_continue(n: Notification, fd: OwnedFd, cloexec: bool, at: u32) -> Reply {
+    let addfd = libc::seccomp_notif_addfd {
+        id: n.id,
+        flags: libc::SECCOMP_ADDFD_FLAG_SETFD as u32,
+        srcfd: fd.as_raw_fd() as u32,
+        newfd: at,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: a plain-data request on the live listener.
+    let installed = unsafe { libc::ioctl(n.listener, libc::SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) };
+    let failure = super::lookup::last_errno();
+    drop(fd);
+    match (installed, failure) {
+        (r, _) if r >= 0 => super::CONTINUE,
+        (_, libc::ENOENT) => Reply::Answered,
+        (_, e) => Reply::errno(e),
     }
 }
 

@@ -1,0 +1,492 @@
+//! Direct-mode files through notifications: an open of a file on a direct-mode mount
+//! opens it on the server and hands the program a placeholder at a reserved number
+//! ([`crate::vfd`]); the calls on such a descriptor (read, write, pread, pwrite, readv,
+//! writev, lseek, fstat, ftruncate, fsync, fchmod, fcntl, mmap, ...) arrive here and are
+//! served with requests to the server, their data copied between the program's buffers
+//! and the requests. A call on any other descriptor of the range is let through.
+
+use super::open::{hand_over, replace_then_continue};
+use super::{Notification, Reply, CONTINUE};
+use crate::arch::Regs;
+use crate::memory;
+use crate::remote::{bytes_of, into_buffer, statfs_bytes, umask, RemoteCall};
+use crate::vfd::{VFile, Vfds};
+use roost_vfs::{Errno, Intent, OpenMode};
+use std::sync::Arc;
+
+/// The most one read or write moves (a larger one is short, as the kernel's are past
+/// 2 GiB): bounds the memory a call takes in roost.
+const MOST: usize = 16 << 20;
+
+/// Opens a file of a direct-mode mount for call `name` of thread `tid`, or `None` when the
+/// call is not one (another mount's file, a directory — listed through a local copy —,
+/// an O_TMPFILE), so the caller makes it as a cached-mode open.
+pub fn open(
+    vfds: &Vfds,
+    call: &RemoteCall,
+    (tid, regs): (i32, &Regs),
+    logical: &[u8],
+    n: Notification,
+) -> Option<Reply> {
+    let remote = call.args.first()?.remote.as_ref()?;
+    if !remote.direct {
+        return None;
+    }
+    let (flags, mode) = match call.name {
+        "open" => (regs.arg(1) as i32, regs.arg(2) as u32),
+        "openat" => (regs.arg(2) as i32, regs.arg(3) as u32),
+        "creat" => (
+            libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+            regs.arg(1) as u32,
+        ),
+        _ => return None,
+    };
+    if flags & libc::O_TMPFILE == libc::O_TMPFILE {
+        return None;
+    }
+    let (driver, path) = (&remote.driver, &remote.path);
+    let create = flags & libc::O_CREAT != 0;
+    let exclusive = create && flags & libc::O_EXCL != 0;
+    let access = flags & libc::O_ACCMODE;
+    match driver.lstat(path) {
+        Ok(st) if st.is_dir() => {
+            return (access != libc::O_RDONLY || create).then(|| Reply::errno(libc::EISDIR));
+        }
+        Ok(_) if exclusive => return Some(Reply::errno(libc::EEXIST)),
+        // Left unfollowed by the walk: O_NOFOLLOW.
+        Ok(st) if st.is_symlink() => return Some(Reply::errno(libc::ELOOP)),
+        Ok(st) if st.mode & libc::S_IFMT != libc::S_IFREG => return None,
+        Ok(_) if flags & libc::O_DIRECTORY != 0 => return Some(Reply::errno(libc::ENOTDIR)),
+        Ok(_) => {}
+        Err(libc::ENOENT) if create => {}
+        Err(e) => return Some(Reply::errno(e)),
+    }
+    let Some(slot) = vfds.free_slot(tid) else {
+        return Some(Reply::errno(libc::EMFILE));
+    };
+    let how = OpenMode {
+        read: access != libc::O_WRONLY,
+        write: access != libc::O_RDONLY,
+        create,
+        exclusive,
+        truncate: flags & libc::O_TRUNC != 0 && access != libc::O_RDONLY,
+        mode: mode & 0o7777 & !umask(tid),
+    };
+    if n.ensure_waiting().is_err() {
+        return Some(Reply::Answered);
+    }
+    let file = match driver.open_file(path, how) {
+        Ok(f) => f,
+        Err(e) => return Some(Reply::errno(e)),
+    };
+    let (_, placeholder) = match vfds.add(file, Arc::clone(driver), logical, flags) {
+        Ok(added) => added,
+        Err(e) => return Some(Reply::errno(e)),
+    };
+    let cloexec = flags & libc::O_CLOEXEC != 0;
+    Some(hand_over(n, placeholder, cloexec, Some(slot)))
+}
+
+/// Serves call `name` (its descriptor in argument `fd_arg`) if the descriptor is virtual.
+pub fn answer(
+    vfds: &Vfds,
+    (name, fd_arg): (&str, usize),
+    (tid, regs): (i32, &Regs),
+    n: Notification,
+) -> Reply {
+    let fd = regs.arg(fd_arg) as i32;
+    let Some(vf) = vfds.get(tid, fd) else {
+        return CONTINUE;
+    };
+    let call = Call { tid, regs, n };
+    match name {
+        "read" | "pread64" | "readv" | "preadv" | "preadv2" => call.read(name, &vf),
+        "write" | "pwrite64" | "writev" | "pwritev" | "pwritev2" => call.write(name, &vf),
+        "lseek" => Reply::from(lseek(&vf, regs.arg(1) as i64, regs.arg(2) as i32)),
+        "fstat" => call.answer_with(vf.file.fstat().map(|st| bytes_of(&st.to_kernel())), 1),
+        "fstatfs" => call.answer_with(vf.file.fstatfs().map(|fs| statfs_bytes(&fs)), 1),
+        "ftruncate" if !vf.writable() => Reply::errno(libc::EINVAL),
+        "ftruncate" if (regs.arg(1) as i64) < 0 => Reply::errno(libc::EINVAL),
+        "ftruncate" => done(vf.file.ftruncate(regs.arg(1))),
+        "fsync" | "fdatasync" | "sync_file_range" => done(vf.file.fsync()),
+        "fchmod" => done(vf.file.fchmod(regs.arg(1) as u32)),
+        "fchown" => done(vf.file.fchown(regs.arg(1) as u32, regs.arg(2) as u32)),
+        "fcntl" => fcntl(vfds, &vf, fd, (tid, regs), n),
+        "dup" => match lowest_standard_free(tid, 0) {
+            Some(low) => copy_low(&vf, low, false, n),
+            None => copy_high(vfds, fd, false, tid, n),
+        },
+        "dup2" | "dup3" => {
+            let (to, cloexec) = (
+                regs.arg(1) as u32,
+                regs.arg(2) as i32 & libc::O_CLOEXEC != 0,
+            );
+            if to as i32 == fd || to >= vfds.base {
+                CONTINUE // the kernel's: the same descriptor, or a copy still in the range
+            } else {
+                copy_low(&vf, to, name == "dup3" && cloexec, n)
+            }
+        }
+        "mmap" => mmap(&vf, fd, (tid, regs), n),
+        "fgetxattr" | "flistxattr" | "fsetxattr" | "fremovexattr" => call.xattr(name, &vf),
+        // Advice a server has no use for.
+        "fadvise64" | "readahead" => Reply::value(0),
+        // No room is reserved on a Chirp server ahead of writes.
+        "fallocate" => Reply::errno(libc::EOPNOTSUPP),
+        _ => CONTINUE,
+    }
+}
+
+/// newfstatat, statx and utimensat naming a virtual descriptor itself (an empty path with
+/// `AT_EMPTY_PATH`, or utimensat's NULL path): glibc's fstat and futimens are these.
+pub fn on_descriptor_itself(
+    vfds: &Vfds,
+    name: &str,
+    (tid, regs): (i32, &Regs),
+    n: Notification,
+) -> Option<Reply> {
+    if (regs.arg(0) as i32) < vfds.base as i32 {
+        return None;
+    }
+    let (empty_flags, path) = match name {
+        "newfstatat" => (regs.arg(3), regs.arg(1)),
+        "statx" => (regs.arg(2), regs.arg(1)),
+        "utimensat" => (regs.arg(3), regs.arg(1)),
+        _ => return None,
+    };
+    let names_itself = if path == 0 {
+        name == "utimensat"
+    } else {
+        empty_flags & crate::syscalls::AT_EMPTY_PATH != 0
+            && memory::read_cstr(tid, path, 1).is_ok_and(|p| p.is_empty())
+    };
+    if !names_itself {
+        return None;
+    }
+    let vf = vfds.get(tid, regs.arg(0) as i32)?;
+    let call = Call { tid, regs, n };
+    Some(match name {
+        "newfstatat" => call.answer_with(vf.file.fstat().map(|st| bytes_of(&st.to_kernel())), 2),
+        "statx" => call.answer_with(vf.file.fstat().map(|st| bytes_of(&st.to_statx())), 4),
+        _ => {
+            let times = crate::remote::times(name, tid, regs);
+            let path = vf.file.path().to_vec();
+            done(times.and_then(|(a, m)| {
+                if a.is_none() && m.is_none() {
+                    return Ok(());
+                }
+                vf.driver.utime(&path, a, m)
+            }))
+        }
+    })
+}
+
+/// A call being served: its thread, registers and notification.
+struct Call<'a> {
+    tid: i32,
+    regs: &'a Regs,
+    n: Notification,
+}
+
+impl Call<'_> {
+    /// Writes `bytes` into the buffer of argument `buf` and answers 0.
+    fn answer_with(&self, bytes: Result<Vec<u8>, Errno>, buf: usize) -> Reply {
+        match bytes {
+            Ok(b) => self.deliver(0, &[(self.regs.arg(buf), b)]),
+            Err(e) => Reply::errno(e),
+        }
+    }
+
+    /// Writes each (address, bytes) into the caller's memory and answers `ret`.
+    fn deliver(&self, ret: i64, writes: &[(u64, Vec<u8>)]) -> Reply {
+        if self.n.ensure_waiting().is_err() {
+            return Reply::Answered;
+        }
+        for (addr, bytes) in writes {
+            if !bytes.is_empty() && memory::write(self.tid, *addr, bytes).is_err() {
+                return Reply::errno(libc::EFAULT);
+            }
+        }
+        Reply::value(ret)
+    }
+
+    /// The caller's buffers: one for read/write, its iovecs for the vector calls.
+    fn buffers(&self, name: &str) -> Result<Vec<(u64, usize)>, Errno> {
+        let regs = self.regs;
+        if !name.ends_with('v') && !name.ends_with("v2") {
+            return Ok(vec![(regs.arg(1), regs.arg(2) as usize)]);
+        }
+        let count = regs.arg(2) as usize;
+        if count > 1024 {
+            return Err(libc::EINVAL);
+        }
+        let raw = memory::read(self.tid, regs.arg(1), count * 16).map_err(memory::errno)?;
+        if raw.len() < count * 16 {
+            return Err(libc::EFAULT);
+        }
+        Ok(raw
+            .chunks_exact(16)
+            .map(|c| {
+                let word = |i: usize| u64::from_ne_bytes(c[i..i + 8].try_into().expect("8"));
+                (word(0), word(8) as usize)
+            })
+            .collect())
+    }
+
+    /// The explicit offset of a positional call (`None`: the file's offset).
+    fn position(&self, name: &str) -> Result<Option<u64>, Errno> {
+        let at = match name {
+            "pread64" | "pwrite64" => self.regs.arg(3) as i64,
+            "preadv" | "pwritev" | "preadv2" | "pwritev2" => self.regs.arg(3) as i64,
+            _ => return Ok(None),
+        };
+        match at {
+            // preadv2/pwritev2 with -1 use the file's offset.
+            -1 if name.ends_with('2') => Ok(None),
+            at if at < 0 => Err(libc::EINVAL),
+            at => Ok(Some(at as u64)),
+        }
+    }
+
+    fn read(&self, name: &str, vf: &VFile) -> Reply {
+        if !vf.readable() {
+            return Reply::errno(libc::EBADF);
+        }
+        let (buffers, position) = match (self.buffers(name), self.position(name)) {
+            (Ok(b), Ok(p)) => (b, p),
+            (Err(e), _) | (_, Err(e)) => return Reply::errno(e),
+        };
+        let total = buffers.iter().map(|b| b.1).sum::<usize>().min(MOST);
+        let mut state = vf.lock();
+        let at = position.unwrap_or(state.offset);
+        let data = match vf.file.pread(at, total) {
+            Ok(d) => d,
+            Err(e) => return Reply::errno(e),
+        };
+        let mut writes = Vec::new();
+        let mut rest = &data[..];
+        for (addr, len) in buffers {
+            if rest.is_empty() {
+                break;
+            }
+            let n = len.min(rest.len());
+            writes.push((addr, rest[..n].to_vec()));
+            rest = &rest[n..];
+        }
+        let reply = self.deliver(data.len() as i64, &writes);
+        if position.is_none() && matches!(reply, Reply::Send(v, 0, 0) if v >= 0) {
+            state.offset = at + data.len() as u64;
+        }
+        reply
+    }
+
+    fn write(&self, name: &str, vf: &VFile) -> Reply {
+        if !vf.writable() {
+            return Reply::errno(libc::EBADF);
+        }
+        let (buffers, position) = match (self.buffers(name), self.position(name)) {
+            (Ok(b), Ok(p)) => (b, p),
+            (Err(e), _) | (_, Err(e)) => return Reply::errno(e),
+        };
+        let mut data = Vec::new();
+        for (addr, len) in buffers {
+            let room = MOST - data.len();
+            let len = len.min(room);
+            if len == 0 {
+                continue;
+            }
+            match memory::read(self.tid, addr, len) {
+                Ok(b) if b.len() == len => data.extend_from_slice(&b),
+                _ => return Reply::errno(libc::EFAULT),
+            }
+        }
+        if self.n.ensure_waiting().is_err() {
+            return Reply::Answered;
+        }
+        let mut state = vf.lock();
+        let written = match position {
+            Some(at) => vf.file.pwrite(&data, at),
+            None => vf.write_here(&mut state, &data),
+        };
+        Reply::from(written.map(|n| n as i64))
+    }
+
+    fn xattr(&self, name: &str, vf: &VFile) -> Reply {
+        let regs = self.regs;
+        let path = vf.file.path();
+        let attr_name = || memory::read_cstr(self.tid, regs.arg(1), 256).map_err(memory::errno);
+        let (d, tid) = (&vf.driver, self.tid);
+        let answer = match name {
+            "fgetxattr" => attr_name()
+                .and_then(|a| d.getxattr(path, &a, true))
+                .and_then(|v| into_buffer(v, regs.arg(2), regs.arg(3))),
+            "flistxattr" => d
+                .listxattr(path, true)
+                .and_then(|v| into_buffer(v, regs.arg(1), regs.arg(2))),
+            "fsetxattr" => attr_name().and_then(|a| {
+                let value =
+                    memory::read(tid, regs.arg(2), regs.arg(3) as usize).map_err(memory::errno)?;
+                d.setxattr(path, &a, &value, regs.arg(4) as i32, true)
+                    .map(|()| (0, Vec::new()))
+            }),
+            _ => attr_name().and_then(|a| d.removexattr(path, &a, true).map(|()| (0, Vec::new()))),
+        };
+        match answer {
+            Ok((ret, writes)) => self.deliver(ret, &writes),
+            Err(e) => Reply::errno(e),
+        }
+    }
+}
+
+fn done(r: Result<(), Errno>) -> Reply {
+    Reply::from(r.map(|()| 0))
+}
+
+fn lseek(vf: &VFile, offset: i64, whence: i32) -> Result<i64, Errno> {
+    let mut state = vf.lock();
+    let size = || vf.file.fstat().map(|st| st.size as i64);
+    let to = match whence {
+        libc::SEEK_SET => offset,
+        libc::SEEK_CUR => state.offset as i64 + offset,
+        libc::SEEK_END => size()? + offset,
+        // The server keeps no holes it would tell of: data runs to the end.
+        libc::SEEK_DATA if offset < size()? => offset,
+        libc::SEEK_HOLE if offset < size()? => size()?,
+        libc::SEEK_DATA | libc::SEEK_HOLE => return Err(libc::ENXIO),
+        _ => return Err(libc::EINVAL),
+    };
+    if to < 0 {
+        return Err(libc::EINVAL);
+    }
+    state.offset = to as u64;
+    Ok(to)
+}
+
+fn fcntl(vfds: &Vfds, vf: &VFile, fd: i32, (tid, regs): (i32, &Regs), n: Notification) -> Reply {
+    let mut state = vf.lock();
+    match regs.arg(1) as i32 {
+        libc::F_GETFL => {
+            let mut flags = vf.access | libc::O_LARGEFILE;
+            if state.append {
+                flags |= libc::O_APPEND;
+            }
+            if state.nonblock {
+                flags |= libc::O_NONBLOCK;
+            }
+            Reply::value(flags.into())
+        }
+        libc::F_SETFL => {
+            let flags = regs.arg(2) as i32;
+            state.append = flags & libc::O_APPEND != 0;
+            state.nonblock = flags & libc::O_NONBLOCK != 0;
+            Reply::value(0)
+        }
+        cmd @ (libc::F_DUPFD | libc::F_DUPFD_CLOEXEC) => {
+            drop(state);
+            let (from, cloexec) = (regs.arg(2) as u32, cmd == libc::F_DUPFD_CLOEXEC);
+            if from >= vfds.base {
+                return CONTINUE;
+            }
+            match lowest_standard_free(tid, from) {
+                Some(low) => copy_low(vf, low, cloexec, n),
+                None => copy_high(vfds, fd, cloexec, tid, n),
+            }
+        }
+        // Descriptor flags and locks: the kernel's, on the placeholder.
+        _ => CONTINUE,
+    }
+}
+
+/// The lowest of the standard descriptors (0-2) from `from` on that thread `tid` has free:
+/// a `dup` there is a redirection (`close(1); dup(fd)`), which the copy must honour.
+fn lowest_standard_free(tid: i32, from: u32) -> Option<u32> {
+    (from..3).find(|n| std::fs::symlink_metadata(format!("/proc/{tid}/fd/{n}")).is_err())
+}
+
+/// A copy of virtual descriptor `fd` in the reserved range (`dup`, `F_DUPFD`): the same
+/// open file, as the kernel's copy would be, at the highest free number.
+fn copy_high(vfds: &Vfds, fd: i32, cloexec: bool, tid: i32, n: Notification) -> Reply {
+    let Some(slot) = vfds.free_slot(tid) else {
+        return Reply::errno(libc::EMFILE);
+    };
+    let Some(pid) = super::identity::tgid(tid) else {
+        return Reply::errno(libc::ESRCH);
+    };
+    match crate::sys::take_fd(pid, fd) {
+        Ok(ours) => hand_over(n, ours, cloexec, Some(slot)),
+        Err(e) => Reply::errno(e),
+    }
+}
+
+/// A copy of a virtual descriptor at a low number the filter does not watch (`dup2(fd,
+/// 1)`): a local copy of the file, opened as the descriptor was, at its offset, and
+/// written back when closed (so `> /chirp/...` in a shell works, and so do lseek, fstat
+/// and futimens on the copy).
+fn copy_low(vf: &VFile, to: u32, cloexec: bool, n: Notification) -> Reply {
+    let state = vf.lock();
+    let intent = if vf.writable() {
+        Intent::Write {
+            create: false,
+            exclusive: false,
+            truncate: false,
+            mode: 0o600,
+        }
+    } else {
+        Intent::Read
+    };
+    let local = match vf.driver.localize(vf.file.path(), intent) {
+        Ok(l) => l,
+        Err(e) => return Reply::errno(e),
+    };
+    let mut flags = vf.access;
+    if state.append {
+        flags |= libc::O_APPEND;
+    }
+    let copy = match crate::sys::open_as(&local, flags, state.offset) {
+        Ok(f) => f,
+        Err(e) => return Reply::errno(e),
+    };
+    drop(state);
+    hand_over(n, copy, cloexec, Some(to))
+}
+
+/// mmap of a virtual descriptor: a shared writable mapping cannot follow the server
+/// (ENODEV, said once); any other maps a local copy, which takes the descriptor's place
+/// from then on (the descriptor reads that copy, as in cached mode).
+fn mmap(vf: &VFile, fd: i32, (tid, regs): (i32, &Regs), n: Notification) -> Reply {
+    let (prot, flags) = (regs.arg(2) as i32, regs.arg(3) as i32);
+    if flags & libc::MAP_ANONYMOUS != 0 {
+        return CONTINUE;
+    }
+    let shared = flags & libc::MAP_TYPE == libc::MAP_SHARED
+        || flags & libc::MAP_TYPE == libc::MAP_SHARED_VALIDATE;
+    if shared && prot & libc::PROT_WRITE != 0 {
+        let mut state = vf.state.lock().expect("vfile lock");
+        if !std::mem::replace(&mut state.said_mmap, true) {
+            eprintln!(
+                "roost: {}: a shared writable mapping of a direct-mode file cannot follow \
+                 the server (ENODEV); mount it :cached to map it",
+                vf.name()
+            );
+        }
+        return Reply::errno(libc::ENODEV);
+    }
+    let state = vf.lock();
+    let local = match vf.driver.localize(vf.file.path(), Intent::Read) {
+        Ok(l) => l,
+        Err(e) => return Reply::errno(e),
+    };
+    let copy = match crate::sys::open_as(&local, libc::O_RDONLY, state.offset) {
+        Ok(f) => f,
+        Err(e) => return Reply::errno(e),
+    };
+    drop(state);
+    let cloexec = std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}"))
+        .ok()
+        .and_then(|info| {
+            let flags = info.lines().find_map(|l| l.strip_prefix("flags:"))?;
+            i64::from_str_radix(flags.trim(), 8).ok()
+        })
+        .is_some_and(|f| f & i64::from(libc::O_CLOEXEC) != 0);
+    replace_then_continue(n, copy, cloexec, fd as u32)
+}

@@ -1,0 +1,258 @@
+//! Virtual descriptors: files of a direct-mode mount, used in place on their server
+//! ([`OpenFile`]). The program holds one end of a socket pair at a number in a reserved
+//! high range (the *placeholder*); the filter sends the descriptor calls whose fd argument
+//! lies in that range to the notification thread, which serves them with requests to the
+//! server (`notify/direct.rs`), so calls on local descriptors stay untrapped.
+//!
+//! The kernel keeps the placeholder's life: `fork`, close-on-exec, `close` and
+//! `close_range` copy or drop it as they would a file, and every copy names the same open
+//! file (one offset, as POSIX has it). roost learns that a file is closed when the last copy
+//! goes: its own end of the pair hangs up (`EPOLLHUP`, watched by one thread for all files).
+//! A copy the program asks for (`dup`, `fcntl(F_DUPFD)`) is made in the range too; one it
+//! asks for at a low number (`dup2(fd, 1)`: a shell's `> /chirp/...`) cannot be trapped
+//! there, so it is a local copy of the file instead, written back when closed (cached mode
+//! for that copy; `notify/direct.rs`).
+
+use roost_vfs::{Driver, Errno, OpenFile};
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::{Arc, Mutex};
+
+/// One open file of a direct-mode mount.
+pub struct VFile {
+    pub file: Box<dyn OpenFile>,
+    /// The driver and driver path (for xattrs and for a local copy to map).
+    pub driver: Arc<dyn Driver>,
+    /// The name the program opened it by, for messages.
+    pub logical: Vec<u8>,
+    /// `O_RDONLY`, `O_WRONLY` or `O_RDWR`.
+    pub access: i32,
+    pub state: Mutex<State>,
+    /// roost's end of the socket pair.
+    end: OwnedFd,
+    /// The inode of the program's end, which names this file in `/proc/PID/fd/N`.
+    ino: u64,
+}
+
+/// What changes while a file is open.
+#[derive(Default)]
+pub struct State {
+    pub offset: u64,
+    pub append: bool,
+    pub nonblock: bool,
+    /// A shared writable mapping was refused (said once).
+    pub said_mmap: bool,
+}
+
+impl VFile {
+    pub fn readable(&self) -> bool {
+        self.access != libc::O_WRONLY
+    }
+    pub fn writable(&self) -> bool {
+        self.access != libc::O_RDONLY
+    }
+
+    /// A name for messages: the logical path.
+    pub fn name(&self) -> String {
+        String::from_utf8_lossy(&self.logical).into_owned()
+    }
+
+    /// Writes `data` at the offset (at the end under `O_APPEND`, learnt first, so a retry
+    /// after a lost connection writes the same place) and moves the offset past it.
+    pub fn write_here(&self, state: &mut State, data: &[u8]) -> Result<usize, Errno> {
+        let at = if state.append {
+            self.file.fstat()?.size
+        } else {
+            state.offset
+        };
+        let n = self.file.pwrite(data, at)?;
+        state.offset = at + n as u64;
+        Ok(n)
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("vfile lock")
+    }
+}
+
+/// Every virtual descriptor of the run, by the inode of its placeholder.
+pub struct Vfds {
+    /// The reserved range `[base, top)`.
+    pub base: u32,
+    top: u32,
+    files: Mutex<HashMap<u64, Arc<VFile>>>,
+    epoll: OwnedFd,
+}
+
+impl Vfds {
+    /// The registry for descriptors in `[base, top)`, with its watching thread.
+    pub fn start(base: u32, top: u32) -> std::io::Result<Arc<Vfds>> {
+        // SAFETY: creates a descriptor we own.
+        let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if epoll < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let vfds = Arc::new(Vfds {
+            base,
+            top,
+            files: Mutex::new(HashMap::new()),
+            // SAFETY: just created, owned by nobody else.
+            epoll: unsafe { OwnedFd::from_raw_fd(epoll) },
+        });
+        let watcher = Arc::clone(&vfds);
+        std::thread::Builder::new()
+            .name("roost-vfds".into())
+            .spawn(move || watcher.watch_loop())?;
+        Ok(vfds)
+    }
+
+    /// The reserved range for a process whose descriptor limit is `limit`: its last
+    /// quarter, at most the numbers up to 1023 (a table that large costs every process
+    /// 8 KiB; a higher number would make each one as large).
+    pub fn range(limit: u64) -> (u32, u32) {
+        let top = limit.min(1024) as u32;
+        (top - top / 4, top)
+    }
+
+    /// Registers `file`; returns it and the program's end of its pair.
+    pub fn add(
+        &self,
+        file: Box<dyn OpenFile>,
+        driver: Arc<dyn Driver>,
+        logical: &[u8],
+        flags: i32,
+    ) -> Result<(Arc<VFile>, OwnedFd), Errno> {
+        let mut pair = [0; 2];
+        // SAFETY: fills two descriptors we then own.
+        if unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                0,
+                pair.as_mut_ptr(),
+            )
+        } != 0
+        {
+            return Err(crate::sys::last_errno());
+        }
+        // SAFETY: just created, owned by nobody else.
+        let (end, program) =
+            unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+        let ino = inode_of(program.as_raw_fd())?;
+        let vfile = Arc::new(VFile {
+            file,
+            driver,
+            logical: logical.to_vec(),
+            access: flags & libc::O_ACCMODE,
+            state: Mutex::new(State {
+                append: flags & libc::O_APPEND != 0,
+                nonblock: flags & libc::O_NONBLOCK != 0,
+                ..State::default()
+            }),
+            end,
+            ino,
+        });
+        self.watch(&vfile)?;
+        self.files
+            .lock()
+            .expect("vfds lock")
+            .insert(ino, Arc::clone(&vfile));
+        Ok((vfile, program))
+    }
+
+    fn watch(&self, vfile: &VFile) -> Result<(), Errno> {
+        // Nothing is ever written into the pair: only the hang-up is of interest.
+        let mut event = libc::epoll_event {
+            events: libc::EPOLLHUP as u32,
+            u64: vfile.ino,
+        };
+        let fd = vfile.end.as_raw_fd();
+        // SAFETY: a plain epoll call with a valid event struct.
+        let rc =
+            unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) };
+        if rc != 0 {
+            return Err(crate::sys::last_errno());
+        }
+        Ok(())
+    }
+
+    /// The file behind descriptor `fd` of thread `tid`, if it is a virtual one.
+    pub fn get(&self, tid: i32, fd: RawFd) -> Option<Arc<VFile>> {
+        if fd < self.base as RawFd {
+            return None;
+        }
+        let link = std::fs::read_link(format!("/proc/{tid}/fd/{fd}")).ok()?;
+        let ino = link
+            .to_str()?
+            .strip_prefix("socket:[")?
+            .strip_suffix(']')?
+            .parse()
+            .ok()?;
+        self.files.lock().expect("vfds lock").get(&ino).cloned()
+    }
+
+    /// A free number of the range in thread `tid`'s table, from the top.
+    pub fn free_slot(&self, tid: i32) -> Option<u32> {
+        (self.base..self.top)
+            .rev()
+            .find(|n| std::fs::symlink_metadata(format!("/proc/{tid}/fd/{n}")).is_err())
+    }
+
+    /// Closes every file (the run is over).
+    pub fn finish(&self) {
+        self.files.lock().expect("vfds lock").clear();
+    }
+
+    /// The watching thread: closes a file when the program's last copy is gone.
+    fn watch_loop(self: Arc<Self>) {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
+        loop {
+            // SAFETY: waits into our own event buffer.
+            let n = unsafe {
+                libc::epoll_wait(
+                    self.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as i32,
+                    -1,
+                )
+            };
+            if n < 0 {
+                if crate::sys::last_errno() == libc::EINTR {
+                    continue;
+                }
+                return;
+            }
+            for e in &events[..n as usize] {
+                let (ino, what) = (e.u64, e.events);
+                let Some(vfile) = self.files.lock().expect("vfds lock").get(&ino).cloned() else {
+                    continue;
+                };
+                if what & libc::EPOLLHUP as u32 != 0 {
+                    self.close(&vfile);
+                }
+            }
+        }
+    }
+
+    fn close(&self, vfile: &VFile) {
+        // SAFETY: removes our own descriptor from our own epoll set.
+        unsafe {
+            libc::epoll_ctl(
+                self.epoll.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                vfile.end.as_raw_fd(),
+                std::ptr::null_mut(),
+            )
+        };
+        self.files.lock().expect("vfds lock").remove(&vfile.ino);
+    }
+}
+
+fn inode_of(fd: RawFd) -> Result<u64, Errno> {
+    // SAFETY: the kernel fills the plain-data struct for a live descriptor.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(crate::sys::last_errno());
+    }
+    Ok(st.st_ino)
+}
