@@ -4,9 +4,10 @@
 # ls -lR it, grep -r it, build it (make -j2 with crates/roost/tests/run_support/zlib.mk),
 # delete it (rm -rf). Configurations: native (a local temp dir, no roost); roost-local
 # (roost run with the tree at /w, mounted from a local dir); roost-cached (the same with /w
-# mounted from a loopback `roost serve`, through a cache fresh in each round). Prints the
-# medians of RUNS rounds (seconds per stage) and ratios to native as a markdown table, then
-# each roost-cached stage's ratio to roost-local.
+# mounted from a loopback `roost serve`, through a cache fresh in each round); roost-direct
+# (the same mount in direct mode: every read and write an RPC). Prints the medians of RUNS
+# rounds (seconds per stage) and ratios to native as a markdown table, then each remote
+# stage's ratio to roost-local.
 #   usage: bench/remote/andrew.sh [RUNS]      (default 3)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -62,7 +63,7 @@ stage make build "$t"
 stage delete rm -rf "$t"
 exit $status'
 
-ORDER="native roost-local roost-cached"
+ORDER="native roost-local roost-cached roost-direct"
 METRICS="copy-in ls-lR grep-r make delete"
 # An untimed native round first, so the first timed one (native's) does not alone pay for
 # loading gcc and the sources from disk.
@@ -81,7 +82,12 @@ for run in $(seq "$RUNS"); do
       # last round's copies; it is kept over the round's later stages, as a user's would be.
       roost-cached)
         rm -rf "$WORK/cache"
-        cmd=("$ROOST" run --cache "$WORK/cache" --mount "/w=/chirp/127.0.0.1:$PORT/w" \
+        cmd=("$ROOST" run --cache "$WORK/cache" --mount "/w=/chirp/127.0.0.1:$PORT/w:cached" \
+          -- sh -c "$STAGES" sh "$c" "$WORK/zlib" /w) ;;
+      # Every read and write an RPC; programs executed still come through the cache.
+      roost-direct)
+        rm -rf "$WORK/cache"
+        cmd=("$ROOST" run --cache "$WORK/cache" --mount "/w=/chirp/127.0.0.1:$PORT/w:direct" \
           -- sh -c "$STAGES" sh "$c" "$WORK/zlib" /w) ;;
     esac
     "${cmd[@]}" >>"$WORK/results" || echo "andrew.sh: round $run: $c: a stage failed" >&2
@@ -102,14 +108,15 @@ for line in open(sys.argv[1]):
         rows.setdefault((config, metric), []).append(float(value))
 med = lambda c, m: statistics.median(rows[(c, m)]) if rows.get((c, m)) else None
 metrics = sys.argv[2].split()
-cells = []
-for m in metrics:
-    cached, local = med("roost-cached", m), med("roost-local", m)
-    cells.append(f"{cached * 1e3:.1f} / {local * 1e3:.1f} ms = {cached / local:.2f}x"
-                 if cached and local else "failed")
-print("\n| roost-cached / roost-local | " + " | ".join(metrics) + " |")
+print("\n| against roost-local | " + " | ".join(metrics) + " |")
 print("|---|" + "---|" * len(metrics))
-print("| ratio | " + " | ".join(cells) + " |")
+for config in ("roost-cached", "roost-direct"):
+    cells = []
+    for m in metrics:
+        remote, local = med(config, m), med("roost-local", m)
+        cells.append(f"{remote * 1e3:.1f} / {local * 1e3:.1f} ms = {remote / local:.2f}x"
+                     if remote and local else "failed")
+    print(f"| {config} | " + " | ".join(cells) + " |")
 cached, native = med("roost-cached", "make"), med("native", "make")
 if cached and native:
     r = cached / native
