@@ -191,9 +191,21 @@ impl Vfds {
         self.files.lock().expect("vfds lock").get(&ino).cloned()
     }
 
-    /// A free number of the range in thread `tid`'s table, from the top.
+    /// A free number of the range in thread `tid`'s table, from the top, below the
+    /// thread's descriptor limit (a program may have lowered it).
     pub fn free_slot(&self, tid: i32) -> Option<u32> {
-        (self.base..self.top)
+        // SAFETY: the kernel fills the plain-data struct.
+        let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+        // SAFETY: a query of another process's limit into a valid struct.
+        let top = if unsafe {
+            libc::prlimit(tid, libc::RLIMIT_NOFILE, std::ptr::null(), &mut limit)
+        } == 0
+        {
+            limit.rlim_cur.min(u64::from(self.top)) as u32
+        } else {
+            self.top
+        };
+        (self.base..top)
             .rev()
             .find(|n| std::fs::symlink_metadata(format!("/proc/{tid}/fd/{n}")).is_err())
     }
