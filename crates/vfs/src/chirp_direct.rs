@@ -94,7 +94,9 @@ impl DirectFile {
                 libc::EOPNOTSUPP
             });
         }
-        server.forget_attrs(rest);
+        if how.create || how.truncate {
+            server.forget_attrs(rest);
+        }
         Ok(DirectFile {
             server,
             path: path.to_vec(),
