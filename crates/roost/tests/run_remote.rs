@@ -522,11 +522,7 @@ fn calls_roost_cannot_make_remotely_fail_cleanly() {
 
 #[test]
 fn an_unreachable_server_fails_at_once_with_one_clear_line() {
-    let unused = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let unused = free_port();
     let cache = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let o = roost()
@@ -750,11 +746,7 @@ print(os.pread(fd, 8, 0).decode())
 #[test]
 fn a_direct_descriptor_sees_changes_at_once_and_goes_stale_when_its_file_is_replaced() {
     let export = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     std::fs::write(export.path().join("kept"), b"kept one\n").unwrap();
     std::fs::write(export.path().join("swapped"), b"old\n").unwrap();
     let sync = tempfile::tempdir().unwrap();
@@ -869,11 +861,7 @@ fn signal(pid: u32, sig: i32) {
 #[test]
 fn records_appended_through_a_restart_and_a_stall_arrive_exactly_once() {
     let export = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let cache = tempfile::tempdir().unwrap();
     let server = FixedServer::start(export.path(), port);
     // Half the records through a shell's `>>` (a copy of the file, written back when

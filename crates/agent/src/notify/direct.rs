@@ -233,6 +233,19 @@ impl Call<'_> {
             .collect())
     }
 
+    /// The buffers and explicit offset of a read or write the file's mode allows.
+    #[allow(clippy::type_complexity)]
+    fn request(
+        &self,
+        name: &str,
+        allowed: bool,
+    ) -> Result<(Vec<(u64, usize)>, Option<u64>), Errno> {
+        if !allowed {
+            return Err(libc::EBADF);
+        }
+        Ok((self.buffers(name)?, self.position(name)?))
+    }
+
     /// The explicit offset of a positional call (`None`: the file's offset).
     fn position(&self, name: &str) -> Result<Option<u64>, Errno> {
         let at = match name {
@@ -249,12 +262,9 @@ impl Call<'_> {
     }
 
     fn read(&self, name: &str, vf: &VFile) -> Reply {
-        if !vf.readable() {
-            return Reply::errno(libc::EBADF);
-        }
-        let (buffers, position) = match (self.buffers(name), self.position(name)) {
-            (Ok(b), Ok(p)) => (b, p),
-            (Err(e), _) | (_, Err(e)) => return Reply::errno(e),
+        let (buffers, position) = match self.request(name, vf.readable()) {
+            Ok(request) => request,
+            Err(e) => return Reply::errno(e),
         };
         let total = buffers.iter().map(|b| b.1).sum::<usize>().min(MOST);
         let mut state = vf.lock();
@@ -281,12 +291,9 @@ impl Call<'_> {
     }
 
     fn write(&self, name: &str, vf: &VFile) -> Reply {
-        if !vf.writable() {
-            return Reply::errno(libc::EBADF);
-        }
-        let (buffers, position) = match (self.buffers(name), self.position(name)) {
-            (Ok(b), Ok(p)) => (b, p),
-            (Err(e), _) | (_, Err(e)) => return Reply::errno(e),
+        let (buffers, position) = match self.request(name, vf.writable()) {
+            Ok(request) => request,
+            Err(e) => return Reply::errno(e),
         };
         let mut data = Vec::new();
         for (addr, len) in buffers {

@@ -6,6 +6,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+/// A port nobody listens on now (for a server that must come back on the same one, or an
+/// address that must refuse).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// The `roost` binary under test.
 pub fn roost() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roost"))
