@@ -1,7 +1,8 @@
 //! HTTP as a read-only file system (the CDF paper's HTTP-FS, `docs/httpfs.md`): roost's
 //! per-directory index and its writer ([`index`], used by `roost index`), cctools' GROW-FS
 //! whole-tree listing ([`growfs`]), the HTTP client every agent shares ([`client`]), and the
-//! driver that serves `/http/HOST[:PORT]/PATH` and `/https/...` to `roost run` ([`net`]).
+//! driver that serves `/http/HOST[:PORT]/PATH` and `/https/...` to `roost run` ([`net`]),
+//! which refuses indexes not signed by a pinned key when it is given some ([`sign`]).
 
 pub mod client;
 pub mod fuzz_check;
@@ -10,6 +11,7 @@ pub mod index;
 pub mod listing;
 pub mod net;
 pub mod scan;
+pub mod sign;
 
 pub use net::{HttpNet, HttpOptions};
 

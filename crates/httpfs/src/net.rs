@@ -12,11 +12,17 @@
 //! [`crate::client`]). A file whose content does not match, fetched through a proxy, is
 //! fetched again through the next and then from the origin; only the origin's copy failing
 //! as well (with its index fetched again from the origin) refuses it.
+//!
+//! With pinned keys ([`HttpOptions::keys`]) every index must come with a signature one of
+//! them makes ([`crate::sign`]); a directory whose signature is missing or wrong is not
+//! served (one a proxy gave is fetched again as a file's content is), nor are GROW-FS
+//! trees or files that no index lists.
 
 use crate::client::{self, Body, Client, Failure, ProxyList};
 use crate::growfs;
 use crate::index::{Digest, Entry, Kind, INDEX_NAME};
 use crate::listing::Listing;
+use crate::sign::{self, PublicKey};
 use roost_vfs::cache::{Cache, Version};
 use roost_vfs::{Driver, Errno, Intent, ReadAt, Stat, StatFs};
 use sha2::Digest as _;
@@ -45,6 +51,9 @@ pub struct HttpOptions {
     pub verbose: bool,
     /// The proxies to go through (none: to the origin directly).
     pub proxies: ProxyList,
+    /// The pinned public keys: when there are any, an index is used only with a signature
+    /// one of them verifies, and nothing without an index is served.
+    pub keys: Vec<PublicKey>,
 }
 
 impl Default for HttpOptions {
@@ -54,6 +63,7 @@ impl Default for HttpOptions {
             timeout: Duration::from_secs(30),
             verbose: false,
             proxies: ProxyList::default(),
+            keys: Vec::new(),
         }
     }
 }
@@ -116,11 +126,12 @@ pub struct HttpNet {
     dirs: ByPath<(Known, Instant)>,
     probes: ByPath<Probed>,
     grown: Mutex<HashMap<String, Vec<Grown>>>,
-    /// Unindexed directories already said on stderr.
-    said: Mutex<HashSet<(String, Vec<u8>)>>,
+    /// The lines said once on stderr (unlistable and refused directories).
+    said: Mutex<HashSet<String>>,
     /// Servers whose failure to answer was said and not yet followed by an answer.
     down: Mutex<HashSet<String>>,
-    /// The proxies (routes) whose copy of a file was refused, said on stderr.
+    /// The proxies (routes) whose copy of a file or of an index's signature was refused,
+    /// said on stderr.
     distrusted: Mutex<HashSet<usize>>,
     uid: u32,
     gid: u32,
@@ -238,14 +249,22 @@ impl HttpNet {
         answer
     }
 
-    /// A small file's content (an index), `None` when the server has none there; one
-    /// cut short through a proxy is asked for again by the next route.
+    /// Says `line` on stderr unless it was said already.
+    fn say_once(&self, line: String) {
+        if self.said.lock().expect("said lock").insert(line.clone()) {
+            eprintln!("{line}");
+        }
+    }
+
+    /// A small file's content (an index) and the route that gave it, `None` when the
+    /// server has none there; one cut short through a proxy is asked for again by the
+    /// next route.
     fn get_small(
         &self,
         authority: &str,
         mut from: usize,
         url: &str,
-    ) -> Result<Option<Vec<u8>>, Errno> {
+    ) -> Result<Option<(Vec<u8>, usize)>, Errno> {
         loop {
             let answer = match self.request(authority, from, "GET", url) {
                 Ok(a) if a.status == 200 => a,
@@ -259,7 +278,7 @@ impl HttpNet {
                     if self.options.verbose {
                         eprintln!("roost: fetched {url}{}", self.by(route));
                     }
-                    return Ok(Some(body));
+                    return Ok(Some((body, route)));
                 }
                 Err(Body::Cut(e)) if self.client.proxy(route).is_some() => {
                     from = self.client.cut(route, &e).unwrap_or(route);
@@ -316,8 +335,7 @@ impl HttpNet {
                 };
             }
         }
-        let url = self.url(authority, &crate::join(dir, INDEX_NAME.as_bytes()));
-        if let Some(text) = self.get_small(authority, from, &url)? {
+        if let Some((text, url)) = self.fetch_index(authority, dir, from)? {
             return match crate::index::parse(&text) {
                 Ok(entries) => Ok(Known::Indexed(Arc::new(Listing::new(entries)))),
                 Err(e) => {
@@ -333,6 +351,60 @@ impl HttpNet {
             }
             None => Known::Unindexed,
         })
+    }
+
+    /// The text of `dir`'s `.roostindex` and its URL, `None` when it has none; with pinned
+    /// keys, only with a signature that one of them verifies for `dir` (fetched by the
+    /// same route). A wrong or missing signature a proxy gave is asked for again through
+    /// the next proxy, then from the origin; the origin's refuses the directory (EIO, said
+    /// once).
+    fn fetch_index(
+        &self,
+        authority: &str,
+        dir: &[u8],
+        mut from: usize,
+    ) -> Result<Option<(Vec<u8>, String)>, Errno> {
+        let url = self.url(authority, &crate::join(dir, INDEX_NAME.as_bytes()));
+        loop {
+            let Some((text, route)) = self.get_small(authority, from, &url)? else {
+                return Ok(None);
+            };
+            let keys = &self.options.keys;
+            if keys.is_empty() {
+                return Ok(Some((text, url)));
+            }
+            let sig_url = self.url(authority, &crate::join(dir, sign::SIG_NAME.as_bytes()));
+            let sig = self.get_small(authority, route, &sig_url)?;
+            let why = match sign::check(sig.as_ref().map(|s| s.0.as_slice()), &text, dir, keys) {
+                Ok(()) => return Ok(Some((text, url))),
+                Err(why) => why,
+            };
+            // The later of the two routes (the route in use only grows).
+            let route = sig.map_or(route, |s| s.1.max(route));
+            if route < self.client.origin() {
+                self.distrust(route, || {
+                    format!("roost: {url}: {why}{}; fetching it again", self.by(route))
+                });
+                from = route + 1;
+                continue;
+            }
+            self.say_once(format!("roost: {url}: {why}; directory refused"));
+            return Err(libc::EIO);
+        }
+    }
+
+    /// Notes that the proxy of `route` gave a copy its index (or its signature) does not
+    /// vouch for, saying `line` the first time for that proxy (every time with
+    /// `--verbose`).
+    fn distrust(&self, route: usize, line: impl FnOnce() -> String) {
+        let first = self
+            .distrusted
+            .lock()
+            .expect("distrusted lock")
+            .insert(route);
+        if first || self.options.verbose {
+            eprintln!("{}", line());
+        }
     }
 
     /// The GROW-FS tree loaded on `authority` that holds `dir`: its root, the tree, and
@@ -361,7 +433,14 @@ impl HttpNet {
             authority,
             &crate::join(root, growfs::GROWFS_NAME.as_bytes()),
         );
-        let text = self.get_small(authority, from, &url)?;
+        let text = self.get_small(authority, from, &url)?.map(|(text, _)| text);
+        if text.is_some() && !self.options.keys.is_empty() {
+            self.say_once(format!(
+                "roost: {url}: a GROW-FS tree cannot be signed; refused (keys are pinned \
+                 with --http-key: index the tree with `roost index --sign`)"
+            ));
+            return Err(libc::EIO);
+        }
         let mut grown = self.grown.lock().expect("grown lock");
         let trees = grown.entry(authority.to_string()).or_default();
         trees.retain(|g| g.root != root);
@@ -506,6 +585,13 @@ impl HttpNet {
         if (300..400).contains(&answer.status) {
             return Ok(Found::plain(self.dir_stat(authority, path)));
         }
+        if !self.options.keys.is_empty() {
+            self.say_once(format!(
+                "roost: {url}: no signed index lists it; refused (keys are pinned with \
+                 --http-key)"
+            ));
+            return Err(libc::EIO);
+        }
         let Some(size) = answer.content_length() else {
             eprintln!("roost: {url}: no Content-Length, and no index to say the size");
             return Err(libc::EIO);
@@ -545,15 +631,12 @@ impl HttpNet {
                 .map(|e| (e.name.clone(), e.kind.ifmt()))
                 .collect()),
             Known::Unindexed => {
-                let key = (authority.to_string(), path.to_vec());
-                if self.said.lock().expect("said lock").insert(key) {
-                    eprintln!(
-                        "roost: {}: cannot list a directory without an index \
-                         (no {INDEX_NAME} or {}; run `roost index` on the served tree)",
-                        self.url(authority, path),
-                        growfs::GROWFS_NAME
-                    );
-                }
+                self.say_once(format!(
+                    "roost: {}: cannot list a directory without an index \
+                     (no {INDEX_NAME} or {}; run `roost index` on the served tree)",
+                    self.url(authority, path),
+                    growfs::GROWFS_NAME
+                ));
                 Err(libc::EOPNOTSUPP)
             }
         }
@@ -677,16 +760,11 @@ impl HttpNet {
             if copy.route < origin {
                 // A proxy's copy: the next proxy's, or the origin's, with the same index.
                 // Said once a proxy (a proxy's stale copies are many after an update).
-                let first = self
-                    .distrusted
-                    .lock()
-                    .expect("distrusted lock")
-                    .insert(copy.route);
-                if first || self.options.verbose {
-                    eprintln!(
+                self.distrust(copy.route, || {
+                    format!(
                         "roost: {url}: content does not match its index ({why}); fetching it again"
-                    );
-                }
+                    )
+                });
                 from = copy.route + 1;
                 continue;
             }

@@ -1,7 +1,7 @@
 //! The entries of a local directory as its index lists them (for `roost index`): the
 //! directory itself as `.`, each file's SHA-256 computed, or taken from the previous index
-//! when its size and time are unchanged; the index files themselves, sockets, FIFOs and
-//! devices left out.
+//! when its size and time are unchanged; the index files themselves (and their signatures),
+//! sockets, FIFOs and devices left out.
 
 use crate::index::{Digest, Entry, Kind, INDEX_NAME};
 use sha2::Digest as _;
@@ -10,7 +10,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-/// Whether `name` is roost's own (an index or its temporary copy), never listed.
+/// Whether `name` is roost's own (an index, its signature `.roostindex.sig`, or a temporary
+/// copy of either), never listed.
 pub fn is_index_file(name: &[u8]) -> bool {
     name.starts_with(INDEX_NAME.as_bytes())
 }
@@ -110,4 +111,28 @@ pub fn scan_dir(
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indexes_and_signatures_are_never_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            ".roostindex",
+            ".roostindex.sig",
+            ".roostindex.sig.tmp.7",
+            "f",
+        ] {
+            std::fs::write(dir.path().join(name), b"x").unwrap();
+        }
+        let names: Vec<Vec<u8>> = scan_dir(dir.path(), &[], &mut |_| {})
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(names, [b".".to_vec(), b"f".to_vec()]);
+    }
 }

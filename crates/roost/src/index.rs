@@ -8,12 +8,19 @@
 //! its directory back the times it had (where roost may: it owns the directory), so the
 //! index (which lists the directory itself as `.`) and its parent's describe the
 //! directory as it is.
+//!
+//! With `--sign KEYFILE` each index gets a `.roostindex.sig` next to it (written when it is
+//! missing or does not verify for the index, its path and the key; see
+//! `roost_httpfs::sign`); without, signatures left from a signed run are removed.
+//! `--gen-key KEYFILE` makes a key pair.
 
 use crate::progress::Progress;
 use clap::Args;
 use roost_httpfs::index::{self, INDEX_NAME};
 use roost_httpfs::scan;
+use roost_httpfs::sign::{self, SigningKey, SIG_NAME};
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -23,11 +30,27 @@ use std::process::ExitCode;
 Serve DIR with any web server (nginx, python3 -m http.server, ...) and run programs on it
 with roost run: /http/HOST[:PORT]/PATH. Run roost index again after changing the tree:
 only the indexes of changed directories are rewritten.
-Exit status: 0 on success, 1 when some directory could not be indexed (each is named).")]
+
+Signing: roost index --gen-key KEYFILE makes a key pair (KEYFILE: the private key, PKCS#8
+DER, mode 0600; KEYFILE.pub: its public key line, also printed); roost index DIR --sign
+KEYFILE writes a .roostindex.sig next to each index, and roost run --http-key KEYFILE.pub
+then refuses any index the key did not sign. Keep KEYFILE off the web server.
+
+Exit status: 0 on success, 1 when some directory could not be indexed (each is named), 2
+for a key file that cannot be read or written (or --gen-key naming an existing file).")]
 pub struct IndexArgs {
     /// The directory tree to index.
-    pub dir: PathBuf,
-    /// Name each index written.
+    #[arg(required_unless_present = "gen_key")]
+    pub dir: Option<PathBuf>,
+    /// Sign each index with the Ed25519 private key in KEYFILE (PKCS#8 DER, as --gen-key
+    /// writes it); without, signatures left by an earlier signed run are removed.
+    #[arg(long, value_name = "KEYFILE")]
+    pub sign: Option<PathBuf>,
+    /// Write a new private key to KEYFILE (never over an existing file) and its public key
+    /// to KEYFILE.pub, print the public key, and index nothing.
+    #[arg(long, value_name = "KEYFILE", conflicts_with_all = ["dir", "sign"])]
+    pub gen_key: Option<PathBuf>,
+    /// Name each index and signature written.
     #[arg(short, long)]
     pub verbose: bool,
 }
@@ -37,12 +60,17 @@ pub struct IndexArgs {
 struct Tally {
     dirs: u64,
     written: u64,
+    signed: u64,
+    unsigned: u64,
     files: u64,
     hashed_bytes: u64,
     failed: u64,
 }
 
 struct Indexer {
+    /// The top of the tree (signatures name directories relative to it).
+    root: PathBuf,
+    signer: Option<SigningKey>,
     verbose: bool,
     progress: Progress,
     tally: Tally,
@@ -73,7 +101,8 @@ impl Indexer {
         self.tally.failed += 1;
     }
 
-    /// Writes the index of `dir` if its content changes.
+    /// Writes the index of `dir` if its content changes, and its signature if it has
+    /// none that verifies (or removes it when not signing).
     fn one(&mut self, dir: &Path) -> std::io::Result<()> {
         let at = dir.join(INDEX_NAME);
         let old = std::fs::read(&at).ok();
@@ -90,56 +119,187 @@ impl Indexer {
         self.tally.dirs += 1;
         self.tally.files += entries.len() as u64;
         let text = index::write(&entries);
-        if old.as_deref() == Some(text.as_slice()) {
+        let index_changed = old.as_deref() != Some(text.as_slice());
+        let sig_at = dir.join(SIG_NAME);
+        let sig = self.signature(dir, &sig_at, &text);
+        if !index_changed && matches!(sig, SigFile::Keep) {
             return Ok(());
         }
-        let before = std::fs::metadata(dir)?;
-        let tmp = dir.join(format!("{INDEX_NAME}.tmp.{}", std::process::id()));
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&text)?;
-        drop(f);
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
-        std::fs::rename(&tmp, &at)?;
-        // Best effort: only the directory's owner may set its times.
-        if let (Ok(accessed), Ok(modified)) = (before.accessed(), before.modified()) {
-            let times = std::fs::FileTimes::new()
-                .set_accessed(accessed)
-                .set_modified(modified);
-            let _ = std::fs::File::open(dir).and_then(|d| d.set_times(times));
+        keeping_times(dir, || {
+            if index_changed {
+                write_file(&at, &text)?;
+                self.tally.written += 1;
+                self.said("wrote", &at);
+            }
+            match sig {
+                SigFile::Write(sig) => {
+                    write_file(&sig_at, &sig)?;
+                    self.tally.signed += 1;
+                    self.said("signed", &sig_at);
+                }
+                SigFile::Remove => {
+                    std::fs::remove_file(&sig_at)?;
+                    self.tally.unsigned += 1;
+                    self.said("removed", &sig_at);
+                }
+                SigFile::Keep => {}
+            }
+            Ok(())
+        })
+    }
+
+    /// What to do with `dir`'s signature file `sig_at`, for its index `text`.
+    fn signature(&self, dir: &Path, sig_at: &Path, text: &[u8]) -> SigFile {
+        let current = std::fs::read(sig_at).ok();
+        let Some(signer) = &self.signer else {
+            return match current {
+                Some(_) => SigFile::Remove,
+                None => SigFile::Keep,
+            };
+        };
+        let path = relative(&self.root, dir);
+        let key = signer.public();
+        let valid = current
+            .and_then(|c| sign::parse(&c).ok())
+            .is_some_and(|s| s.path == path && s.key == key && s.verifies(text, &key));
+        if valid {
+            SigFile::Keep
+        } else {
+            SigFile::Write(sign::write(&signer.sign(&path, text)))
         }
-        self.tally.written += 1;
+    }
+
+    /// Says `what` `path` with --verbose.
+    fn said(&mut self, what: &str, path: &Path) {
         if self.verbose {
             self.progress.finish();
-            println!("wrote {}", at.display());
+            println!("{what} {}", path.display());
         }
-        Ok(())
+    }
+}
+
+/// What becomes of a directory's `.roostindex.sig`.
+enum SigFile {
+    /// Left as it is: it verifies (or there is none, and no key).
+    Keep,
+    /// Removed: not signing.
+    Remove,
+    /// Written anew with this text.
+    Write(Vec<u8>),
+}
+
+/// `dir`'s path below `root` as a signature names it: `/`, `/sub/deep`.
+fn relative(root: &Path, dir: &Path) -> Vec<u8> {
+    let below = dir.strip_prefix(root).unwrap_or(Path::new(""));
+    let mut out = Vec::new();
+    for c in below.components() {
+        out.push(b'/');
+        out.extend_from_slice(c.as_os_str().as_bytes());
+    }
+    if out.is_empty() {
+        out.push(b'/');
+    }
+    out
+}
+
+/// Writes `data` to `at` (mode 0644) through a temporary name and a rename, so a server
+/// never serves half a file.
+fn write_file(at: &Path, data: &[u8]) -> std::io::Result<()> {
+    let mut tmp = at.as_os_str().to_owned();
+    tmp.push(format!(".tmp.{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(data)?;
+    drop(f);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
+    std::fs::rename(&tmp, at)
+}
+
+/// Runs `change` (which writes into `dir`), then gives `dir` back the times it had, so
+/// the index that lists it (as `.`, and in its parent) stays true. Best effort: only the
+/// directory's owner may set its times.
+fn keeping_times(dir: &Path, change: impl FnOnce() -> std::io::Result<()>) -> std::io::Result<()> {
+    let before = std::fs::metadata(dir)?;
+    let done = change();
+    if let (Ok(accessed), Ok(modified)) = (before.accessed(), before.modified()) {
+        let times = std::fs::FileTimes::new()
+            .set_accessed(accessed)
+            .set_modified(modified);
+        let _ = std::fs::File::open(dir).and_then(|d| d.set_times(times));
+    }
+    done
+}
+
+/// `roost index --gen-key KEYFILE`.
+fn gen_key(keyfile: &Path) -> ExitCode {
+    match sign::generate_key_files(keyfile) {
+        Ok(public) => {
+            eprintln!(
+                "roost index: wrote the private key {} (keep it secret) and the public key {}",
+                keyfile.display(),
+                sign::public_file(keyfile).display()
+            );
+            println!("{}", public.line());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("roost index: --gen-key {e}");
+            ExitCode::from(2)
+        }
     }
 }
 
 pub fn main(args: IndexArgs) -> ExitCode {
-    match std::fs::metadata(&args.dir) {
+    if let Some(keyfile) = &args.gen_key {
+        return gen_key(keyfile);
+    }
+    let Some(dir) = args.dir else {
+        eprintln!("roost index: no DIR to index");
+        return ExitCode::from(2);
+    };
+    let signer = match args.sign.as_deref().map(SigningKey::load).transpose() {
+        Ok(signer) => signer,
+        Err(e) => {
+            eprintln!("roost index: --sign {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match std::fs::metadata(&dir) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
-            eprintln!("roost index: {}: not a directory", args.dir.display());
+            eprintln!("roost index: {}: not a directory", dir.display());
             return ExitCode::from(1);
         }
         Err(e) => {
-            eprintln!("roost index: {}: {e}", args.dir.display());
+            eprintln!("roost index: {}: {e}", dir.display());
             return ExitCode::from(1);
         }
     }
+    if let (Some(signer), true) = (&signer, args.verbose) {
+        println!("signing with {}", signer.public().line());
+    }
     let mut indexer = Indexer {
+        root: dir.clone(),
+        signer,
         verbose: args.verbose,
         progress: Progress::new("hashing", None),
         tally: Tally::default(),
     };
-    indexer.tree(&args.dir);
+    indexer.tree(&dir);
     indexer.progress.finish();
     let t = &indexer.tally;
+    let mut signatures = String::new();
+    if indexer.signer.is_some() {
+        signatures += &format!(", {} signatures written", t.signed);
+    }
+    if t.unsigned > 0 {
+        signatures += &format!(", {} signatures removed", t.unsigned);
+    }
     println!(
-        "roost index: {}: {} directories, {} entries, {} indexes written, {} bytes hashed",
-        args.dir.display(),
+        "roost index: {}: {} directories, {} entries, {} indexes written{signatures}, {} bytes \
+         hashed",
+        dir.display(),
         t.dirs,
         t.files,
         t.written,

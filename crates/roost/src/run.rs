@@ -5,6 +5,7 @@ use crate::background;
 use clap::Args;
 use roost_agent::Options;
 use roost_httpfs::client::ProxyList;
+use roost_httpfs::sign::PublicKey;
 use roost_httpfs::{HttpNet, HttpOptions};
 use roost_vfs::cache::Cache;
 use roost_vfs::chirp::{ChirpNet, ChirpOptions};
@@ -19,8 +20,9 @@ use std::time::Duration;
 #[command(after_help = "\
 Exit status: the program's own; 128+N when it dies of signal N (as a shell reports it);
 127 when the program is not found, 126 when it cannot be executed; 2 for a bad option (a
---mount, --mount-file, --trace, --auth, --key, --cache-size, --http-proxy or identity
-option); 125 when roost cannot trace at all (e.g. ptrace forbidden).
+--mount, --mount-file, --trace, --auth, --key, --cache-size, --http-proxy, --http-key or
+identity option, or a key file that cannot be read); 125 when roost cannot trace at all
+(e.g. ptrace forbidden).
 roost returns when the program exits; processes it left running stay traced (and inside the
 namespace) until they exit. With --trace or --summary roost waits for them, to report on them.
 
@@ -36,7 +38,10 @@ same cache and checked against the index's SHA-256. Requests go through the --ht
 proxies (else those of http_proxy / https_proxy, except for the hosts no_proxy lists),
 starting at one picked at random; a proxy that fails is left for the next, then for the
 origin server (said once), and a file whose content does not match is fetched again
-through the next proxy, then from the origin, before it fails with EIO.
+through the next proxy, then from the origin, before it fails with EIO. With --http-key,
+every index must be signed (roost index --sign) by one of the pinned keys: a directory
+whose .roostindex.sig is missing or does not verify fails with EIO and one line on stderr,
+and neither GROW-FS trees nor files that no index lists are served.
 
 Identity: --uid, --gid, --user and --hostname make the id queries (getuid, getresgid,
 getgroups, ...) and uname report the given identity, and map /etc/passwd and /etc/group to
@@ -105,6 +110,11 @@ pub struct RunArgs {
     /// the hosts in $no_proxy].
     #[arg(long = "http-proxy", value_name = "URL")]
     pub http_proxies: Vec<String>,
+    /// Pin a public key for /http and /https (a `roost-ed25519 HEX` line, as `roost index
+    /// --gen-key` writes KEYFILE.pub); repeatable: an index signed by any of them is used,
+    /// any other is refused.
+    #[arg(long = "http-key", value_name = "PUBFILE")]
+    pub http_keys: Vec<PathBuf>,
     /// The cache's size bound, in bytes or with a K, M or G suffix; the least recently
     /// used files go first.
     #[arg(long, default_value = "4G", value_name = "SIZE")]
@@ -221,6 +231,11 @@ fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
             args.http_ttl
         ));
     }
+    let keys = args
+        .http_keys
+        .iter()
+        .map(|f| PublicKey::load(f).map_err(|e| format!("--http-key {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
     // The objects are shared with Chirp's; each driver's mirror is its own, since a mirror
     // holds driver paths (`/HOST:PORT/PATH`) and the root's listing replaces its entries.
     let web = |scheme: &'static str| -> Result<Arc<HttpNet>, String> {
@@ -229,6 +244,7 @@ fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
             timeout: Duration::from_secs(args.io_timeout.max(1)),
             verbose: args.verbose,
             proxies: ProxyList::choose(&args.http_proxies, scheme, |v| std::env::var(v).ok()),
+            keys: keys.clone(),
         };
         let driver = match HttpNet::new(scheme, cache_of(args)?, options.clone()) {
             Ok(driver) => driver,

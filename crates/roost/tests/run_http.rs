@@ -181,6 +181,19 @@ impl Site {
         o
     }
 
+    /// `roost index --sign KEY` on `rel`.
+    fn index_signed(&self, rel: &str, key: &Path) -> Output {
+        let o = roost()
+            .arg("index")
+            .arg(self.root().join(rel))
+            .arg("--sign")
+            .arg(key)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        o
+    }
+
     /// `roost run --cache DIR [mode] OPTIONS -- timeout 60 ARGV`.
     fn run(&self, mode: &[&str], options: &[&str], argv: &[&str]) -> Output {
         self.command(mode, options, argv).output().unwrap()
@@ -259,9 +272,10 @@ fn populate(s: &Site, base: &str) {
     std::os::unix::fs::symlink("top.txt", s.root().join(format!("{base}/link"))).unwrap();
 }
 
-/// What the tree comparisons run (index files are the server's, not the tree's).
-const SURVEY: &str = "cd /m && ls -lR && find . -name '.roostindex' -prune -o \
-     -printf '%p %y %s %m %n %Ts %l\\n' | sort && stat -c '%s %a %F %h %Y' /m /m/ && grep -rn --exclude=.roostindex needle . | sort \
+/// What the tree comparisons run (index files and their signatures are the server's, not
+/// the tree's).
+const SURVEY: &str = "cd /m && ls -lR && find . -name '.roostindex*' -prune -o \
+     -printf '%p %y %s %m %n %Ts %l\\n' | sort && stat -c '%s %a %F %h %Y' /m /m/ && grep -rn --exclude='.roostindex*' needle . | sort \
      && cat sub/deep/f link 'with space.txt' && wc -c big && md5sum big \
      && stat -c '%s %a %F %h %Y' link sub big && readlink link && test -d sub && test -L link \
      && test -x run.sh && ./run.sh a b && cd sub && pwd && ls ../sub/deep && cat ../top.txt | wc -l";
@@ -415,15 +429,7 @@ fn a_file_changed_after_indexing_is_refused_with_eio() {
     populate(&s, "t");
     s.index("t");
     // Same size and time, other content: only the hash can tell.
-    let g = s.root().join("t/sub/g.txt");
-    let when = std::fs::metadata(&g).unwrap().modified().unwrap();
-    std::fs::write(&g, b"tampered!!\n").unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&g)
-        .unwrap()
-        .set_modified(when)
-        .unwrap();
+    rewrite_keeping_time(&s.root().join("t/sub/g.txt"), b"tampered!!\n");
     // Another size.
     s.write("t/top.txt", b"grown since it was indexed\n");
     let web = Web::python(s.root());
@@ -854,17 +860,7 @@ fn a_tampered_copy_on_a_proxy_is_refused_and_fetched_again() {
         assert!(good.log().contains(&g), "{}", good.log());
     }
     // The origin's copy wrong too: EIO, after the proxy's and the origin's attempts.
-    let when = std::fs::metadata(s.root().join("t/sub/g.txt"))
-        .unwrap()
-        .modified()
-        .unwrap();
-    let f = s.write("t/sub/g.txt", b"needle 2!!\n");
-    std::fs::File::options()
-        .write(true)
-        .open(&f)
-        .unwrap()
-        .set_modified(when)
-        .unwrap();
+    rewrite_keeping_time(&s.root().join("t/sub/g.txt"), b"needle 2!!\n");
     for mode in MODES {
         s.cache = tempfile::tempdir().unwrap();
         let o = s.run(
@@ -915,6 +911,19 @@ fn a_stale_index_on_a_proxy_is_fetched_again_from_the_origin() {
     }
 }
 
+/// Replaces the content of `path` with `data` and gives it back its modification time: a
+/// change only the hash can tell (with `data` of the same size).
+fn rewrite_keeping_time(path: &Path, data: &[u8]) {
+    let when = std::fs::metadata(path).unwrap().modified().unwrap();
+    std::fs::write(path, data).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+}
+
 /// The SHA-256 of `data` in hex, as `sha256sum` says it.
 fn hex_sha256(data: &[u8]) -> String {
     let mut c = Command::new("sha256sum")
@@ -925,4 +934,332 @@ fn hex_sha256(data: &[u8]) -> String {
     std::io::Write::write_all(c.stdin.as_mut().unwrap(), data).unwrap();
     let out = c.wait_with_output().unwrap();
     String::from_utf8(out.stdout).unwrap()[..64].to_string()
+}
+
+/// `roost index --gen-key DIR/NAME`: the private key file and the public one (whose line
+/// the command printed).
+fn gen_key(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let key = dir.join(name);
+    let o = roost()
+        .arg("index")
+        .arg("--gen-key")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let public = dir.join(format!("{name}.pub"));
+    let line = std::fs::read_to_string(&public).unwrap();
+    assert_eq!(stdout(&o), line);
+    assert!(
+        line.starts_with("roost-ed25519 ") && line.len() == 14 + 64 + 1,
+        "{line}"
+    );
+    (key, public)
+}
+
+/// `--http-key PUBFILE` for each of `keys`.
+fn pinned(keys: &[&Path]) -> Vec<String> {
+    keys.iter()
+        .flat_map(|k| ["--http-key".to_string(), k.display().to_string()])
+        .collect()
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn a_signed_tree_reads_as_the_local_one_with_its_key_pinned() {
+    let mut s = Site::new();
+    populate(&s, "t");
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = gen_key(keys.path(), "k");
+    let out = stdout(&s.index_signed("t", &key));
+    assert!(out.contains("3 signatures written"), "{out}");
+    let web = Web::python(s.root());
+    let pin = pinned(&[&public]);
+    let out = same_as_local(&s, &s.root().join("t"), &web.url("/t"), &strs(&pin), SURVEY);
+    assert!(out.ends_with("exit Some(0)"), "{out}");
+    // The signatures are the server's, not entries of the tree; a file changed on the
+    // server after signing is refused as ever (fetched anew: another cache).
+    rewrite_keeping_time(&s.root().join("t/sub/g.txt"), b"needle TWO\n");
+    s.cache = tempfile::tempdir().unwrap();
+    let mount = format!("/m={}", web.url("/t"));
+    let options = [strs(&pin), vec!["--mount", &mount]].concat();
+    for mode in MODES {
+        let o = s.run(
+            mode,
+            &options,
+            &["sh", "-c", "ls -a /m/sub; cat /m/sub/g.txt; echo $?"],
+        );
+        assert_eq!(
+            stdout(&o),
+            ".\n..\ndeep\ng.txt\n1\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+        let err = stderr(&o);
+        assert!(
+            err.contains("/t/sub/g.txt: content does not match its index")
+                && err.contains("Input/output error"),
+            "{mode:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn tampered_moved_unsigned_or_foreign_indexes_are_refused() {
+    let s = Site::new();
+    populate(&s, "t");
+    s.write("t/other/o", b"other\n");
+    s.write("u/f", b"unsigned\n");
+    s.index("u");
+    s.write("plain/f", b"no index\n");
+    populate(&s, "g");
+    let o = Command::new("make_growfs")
+        .arg(s.root().join("g"))
+        .output()
+        .expect("make_growfs (apt-get install coop-computing-tools)");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = gen_key(keys.path(), "k");
+    let (_, foreign) = gen_key(keys.path(), "foreign");
+    s.index_signed("t", &key);
+    // sub/deep's index changed after signing (f's hash), its old signature kept.
+    let deep = s.root().join("t/sub/deep/.roostindex");
+    let text = std::fs::read_to_string(&deep).unwrap();
+    let changed = text.replace(&hex_sha256(b"deep file\n"), &hex_sha256(b"deep FILE\n"));
+    assert_ne!(text, changed);
+    std::fs::write(&deep, changed).unwrap();
+    // other's index and signature replaced by sub's (signed for /sub).
+    for name in [".roostindex", ".roostindex.sig"] {
+        std::fs::copy(
+            s.root().join("t/sub").join(name),
+            s.root().join("t/other").join(name),
+        )
+        .unwrap();
+    }
+    let web = Web::python(s.root());
+    let mounts: Vec<String> = [("m", "t"), ("u", "u"), ("p", "plain"), ("g", "g")]
+        .iter()
+        .flat_map(|(at, dir)| {
+            [
+                "--mount".into(),
+                format!("/{at}={}", web.url(&format!("/{dir}"))),
+            ]
+        })
+        .collect();
+    let script = "cat /m/top.txt /m/sub/g.txt; ls /m/sub/deep; echo $?; cat /m/sub/deep/f; \
+                  echo $?; ls /m/other; echo $?; cat /u/f; echo $?; cat /p/f; echo $?; \
+                  ls /g; echo $?";
+    let url = |path: &str| format!("roost: http://127.0.0.1:{}{path}", web.port);
+    let said = [
+        url(
+            "/t/sub/deep/.roostindex: signature does not verify with the pinned key (the \
+             index or its signature changed after signing); directory refused",
+        ),
+        url(
+            "/t/other/.roostindex: the signature is for directory /sub of a tree, not this \
+             one; directory refused",
+        ),
+        url("/u/.roostindex: no signature; directory refused"),
+        url("/plain/f: no signed index lists it; refused"),
+        url("/g/.growfsdir: a GROW-FS tree cannot be signed; refused"),
+    ];
+    let options = [pinned(&[&public]), mounts.clone()].concat();
+    for mode in MODES {
+        let options = strs(&options);
+        let o = s.run(mode, &options, &["sh", "-c", script]);
+        assert_eq!(
+            stdout(&o),
+            "top level\nneedle one\nneedle two\n2\n1\n2\n1\n1\n2\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+        let err = stderr(&o);
+        for line in &said {
+            assert_eq!(
+                err.matches(line.as_str()).count(),
+                1,
+                "{mode:?}: {line}\n{err}"
+            );
+        }
+        assert_eq!(
+            err.matches("Input/output error").count(),
+            6,
+            "{mode:?}: {err}"
+        );
+    }
+    // Signed by a key that is not pinned: refused, naming the key; with both pinned, used.
+    let only_foreign = [pinned(&[&foreign]), mounts[..2].to_vec()].concat();
+    let wrong = s.run(&[], &strs(&only_foreign), &["cat", "/m/top.txt"]);
+    assert_eq!(stdout(&wrong), "", "{}", stderr(&wrong));
+    let public_line = std::fs::read_to_string(&public).unwrap();
+    assert!(
+        stderr(&wrong).contains(&format!(
+            "/t/.roostindex: signature does not verify with the pinned key (it names the key \
+             {}, not pinned); directory refused",
+            public_line.trim()
+        )),
+        "{}",
+        stderr(&wrong)
+    );
+    let both = [pinned(&[&foreign, &public]), mounts[..2].to_vec()].concat();
+    let o = s.run(&[], &strs(&both), &["cat", "/m/top.txt"]);
+    assert_eq!(stdout(&o), "top level\nneedle one\n", "{}", stderr(&o));
+}
+
+#[test]
+fn a_bad_signature_on_a_proxy_is_fetched_again_from_the_origin() {
+    let s = Site::new();
+    s.write("t/f", b"signed\n");
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = gen_key(keys.path(), "k");
+    s.index_signed("t", &key);
+    let web = Web::python(s.root());
+    // The proxy's copy of the signature: one digit changed.
+    let sig = std::fs::read_to_string(s.root().join("t/.roostindex.sig")).unwrap();
+    let at = sig.find("\nsignature ").unwrap() + 11;
+    let digit = if &sig[at..at + 1] == "0" { "1" } else { "0" };
+    let forged = format!("{}{digit}{}", &sig[..at], &sig[at + 1..]);
+    let proxy = Web::caching_proxy(&[("/t/.roostindex.sig", forged.as_bytes())]);
+    let options = [
+        pinned(&[&public]),
+        vec!["--http-proxy".into(), proxy.proxy()],
+    ]
+    .concat();
+    for mode in MODES {
+        let o = s.run(mode, &strs(&options), &["cat", &web.url("/t/f")]);
+        assert_eq!(stdout(&o), "signed\n", "{mode:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!(
+                "roost: http://127.0.0.1:{}/t/.roostindex: signature does not verify with the \
+                 pinned key (the index or its signature changed after signing) through proxy \
+                 {}; fetching it again",
+                web.port,
+                proxy.proxy()
+            )),
+            "{mode:?}: {err}"
+        );
+        assert!(!err.contains("refused"), "{mode:?}: {err}");
+    }
+    let sig_get = format!(
+        "\"GET http://127.0.0.1:{}/t/.roostindex.sig HTTP/1.1\" 200",
+        web.port
+    );
+    assert!(proxy.log().contains(&sig_get), "{}", proxy.log());
+}
+
+#[test]
+fn keys_are_made_once_and_signatures_kept_only_while_they_verify() {
+    let s = Site::new();
+    populate(&s, "t");
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = gen_key(keys.path(), "k");
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // --gen-key never overwrites: neither the public key nor the private one.
+    let before = std::fs::read(&key).unwrap();
+    let again = |what: &Path| {
+        let o = roost()
+            .arg("index")
+            .arg("--gen-key")
+            .arg(&key)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!(
+                "{}: exists already; not overwritten",
+                what.display()
+            )),
+            "{}",
+            stderr(&o)
+        );
+    };
+    again(&public);
+    let public_text = std::fs::read(&public).unwrap();
+    std::fs::remove_file(&public).unwrap();
+    again(&key);
+    assert!(!public.exists());
+    assert_eq!(std::fs::read(&key).unwrap(), before);
+    std::fs::write(&public, public_text).unwrap();
+    // Bad key files: exit status 2 and the file named.
+    let missing = keys.path().join("missing");
+    for (file, want) in [
+        (&public, "not an Ed25519 private key in PKCS#8 DER"),
+        (&missing, "No such file or directory"),
+    ] {
+        let o = roost()
+            .arg("index")
+            .arg(s.root().join("t"))
+            .arg("--sign")
+            .arg(file)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let want = format!("roost index: --sign {}: {want}", file.display());
+        assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+    }
+    for (file, want) in [
+        (&key, "not a public key"),
+        (&missing, "No such file or directory"),
+    ] {
+        let o = s.run(&[], &strs(&pinned(&[file])), &["true"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let want = format!("roost run: --http-key {}: {want}", file.display());
+        assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+    }
+    // Signing an unchanged tree again writes nothing; a changed file re-signs its own
+    // directory only; another key re-signs all; no key removes the signatures.
+    let sig_times = || {
+        let mut v: Vec<_> = ["t", "t/sub", "t/sub/deep"]
+            .iter()
+            .map(|d| {
+                let p = s.root().join(d).join(".roostindex.sig");
+                (
+                    p.clone(),
+                    std::fs::metadata(&p).unwrap().modified().unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    s.index_signed("t", &key);
+    let first = sig_times();
+    std::thread::sleep(Duration::from_millis(20));
+    let out = stdout(&s.index_signed("t", &key));
+    assert!(
+        out.contains("0 indexes written, 0 signatures written"),
+        "{out}"
+    );
+    assert_eq!(sig_times(), first);
+    s.write("t/sub/deep/f", b"changed, and longer\n");
+    let out = stdout(&s.index_signed("t", &key));
+    assert!(
+        out.contains("1 indexes written, 1 signatures written"),
+        "{out}"
+    );
+    let changed: Vec<PathBuf> = first
+        .iter()
+        .zip(sig_times())
+        .filter(|(b, a)| *b != a)
+        .map(|(_, (p, _))| p)
+        .collect();
+    assert_eq!(changed, [s.root().join("t/sub/deep/.roostindex.sig")]);
+    let (other, _) = gen_key(keys.path(), "other");
+    let out = stdout(&s.index_signed("t", &other));
+    assert!(
+        out.contains("0 indexes written, 3 signatures written"),
+        "{out}"
+    );
+    let out = stdout(&s.index("t"));
+    assert!(
+        out.contains("0 indexes written, 3 signatures removed"),
+        "{out}"
+    );
+    assert!(index_times(&s.root().join("t")).len() == 3);
+    assert!(!s.root().join("t/sub/.roostindex.sig").exists());
 }

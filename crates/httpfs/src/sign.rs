@@ -1,0 +1,470 @@
+//! Signed indexes (`docs/httpfs.md`, "Signed indexes"): Ed25519 (`ring`) signatures over
+//! each directory's `.roostindex`, so a client that pins the public key refuses an index
+//! someone else wrote (the CVMFS idea). Each `.roostindex.sig` signs the directory's path
+//! relative to the indexed tree (escaped as index names are), a newline, then the exact
+//! bytes of the index; a client accepts it for a directory whose path on the server ends
+//! with that path. Also the key files: the private key is a PKCS#8 document (as
+//! `ring` and `openssl genpkey -algorithm ed25519 -outform DER` write it), the public key
+//! one line `roost-ed25519 HEX`. The parsers never panic: bad input is an error saying
+//! what is wrong.
+
+use crate::index::{escape, hex, unescape, unhex};
+use ring::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The file name of the signature next to each index.
+pub const SIG_NAME: &str = ".roostindex.sig";
+/// The first line of every signature file.
+pub const SIG_HEADER: &str = "#roost-signature 1";
+/// The first word of a public key line.
+pub const KEY_PREFIX: &str = "roost-ed25519";
+
+/// An Ed25519 public key, as pinned by clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PublicKey(pub [u8; 32]);
+
+impl PublicKey {
+    /// Parses a public key line, `roost-ed25519 HEX` (64 hex digits), with optional
+    /// surrounding white space.
+    pub fn parse(text: &[u8]) -> Result<PublicKey, String> {
+        let text = std::str::from_utf8(text).map_err(|_| "not UTF-8 text".to_string())?;
+        let words: Vec<&str> = text.split_whitespace().collect();
+        match words.as_slice() {
+            [KEY_PREFIX, key] => Self::from_hex(key),
+            [first, ..] if *first != KEY_PREFIX => Err(format!(
+                "expected a line `{KEY_PREFIX} HEX`, found {first:?}"
+            )),
+            _ => Err(format!("expected one line `{KEY_PREFIX} HEX`")),
+        }
+    }
+
+    /// The key from 64 hexadecimal digits.
+    fn from_hex(text: &str) -> Result<PublicKey, String> {
+        unhex(text)
+            .and_then(|b| b.try_into().ok())
+            .map(PublicKey)
+            .ok_or_else(|| "expected an Ed25519 key of 64 hexadecimal digits".to_string())
+    }
+
+    /// The key's line, `roost-ed25519 HEX` (without a newline).
+    pub fn line(&self) -> String {
+        format!("{KEY_PREFIX} {}", hex(&self.0))
+    }
+
+    /// Reads a public key file; the error names it.
+    pub fn load(path: &Path) -> Result<PublicKey, String> {
+        let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("{}: not a public key: {e}", path.display()))
+    }
+}
+
+/// A private key that signs indexes.
+pub struct SigningKey(Ed25519KeyPair);
+
+impl SigningKey {
+    /// The key of a PKCS#8 document (v1 or v2, DER).
+    pub fn from_pkcs8(der: &[u8]) -> Result<SigningKey, String> {
+        if der.starts_with(b"-----BEGIN") {
+            return Err("a PEM file; expected DER (convert it with \
+                        `openssl pkey -in KEY -outform DER -out KEY.der`)"
+                .into());
+        }
+        Ed25519KeyPair::from_pkcs8_maybe_unchecked(der)
+            .map(SigningKey)
+            .map_err(|e| format!("not an Ed25519 private key in PKCS#8 DER ({e})"))
+    }
+
+    /// Reads a private key file; the error names it.
+    pub fn load(path: &Path) -> Result<SigningKey, String> {
+        let der = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::from_pkcs8(&der).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Its public key, as clients pin it.
+    pub fn public(&self) -> PublicKey {
+        let mut key = [0u8; 32];
+        key.copy_from_slice(self.0.public_key().as_ref());
+        PublicKey(key)
+    }
+
+    /// The signature of the index `text` of the directory `path` (relative to the tree's
+    /// top: `/`, `/sub/deep`).
+    pub fn sign(&self, path: &[u8], text: &[u8]) -> Signature {
+        let mut signature = [0u8; 64];
+        signature.copy_from_slice(self.0.sign(&message(path, text)).as_ref());
+        Signature {
+            path: path.to_vec(),
+            key: self.public(),
+            signature,
+        }
+    }
+}
+
+/// Where the public key of private key file `keyfile` goes: `KEYFILE.pub`.
+pub fn public_file(keyfile: &Path) -> PathBuf {
+    let mut name = keyfile.as_os_str().to_owned();
+    name.push(".pub");
+    PathBuf::from(name)
+}
+
+/// Makes a new key pair: the private key (PKCS#8 DER) in `keyfile`, mode 0600, and its
+/// public key line in `KEYFILE.pub`. Neither file may exist already. The error names the
+/// file.
+pub fn generate_key_files(keyfile: &Path) -> Result<PublicKey, String> {
+    let rng = ring::rand::SystemRandom::new();
+    let der = Ed25519KeyPair::generate_pkcs8(&rng)
+        .map_err(|_| "no random numbers for a new key".to_string())?;
+    let public = SigningKey::from_pkcs8(der.as_ref())?.public();
+    let pub_file = public_file(keyfile);
+    let named = |path: &Path| {
+        let path = path.display().to_string();
+        move |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => format!("{path}: exists already; not overwritten"),
+            _ => format!("{path}: {e}"),
+        }
+    };
+    let open = |path: &Path, mode: u32| {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(path)
+            .map_err(named(path))
+    };
+    // Both names are taken before anything is written, so a refusal leaves nothing behind
+    // and touches nothing that was there.
+    let mut pub_out = open(&pub_file, 0o644)?;
+    let mut key_out = open(keyfile, 0o600).inspect_err(|_| {
+        let _ = std::fs::remove_file(&pub_file);
+    })?;
+    let written = key_out
+        .write_all(der.as_ref())
+        .and_then(|_| key_out.sync_all())
+        .map_err(named(keyfile))
+        .and_then(|_| {
+            pub_out
+                .write_all(format!("{}\n", public.line()).as_bytes())
+                .map_err(named(&pub_file))
+        });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(keyfile);
+        let _ = std::fs::remove_file(&pub_file);
+        return Err(e);
+    }
+    Ok(public)
+}
+
+/// What is signed: the directory's escaped path, a newline, the index.
+fn message(path: &[u8], text: &[u8]) -> Vec<u8> {
+    let mut out = escape(path).into_bytes();
+    out.push(b'\n');
+    out.extend_from_slice(text);
+    out
+}
+
+/// A `.roostindex.sig`: which directory, which key, and the signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signature {
+    /// The directory's path relative to the indexed tree (`/`, `/sub/deep`).
+    pub path: Vec<u8>,
+    /// The key that signed it (said, not trusted: only pinned keys verify).
+    pub key: PublicKey,
+    pub signature: [u8; 64],
+}
+
+impl Signature {
+    /// Whether this signs `text` with `key` (for its own path).
+    pub fn verifies(&self, text: &[u8], key: &PublicKey) -> bool {
+        UnparsedPublicKey::new(&ED25519, key.0)
+            .verify(&message(&self.path, text), &self.signature)
+            .is_ok()
+    }
+
+    /// Whether this signature may stand for the directory `dir` (a path on the server):
+    /// its signed path is `dir`'s tail, whole components (`/` stands for any directory).
+    pub fn covers(&self, dir: &[u8]) -> bool {
+        self.path == b"/" || dir.ends_with(&self.path)
+    }
+}
+
+/// Parses a signature file; the error names the line (1-based) and what is wrong.
+pub fn parse(text: &[u8]) -> Result<Signature, String> {
+    let text = std::str::from_utf8(text).map_err(|_| "not UTF-8 text".to_string())?;
+    let lines: Vec<&str> = text.split_terminator('\n').collect();
+    match lines.first().copied() {
+        Some(SIG_HEADER) => {}
+        Some(other) if other.starts_with("#roost-signature ") => {
+            return Err(format!("line 1: unknown signature version {other:?}"))
+        }
+        _ => return Err(format!("line 1: expected {SIG_HEADER:?}")),
+    }
+    if lines.len() != 4 {
+        return Err(format!("expected 4 lines, found {}", lines.len()));
+    }
+    let field = |n: usize, name: &str| -> Result<&str, String> {
+        lines[n - 1]
+            .strip_prefix(name)
+            .and_then(|v| v.strip_prefix(' '))
+            .ok_or_else(|| format!("line {n}: expected `{name} ...`"))
+    };
+    let path = unescape(field(2, "path")?)
+        .filter(|p| valid_path(p))
+        .ok_or("line 2: expected a normalized absolute path")?;
+    let key = match field(3, "key")?.split_once(' ') {
+        Some((KEY_PREFIX, key)) => PublicKey::from_hex(key).map_err(|e| format!("line 3: {e}"))?,
+        _ => return Err(format!("line 3: expected `key {KEY_PREFIX} HEX`")),
+    };
+    let signature = unhex(field(4, "signature")?)
+        .and_then(|b| b.try_into().ok())
+        .ok_or("line 4: expected a signature of 128 hexadecimal digits")?;
+    Ok(Signature {
+        path,
+        key,
+        signature,
+    })
+}
+
+/// Whether `path` is absolute and normalized (`/`, or `/a/b` without `.`, `..`, empty
+/// components or NUL).
+fn valid_path(path: &[u8]) -> bool {
+    path == b"/"
+        || (path.starts_with(b"/")
+            && path[1..]
+                .split(|&b| b == b'/')
+                .all(crate::index::valid_name))
+}
+
+/// The text of a signature file, the inverse of [`parse`].
+pub fn write(sig: &Signature) -> Vec<u8> {
+    format!(
+        "{SIG_HEADER}\npath {}\nkey {}\nsignature {}\n",
+        escape(&sig.path),
+        sig.key.line(),
+        hex(&sig.signature)
+    )
+    .into_bytes()
+}
+
+/// Checks the signature file `sig` (`None`: the server has none) of the index `text` of
+/// directory `dir` (its path on the server) against the pinned `keys`. The error is the
+/// reason, as said on stderr.
+pub fn check(
+    sig: Option<&[u8]>,
+    text: &[u8],
+    dir: &[u8],
+    keys: &[PublicKey],
+) -> Result<(), String> {
+    let sig = parse(sig.ok_or("no signature")?).map_err(|e| format!("malformed signature: {e}"))?;
+    if !sig.covers(dir) {
+        return Err(format!(
+            "the signature is for directory {} of a tree, not this one",
+            escape(&sig.path)
+        ));
+    }
+    if !keys.contains(&sig.key) {
+        return Err(format!(
+            "signature does not verify with the pinned key (it names the key {}, not pinned)",
+            sig.key.line()
+        ));
+    }
+    if !sig.verifies(text, &sig.key) {
+        return Err(
+            "signature does not verify with the pinned key (the index or its \
+                    signature changed after signing)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(seed: u8) -> SigningKey {
+        SigningKey(Ed25519KeyPair::from_seed_unchecked(&[seed; 32]).unwrap())
+    }
+
+    const INDEX: &[u8] = b"#roost-index 1\nd 0755 4096 1 2 - .\n";
+
+    #[test]
+    fn signed_indexes_verify_for_their_path_and_key_only() {
+        let k = key(1);
+        let sig = k.sign(b"/sub/deep", INDEX);
+        let text = write(&sig);
+        assert_eq!(parse(&text).unwrap(), sig);
+        let keys = [key(2).public(), k.public()];
+        assert_eq!(check(Some(&text), INDEX, b"/sub/deep", &keys), Ok(()));
+        assert_eq!(
+            check(Some(&text), INDEX, b"/base/sw/sub/deep", &keys),
+            Ok(())
+        );
+        let refused = |sig: Option<&[u8]>, index: &[u8], dir: &[u8], keys: &[PublicKey]| {
+            check(sig, index, dir, keys).unwrap_err()
+        };
+        assert_eq!(refused(None, INDEX, b"/sub/deep", &keys), "no signature");
+        // Another directory: moved, or a name that merely ends the same.
+        for dir in [&b"/sub"[..], b"/other/deep", b"/sub/xdeep", b"/"] {
+            assert!(
+                refused(Some(&text), INDEX, dir, &keys).contains("for directory /sub/deep"),
+                "{dir:?}"
+            );
+        }
+        // A changed index, or a key that is not pinned.
+        let changed = b"#roost-index 1\nd 0755 4096 1 3 - .\n";
+        assert!(refused(Some(&text), changed, b"/sub/deep", &keys).contains("changed after"));
+        let e = refused(Some(&text), INDEX, b"/sub/deep", &[key(2).public()]);
+        assert!(
+            e.contains("not pinned") && e.contains(&k.public().line()),
+            "{e}"
+        );
+        // A signature made for another path, relabelled: the path is signed too.
+        let mut moved = k.sign(b"/sub", INDEX);
+        moved.path = b"/sub/deep".to_vec();
+        assert!(refused(Some(&write(&moved)), INDEX, b"/sub/deep", &keys).contains("changed"));
+        // The top's signature stands for any directory (see docs/httpfs.md).
+        let top = write(&k.sign(b"/", INDEX));
+        assert_eq!(check(Some(&top), INDEX, b"/a/b", &keys), Ok(()));
+    }
+
+    #[test]
+    fn paths_with_odd_bytes_are_escaped() {
+        let k = key(3);
+        let sig = k.sign(b"/a b/%\n\xff", INDEX);
+        let text = String::from_utf8(write(&sig)).unwrap();
+        assert!(text.contains("\npath /a%20b/%25%0A%FF\n"), "{text}");
+        assert_eq!(
+            check(
+                Some(text.as_bytes()),
+                INDEX,
+                b"/x/a b/%\n\xff",
+                &[k.public()]
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn public_keys_read_back() {
+        let k = key(4).public();
+        assert_eq!(
+            PublicKey::parse(format!("{}\n", k.line()).as_bytes()),
+            Ok(k)
+        );
+        for (bad, want) in [
+            (&b""[..], "expected one line"),
+            (b"ssh-ed25519 AAAA", "found \"ssh-ed25519\""),
+            (b"roost-ed25519 abcd", "64 hexadecimal"),
+            (b"roost-ed25519", "expected one line"),
+            (b"roost-ed25519 00 11", "expected one line"),
+            (b"\xff", "UTF-8"),
+        ] {
+            let e = PublicKey::parse(bad).unwrap_err();
+            assert!(e.contains(want), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn malformed_signatures_are_errors_naming_the_line() {
+        let good = String::from_utf8(write(&key(5).sign(b"/d", INDEX))).unwrap();
+        let lines: Vec<&str> = good.lines().collect();
+        let with = |n: usize, line: &str| {
+            let mut l = lines.clone();
+            l[n] = line;
+            l.join("\n") + "\n"
+        };
+        for (text, want) in [
+            (String::new(), "line 1"),
+            ("#roost-signature 2\n".into(), "unknown signature version"),
+            (
+                good.replace("\nsignature", "\n\nsignature"),
+                "expected 4 lines",
+            ),
+            (with(1, "path d"), "line 2: expected a normalized"),
+            (with(1, "path /a/../b"), "line 2"),
+            (with(1, "path /a/"), "line 2"),
+            (with(1, "path /a%2"), "line 2"),
+            (with(1, "paths /a"), "line 2: expected `path"),
+            (
+                with(2, "key ssh-ed25519 00"),
+                "line 3: expected `key roost-ed25519",
+            ),
+            (
+                with(2, "key roost-ed25519 00"),
+                "line 3: expected an Ed25519 key",
+            ),
+            (with(3, "signature 00"), "line 4"),
+        ] {
+            let e = parse(text.as_bytes()).unwrap_err();
+            assert!(e.contains(want), "{text:?}: {e} lacks {want}");
+        }
+    }
+
+    #[test]
+    fn key_files_are_made_once_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let keyfile = dir.path().join("k");
+        let public = generate_key_files(&keyfile).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&keyfile).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(PublicKey::load(&public_file(&keyfile)).unwrap(), public);
+        let signer = SigningKey::load(&keyfile).unwrap();
+        assert_eq!(signer.public(), public);
+        let sig = signer.sign(b"/", INDEX);
+        assert_eq!(check(Some(&write(&sig)), INDEX, b"/t", &[public]), Ok(()));
+        // Not overwritten: neither the key nor its public half.
+        let e = generate_key_files(&keyfile).unwrap_err();
+        assert!(e.contains("k.pub: exists already"), "{e}");
+        std::fs::remove_file(public_file(&keyfile)).unwrap();
+        let e = generate_key_files(&keyfile).unwrap_err();
+        assert!(e.contains("/k: exists already"), "{e}");
+        assert!(!public_file(&keyfile).exists());
+        assert_eq!(SigningKey::load(&keyfile).unwrap().public(), public);
+        // Bad key files name the file and the trouble.
+        std::fs::write(dir.path().join("pem"), "-----BEGIN PRIVATE KEY-----\n").unwrap();
+        let e = SigningKey::load(&dir.path().join("pem")).err().unwrap();
+        assert!(e.contains("/pem: a PEM file"), "{e}");
+        let e = SigningKey::load(&public_file(&dir.path().join("k")))
+            .err()
+            .unwrap();
+        assert!(e.contains("k.pub: No such file"), "{e}");
+        let e = PublicKey::load(&keyfile).unwrap_err();
+        assert!(e.contains("/k: not a public key"), "{e}");
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let valid = write(&key(6).sign(b"/a/b", INDEX));
+        for round in 0..20_000 {
+            let mut data = valid.clone();
+            for _ in 0..(next() % 6) {
+                let at = (next() as usize) % data.len().max(1);
+                match next() % 4 {
+                    0 => data[at] = next() as u8,
+                    1 => data.truncate(at),
+                    2 => data.insert(at, b" \n%/0f"[(next() % 6) as usize]),
+                    _ => {
+                        data.remove(at);
+                    }
+                }
+                if data.is_empty() {
+                    break;
+                }
+            }
+            if round % 7 == 0 {
+                data = (0..next() % 300).map(|_| next() as u8).collect();
+            }
+            crate::fuzz_check::check_signature_parsers(&data);
+        }
+    }
+}
