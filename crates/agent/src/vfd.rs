@@ -139,6 +139,17 @@ impl Vfds {
         let (end, program) =
             unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
         let ino = inode_of(program.as_raw_fd())?;
+        // One byte waiting on the program's end, never read (its reads are trapped), so
+        // poll and select find the descriptor ready to read, as a regular file always is.
+        // SAFETY: a send of one byte of our own on our own socket.
+        unsafe {
+            libc::send(
+                end.as_raw_fd(),
+                [0u8].as_ptr().cast(),
+                1,
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
         let vfile = Arc::new(VFile {
             file,
             driver,

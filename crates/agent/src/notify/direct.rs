@@ -192,13 +192,13 @@ impl Call<'_> {
     /// Writes `bytes` into the buffer of argument `buf` and answers 0.
     fn answer_with(&self, bytes: Result<Vec<u8>, Errno>, buf: usize) -> Reply {
         match bytes {
-            Ok(b) => self.deliver(0, &[(self.regs.arg(buf), b)]),
+            Ok(b) => self.deliver(0, &[(self.regs.arg(buf), &b[..])]),
             Err(e) => Reply::errno(e),
         }
     }
 
     /// Writes each (address, bytes) into the caller's memory and answers `ret`.
-    fn deliver(&self, ret: i64, writes: &[(u64, Vec<u8>)]) -> Reply {
+    fn deliver(&self, ret: i64, writes: &[(u64, &[u8])]) -> Reply {
         if self.n.ensure_waiting().is_err() {
             return Reply::Answered;
         }
@@ -273,15 +273,16 @@ impl Call<'_> {
             Ok(d) => d,
             Err(e) => return Reply::errno(e),
         };
+        // Each buffer gets its part of the data, in place (no copy of it here).
         let mut writes = Vec::new();
         let mut rest = &data[..];
         for (addr, len) in buffers {
             if rest.is_empty() {
                 break;
             }
-            let n = len.min(rest.len());
-            writes.push((addr, rest[..n].to_vec()));
-            rest = &rest[n..];
+            let (part, more) = rest.split_at(len.min(rest.len()));
+            writes.push((addr, part));
+            rest = more;
         }
         let reply = self.deliver(data.len() as i64, &writes);
         if position.is_none() && matches!(reply, Reply::Send(v, 0, 0) if v >= 0) {
@@ -339,7 +340,10 @@ impl Call<'_> {
             _ => attr_name().and_then(|a| d.removexattr(path, &a, true).map(|()| (0, Vec::new()))),
         };
         match answer {
-            Ok((ret, writes)) => self.deliver(ret, &writes),
+            Ok((ret, writes)) => {
+                let writes: Vec<(u64, &[u8])> = writes.iter().map(|(a, b)| (*a, &b[..])).collect();
+                self.deliver(ret, &writes)
+            }
             Err(e) => Reply::errno(e),
         }
     }
