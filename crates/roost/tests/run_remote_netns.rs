@@ -331,21 +331,40 @@ fn records(log: &Path) -> usize {
         .unwrap_or(0)
 }
 
+const N: usize = 100;
+
+/// A shell appending one record per `>>` (each a copy of the file, written back when the
+/// redirection closes).
 #[test]
 fn records_appended_while_the_network_is_cut_and_restored_arrive_exactly_once() {
+    appended_through_a_cut(|log| {
+        format!("for i in $(seq 1 {N}); do echo record $i >> {log} || exit 1; sleep 0.05; done")
+    });
+}
+
+/// A program appending through one descriptor held open across the cut (direct mode: a
+/// write at the end learnt first, retried at the same place after the reconnection).
+#[test]
+fn records_appended_through_one_descriptor_across_a_cut_arrive_exactly_once() {
+    appended_through_a_cut(|log| {
+        format!(
+            "python3 -c 'import os, time\nfd = os.open(\"{log}\", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)\nfor i in range(1, {N} + 1):\n    os.write(fd, b\"record %d\\n\" % i)\n    time.sleep(0.05)'"
+        )
+    });
+}
+
+/// Runs the script `script_of(log path)` makes, cuts the network once records flow and
+/// restores it: every record arrives exactly once, in order.
+fn appended_through_a_cut(script_of: impl Fn(&str) -> String) {
     if !is_root() {
         eprintln!("run_remote_netns: skipped, network namespaces need root");
         return;
     }
-    const N: usize = 100;
     const CUT: Duration = Duration::from_secs(6); // three io-timeouts
     let started = Instant::now();
     let setup = Setup::new(false);
     let log = setup.export.join("log");
-    let script = format!(
-        "for i in $(seq 1 {N}); do echo record $i >> {} || exit 1; sleep 0.05; done",
-        setup.chirp("log")
-    );
+    let script = script_of(&setup.chirp("log"));
     let mut program = setup.run(&script);
 
     // Cut once the records flow, well before they end.
