@@ -149,6 +149,9 @@ fn open(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
     let Ok(remote) = call.first() else {
         return Made::result(Err(libc::EXDEV));
     };
+    if let Some(e) = names_a_directory_only(call, tid, regs, flags) {
+        return Made::result(Err(e));
+    }
     let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
     let intent = if writes {
         Intent::Write {
@@ -201,6 +204,29 @@ fn open(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
     Made {
         action: Action::Rewrite { scratch, args },
         physical: Some(local),
+    }
+}
+
+/// An open whose path ends in `/` names a directory only, as the kernel has it: a file
+/// there is ENOTDIR, a missing name ENOENT, or EISDIR when the open would create it (the
+/// walk drops the slash; this puts its meaning back). `None`: no slash, or a directory.
+pub(crate) fn names_a_directory_only(
+    call: &RemoteCall,
+    tid: i32,
+    regs: &Regs,
+    flags: i32,
+) -> Option<Errno> {
+    let arg = call.args.first()?;
+    let path = memory::read_cstr(tid, regs.arg(arg.path), memory::PATH_MAX).ok()?;
+    if !path.ends_with(b"/") {
+        return None;
+    }
+    let remote = arg.remote.as_ref()?;
+    match remote.driver.stat(&remote.path) {
+        Ok(st) if st.is_dir() => None,
+        Ok(_) => Some(libc::ENOTDIR),
+        Err(libc::ENOENT) if flags & libc::O_CREAT != 0 => Some(libc::EISDIR),
+        Err(e) => Some(e),
     }
 }
 

@@ -664,6 +664,12 @@ try:
     os.read(os.open("/m/log", os.O_WRONLY), 1)
 except OSError as e:
     out.append(errno.errorcode[e.errno])
+# A trailing slash names a directory only.
+for path, flags in (("/m/new/", os.O_WRONLY | os.O_CREAT), ("/m/new/", os.O_RDONLY), ("/m/log/", os.O_RDONLY)):
+    try:
+        os.close(os.open(path, flags))
+    except OSError as e:
+        out.append(errno.errorcode[e.errno])
 print(out)
 "#;
 

@@ -44,6 +44,9 @@ pub fn open(
     if flags & libc::O_TMPFILE == libc::O_TMPFILE {
         return None;
     }
+    if let Some(e) = crate::remote::names_a_directory_only(call, tid, regs, flags) {
+        return Some(Reply::errno(e));
+    }
     let (driver, path) = (&remote.driver, &remote.path);
     let create = flags & libc::O_CREAT != 0;
     let exclusive = create && flags & libc::O_EXCL != 0;
