@@ -701,6 +701,21 @@ fn descriptor_calls_on_direct_mode_files_behave_as_on_local_files() {
     assert_eq!(printed.join("\n") + "\n", expected);
 }
 
+/// A file's size right after the program closed it is what it wrote, in every mode (in
+/// cached mode the stat waits for the write-back; it once answered from the attributes
+/// learnt when the file was created).
+#[test]
+fn a_stat_right_after_close_sees_what_was_written() {
+    let r = Remote::start();
+    std::fs::create_dir(r.root().join("d")).unwrap();
+    let mount = format!("/m={}", r.url("/d"));
+    let program = "import os\nfor size in (10, 1 << 20, 10):\n    with open('/m/f', 'wb') as f:\n        f.write(b'x' * size)\n    assert os.path.getsize('/m/f') == size, (size, os.path.getsize('/m/f'))\n    os.unlink('/m/f')\nprint('ok')";
+    for mode in MODES {
+        let o = r.run(mode, &["--mount", &mount], &["python3", "-c", program]);
+        assert_eq!(stdout(&o), "ok\n", "{mode:?}: {}", stderr(&o));
+    }
+}
+
 /// Two programs on one remote file in direct mode see each other's writes while both
 /// have it open (each writes its half, then reads the whole); in cached mode each sees
 /// only its own until it closes, which is what sets direct mode apart.

@@ -63,8 +63,10 @@ impl ChirpNet {
     }
 
     /// The server a driver path names and the path on it; ENOENT for a first component
-    /// that is no `host[:port]`.
+    /// that is no `host[:port]`. Files the program closed are sent back first, so every
+    /// call — a stat of a file just written included — sees them.
     fn server(&self, path: &[u8]) -> Result<(Arc<Server>, Vec<u8>), Errno> {
+        self.cache.flush();
         let (authority, rest) = crate::path::split_first(path);
         let authority = std::str::from_utf8(authority).map_err(|_| libc::ENOENT)?;
         let (host, port) = roost_client::split_host_port(authority).ok_or(libc::ENOENT)?;
