@@ -11,13 +11,15 @@
 //!
 //! Blocking `std::net` sockets, no async runtime. [`Client`] holds one authenticated
 //! connection; [`ChirpUrl`] parses `chirp://host:port/path` and `/chirp/host:port/path`;
-//! [`tree`] copies files and directory trees with progress reports.
+//! [`tree`] copies files and directory trees with progress reports; [`jobs`] holds the job
+//! RPCs.
 
 mod auth;
 mod batch;
 mod bulk;
 mod client;
 mod error;
+pub mod jobs;
 mod lines;
 #[cfg(test)]
 mod mock;

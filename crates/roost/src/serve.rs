@@ -5,6 +5,7 @@ use roost_server::acl::Acl;
 use roost_server::auth::{self, AuthConfig, Method};
 use roost_server::catalog_report;
 use roost_server::export::Export;
+use roost_server::jobs::JobConfig;
 use roost_server::log::{self, Level};
 use roost_server::{Limits, Server};
 use roost_wire::Rights;
@@ -24,8 +25,12 @@ Subjects look like address:127.0.0.1, hostname:*.example.org, unix:alice, hmac:b
 '*' matches anything. Rights are letters: r read, w write, l list, d delete,
 p put (create new files only), a admin (change the ACL), x execute.
 
+With --jobs, clients with the x right on / run programs on this host through the Chirp job
+RPCs (roost job, or cctools' chirp job_create ...), each in a sandbox as an unprivileged user.
+
 Examples:
   roost serve /srv/data --acl 'address:127.0.0.1=rwldpa'
+  roost serve /srv/data --jobs --job-concurrency 4 --acl 'unix:alice=rwlx'
   roost serve --port 0 --key build=/etc/roost/build.key --acl hmac:build=rwl /srv/data
   roost serve /srv/data --catalog catalog.example.org --catalog-interval 30")]
 pub struct ServeArgs {
@@ -74,6 +79,25 @@ pub struct ServeArgs {
     /// Seconds between reports to the catalogs.
     #[arg(long, default_value_t = 60, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub catalog_interval: u64,
+    /// Serve the Chirp job RPCs (as cctools' chirp_server --jobs): clients holding the x
+    /// right on / run programs in sandboxes on this host (see docs/pool.md).
+    #[arg(long)]
+    pub jobs: bool,
+    /// Most jobs running at once.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub job_concurrency: u64,
+    /// Kill a job that runs longer than this, and report it ERRORED.
+    #[arg(long, default_value_t = 3600, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub job_time_limit: u64,
+    /// Where job records and sandboxes live, outside the export. Default:
+    /// /var/lib/roost/jobs/NAME as root, else $XDG_STATE_HOME (~/.local/state)/roost/jobs/NAME,
+    /// NAME being made from the exported directory's path.
+    #[arg(long, value_name = "DIR")]
+    pub job_dir: Option<PathBuf>,
+    /// The unprivileged user jobs run as when the server runs as root (default: nobody).
+    /// A server not run as root runs jobs as its own user.
+    #[arg(long, value_name = "USER")]
+    pub job_user: Option<String>,
 }
 
 pub fn main(args: ServeArgs) -> ExitCode {
@@ -121,7 +145,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         );
     }
     let addr = SocketAddr::new(args.listen, args.port);
-    let server = Server::bind(addr, export, auth, limits).map_err(|e| {
+    let mut server = Server::bind(addr, export, auth, limits).map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
             " (choose another --port, or 0 for any)"
         } else {
@@ -131,6 +155,21 @@ fn run(args: ServeArgs) -> Result<(), String> {
     })?;
     let bound = server.local_addr().map_err(|e| e.to_string())?;
     let dir = std::fs::canonicalize(&args.dir).unwrap_or(args.dir.clone());
+    if args.jobs {
+        let config = JobConfig {
+            dir: args
+                .job_dir
+                .clone()
+                .unwrap_or_else(|| default_job_dir(&dir)),
+            concurrency: args.job_concurrency as usize,
+            time_limit: Duration::from_secs(args.job_time_limit),
+            user: args.job_user.clone(),
+            chirp_host: format!("{}:{}", catalog_report::host_name(), bound.port()),
+        };
+        server.enable_jobs(config)?;
+    } else if args.job_user.is_some() || args.job_dir.is_some() {
+        return Err("--job-user and --job-dir need --jobs".into());
+    }
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{}", roost_server::announcement(bound, &dir));
     let _ = stdout.flush();
@@ -150,6 +189,39 @@ fn run(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot start reporting to the catalog: {e}"))?;
     }
     server.run().map_err(|e| e.to_string())
+}
+
+/// The default job directory for the export `dir`: under /var/lib/roost/jobs as root, else
+/// under the user's state directory, named after the export's path (its `/` made `-`, and a
+/// short hash so that `/a-b` and `/a/b` differ).
+fn default_job_dir(dir: &std::path::Path) -> PathBuf {
+    let text = dir.to_string_lossy();
+    let readable: String = text
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| {
+            if c == '/' || c.is_whitespace() {
+                '-'
+            } else {
+                c
+            }
+        })
+        .collect();
+    // FNV-1a: stable across versions and machines, which is all a name needs.
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let name = format!("{readable}.{:08x}", hash as u32);
+    let base = if unsafe { libc::geteuid() } == 0 {
+        PathBuf::from("/var/lib/roost")
+    } else {
+        match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+            Some(state) => PathBuf::from(state).join("roost"),
+            None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into()))
+                .join(".local/state/roost"),
+        }
+    };
+    base.join("jobs").join(name)
 }
 
 /// Each client holds a socket and its open files: lift the soft descriptor limit to the hard

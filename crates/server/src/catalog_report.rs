@@ -119,7 +119,8 @@ pub fn report(config: &ReportConfig, started: i64) -> Value {
     ])
 }
 
-fn host_name() -> String {
+/// This host's name (`localhost` if it has none).
+pub fn host_name() -> String {
     let mut buf = [0u8; 256];
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     if rc != 0 {

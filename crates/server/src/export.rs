@@ -661,6 +661,27 @@ impl Export {
         Ok(out)
     }
 
+    /// Checks that `subject` may read `path` (a job's input). A file that does not exist yet
+    /// passes once the right is held where it would be: a job may be created before its inputs.
+    pub fn may_read(&self, subject: &str, path: &JailPath) -> OpResult<()> {
+        let _names = self.reading();
+        match self.checked(subject, path, true, Rights::READ) {
+            Err(e) if e.errno != libc::ENOENT => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks that `subject` may write `path` (a job's output): the write right on the
+    /// directory that holds it. A directory that does not exist yet passes.
+    pub fn may_write(&self, subject: &str, path: &JailPath) -> OpResult<()> {
+        let _names = self.reading();
+        match self.name(path) {
+            Ok(name) => self.require(subject, &name.dir, Rights::WRITE),
+            Err(e) if e.errno == libc::ENOENT => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Opens a file for reading as a whole (getfile, md5, hash).
     pub fn open_read(&self, subject: &str, path: &JailPath) -> OpResult<(File, libc::stat)> {
         let _names = self.reading();

@@ -316,40 +316,43 @@ mod walk {
 }
 
 #[cfg(test)]
+/// A tiny self-cleaning temporary directory for the crate's unit tests (keeps the crate free
+/// of test-only dependencies).
+pub(crate) mod tempdir {
+    pub struct TempDir(std::path::PathBuf);
+    impl TempDir {
+        pub fn new() -> TempDir {
+            use std::sync::atomic::{AtomicUsize, Ordering};
+            static N: AtomicUsize = AtomicUsize::new(0);
+            let p = std::env::temp_dir().join(format!(
+                "roost-jail-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir_all(&p).unwrap();
+            TempDir(p)
+        }
+        pub fn path(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jail::tempdir;
     use std::fs;
 
     fn export() -> (tempdir::TempDir, Jail) {
         let dir = tempdir::TempDir::new();
         let jail = Jail::open(dir.path()).unwrap();
         (dir, jail)
-    }
-
-    /// A tiny self-cleaning temporary directory (keeps the crate free of test-only deps).
-    mod tempdir {
-        pub struct TempDir(std::path::PathBuf);
-        impl TempDir {
-            pub fn new() -> TempDir {
-                use std::sync::atomic::{AtomicUsize, Ordering};
-                static N: AtomicUsize = AtomicUsize::new(0);
-                let p = std::env::temp_dir().join(format!(
-                    "roost-jail-{}-{}",
-                    std::process::id(),
-                    N.fetch_add(1, Ordering::Relaxed)
-                ));
-                std::fs::create_dir_all(&p).unwrap();
-                TempDir(p)
-            }
-            pub fn path(&self) -> &std::path::Path {
-                &self.0
-            }
-        }
-        impl Drop for TempDir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
     }
 
     fn read(jail: &Jail, p: &str) -> io::Result<Vec<u8>> {

@@ -8,6 +8,7 @@
 //! - [`session`]: one client's request loop; [`listener`]: accepting clients.
 //! - [`relay`]: group file operations (`group_open`, `group_op`), relayed down a tree.
 //! - [`catalog_report`]: reporting this server to pool catalogs (`--catalog`).
+//! - [`jobs`]: the Chirp job RPCs (`--jobs`): programs run in sandboxes on this host.
 
 pub mod acl;
 pub mod auth;
@@ -16,6 +17,7 @@ pub mod digest;
 pub mod export;
 pub mod input;
 pub mod jail;
+pub mod jobs;
 pub mod listener;
 pub mod log;
 pub mod output;

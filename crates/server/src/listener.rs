@@ -40,7 +40,9 @@ impl Default for Limits {
 
 /// Everything a connection needs, shared by all of them.
 pub struct Shared {
-    pub export: Export,
+    pub export: Arc<Export>,
+    /// The job RPCs' state, with `--jobs`.
+    pub jobs: Option<crate::jobs::Jobs>,
     pub auth: AuthConfig,
     pub limits: Limits,
     connections: AtomicUsize,
@@ -82,12 +84,21 @@ impl Server {
     ) -> io::Result<Server> {
         let listener = TcpListener::bind(addr)?;
         let shared = Arc::new(Shared {
-            export,
+            export: Arc::new(export),
+            jobs: None,
             auth,
             limits,
             connections: AtomicUsize::new(0),
         });
         Ok(Server { listener, shared })
+    }
+
+    /// Serves the job RPCs (`--jobs`), taking up the jobs a previous server left in
+    /// `config.dir`. Call before [`Server::run`].
+    pub fn enable_jobs(&mut self, config: crate::jobs::JobConfig) -> Result<(), String> {
+        let shared = Arc::get_mut(&mut self.shared).ok_or("the server is already running")?;
+        shared.jobs = Some(crate::jobs::Jobs::open(shared.export.clone(), config)?);
+        Ok(())
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {

@@ -108,8 +108,8 @@ pub enum Payload {
     /// Nothing.
     None,
     /// Exactly this many bytes, right after the request line, before any reply (`pwrite`,
-    /// `swrite`, the `setxattr` family; also unsupported RPCs that carry data, such as
-    /// `job_create`, which a server must read and discard before answering).
+    /// `swrite`, the `setxattr` family, the job RPCs' JSON; also unsupported RPCs that carry
+    /// data, such as `ticket_register`, which a server must read and discard before answering).
     Inline(u64),
     /// `putfile`: this many bytes, sent only after the server answers `0` to the request line.
     /// A negative answer means the client sends nothing.
@@ -124,7 +124,8 @@ pub enum ReplyBody {
     /// Nothing.
     None,
     /// As many raw bytes as the result says (`pread`, `sread`, `readlink`, `whoami`,
-    /// `whoareyou`, `getfile`, `md5`, `hash`, `getxattr` and `listxattr` families).
+    /// `whoareyou`, `getfile`, `md5`, `hash`, `getxattr` and `listxattr` families,
+    /// `job_status`, `job_wait`).
     Data,
     /// A stat line ([`crate::Stat`]): `open`, `stat`, `lstat`, `fstat`.
     StatLine,
@@ -149,12 +150,6 @@ pub enum ReplyBody {
 /// giving the length of an inline payload, if the RPC has one. Servers answer them with
 /// [`crate::ErrorCode::NotSupported`] after discarding that payload.
 pub const UNSUPPORTED: &[(&str, Option<usize>)] = &[
-    ("job_create", Some(0)),
-    ("job_commit", None),
-    ("job_kill", None),
-    ("job_status", None),
-    ("job_wait", None),
-    ("job_reap", None),
     ("mkalloc", None),
     ("lsalloc", None),
     ("thirdput", None),
@@ -364,6 +359,21 @@ rpcs! {
     Fremovexattr = "fremovexattr" { fd: i64, name: Vec<u8> } => P::None, B::None;
     /// Remove an extended attribute, not following a final symlink.
     Lremovexattr = "lremovexattr" { path: Vec<u8>, name: Vec<u8> } => P::None, B::None;
+    /// Create a job from the JSON description of `length` bytes that follows the line (see
+    /// `docs/pool.md`); the result is the new job's id.
+    JobCreate = "job_create" { length: u64 } => P::Inline(*length), B::None;
+    /// Start the jobs whose ids the JSON array of `length` bytes that follows lists.
+    JobCommit = "job_commit" { length: u64 } => P::Inline(*length), B::None;
+    /// Kill the jobs whose ids the JSON array that follows lists.
+    JobKill = "job_kill" { length: u64 } => P::Inline(*length), B::None;
+    /// The records of the jobs whose ids the JSON array that follows lists, as a JSON array.
+    JobStatus = "job_status" { length: u64 } => P::Inline(*length), B::Data;
+    /// Wait up to `timeout` seconds (negative: the server's longest wait) for job `id` (0: any
+    /// of the caller's jobs; negative: any with an id of at least `-id`) to end; the data is a
+    /// JSON array of the ended, unreaped jobs' records.
+    JobWait = "job_wait" { id: i64, timeout: i64 } => P::None, B::Data;
+    /// Forget the ended jobs whose ids the JSON array that follows lists.
+    JobReap = "job_reap" { length: u64 } => P::Inline(*length), B::None;
     /// roost extension: why the connection's last refused request was refused (e.g. `needs
     /// 'w' on /data`), empty if nothing was refused. Servers without it answer an error.
     Explain = "explain" {} => P::None, B::Data;

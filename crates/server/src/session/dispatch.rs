@@ -313,6 +313,12 @@ impl Session<'_> {
                 });
                 self.send_unit(result)
             }
+            Request::JobCreate { .. }
+            | Request::JobCommit { .. }
+            | Request::JobKill { .. }
+            | Request::JobStatus { .. }
+            | Request::JobWait { .. }
+            | Request::JobReap { .. } => self.job_request(request),
             Request::Unsupported { payload, .. } => {
                 self.discard_payload(*payload)?;
                 self.send_error(ErrorCode::NotSupported)

@@ -6,6 +6,7 @@
 
 mod descriptors;
 mod dispatch;
+mod jobs;
 mod transfers;
 
 use crate::export::{Export, OpError, OpResult};

@@ -184,6 +184,12 @@ fn samples() -> Vec<Request> {
         Request::Explain {},
         Request::GroupOpen { length: 12 },
         Request::GroupOp { gid: 3, length: 40 },
+        Request::JobCreate { length: 120 },
+        Request::JobCommit { length: 3 },
+        Request::JobKill { length: 3 },
+        Request::JobStatus { length: 5 },
+        Request::JobWait { id: -4, timeout: 10 },
+        Request::JobReap { length: 3 },
     ]
 }
 
@@ -307,7 +313,8 @@ fn payload_kinds() {
         p("ticket_register self 3600 42").unwrap().payload(),
         Payload::Inline(42)
     );
-    assert_eq!(p("job_commit 1").unwrap().payload(), Payload::None);
+    assert_eq!(p("job_commit 1").unwrap().payload(), Payload::Inline(1));
+    assert_eq!(p("job_wait 3 10").unwrap().payload(), Payload::None);
 }
 
 #[test]
@@ -331,16 +338,7 @@ fn reply_bodies() {
 
 #[test]
 fn cctools_only_rpcs_are_unsupported_not_unknown() {
-    for name in [
-        "job_create",
-        "job_commit",
-        "job_kill",
-        "job_status",
-        "job_wait",
-        "job_reap",
-        "mkalloc",
-        "lsalloc",
-    ] {
+    for name in ["mkalloc", "lsalloc"] {
         let req = p(&format!("{name} 1 2")).unwrap();
         assert!(matches!(&req, Request::Unsupported { name: n, .. } if n == name));
         assert_eq!(req.name(), name);

@@ -1,0 +1,412 @@
+//! Jobs through the Chirp job RPCs, as cctools defines them (`roost serve --jobs`): a client
+//! describes a job in JSON (`job_create`), starts it (`job_commit`), follows it
+//! (`job_status`, `job_wait`), stops it (`job_kill`) and forgets it once it has ended
+//! (`job_reap`). A job runs a program in a fresh sandbox directory on the server's host, as an
+//! unprivileged user, with its inputs copied in from the export and its outputs stored back.
+//!
+//! - [`description`]: the JSON description, parsed and checked.
+//! - [`record`]: a job's record and its life (CREATED, COMMITTED, STARTED, FINISHED, KILLED,
+//!   ERRORED), as `job_status` reports it.
+//! - [`store`]: records on disk, crash-safe, so a restarted server still knows every job.
+//! - [`sandbox`]: binding inputs and outputs.
+//! - [`confine`]: the job's user, its Landlock confinement, the thermostat's hook.
+//! - [`runner`]: one thread per running job: start, watch, kill, finish.
+//!
+//! Who may do what: creating or committing a job needs the `x` right on the export's root
+//! (the right to run programs on this host), the `r` right on each input's directory and `w`
+//! on each output's, checked again when the files are bound; only the subject that created a
+//! job may see, wait for, commit, kill or reap it.
+
+pub mod confine;
+pub mod description;
+pub mod fuzz_check;
+pub mod record;
+mod runner;
+pub mod sandbox;
+pub mod store;
+
+use crate::export::{Export, OpError};
+use crate::jail::JailPath;
+use crate::log::{self, Level};
+use confine::{Identity, ResourceLimits};
+use description::{Description, FileKind};
+use record::{Job, Status};
+use roost_catalog::json::Value;
+use roost_wire::{ErrorCode, Rights};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The longest a `job_wait` waits, whatever the client asks (cctools' limit).
+pub const MAX_WAIT: Duration = Duration::from_secs(30);
+/// Most records one `job_wait` returns (cctools' limit).
+const MAX_WAIT_RECORDS: usize = 1024;
+
+/// A refused job request: the Chirp error code and what was wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl JobError {
+    pub fn new(code: ErrorCode, message: String) -> JobError {
+        JobError { code, message }
+    }
+
+    /// An I/O failure, with `context`.
+    pub fn io(e: &io::Error, context: String) -> JobError {
+        JobError::new(
+            ErrorCode::from_errno(e.raw_os_error().unwrap_or(libc::EIO)),
+            format!("{context}: {e}"),
+        )
+    }
+
+    fn from_op(e: &OpError, context: String) -> JobError {
+        let why = e
+            .explain()
+            .unwrap_or_else(|| io::Error::from_raw_os_error(e.errno).to_string());
+        JobError::new(ErrorCode::from_errno(e.errno), format!("{context}: {why}"))
+    }
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// How `roost serve --jobs` runs jobs.
+#[derive(Clone, Debug)]
+pub struct JobConfig {
+    /// The job directory: records and sandboxes (see [`store`]).
+    pub dir: PathBuf,
+    /// Most jobs running at once.
+    pub concurrency: usize,
+    /// A job running longer is killed and reported ERRORED.
+    pub time_limit: Duration,
+    /// The user jobs run as when the server is root (default `nobody`).
+    pub user: Option<String>,
+    /// `host:port` of this server, given to jobs as `CHIRP_HOST`.
+    pub chirp_host: String,
+}
+
+/// The jobs of one server.
+pub struct Jobs {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    export: Arc<Export>,
+    config: JobConfig,
+    identity: Identity,
+    /// The kernel's Landlock ABI, if it has Landlock.
+    landlock: Option<i64>,
+    store: store::Store,
+    table: Mutex<Table>,
+    /// Signalled whenever a job ends (for `job_wait`).
+    ended: Condvar,
+    limits: Box<dyn ResourceLimits>,
+}
+
+struct Table {
+    jobs: BTreeMap<i64, Job>,
+    next_id: i64,
+    /// Runner threads alive (a killed job's runner may outlive its record briefly).
+    running: usize,
+}
+
+impl Jobs {
+    /// Opens the job directory and takes up where a previous server left off: jobs it was
+    /// running are reported ERRORED (their leftover processes killed), committed ones will
+    /// run. Fails when the directory cannot be used or the job user is unusable.
+    pub fn open(export: Arc<Export>, config: JobConfig) -> Result<Jobs, String> {
+        let identity = Identity::resolve(config.user.as_deref())?;
+        let dir = &config.dir;
+        let (store, jobs, next_id) =
+            store::Store::open(dir).map_err(|e| format!("job directory {}: {e}", dir.display()))?;
+        identity.check_reachable(store.sandboxes())?;
+        let landlock = confine::landlock_abi();
+        log::event(
+            Level::Info,
+            "jobs",
+            &[
+                ("dir", &dir.display()),
+                ("user", &identity.name),
+                ("concurrency", &config.concurrency),
+                (
+                    "landlock",
+                    &landlock.map_or("unavailable".to_string(), |v| format!("abi{v}")),
+                ),
+            ],
+        );
+        if landlock.is_none() {
+            log::event(
+                Level::Error,
+                "jobs-unconfined",
+                &[(
+                    "why",
+                    &"the kernel has no Landlock: jobs can write wherever their user may",
+                )],
+            );
+        }
+        let mut table = Table {
+            jobs: BTreeMap::new(),
+            next_id,
+            running: 0,
+        };
+        for mut job in jobs {
+            if job.status == Status::Started {
+                if let Some(p) = job.process {
+                    confine::kill_leftovers(p.pgid, p.uid, p.start_ticks);
+                }
+                job.end(
+                    Status::Errored,
+                    Some("the server stopped while the job ran".into()),
+                );
+                if let Err(e) = store.save(&job) {
+                    log::event(Level::Error, "job-save", &[("id", &job.id), ("error", &e)]);
+                }
+            }
+            table.jobs.insert(job.id, job);
+        }
+        store.clear_sandboxes();
+        let inner = Arc::new(Inner {
+            export,
+            config,
+            identity,
+            landlock,
+            store,
+            table: Mutex::new(table),
+            ended: Condvar::new(),
+            limits: Box::new(confine::Unlimited),
+        });
+        {
+            let mut table = inner.lock();
+            dispatch(&inner, &mut table);
+        }
+        Ok(Jobs { inner })
+    }
+
+    /// `job_create`: checks the description and the subject's rights; the new job's id.
+    pub fn create(&self, subject: &str, payload: &[u8]) -> Result<i64, JobError> {
+        let description = Description::parse(payload)?;
+        let export = &self.inner.export;
+        may_run(export, subject)?;
+        for f in &description.files {
+            let path = description::serv_path(&f.serv_path, "serv_path")?;
+            let checked = match f.kind {
+                FileKind::Input => export.may_read(subject, &path),
+                FileKind::Output => export.may_write(subject, &path),
+            };
+            checked
+                .map_err(|e| JobError::from_op(&e, format!("{} {}", f.kind.name(), f.serv_path)))?;
+        }
+        let mut table = self.inner.lock();
+        let id = table.next_id;
+        let job = Job::new(id, subject, description);
+        self.inner
+            .store
+            .save(&job)
+            .and_then(|()| self.inner.store.save_next_id(id + 1))
+            .map_err(|e| JobError::io(&e, "cannot record the job".into()))?;
+        table.next_id = id + 1;
+        table.jobs.insert(id, job);
+        log::event(
+            Level::Info,
+            "job-created",
+            &[("id", &id), ("subject", &subject)],
+        );
+        Ok(id)
+    }
+
+    /// `job_commit`: starts the listed jobs (those still CREATED; others are left as they are).
+    pub fn commit(&self, subject: &str, payload: &[u8]) -> Result<(), JobError> {
+        let ids = description::parse_ids(payload)?;
+        may_run(&self.inner.export, subject)?;
+        let mut table = self.inner.lock();
+        table.check_owner(subject, &ids)?;
+        for id in &ids {
+            let job = table.jobs.get_mut(id).expect("checked");
+            if job.status == Status::Created {
+                job.status = Status::Committed;
+                job.times.commit = Some(record::now());
+                self.inner.save(job);
+            }
+        }
+        dispatch(&self.inner, &mut table);
+        Ok(())
+    }
+
+    /// `job_kill`: kills the listed jobs; one that has already ended is refused (as cctools).
+    pub fn kill(&self, subject: &str, payload: &[u8]) -> Result<(), JobError> {
+        let ids = description::parse_ids(payload)?;
+        let mut table = self.inner.lock();
+        table.check_owner(subject, &ids)?;
+        if let Some(job) = ids
+            .iter()
+            .map(|id| &table.jobs[id])
+            .find(|j| j.status.is_terminal())
+        {
+            return Err(JobError::new(
+                ErrorCode::NotAuthorized,
+                format!("job {} has already ended ({})", job.id, job.status.name()),
+            ));
+        }
+        for id in &ids {
+            let job = table.jobs.get_mut(id).expect("checked");
+            job.end(Status::Killed, None);
+            self.inner.save(job);
+            log::event(Level::Info, "job-killed", &[("id", id)]);
+        }
+        self.inner.ended.notify_all();
+        Ok(())
+    }
+
+    /// `job_reap`: forgets the listed jobs that have ended (others are left as they are).
+    pub fn reap(&self, subject: &str, payload: &[u8]) -> Result<(), JobError> {
+        let ids = description::parse_ids(payload)?;
+        let mut table = self.inner.lock();
+        table.check_owner(subject, &ids)?;
+        for id in &ids {
+            if table.jobs[id].status.is_terminal() {
+                if let Err(e) = self.inner.store.forget(*id) {
+                    return Err(JobError::io(&e, format!("cannot forget job {id}")));
+                }
+                table.jobs.remove(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// `job_status`: the listed jobs' records, a JSON array.
+    pub fn status(&self, subject: &str, payload: &[u8]) -> Result<Vec<u8>, JobError> {
+        let ids = description::parse_ids(payload)?;
+        let table = self.inner.lock();
+        table.check_owner(subject, &ids)?;
+        Ok(records(ids.iter().map(|id| &table.jobs[id])))
+    }
+
+    /// `job_wait`: waits up to `timeout` seconds (negative: [`MAX_WAIT`]; never longer) until
+    /// a matching job of the subject's has ended: job `id`, any (`id` 0), or any numbered at
+    /// least `-id` (negative `id`). The ended, unreaped matching jobs' records (`[]` if none
+    /// ended in time).
+    pub fn wait(&self, subject: &str, id: i64, timeout: i64) -> Result<Vec<u8>, JobError> {
+        let limit = match u64::try_from(timeout) {
+            Ok(t) => Duration::from_secs(t).min(MAX_WAIT),
+            Err(_) => MAX_WAIT,
+        };
+        let deadline = Instant::now() + limit;
+        let matches =
+            |j: &Job| j.subject == subject && (id == 0 || j.id == id || (id < 0 && j.id >= -id));
+        let mut table = self.inner.lock();
+        if id > 0 {
+            table.check_owner(subject, &[id])?;
+        }
+        loop {
+            if !table.jobs.values().any(matches) {
+                return Err(JobError::new(
+                    ErrorCode::NoSuchJob,
+                    "no job of yours to wait for".into(),
+                ));
+            }
+            let ended: Vec<&Job> = table
+                .jobs
+                .values()
+                .filter(|j| matches(j) && j.status.is_terminal())
+                .take(MAX_WAIT_RECORDS)
+                .collect();
+            let now = Instant::now();
+            if !ended.is_empty() || now >= deadline {
+                return Ok(records(ended.into_iter()));
+            }
+            table = self
+                .inner
+                .ended
+                .wait_timeout(table, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// The `x` right on the export's root: the right to run programs on this host.
+fn may_run(export: &Export, subject: &str) -> Result<(), JobError> {
+    export
+        .require(subject, &JailPath::root(), Rights::EXECUTE)
+        .map_err(|e| JobError::from_op(&e, "running jobs".into()))
+}
+
+fn records<'a>(jobs: impl Iterator<Item = &'a Job>) -> Vec<u8> {
+    Value::Array(jobs.map(|j| j.to_value(false)).collect())
+        .to_json()
+        .into_bytes()
+}
+
+impl Table {
+    /// Checks that every id names a job of `subject`'s: NO_SUCH_JOB for an unknown one,
+    /// NOT_AUTHORIZED for another subject's. Nothing is changed unless all pass.
+    fn check_owner(&self, subject: &str, ids: &[i64]) -> Result<(), JobError> {
+        for id in ids {
+            match self.jobs.get(id) {
+                None => return Err(JobError::new(ErrorCode::NoSuchJob, format!("no job {id}"))),
+                Some(j) if j.subject != subject => {
+                    return Err(JobError::new(
+                        ErrorCode::NotAuthorized,
+                        format!("job {id} belongs to {}", j.subject),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stores a job's record; a failure is logged (the job goes on, in memory).
+    fn save(&self, job: &Job) {
+        if let Err(e) = self.store.save(job) {
+            log::event(Level::Error, "job-save", &[("id", &job.id), ("error", &e)]);
+        }
+    }
+}
+
+/// Starts committed jobs, oldest first (by priority, then commit time, as cctools), while
+/// fewer than `--job-concurrency` run.
+fn dispatch(inner: &Arc<Inner>, table: &mut Table) {
+    while table.running < inner.config.concurrency {
+        let Some(id) = table
+            .jobs
+            .values()
+            .filter(|j| j.status == Status::Committed)
+            .min_by_key(|j| (j.priority, j.times.commit, j.id))
+            .map(|j| j.id)
+        else {
+            return;
+        };
+        let job = table.jobs.get_mut(&id).expect("just found");
+        job.status = Status::Started;
+        job.times.start = Some(record::now());
+        inner.save(job);
+        let runner = inner.clone();
+        let started = std::thread::Builder::new()
+            .name(format!("job-{id}"))
+            .spawn(move || runner::run(&runner, id));
+        match started {
+            Ok(_) => table.running += 1,
+            Err(e) => {
+                job.end(Status::Errored, Some(format!("cannot start a thread: {e}")));
+                inner.save(job);
+                inner.ended.notify_all();
+            }
+        }
+    }
+}
