@@ -4,6 +4,7 @@ mod background;
 mod group_cmds;
 mod identity;
 mod index;
+mod job;
 mod pool;
 mod progress;
 mod remote;
@@ -44,6 +45,9 @@ enum Command {
     Catalog(pool::CatalogArgs),
     /// List the pool's servers from a catalog: address, owner, up or down, load, disk, memory.
     Status(pool::StatusArgs),
+    /// Run programs on a server through the Chirp job RPCs: create, commit, status, wait,
+    /// kill, reap, or run one from start to end.
+    Job(job::JobArgs),
     #[command(flatten)]
     Remote(remote::RemoteCommand),
     #[command(flatten)]
@@ -57,6 +61,7 @@ fn main() -> ExitCode {
         Command::Index(args) => index::main(args),
         Command::Catalog(args) => pool::catalog_main(args),
         Command::Status(args) => pool::status_main(args),
+        Command::Job(args) => job::main(args),
         Command::Remote(command) => remote::main(command),
         Command::Group(command) => group_cmds::main(command),
     }

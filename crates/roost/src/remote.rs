@@ -248,7 +248,7 @@ impl Remote {
 }
 
 /// The error in plain words: errno text for server answers ("permission denied").
-fn describe(error: &Error) -> String {
+pub(crate) fn describe(error: &Error) -> String {
     match error {
         Error::Remote { errno, .. } => {
             lowercase_first(&std::io::Error::from_raw_os_error(*errno).to_string())
@@ -267,7 +267,7 @@ fn lowercase_first(text: &str) -> String {
     }
 }
 
-fn connect_advice(error: &Error) -> String {
+pub(crate) fn connect_advice(error: &Error) -> String {
     match error {
         Error::AuthFailed(_) => {
             format!("{error}; ask the server's owner for an ACL entry, or offer another method with --auth/--key")
