@@ -288,6 +288,12 @@ pub fn run(
         rerooted: Default::default(),
         ids: options.ids,
     });
+    if let Some(vfds) = &shared.vfds {
+        let vfds = Arc::clone(vfds);
+        shared
+            .ns
+            .set_descriptor_names(Box::new(move |ino| vfds.name_of(ino)));
+    }
     if let Some(listener) = spawned.listener {
         notify::start(listener, Arc::clone(&shared));
     }

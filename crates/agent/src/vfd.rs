@@ -187,6 +187,12 @@ impl Vfds {
         Ok(())
     }
 
+    /// The logical name of the file whose placeholder has inode `ino`.
+    pub fn name_of(&self, ino: u64) -> Option<Vec<u8>> {
+        let files = self.files.lock().expect("vfds lock");
+        files.get(&ino).map(|f| f.logical.clone())
+    }
+
     /// The file behind descriptor `fd` of thread `tid`, if it is a virtual one.
     pub fn get(&self, tid: i32, fd: RawFd) -> Option<Arc<VFile>> {
         if fd < self.base as RawFd {

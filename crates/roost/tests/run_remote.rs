@@ -606,6 +606,7 @@ const DESCRIPTOR_CALLS: &str = r#"
 import errno, mmap, os, stat
 out = []
 fd = os.open("/m/f", os.O_RDWR | os.O_CREAT, 0o644)
+out.append(os.readlink("/proc/self/fd/%d" % fd))
 out.append(os.write(fd, b"hello world\n"))
 out.append(os.pwrite(fd, b"HELLO", 0))
 out.append(os.lseek(fd, 0, os.SEEK_CUR))

@@ -167,7 +167,13 @@ pub struct Namespace {
     /// Lookups answered from the cache, and by asking a driver.
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Logical names of descriptors the kernel knows only as sockets (direct-mode files),
+    /// by the socket's inode: set once by whoever hands such descriptors out.
+    descriptor_names: std::sync::OnceLock<Box<DescriptorNames>>,
 }
+
+/// The logical name of a descriptor the kernel shows as `socket:[INODE]`, by that inode.
+pub type DescriptorNames = dyn Fn(u64) -> Option<Vec<u8>> + Send + Sync;
 
 impl Namespace {
     pub fn new(table: MountTable) -> Namespace {
@@ -179,7 +185,19 @@ impl Namespace {
             entered: Mutex::new(HashMap::new()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            descriptor_names: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Says where the logical names of socket-backed descriptors come from (once).
+    pub fn set_descriptor_names(&self, names: Box<DescriptorNames>) {
+        let _ = self.descriptor_names.set(names);
+    }
+
+    /// The logical name of the descriptor the kernel shows as `socket:[ino]`, if it stands
+    /// for a file.
+    pub fn descriptor_name(&self, ino: u64) -> Option<Vec<u8>> {
+        self.descriptor_names.get().and_then(|names| names(ino))
     }
 
     /// Lookups answered from the cache so far, and by asking a driver.

@@ -66,7 +66,21 @@ fn magic_target(ctx: &Ctx<'_>, magic: Magic, only_paths: bool) -> Option<Vec<u8>
         Magic::Cwd(Some(p)) => kernel_link(p, "cwd")?,
         Magic::Root(None) => return Some(b"/".to_vec()),
         Magic::Root(Some(p)) => kernel_link(p, "root")?,
-        Magic::Fd(p, fd) => fd_path(p.unwrap_or(me), fd)?,
+        Magic::Fd(p, fd) => match fd_path(p.unwrap_or(me), fd) {
+            Some(physical) => physical,
+            // A direct-mode file's placeholder: named by the file it stands for.
+            None if !only_paths => {
+                let link = kernel_link(p.unwrap_or(me), &format!("fd/{fd}"))?;
+                let ino = std::str::from_utf8(&link)
+                    .ok()?
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .parse()
+                    .ok()?;
+                return ctx.ns.descriptor_name(ino);
+            }
+            None => return None,
+        },
     };
     if only_paths && (physical.ends_with(b" (deleted)") || physical.starts_with(b"/memfd:")) {
         return None;
