@@ -15,7 +15,11 @@ pub const REPLY_LINE_MAX: usize = 64 * 1024;
 pub fn read_line<R: BufRead + ?Sized>(reader: &mut R, max: usize) -> Result<Vec<u8>> {
     let mut line = Vec::new();
     loop {
-        let buf = reader.fill_buf()?;
+        let buf = match reader.fill_buf() {
+            // A signal (even a stop and continue) ends a read with a receive timeout early.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => other?,
+        };
         if buf.is_empty() {
             return Err(Error::Io(io::Error::from(io::ErrorKind::UnexpectedEof)));
         }

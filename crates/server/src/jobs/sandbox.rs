@@ -85,6 +85,24 @@ impl Sandbox {
     /// Creates `rel` (a normalized relative path) for writing, with the directories above
     /// it, all owned by the job's user.
     fn create_file(&self, rel: &str, mode: u32) -> io::Result<File> {
+        let (dir, last) = self.make_parents(rel)?;
+        let c = cstring(last)?;
+        let fd = cvt(unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                c.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                mode,
+            )
+        })?;
+        let file = unsafe { File::from_raw_fd(fd) };
+        self.give(file.as_raw_fd())?;
+        Ok(file)
+    }
+
+    /// Makes the directories above `rel` (owned by the job's user); the innermost one, open,
+    /// and the final name.
+    fn make_parents<'a>(&self, rel: &'a str) -> io::Result<(OwnedFd, &'a str)> {
         let mut parts: Vec<&str> = rel.split('/').collect();
         let last = parts.pop().expect("task paths are never empty");
         let mut dir = self.dir.try_clone()?;
@@ -104,18 +122,7 @@ impl Sandbox {
             dir = unsafe { OwnedFd::from_raw_fd(fd) };
             self.give(dir.as_raw_fd())?;
         }
-        let c = cstring(last)?;
-        let fd = cvt(unsafe {
-            libc::openat(
-                dir.as_raw_fd(),
-                c.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                mode,
-            )
-        })?;
-        let file = unsafe { File::from_raw_fd(fd) };
-        self.give(file.as_raw_fd())?;
-        Ok(file)
+        Ok((dir, last))
     }
 
     fn give(&self, fd: libc::c_int) -> io::Result<()> {
@@ -133,14 +140,23 @@ impl Sandbox {
         ))
     }
 
-    /// Copies every input from the export into the sandbox, as `subject` may read them. The
-    /// job's copies are its own (mode 0700, so a program among them can be run).
+    /// Copies every input from the export into the sandbox, as `subject` may read them, and
+    /// makes the directories the outputs will be written in (as cctools does). The job's
+    /// copies are its own (mode 0700, so a program among them can be run).
     pub fn bind_inputs(
         &self,
         export: &Export,
         subject: &str,
         files: &[JobFile],
     ) -> Result<(), JobError> {
+        for f in files.iter().filter(|f| f.kind == FileKind::Output) {
+            self.make_parents(&f.task_path).map_err(|e| {
+                JobError::io(
+                    &e,
+                    format!("output {}: cannot make its directory", f.task_path),
+                )
+            })?;
+        }
         for f in files.iter().filter(|f| f.kind == FileKind::Input) {
             let fail = |code: ErrorCode, why: String| {
                 JobError::new(code, format!("input {}: {why}", f.serv_path))
