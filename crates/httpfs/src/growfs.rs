@@ -122,6 +122,7 @@ fn parse_line(line: &[u8], depth: usize) -> Result<(Entry, bool), String> {
         nlink: if kind == Kind::Dir { 2 } else { 1 },
         digest,
         target,
+        blocks: None,
     };
     Ok((entry, kind == Kind::Dir))
 }

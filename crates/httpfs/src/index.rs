@@ -1,15 +1,20 @@
 //! roost's per-directory index (`.roostindex`, see `docs/httpfs.md`): one small text file in
 //! each served directory listing its entries with type, permission bits, size, modification
 //! time, link count, content hash (SHA-256, files only) and symlink target, and the
-//! directory itself as `.`. [`parse`] never panics: a malformed index is an error naming
-//! the line; [`write`] is its inverse.
+//! directory itself as `.`; large files also carry their block hashes ([`crate::blocks`]),
+//! which makes the index version 2. [`parse`] never panics: a malformed index is an error
+//! naming the line; [`write`] is its inverse.
 
+use crate::blocks::Blocks;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 /// The file name of the index in each served directory.
 pub const INDEX_NAME: &str = ".roostindex";
-/// The first line of every index.
+/// The first line of an index without block hashes (which every roost reads).
 pub const HEADER: &str = "#roost-index 1";
+/// The first line of an index with block hashes (`b` lines).
+pub const HEADER_BLOCKS: &str = "#roost-index 2";
 
 /// What an entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +79,8 @@ pub struct Entry {
     pub digest: Option<Digest>,
     /// Symlinks only.
     pub target: Option<Vec<u8>>,
+    /// Files only, and only large ones: the hash of each block.
+    pub blocks: Option<Arc<Blocks>>,
 }
 
 /// Lower-case hexadecimal of `bytes`.
@@ -135,27 +142,54 @@ pub fn valid_name(name: &[u8]) -> bool {
 pub fn parse(text: &[u8]) -> Result<Vec<Entry>, String> {
     let text = std::str::from_utf8(text).map_err(|_| "not UTF-8 text".to_string())?;
     let mut lines = text.split_terminator('\n');
-    match lines.next() {
-        Some(HEADER) => {}
+    let with_blocks = match lines.next() {
+        Some(HEADER) => false,
+        Some(HEADER_BLOCKS) => true,
         Some(other) if other.starts_with("#roost-index ") => {
             return Err(format!("line 1: unknown index version {other:?}"))
         }
         _ => return Err(format!("line 1: expected {HEADER:?}")),
-    }
-    let mut out = Vec::new();
+    };
+    let mut out: Vec<Entry> = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    // Whether the line before was an entry (which a `b` line may follow).
+    let mut after_entry = false;
     for (i, line) in lines.enumerate() {
-        let entry = parse_line(line).map_err(|e| format!("line {}: {e}", i + 2))?;
+        let at = |e: String| format!("line {}: {e}", i + 2);
+        if let Some(fields) = line.strip_prefix("b ").or((line == "b").then_some("")) {
+            let last = out.last_mut().filter(|_| after_entry);
+            add_blocks(last, fields, with_blocks).map_err(at)?;
+            after_entry = false;
+            continue;
+        }
+        let entry = parse_line(line).map_err(at)?;
         if !seen.insert(entry.name.clone()) {
-            return Err(format!(
-                "line {}: {} listed twice",
-                i + 2,
-                escape(&entry.name)
-            ));
+            return Err(at(format!("{} listed twice", escape(&entry.name))));
         }
         out.push(entry);
+        after_entry = true;
     }
     Ok(out)
+}
+
+/// Gives `last` (the entry on the line before, if it was one) the block hashes of a `b`
+/// line's `fields`.
+fn add_blocks(last: Option<&mut Entry>, fields: &str, with_blocks: bool) -> Result<(), String> {
+    if !with_blocks {
+        return Err(format!(
+            "block hashes in an index whose line 1 is not {HEADER_BLOCKS:?}"
+        ));
+    }
+    let Some(entry) = last.filter(|e| e.kind == Kind::File) else {
+        return Err("block hashes not right after a file's entry".into());
+    };
+    let fields: Vec<&str> = if fields.is_empty() {
+        Vec::new()
+    } else {
+        fields.split(' ').collect()
+    };
+    entry.blocks = Some(Arc::new(Blocks::parse(&fields, entry.size)?));
+    Ok(())
 }
 
 fn parse_line(line: &str) -> Result<Entry, String> {
@@ -208,15 +242,18 @@ fn parse_line(line: &str) -> Result<Entry, String> {
         nlink,
         digest,
         target,
+        blocks: None,
     })
 }
 
-/// The text of an index listing `entries`, sorted by name. Entries must be valid (names
-/// as [`valid_name`] says, a SHA-256 on every file, a target on every symlink).
+/// The text of an index listing `entries`, sorted by name: version 2 when some file has
+/// block hashes, else 1. Entries must be valid (names as [`valid_name`] says, a SHA-256 on
+/// every file, a target on every symlink, block hashes on files only).
 pub fn write(entries: &[Entry]) -> Vec<u8> {
     let mut sorted: Vec<&Entry> = entries.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut out = String::from(HEADER);
+    let with_blocks = entries.iter().any(|e| e.blocks.is_some());
+    let mut out = String::from(if with_blocks { HEADER_BLOCKS } else { HEADER });
     out.push('\n');
     for e in sorted {
         let hash = match (&e.kind, &e.digest) {
@@ -237,6 +274,10 @@ pub fn write(entries: &[Entry]) -> Vec<u8> {
             let _ = write!(out, " {}", escape(t));
         }
         out.push('\n');
+        if let Some(b) = &e.blocks {
+            out += &b.line();
+            out.push('\n');
+        }
     }
     out.into_bytes()
 }
@@ -256,6 +297,7 @@ mod tests {
                 nlink: 3,
                 digest: None,
                 target: None,
+                blocks: None,
             },
             Entry {
                 name: b"sp ace%".to_vec(),
@@ -266,6 +308,7 @@ mod tests {
                 nlink: 1,
                 digest: Some(Digest::Sha256([7; 32])),
                 target: None,
+                blocks: None,
             },
             Entry {
                 name: b"d".to_vec(),
@@ -276,6 +319,7 @@ mod tests {
                 nlink: 3,
                 digest: None,
                 target: None,
+                blocks: None,
             },
             Entry {
                 name: "l\u{e9}".as_bytes().to_vec(),
@@ -286,8 +330,29 @@ mod tests {
                 nlink: 1,
                 digest: None,
                 target: Some(b"../a b/c".to_vec()),
+                blocks: None,
             },
         ]
+    }
+
+    /// [`sample`] and a large file with block hashes.
+    fn sample_with_blocks() -> Vec<Entry> {
+        let mut entries = sample();
+        entries.push(Entry {
+            name: b"big".to_vec(),
+            kind: Kind::File,
+            mode: 0o644,
+            size: (2 << 20) + 5,
+            mtime: 1_700_000_000,
+            nlink: 1,
+            digest: Some(Digest::Sha256([9; 32])),
+            target: None,
+            blocks: Some(Arc::new(Blocks {
+                size: 1 << 20,
+                hashes: vec![[1; 32], [2; 32], [3; 32]],
+            })),
+        });
+        entries
     }
 
     #[test]
@@ -306,10 +371,94 @@ mod tests {
     }
 
     #[test]
+    fn block_hashes_make_a_version_2_index_that_parses_back() {
+        let text = write(&sample_with_blocks());
+        let mut want = sample_with_blocks();
+        want.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(parse(&text).unwrap(), want);
+        let s = String::from_utf8(text).unwrap();
+        let h = |b: u8| hex(&[b; 32]);
+        let big = format!(
+            "f 0644 2097157 1700000000 1 {} big\nb 1048576 {} {} {}\nd 2755 ",
+            h(9),
+            h(1),
+            h(2),
+            h(3)
+        );
+        assert!(s.starts_with("#roost-index 2\n"), "{s}");
+        assert!(s.contains(&big), "{s}");
+        // Without block hashes the same writer keeps version 1, which older roosts read.
+        assert!(write(&sample()).starts_with(b"#roost-index 1\n"));
+        // A version 2 index without any block line is read (and written back as 1).
+        let v2 = String::from_utf8(write(&sample())).unwrap().replacen(
+            "#roost-index 1",
+            "#roost-index 2",
+            1,
+        );
+        assert_eq!(parse(v2.as_bytes()).unwrap().len(), sample().len());
+    }
+
+    #[test]
+    fn malformed_block_lines_are_errors_naming_the_line() {
+        let h = hex(&[1; 32]);
+        let f = "f 0644 70000 1 1 ".to_string() + &h;
+        let bad: Vec<(String, &str)> = vec![
+            (
+                format!("#roost-index 1\n{f} a\nb 65536 {h} {h}\n"),
+                "line 3: block hashes in an index whose line 1 is not \"#roost-index 2\"",
+            ),
+            (
+                format!("#roost-index 2\nb 65536 {h}\n"),
+                "line 2: block hashes not right after a file's entry",
+            ),
+            (
+                format!("#roost-index 2\nd 0755 1 1 1 - d\nb 65536 {h}\n"),
+                "line 3: block hashes not right after a file's entry",
+            ),
+            (
+                format!("#roost-index 2\n{f} a\nb 65536 {h} {h}\nb 65536 {h} {h}\n"),
+                "line 4: block hashes not right after a file's entry",
+            ),
+            (
+                format!("#roost-index 2\n{f} a\nb 65536 {h}\n"),
+                "line 3: expected 2 block hashes for 70000 bytes in blocks of 65536, found 1",
+            ),
+            (
+                format!("#roost-index 2\n{f} a\nb 65536 {h} {h} {h}\n"),
+                "line 3: expected 2 block hashes",
+            ),
+            (
+                format!("#roost-index 2\n{f} a\nb 65535 {h} {h}\n"),
+                "line 3: bad block size 65535 (expected a power of two",
+            ),
+            (
+                format!("#roost-index 2\n{f} a\nb 65536 {h} x{}\n", &h[1..]),
+                "line 3: bad sha256 of block 1",
+            ),
+            (
+                format!("#roost-index 2\n{f} a\nb 65536 {h}  {h}\n"),
+                "line 3: expected 2 block hashes",
+            ),
+            (
+                format!("#roost-index 2\n{f} a\nb\n"),
+                "line 3: expected a block size",
+            ),
+            (
+                format!("#roost-index 2\n{f} a\nbb 65536 {h} {h}\n"),
+                "line 3: expected an entry type",
+            ),
+        ];
+        for (text, want) in &bad {
+            let e = parse(text.as_bytes()).unwrap_err();
+            assert!(e.contains(want), "{e:?} lacks {want:?}");
+        }
+    }
+
+    #[test]
     fn malformed_indexes_are_errors_naming_the_line() {
         let bad: &[(&[u8], &str)] = &[
             (b"", "line 1"),
-            (b"#roost-index 2\n", "unknown index version"),
+            (b"#roost-index 3\n", "unknown index version"),
             (
                 b"#roost-index 1\nx 0644 1 1 1 - n\n",
                 "line 2: expected an entry type",
@@ -345,16 +494,16 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        let valid = write(&sample());
+        let valid = [write(&sample()), write(&sample_with_blocks())];
         for round in 0..20_000 {
-            let mut data = valid.clone();
+            let mut data = valid[round % 2].clone();
             // Mutate a valid index: flips, truncations, insertions of field separators.
             for _ in 0..(next() % 6) {
                 let at = (next() as usize) % data.len().max(1);
                 match next() % 4 {
                     0 => data[at] = next() as u8,
                     1 => data.truncate(at),
-                    2 => data.insert(at, b" \n%-0f"[(next() % 6) as usize]),
+                    2 => data.insert(at, b" \n%-0fb"[(next() % 7) as usize]),
                     _ => {
                         data.remove(at);
                     }

@@ -4,6 +4,7 @@
 //! driver that serves `/http/HOST[:PORT]/PATH` and `/https/...` to `roost run` ([`net`]),
 //! which refuses indexes not signed by a pinned key when it is given some ([`sign`]).
 
+pub mod blocks;
 pub mod client;
 pub mod fuzz_check;
 pub mod growfs;

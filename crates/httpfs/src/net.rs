@@ -506,6 +506,7 @@ impl HttpNet {
                 nlink: 2,
                 digest: None,
                 target: None,
+                blocks: None,
             },
         )
     }
@@ -609,6 +610,7 @@ impl HttpNet {
             nlink: 1,
             digest: None,
             target: None,
+            blocks: None,
         };
         Ok(Found {
             stat: self.stat_of(authority, path, &entry),

@@ -13,11 +13,16 @@
 //! missing or does not verify for the index, its path and the key; see
 //! `roost_httpfs::sign`); without, signatures left from a signed run are removed.
 //! `--gen-key KEYFILE` makes a key pair.
+//!
+//! Files of at least `--block-threshold` bytes also get the SHA-256 of each block of
+//! `--block-size` bytes (computed in the same pass as the whole file's), so `roost run`
+//! can fetch them as parallel Range requests checked block by block.
 
 use crate::progress::Progress;
+use crate::size::parse_size;
 use clap::Args;
 use roost_httpfs::index::{self, INDEX_NAME};
-use roost_httpfs::scan;
+use roost_httpfs::scan::{self, BlockPolicy};
 use roost_httpfs::sign::{self, SigningKey, SIG_NAME};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -36,8 +41,14 @@ DER, mode 0600; KEYFILE.pub: its public key line, also printed); roost index DIR
 KEYFILE writes a .roostindex.sig next to each index, and roost run --http-key KEYFILE.pub
 then refuses any index the key did not sign. Keep KEYFILE off the web server.
 
+Large files (--block-threshold, default 64M) are listed with the SHA-256 of each block
+(--block-size, default 4M): roost run fetches them as parallel Range requests and checks
+each block as it arrives. An index listing block hashes is version 2 (#roost-index 2),
+which roosts older than block hashes refuse (naming the version); one without stays 1.
+
 Exit status: 0 on success, 1 when some directory could not be indexed (each is named), 2
-for a key file that cannot be read or written (or --gen-key naming an existing file).")]
+for a bad --block-size or --block-threshold, or a key file that cannot be read or written
+(or --gen-key naming an existing file).")]
 pub struct IndexArgs {
     /// The directory tree to index.
     #[arg(required_unless_present = "gen_key")]
@@ -50,6 +61,12 @@ pub struct IndexArgs {
     /// to KEYFILE.pub, print the public key, and index nothing.
     #[arg(long, value_name = "KEYFILE", conflicts_with_all = ["dir", "sign"])]
     pub gen_key: Option<PathBuf>,
+    /// Files of at least SIZE bytes (K, M, G suffixes) get block hashes.
+    #[arg(long, default_value = "64M", value_name = "SIZE")]
+    pub block_threshold: String,
+    /// The block size of block hashes: a power of two from 64K to 1G.
+    #[arg(long, default_value = "4M", value_name = "SIZE")]
+    pub block_size: String,
     /// Name each index and signature written.
     #[arg(short, long)]
     pub verbose: bool,
@@ -71,6 +88,7 @@ struct Indexer {
     /// The top of the tree (signatures name directories relative to it).
     root: PathBuf,
     signer: Option<SigningKey>,
+    blocks: BlockPolicy,
     verbose: bool,
     progress: Progress,
     tally: Tally,
@@ -112,7 +130,7 @@ impl Indexer {
             .unwrap_or_default();
         let progress = &mut self.progress;
         let hashed = &mut self.tally.hashed_bytes;
-        let entries = scan::scan_dir(dir, &previous, &mut |n| {
+        let entries = scan::scan_dir(dir, &previous, self.blocks, &mut |n| {
             *hashed += n;
             progress.advance(n);
         })?;
@@ -231,6 +249,16 @@ fn keeping_times(dir: &Path, change: impl FnOnce() -> std::io::Result<()>) -> st
     done
 }
 
+/// The block policy `--block-threshold` and `--block-size` give.
+fn block_policy(threshold: &str, size: &str) -> Result<BlockPolicy, String> {
+    let size = parse_size("--block-size", size)?;
+    roost_httpfs::blocks::check_block_size(size).map_err(|e| format!("--block-size: {e}"))?;
+    Ok(BlockPolicy {
+        threshold: parse_size("--block-threshold", threshold)?,
+        size,
+    })
+}
+
 /// `roost index --gen-key KEYFILE`.
 fn gen_key(keyfile: &Path) -> ExitCode {
     match sign::generate_key_files(keyfile) {
@@ -258,6 +286,13 @@ pub fn main(args: IndexArgs) -> ExitCode {
         eprintln!("roost index: no DIR to index");
         return ExitCode::from(2);
     };
+    let blocks = match block_policy(&args.block_threshold, &args.block_size) {
+        Ok(blocks) => blocks,
+        Err(e) => {
+            eprintln!("roost index: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let signer = match args.sign.as_deref().map(SigningKey::load).transpose() {
         Ok(signer) => signer,
         Err(e) => {
@@ -282,6 +317,7 @@ pub fn main(args: IndexArgs) -> ExitCode {
     let mut indexer = Indexer {
         root: dir.clone(),
         signer,
+        blocks,
         verbose: args.verbose,
         progress: Progress::new("hashing", None),
         tally: Tally::default(),

@@ -10,6 +10,7 @@ mod progress;
 mod remote;
 mod run;
 mod serve;
+mod size;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

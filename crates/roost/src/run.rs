@@ -2,6 +2,7 @@
 //! from `--mount` and `--mount-file`. Thin: parsing and error reporting only.
 
 use crate::background;
+use crate::size::parse_size;
 use clap::Args;
 use roost_agent::Options;
 use roost_httpfs::client::ProxyList;
@@ -146,31 +147,6 @@ fn bytes(s: &str) -> Vec<u8> {
     s.as_bytes().to_vec()
 }
 
-/// A size with an optional K, M or G suffix (powers of 1024).
-fn parse_size(text: &str) -> Result<u64, String> {
-    let (digits, unit) = match text.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => (&text[..i], c.to_ascii_uppercase()),
-        _ => (text, 'B'),
-    };
-    let shift = match unit {
-        'B' => 0,
-        'K' => 10,
-        'M' => 20,
-        'G' => 30,
-        'T' => 40,
-        _ => {
-            return Err(format!(
-                "--cache-size {text}: expected a number with K, M or G"
-            ))
-        }
-    };
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("--cache-size {text}: expected a number with K, M or G"))?;
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("--cache-size {text}: too large"))
-}
-
 /// The consistency mode of Chirp files (`--chirp-mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ChirpMode {
@@ -218,7 +194,7 @@ fn cache_of(args: &RunArgs) -> Result<Arc<Cache>, String> {
     let dir = args.cache.clone().unwrap_or_else(default_cache_dir);
     Ok(Cache::new(
         &dir,
-        parse_size(&args.cache_size)?,
+        parse_size("--cache-size", &args.cache_size)?,
         args.verbose,
     ))
 }

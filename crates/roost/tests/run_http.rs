@@ -172,22 +172,20 @@ impl Site {
 
     /// `roost index` on `rel`.
     fn index(&self, rel: &str) -> Output {
-        let o = roost()
-            .arg("index")
-            .arg(self.root().join(rel))
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        o
+        self.index_with(rel, &[])
     }
 
     /// `roost index --sign KEY` on `rel`.
     fn index_signed(&self, rel: &str, key: &Path) -> Output {
+        self.index_with(rel, &["--sign", key.to_str().unwrap()])
+    }
+
+    /// `roost index OPTIONS` on `rel`, which must succeed.
+    fn index_with(&self, rel: &str, options: &[&str]) -> Output {
         let o = roost()
             .arg("index")
             .arg(self.root().join(rel))
-            .arg("--sign")
-            .arg(key)
+            .args(options)
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
@@ -1262,4 +1260,91 @@ fn keys_are_made_once_and_signatures_kept_only_while_they_verify() {
     );
     assert!(index_times(&s.root().join("t")).len() == 3);
     assert!(!s.root().join("t/sub/.roostindex.sig").exists());
+}
+
+// Large files: `roost index --block-threshold/--block-size` records their block hashes.
+
+const MIB: usize = 1 << 20;
+/// A large file of 4 blocks of 1 MiB, the last one short.
+const BIG: usize = 3 * MIB + 12345;
+/// `roost index` options that give files of 2 MiB or more block hashes of 1 MiB.
+const INDEX_BLOCKS: [&str; 4] = ["--block-threshold", "2M", "--block-size", "1M"];
+/// `len` bytes without repeats a block apart (a block moved elsewhere would not match).
+fn big_data(len: usize) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn roost_index_writes_block_hashes_for_large_files_only_when_needed() {
+    let s = Site::new();
+    let data = big_data(BIG);
+    s.write("t/big.dat", &data);
+    s.write("t/small", b"x");
+    let at = s.root().join("t/.roostindex");
+    let index = || std::fs::read_to_string(&at).unwrap();
+    let block_line = || {
+        index()
+            .lines()
+            .find(|l| l.starts_with("b "))
+            .map(String::from)
+    };
+    let hashed = |o: &Output| {
+        stdout(o)
+            .trim_end()
+            .rsplit(", ")
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let o = s.index_with("t", &INDEX_BLOCKS);
+    assert_eq!(hashed(&o), format!("{} bytes hashed", BIG + 1));
+    let hashes: Vec<String> = data.chunks(MIB).map(hex_sha256).collect();
+    assert_eq!(
+        block_line(),
+        Some(format!("b 1048576 {}", hashes.join(" ")))
+    );
+    // Again: nothing read, nothing written.
+    let o = s.index_with("t", &INDEX_BLOCKS);
+    assert!(stdout(&o).contains(" 0 indexes written"), "{}", stdout(&o));
+    assert_eq!(hashed(&o), "0 bytes hashed");
+    // Another block size: the large file is read again.
+    let o = s.index_with("t", &["--block-threshold", "2M", "--block-size", "2M"]);
+    assert_eq!(hashed(&o), format!("{BIG} bytes hashed"));
+    let two: Vec<String> = data.chunks(2 * MIB).map(hex_sha256).collect();
+    assert_eq!(block_line(), Some(format!("b 2097152 {}", two.join(" "))));
+    // The default threshold (64M): no block hashes, a version 1 index.
+    let o = s.index("t");
+    assert_eq!(hashed(&o), format!("{BIG} bytes hashed"));
+    assert!(index().starts_with("#roost-index 1\n"), "{}", index());
+    assert_eq!(block_line(), None);
+    // Bad options: exit status 2 and a line naming them.
+    for (options, want) in [
+        (
+            ["--block-size", "3M"],
+            "roost index: --block-size: bad block size 3145728 (expected a power of two \
+             from 65536 to 1073741824)",
+        ),
+        (["--block-size", "32K"], "bad block size 32768"),
+        (
+            ["--block-threshold", "lots"],
+            "roost index: --block-threshold lots: expected a number with K, M or G",
+        ),
+    ] {
+        let o = roost()
+            .arg("index")
+            .arg(s.root().join("t"))
+            .args(options)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{options:?}");
+        assert!(stderr(&o).contains(want), "{options:?}: {}", stderr(&o));
+    }
 }
