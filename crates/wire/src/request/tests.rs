@@ -188,7 +188,10 @@ fn samples() -> Vec<Request> {
         Request::JobCommit { length: 3 },
         Request::JobKill { length: 3 },
         Request::JobStatus { length: 5 },
-        Request::JobWait { id: -4, timeout: 10 },
+        Request::JobWait {
+            id: -4,
+            timeout: 10,
+        },
         Request::JobReap { length: 3 },
     ]
 }
