@@ -45,8 +45,8 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// An answer: its status (2xx or 3xx), the route it came by and the response to read the
-/// body from.
+/// An answer: its status (2xx or 3xx; or 416 to a Range request), the route it came by and
+/// the response to read the body from.
 pub struct Answer {
     pub status: u16,
     /// The route that answered (see [`Client::request`]).
@@ -319,6 +319,30 @@ impl Client {
     /// answer or asks for credentials (407), or answers 5xx where a later route does not,
     /// is left for the next route (and for every later request).
     pub fn request(&self, from: usize, method: &str, url: &str) -> Result<Answer, Failure> {
+        self.send(from, method, url, None)
+    }
+
+    /// A GET of bytes `first` to `last` (included) of `url`, by routes as
+    /// [`Client::request`]. The answer is 206 with those bytes, 200 with the whole body (a
+    /// server or proxy that does not answer ranges), or 416 (the file is shorter than
+    /// `first`).
+    pub fn get_range(
+        &self,
+        from: usize,
+        url: &str,
+        (first, last): (u64, u64),
+    ) -> Result<Answer, Failure> {
+        self.send(from, "GET", url, Some(&format!("bytes={first}-{last}")))
+    }
+
+    /// [`Client::request`], with a `Range` header if given.
+    fn send(
+        &self,
+        from: usize,
+        method: &str,
+        url: &str,
+        range: Option<&str>,
+    ) -> Result<Answer, Failure> {
         let origin = self.origin();
         let authority = url
             .split_once("://")
@@ -332,7 +356,7 @@ impl Client {
         // may be the origin's fault, passed on).
         let mut failed: Vec<(usize, String, bool)> = Vec::new();
         loop {
-            let answer = self.call(route, method, url);
+            let answer = self.call(route, method, url, range);
             let failure = match &answer {
                 Err(Failure::Transport(t)) => Some((t.clone(), false)),
                 // The proxy's own: it wants credentials it was not given.
@@ -389,11 +413,27 @@ impl Client {
         eprintln!("roost: proxy {proxy} failed ({why}); using {next} instead");
     }
 
-    /// One request by one route.
-    fn call(&self, route: usize, method: &str, url: &str) -> Result<Answer, Failure> {
-        match self.routes[route].agent().request(method, url).call() {
+    /// One request by one route (with a `Range` header if given).
+    fn call(
+        &self,
+        route: usize,
+        method: &str,
+        url: &str,
+        range: Option<&str>,
+    ) -> Result<Answer, Failure> {
+        let mut request = self.routes[route].agent().request(method, url);
+        if let Some(range) = range {
+            request = request.set("Range", range);
+        }
+        match request.call() {
             Ok(response) => Ok(Answer {
                 status: response.status(),
+                route,
+                response,
+            }),
+            // An answer about the file (shorter than the range), not a failure.
+            Err(ureq::Error::Status(416, response)) if range.is_some() => Ok(Answer {
+                status: 416,
                 route,
                 response,
             }),

@@ -2,7 +2,8 @@
 //! per-directory index and its writer ([`index`], used by `roost index`), cctools' GROW-FS
 //! whole-tree listing ([`growfs`]), the HTTP client every agent shares ([`client`]), and the
 //! driver that serves `/http/HOST[:PORT]/PATH` and `/https/...` to `roost run` ([`net`]),
-//! which refuses indexes not signed by a pinned key when it is given some ([`sign`]).
+//! which refuses indexes not signed by a pinned key when it is given some ([`sign`]) and
+//! fetches large files as parallel Range requests checked block by block ([`blocks`]).
 
 pub mod blocks;
 pub mod client;

@@ -5,8 +5,10 @@
 //! fetched whole into the shared cache, keyed by server and path, versioned by the index's
 //! size, time and hash, and checked against the index's hash while they arrive: a file
 //! that does not match is never shown (retried with a fresh index, then EIO and a line on
-//! stderr). Without an index a path that answers 200 is a regular file (size from
-//! Content-Length) and a directory cannot be listed. Every change answers EROFS.
+//! stderr). A large file whose index entry has block hashes is fetched as parallel Range
+//! requests, each block checked as it arrives ([`ranged`]). Without an index a path that
+//! answers 200 is a regular file (size from Content-Length) and a directory cannot be
+//! listed. Every change answers EROFS.
 //!
 //! Requests go through the proxies of [`HttpOptions::proxies`] when there are any (see
 //! [`crate::client`]). A file whose content does not match, fetched through a proxy, is
@@ -18,6 +20,7 @@
 //! served (one a proxy gave is fetched again as a file's content is), nor are GROW-FS
 //! trees or files that no index lists.
 
+use crate::blocks::Blocks;
 use crate::client::{self, Body, Client, Failure, ProxyList};
 use crate::growfs;
 use crate::index::{Digest, Entry, Kind, INDEX_NAME};
@@ -31,6 +34,8 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod ranged;
 
 /// The largest index or GROW-FS listing fetched.
 const INDEX_LIMIT: u64 = 256 << 20;
@@ -54,6 +59,11 @@ pub struct HttpOptions {
     /// The pinned public keys: when there are any, an index is used only with a signature
     /// one of them verifies, and nothing without an index is served.
     pub keys: Vec<PublicKey>,
+    /// Files of at least this many bytes whose index entry has block hashes are fetched in
+    /// blocks.
+    pub block_threshold: u64,
+    /// How many blocks of one file are fetched at once (connections per file).
+    pub streams: usize,
 }
 
 impl Default for HttpOptions {
@@ -64,6 +74,8 @@ impl Default for HttpOptions {
             verbose: false,
             proxies: ProxyList::default(),
             keys: Vec::new(),
+            block_threshold: crate::blocks::DEFAULT_THRESHOLD,
+            streams: 4,
         }
     }
 }
@@ -76,12 +88,13 @@ enum Known {
 }
 
 /// What a lookup found: the attributes, and for a regular file the version of its
-/// content (for the cache) and the hash that vouches for it (none without an index).
-#[derive(Clone, Copy)]
+/// content (for the cache) and the hashes that vouch for it (none without an index).
+#[derive(Clone)]
 struct Found {
     stat: Stat,
     version: Option<Version>,
     digest: Option<Digest>,
+    blocks: Option<Arc<Blocks>>,
 }
 
 impl Found {
@@ -91,8 +104,17 @@ impl Found {
             stat,
             version: None,
             digest: None,
+            blocks: None,
         }
     }
+}
+
+/// What vouches for a file's content: the hash of the whole and, for a file to fetch in
+/// blocks, its block hashes and its size.
+#[derive(Clone, Copy)]
+struct Vouch<'a> {
+    digest: Option<Digest>,
+    blocks: Option<(&'a Blocks, u64)>,
 }
 
 /// Where a copy of a file came from, and what of it did not match its index.
@@ -135,9 +157,11 @@ pub struct HttpNet {
     distrusted: Mutex<HashSet<usize>>,
     uid: u32,
     gid: u32,
-    /// Requests, bytes of files fetched and refused contents, for `--summary`.
+    /// Requests, bytes of files fetched, blocks fetched by Range requests and refused
+    /// contents (and blocks), for `--summary`.
     requests: AtomicU64,
     fetched: AtomicU64,
+    blocks: AtomicU64,
     refused: AtomicU64,
 }
 
@@ -196,6 +220,7 @@ impl HttpNet {
             gid: unsafe { libc::getegid() },
             requests: AtomicU64::new(0),
             fetched: AtomicU64::new(0),
+            blocks: AtomicU64::new(0),
             refused: AtomicU64::new(0),
         })
     }
@@ -233,8 +258,31 @@ impl HttpNet {
         method: &str,
         url: &str,
     ) -> Result<client::Answer, Failure> {
+        self.noted(authority, url, || self.client.request(from, method, url))
+    }
+
+    /// A GET of bytes `range` (first and last) of `url`, as [`HttpNet::request`] (see
+    /// [`Client::get_range`] for the answers).
+    fn get_range(
+        &self,
+        authority: &str,
+        from: usize,
+        url: &str,
+        range: (u64, u64),
+    ) -> Result<client::Answer, Failure> {
+        self.noted(authority, url, || self.client.get_range(from, url, range))
+    }
+
+    /// Counts the request `send` makes to `authority` and says once that the server does
+    /// not answer (until it answers again).
+    fn noted(
+        &self,
+        authority: &str,
+        url: &str,
+        send: impl FnOnce() -> Result<client::Answer, Failure>,
+    ) -> Result<client::Answer, Failure> {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        let answer = self.client.request(from, method, url);
+        let answer = send();
         let mut down = self.down.lock().expect("down lock");
         match &answer {
             Err(Failure::Transport(e)) => {
@@ -537,6 +585,7 @@ impl HttpNet {
                     mtime: e.mtime,
                 }),
                 digest: e.digest,
+                blocks: e.blocks,
             }),
             None => self.probe(authority, path, from),
         }
@@ -549,7 +598,7 @@ impl HttpNet {
         let key = (authority.to_string(), path.to_vec());
         if let Some((answer, at)) = self.probes.lock().expect("probes lock").get(&key) {
             if at.elapsed() < self.options.ttl {
-                return *answer;
+                return answer.clone();
             }
         }
         let dir = |stat| Ok(Found::plain(stat));
@@ -568,7 +617,7 @@ impl HttpNet {
             if probes.len() > 1 << 16 {
                 probes.clear();
             }
-            probes.insert(key, (answer, Instant::now()));
+            probes.insert(key, (answer.clone(), Instant::now()));
         }
         answer
     }
@@ -620,6 +669,7 @@ impl HttpNet {
                 mtime,
             }),
             digest: None,
+            blocks: None,
         })
     }
 
@@ -644,9 +694,11 @@ impl HttpNet {
         }
     }
 
-    /// Fetches `url` into `file` (by the route in use or, if later, `from`), checking its
-    /// hash against `digest` as it arrives; an answer cut short through a proxy is asked
-    /// for again by the next route. `copy` says the route that answered and what did not
+    /// Fetches `url` into `file` (by the route in use or, if later, `from`), checking it as
+    /// it arrives against `vouch`: with block hashes, as parallel Range requests checked
+    /// block by block ([`ranged`]); else (or when the server answers no ranges) whole,
+    /// against the whole file's hash. An answer cut short through a proxy is asked for
+    /// again by the next route. `copy` says the route that answered and what did not
     /// match.
     fn download(
         &self,
@@ -654,14 +706,25 @@ impl HttpNet {
         mut from: usize,
         url: &str,
         file: &mut std::fs::File,
-        digest: Option<Digest>,
+        vouch: Vouch,
         copy: &mut Copy,
     ) -> Result<(), Errno> {
         let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
+        let digest = vouch.digest;
+        let mut pending = None;
+        if let Some(blocks) = vouch.blocks {
+            match self.fetch_blocks((authority, url), from, file, blocks, copy)? {
+                ranged::Fetched::Done => return Ok(()),
+                ranged::Fetched::Whole { answer, route } => (pending, from) = (answer, route),
+            }
+        }
         'route: loop {
-            let answer = self
-                .request(authority, from, "GET", url)
-                .map_err(|e| e.errno())?;
+            let answer = match pending.take() {
+                Some(answer) => *answer,
+                None => self
+                    .request(authority, from, "GET", url)
+                    .map_err(|e| e.errno())?,
+            };
             copy.route = answer.route;
             if answer.status != 200 {
                 return Err(libc::EIO);
@@ -736,12 +799,20 @@ impl HttpNet {
                 mtime: st.mtime.0,
             });
             let digest = found.digest;
+            let vouch = Vouch {
+                digest,
+                blocks: found
+                    .blocks
+                    .as_deref()
+                    .filter(|_| st.size >= self.options.block_threshold)
+                    .map(|b| (b, st.size)),
+            };
             let mut copy = Copy {
                 route: origin,
                 mismatch: None,
             };
             let object = self.cache.object((&key, &url), version, |f| {
-                self.download(authority, from, &url, f, digest, &mut copy)
+                self.download(authority, from, &url, f, vouch, &mut copy)
             });
             let wrong = match object {
                 Ok(object) => return self.cache.show_file(full, &object, st.mode, st.mtime.0),
@@ -831,12 +902,13 @@ impl Driver for HttpNet {
         let names: Vec<&str> = servers.iter().map(String::as_str).collect();
         let c = &self.cache;
         Some(format!(
-            "{} ({}): {} requests, {} bytes of files fetched, {} contents refused; \
-             cache: {} hits, {} misses\n",
+            "{} ({}): {} requests, {} bytes of files fetched ({} blocks by Range requests), \
+             {} contents refused; cache: {} hits, {} misses\n",
             self.scheme,
             names.join(", "),
             self.requests.load(Ordering::Relaxed),
             self.fetched.load(Ordering::Relaxed),
+            self.blocks.load(Ordering::Relaxed),
             self.refused.load(Ordering::Relaxed),
             c.hits.load(Ordering::Relaxed),
             c.misses.load(Ordering::Relaxed),

@@ -21,9 +21,9 @@ use std::time::Duration;
 #[command(after_help = "\
 Exit status: the program's own; 128+N when it dies of signal N (as a shell reports it);
 127 when the program is not found, 126 when it cannot be executed; 2 for a bad option (a
---mount, --mount-file, --trace, --auth, --key, --cache-size, --http-proxy, --http-key or
-identity option, or a key file that cannot be read); 125 when roost cannot trace at all
-(e.g. ptrace forbidden).
+--mount, --mount-file, --trace, --auth, --key, --cache-size, --http-proxy, --http-key,
+--http-block-threshold, --http-streams or identity option, or a key file that cannot be
+read); 125 when roost cannot trace at all (e.g. ptrace forbidden).
 roost returns when the program exits; processes it left running stay traced (and inside the
 namespace) until they exit. With --trace or --summary roost waits for them, to report on them.
 
@@ -35,14 +35,16 @@ files written go back when closed, and roost returns once they are there.
 /http/HOST[:PORT]/PATH (and /https/...) names a file on a web server, read-only, as the
 index files `roost index` writes there describe it (--http-ttl); mounts may point there
 too (--mount /sw=/http/h:8080/sw or http://h:8080/sw). Files are fetched whole into the
-same cache and checked against the index's SHA-256. Requests go through the --http-proxy
-proxies (else those of http_proxy / https_proxy, except for the hosts no_proxy lists),
-starting at one picked at random; a proxy that fails is left for the next, then for the
-origin server (said once), and a file whose content does not match is fetched again
-through the next proxy, then from the origin, before it fails with EIO. With --http-key,
-every index must be signed (roost index --sign) by one of the pinned keys: a directory
-whose .roostindex.sig is missing or does not verify fails with EIO and one line on stderr,
-and neither GROW-FS trees nor files that no index lists are served.
+same cache and checked against the index's SHA-256 (those over --http-block-threshold
+with block hashes in their index as parallel Range requests, checked block by block).
+Requests go through the --http-proxy proxies (else those of http_proxy / https_proxy,
+except for the hosts no_proxy lists), starting at one picked at random; a proxy that
+fails is left for the next, then for the origin server (said once), and a file whose
+content does not match is fetched again through the next proxy, then from the origin,
+before it fails with EIO. With --http-key, every index must be signed (roost index
+--sign) by one of the pinned keys: a directory whose .roostindex.sig is missing or does
+not verify fails with EIO and one line on stderr, and neither GROW-FS trees nor files
+that no index lists are served.
 
 Identity: --uid, --gid, --user and --hostname make the id queries (getuid, getresgid,
 getgroups, ...) and uname report the given identity, and map /etc/passwd and /etc/group to
@@ -116,6 +118,14 @@ pub struct RunArgs {
     /// any other is refused.
     #[arg(long = "http-key", value_name = "PUBFILE")]
     pub http_keys: Vec<PathBuf>,
+    /// Files of /http and /https of at least SIZE bytes (K, M, G suffixes) whose index
+    /// lists block hashes (roost index --block-threshold) are fetched as parallel Range
+    /// requests, each block checked as it arrives.
+    #[arg(long, default_value = "64M", value_name = "SIZE")]
+    pub http_block_threshold: String,
+    /// How many blocks of one such file are fetched at once (1 to 16; one connection each).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub http_streams: usize,
     /// The cache's size bound, in bytes or with a K, M or G suffix; the least recently
     /// used files go first.
     #[arg(long, default_value = "4G", value_name = "SIZE")]
@@ -207,6 +217,13 @@ fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
             args.http_ttl
         ));
     }
+    if !(1..=16).contains(&args.http_streams) {
+        return Err(format!(
+            "--http-streams {}: expected 1 to 16",
+            args.http_streams
+        ));
+    }
+    let block_threshold = parse_size("--http-block-threshold", &args.http_block_threshold)?;
     let keys = args
         .http_keys
         .iter()
@@ -221,6 +238,8 @@ fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
             verbose: args.verbose,
             proxies: ProxyList::choose(&args.http_proxies, scheme, |v| std::env::var(v).ok()),
             keys: keys.clone(),
+            block_threshold,
+            streams: args.http_streams,
         };
         let driver = match HttpNet::new(scheme, cache_of(args)?, options.clone()) {
             Ok(driver) => driver,

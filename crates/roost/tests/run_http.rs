@@ -85,7 +85,7 @@ impl Web {
             "{user}\nworker_processes 1;\nerror_log {s}/error.log;\npid {s}/nginx.pid;\n\
              events {{ worker_connections 64; }}\n\
              http {{\n  log_format proxied '$connection $connection_requests \"$request\" \
-             $status $upstream_cache_status';\n  access_log {s}/access.log proxied;\n\
+             $status $upstream_cache_status \"$http_range\"';\n  access_log {s}/access.log proxied;\n\
              client_body_temp_path {s}/body;\n\
              proxy_temp_path {s}/proxy;\n  fastcgi_temp_path {s}/fastcgi;\n\
              uwsgi_temp_path {s}/uwsgi;\n  scgi_temp_path {s}/scgi;\n\
@@ -124,7 +124,7 @@ impl Web {
     }
 
     /// nginx's access log so far, one request a line (`CONNECTION REQUESTS "REQUEST"
-    /// STATUS CACHE`).
+    /// STATUS CACHE "RANGE"`).
     fn log(&self) -> String {
         let state = self._state.as_ref().expect("an nginx");
         std::fs::read_to_string(state.path().join("access.log")).unwrap_or_default()
@@ -1262,13 +1262,24 @@ fn keys_are_made_once_and_signatures_kept_only_while_they_verify() {
     assert!(!s.root().join("t/sub/.roostindex.sig").exists());
 }
 
-// Large files: `roost index --block-threshold/--block-size` records their block hashes.
+// Large files in blocks: `roost index --block-threshold/--block-size` records block hashes,
+// `roost run --http-block-threshold` fetches such files as parallel Range requests.
 
 const MIB: usize = 1 << 20;
 /// A large file of 4 blocks of 1 MiB, the last one short.
 const BIG: usize = 3 * MIB + 12345;
 /// `roost index` options that give files of 2 MiB or more block hashes of 1 MiB.
 const INDEX_BLOCKS: [&str; 4] = ["--block-threshold", "2M", "--block-size", "1M"];
+/// `roost run` options that fetch those files in blocks.
+const FETCH_BLOCKS: [&str; 2] = ["--http-block-threshold", "2M"];
+/// The block ranges of [`BIG`], as a Range header names them.
+const BIG_RANGES: [&str; 4] = [
+    "0-1048575",
+    "1048576-2097151",
+    "2097152-3145727",
+    "3145728-3158072",
+];
+
 /// `len` bytes without repeats a block apart (a block moved elsewhere would not match).
 fn big_data(len: usize) -> Vec<u8> {
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -1280,6 +1291,198 @@ fn big_data(len: usize) -> Vec<u8> {
             x as u8
         })
         .collect()
+}
+
+/// The lines of nginx's access log after the first `skip` that ask for `path`.
+fn asked_for(web: &Web, skip: usize, path: &str) -> Vec<String> {
+    web.log()
+        .lines()
+        .skip(skip)
+        .filter(|l| l.contains(&format!("{path} HTTP/1.1\"")))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn a_large_file_is_fetched_in_blocks_by_parallel_range_requests() {
+    let mut s = Site::new();
+    let data = big_data(BIG);
+    let local = s.write("t/big.dat", &data);
+    s.write("t/small.txt", b"small\n");
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = gen_key(keys.path(), "k");
+    s.index_with(
+        "t",
+        &[&INDEX_BLOCKS[..], &["--sign", key.to_str().unwrap()]].concat(),
+    );
+    let index = std::fs::read_to_string(s.root().join("t/.roostindex")).unwrap();
+    let hashes: Vec<String> = data.chunks(MIB).map(hex_sha256).collect();
+    assert!(index.starts_with("#roost-index 2\n"), "{index}");
+    let entry = format!(
+        " {} big.dat\nb 1048576 {}\n",
+        hex_sha256(&data),
+        hashes.join(" ")
+    );
+    assert!(index.contains(&entry), "{index}");
+    assert_eq!(index.matches("\nb ").count(), 1, "{index}");
+    let web = Web::nginx(s.root());
+    let url = web.url("/t/big.dat");
+    let script = format!(
+        "cmp {url} {} && echo same && cat {}",
+        local.display(),
+        web.url("/t/small.txt")
+    );
+    // With the signed index's key pinned: the block hashes are what the key signed.
+    let keys = pinned(&[&public]);
+    let options = [&FETCH_BLOCKS[..], &strs(&keys)].concat();
+    for mode in MODES {
+        s.cache = tempfile::tempdir().unwrap();
+        let before = web.log().lines().count();
+        let o = s.run(mode, &options, &["sh", "-c", &script]);
+        assert_eq!(stdout(&o), "same\nsmall\n", "{mode:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o), "", "{mode:?}");
+        // One 206 for each block.
+        let got = asked_for(&web, before, "/t/big.dat");
+        assert_eq!(got.len(), 4, "{mode:?}: {got:?}");
+        for range in BIG_RANGES {
+            let want = format!("206 - \"bytes={range}\"");
+            assert!(got.iter().any(|l| l.ends_with(&want)), "{range}: {got:?}");
+        }
+    }
+    // One stream: the blocks one after another on one kept-alive connection.
+    s.cache = tempfile::tempdir().unwrap();
+    let before = web.log().lines().count();
+    let options = [&FETCH_BLOCKS[..], &["--http-streams", "1"]].concat();
+    let o = s.run(&[], &options, &["cmp", &url, local.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = asked_for(&web, before, "/t/big.dat");
+    assert_eq!(got.len(), 4, "{got:?}");
+    let connections: std::collections::HashSet<&str> =
+        got.iter().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(connections.len(), 1, "{got:?}");
+    // Under the threshold (64M by default): one GET of the whole file, checked whole.
+    s.cache = tempfile::tempdir().unwrap();
+    let before = web.log().lines().count();
+    let o = s.run(&[], &[], &["cmp", &url, local.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = asked_for(&web, before, "/t/big.dat");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].ends_with(" 200 - \"-\""), "{got:?}");
+}
+
+#[test]
+fn a_tampered_block_on_a_proxy_is_refused_and_fetched_again_from_the_origin() {
+    let mut s = Site::new();
+    let data = big_data(BIG);
+    let local = s.write("t/big.dat", &data);
+    s.index_with("t", &INDEX_BLOCKS);
+    // One bit of block 2 changed: the same size, only its hash can tell.
+    let mut tampered = data.clone();
+    tampered[2 * MIB + 100] ^= 1;
+    let web = Web::nginx(s.root());
+    let proxy = Web::caching_proxy(&[("/t/big.dat", &tampered)]);
+    let proxy_url = proxy.proxy();
+    let via = [&FETCH_BLOCKS[..], &["--http-proxy", &proxy_url]].concat();
+    let url = web.url("/t/big.dat");
+    let block2 = (2 * MIB..3 * MIB, "2097152-3145727");
+    let said = format!(
+        "roost: http://127.0.0.1:{}/t/big.dat: content does not match its index (block 2, \
+         bytes {}: sha {}, the index says {} through proxy {}); fetching it again\n",
+        web.port,
+        block2.1,
+        hex_sha256(&tampered[block2.0.clone()]),
+        hex_sha256(&data[block2.0.clone()]),
+        proxy.proxy()
+    );
+    let by_proxy = format!(
+        "\"GET http://127.0.0.1:{}/t/big.dat HTTP/1.1\" 206",
+        web.port
+    );
+    for mode in MODES {
+        s.cache = tempfile::tempdir().unwrap();
+        let before = web.log().lines().count();
+        let script = format!("cmp {url} {} && echo same", local.display());
+        let o = s.run(mode, &via, &["sh", "-c", &script]);
+        assert_eq!(stdout(&o), "same\n", "{mode:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o), said, "{mode:?}");
+        assert!(proxy.log().contains(&by_proxy), "{}", proxy.log());
+        // The origin gave the wrong block (and maybe others asked for after it was found
+        // wrong), never block 0, which the proxy gave before any other was asked for.
+        let origin = asked_for(&web, before, "/t/big.dat");
+        let again = format!("206 - \"bytes={}\"", block2.1);
+        assert!(origin.iter().any(|l| l.ends_with(&again)), "{origin:?}");
+        assert!(
+            !origin.iter().any(|l| l.contains(BIG_RANGES[0])),
+            "{origin:?}"
+        );
+    }
+    // The origin's block wrong too: EIO, after the index was fetched again.
+    rewrite_keeping_time(&local, &tampered);
+    for mode in MODES {
+        s.cache = tempfile::tempdir().unwrap();
+        let o = s.run(
+            mode,
+            &via,
+            &["sh", "-c", &format!("cat {url} >/dev/null; echo $?")],
+        );
+        assert_eq!(stdout(&o), "1\n", "{mode:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        let refused = format!(
+            "/t/big.dat: content does not match its index (block 2, bytes {}: sha {}, the \
+             index says {}); refused after 3 attempts",
+            block2.1,
+            hex_sha256(&tampered[block2.0.clone()]),
+            hex_sha256(&data[block2.0.clone()]),
+        );
+        assert!(
+            err.contains(&refused) && err.contains("Input/output error"),
+            "{mode:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_server_without_range_requests_sends_a_large_file_whole_checked_whole() {
+    let mut s = Site::new();
+    let data = big_data(BIG);
+    let local = s.write("t/big.dat", &data);
+    s.index_with("t", &INDEX_BLOCKS);
+    // Python's http.server (3.11) answers a Range request with the whole file (200).
+    let web = Web::python(s.root());
+    let url = web.url("/t/big.dat");
+    let said = format!(
+        "roost: http://127.0.0.1:{}: a Range request was answered with the whole file; \
+         large files are fetched whole from it\n",
+        web.port
+    );
+    for mode in MODES {
+        s.cache = tempfile::tempdir().unwrap();
+        let script = format!("cmp {url} {} && echo same", local.display());
+        let o = s.run(mode, &FETCH_BLOCKS, &["sh", "-c", &script]);
+        assert_eq!(stdout(&o), "same\n", "{mode:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o), said, "{mode:?}");
+    }
+    // Changed on the server (same size and time): refused by the whole file's hash.
+    let mut tampered = data.clone();
+    tampered[BIG - 1] ^= 1;
+    rewrite_keeping_time(&local, &tampered);
+    for mode in MODES {
+        s.cache = tempfile::tempdir().unwrap();
+        let o = s.run(
+            mode,
+            &FETCH_BLOCKS,
+            &["sh", "-c", &format!("cat {url} >/dev/null; echo $?")],
+        );
+        assert_eq!(stdout(&o), "1\n", "{mode:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        let refused = format!(
+            "/t/big.dat: content does not match its index (sha {}, the index says {}); \
+             refused after 3 attempts",
+            hex_sha256(&tampered),
+            hex_sha256(&data)
+        );
+        assert!(err.contains(&refused), "{mode:?}: {err}");
+    }
 }
 
 #[test]
@@ -1344,6 +1547,50 @@ fn roost_index_writes_block_hashes_for_large_files_only_when_needed() {
             .args(options)
             .output()
             .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{options:?}");
+        assert!(stderr(&o).contains(want), "{options:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn a_malformed_block_line_refuses_the_directory_naming_the_line() {
+    let s = Site::new();
+    s.write("t/big.dat", &big_data(BIG));
+    s.index_with("t", &INDEX_BLOCKS);
+    let at = s.root().join("t/.roostindex");
+    let text = std::fs::read_to_string(&at).unwrap();
+    let line = text.lines().position(|l| l.starts_with("b ")).unwrap() + 1;
+    // The last block hash dropped.
+    let bad: String = text
+        .lines()
+        .map(|l| match l.starts_with("b ") {
+            true => format!("{}\n", &l[..l.len() - 65]),
+            false => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(&at, bad).unwrap();
+    let web = Web::python(s.root());
+    let o = s.run(&[], &FETCH_BLOCKS, &["ls", &web.url("/t")]);
+    assert!(!o.status.success());
+    let want = format!(
+        "roost: http://127.0.0.1:{}/t/.roostindex: malformed index: line {line}: expected 4 \
+         block hashes for {BIG} bytes in blocks of 1048576, found 3",
+        web.port
+    );
+    assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+    assert!(stderr(&o).contains("Input/output error"), "{}", stderr(&o));
+    // Bad options of roost run: exit status 2 and a line naming them.
+    for (options, want) in [
+        (
+            ["--http-block-threshold", "x"],
+            "roost run: --http-block-threshold x: expected a number with K, M or G",
+        ),
+        (
+            ["--http-streams", "0"],
+            "roost run: --http-streams 0: expected 1 to 16",
+        ),
+    ] {
+        let o = s.run(&[], &options, &["true"]);
         assert_eq!(o.status.code(), Some(2), "{options:?}");
         assert!(stderr(&o).contains(want), "{options:?}: {}", stderr(&o));
     }
