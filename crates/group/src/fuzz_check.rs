@@ -2,6 +2,8 @@
 //! (`fuzz/fuzz_targets/group_decode.rs`) and the garbage test run with the suite: no input
 //! makes a decoder panic, and whatever a decoder accepts encodes to bytes that decode and
 //! encode again to the same bytes (so a relay forwards exactly what it understood).
+//! [`Rng`] is the generator the garbage tests draw from (the job parsers' in roost-server
+//! too, and test data in roost's own tests).
 
 use crate::blocks::Signature;
 use crate::message::{OpRequest, OpenRequest, Reply};
@@ -42,4 +44,24 @@ pub fn check_decoders(data: &[u8]) -> usize {
         accepted += 1;
     }
     accepted
+}
+
+/// A small deterministic generator (xorshift) for the garbage tests, here and in other
+/// crates: the same seed gives the same garbage, so a failure replays.
+#[derive(Clone, Debug)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next number (the seed must not be 0).
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number below `n` (which must not be 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
 }

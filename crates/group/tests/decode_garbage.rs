@@ -5,28 +5,12 @@
 
 use roost_group::aggregate::{DataAggr, StatusAggr};
 use roost_group::blocks::{Piece, Signature};
-use roost_group::fuzz_check::check_decoders;
+use roost_group::fuzz_check::{check_decoders, Rng};
 use roost_group::lines::{LineSpec, Pattern};
 use roost_group::message::{Member, Op, OpRequest, OpenRequest, Reply, Whence};
 use roost_group::node::encode_open_reply;
 use roost_group::ranges::IndexSet;
 use roost_wire::OpenFlags;
-
-/// A small deterministic generator (xorshift), so a failure replays.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// Valid messages of each kind.
 fn seeds() -> Vec<Vec<u8>> {
@@ -150,7 +134,7 @@ fn random_bytes_never_panic() {
     let mut rng = Rng(42);
     for _ in 0..20_000 {
         let len = rng.below(64);
-        let msg: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let msg: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
         check_decoders(&msg);
     }
 }

@@ -202,13 +202,7 @@ E\n";
 mod garbage {
     #[test]
     fn mutated_listings_never_panic() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::fuzz_check::xorshift(0x9e37_79b9_7f4a_7c15);
         for _ in 0..20_000 {
             let mut data = super::tests::REAL.to_vec();
             for _ in 0..(1 + next() % 4) {

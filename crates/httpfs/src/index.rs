@@ -487,35 +487,15 @@ mod tests {
 
     #[test]
     fn garbage_never_panics() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        use crate::fuzz_check::{check_garbage, check_parsers};
+        // Valid indexes mutated (field separators inserted among the rest), and random bytes.
         let valid = [write(&sample()), write(&sample_with_blocks())];
-        for round in 0..20_000 {
-            let mut data = valid[round % 2].clone();
-            // Mutate a valid index: flips, truncations, insertions of field separators.
-            for _ in 0..(next() % 6) {
-                let at = (next() as usize) % data.len().max(1);
-                match next() % 4 {
-                    0 => data[at] = next() as u8,
-                    1 => data.truncate(at),
-                    2 => data.insert(at, b" \n%-0fb"[(next() % 7) as usize]),
-                    _ => {
-                        data.remove(at);
-                    }
-                }
-                if data.is_empty() {
-                    break;
-                }
-            }
-            if round % 7 == 0 {
-                data = (0..next() % 200).map(|_| next() as u8).collect();
-            }
-            crate::fuzz_check::check_parsers(&data);
-        }
+        check_garbage(
+            0x2545_f491_4f6c_dd1d,
+            &valid,
+            b" \n%-0fb",
+            200,
+            check_parsers,
+        );
     }
 }

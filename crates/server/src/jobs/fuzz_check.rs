@@ -32,20 +32,7 @@ pub fn check_job_parsers(data: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A small deterministic generator (xorshift), so failures reproduce.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
+    use roost_group::fuzz_check::Rng;
 
     const SEEDS: &[&str] = &[
         r#"{"executable":"/bin/sh","arguments":["sh","-c","cat in > out"],"environment":{"A":"1"},"tag":"t","files":[{"task_path":"in","serv_path":"/in","type":"INPUT"},{"task_path":"d/out","serv_path":"/o.%j","type":"OUTPUT","binding":"COPY","tag":"x"}]}"#,
@@ -71,7 +58,7 @@ mod tests {
         for round in 0..20_000 {
             let mut data = if round % 4 == 0 {
                 (0..rng.below(64))
-                    .map(|_| rng.next() as u8)
+                    .map(|_| rng.next_u64() as u8)
                     .collect::<Vec<u8>>()
             } else {
                 SEEDS[rng.below(SEEDS.len())].as_bytes().to_vec()
@@ -82,7 +69,7 @@ mod tests {
                 }
                 let at = rng.below(data.len());
                 match rng.below(3) {
-                    0 => data[at] = rng.next() as u8,
+                    0 => data[at] = rng.next_u64() as u8,
                     1 => data.insert(at, punctuation[rng.below(punctuation.len())]),
                     _ => {
                         data.remove(at);
