@@ -1,16 +1,15 @@
 //! The pool catalog with real processes on 127.0.0.1: `roost catalog`, `roost serve --catalog`,
 //! `roost status`, and cctools' chirp_server, chirp_status and catalog_server on either side.
 
+mod run_support;
+
 use roost_catalog::json::{self, Value};
+use run_support::{give_to_nobody, have, is_root, read_port_file, roost};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn roost() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_roost"))
-}
 
 /// A child process killed when dropped.
 struct Proc(Child);
@@ -303,33 +302,6 @@ fn malformed_updates_and_queries_never_crash_the_catalog() {
     );
 }
 
-fn is_root() -> bool {
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn have(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-fn read_port_file(path: &Path) -> u16 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(p) = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
-            return p;
-        }
-        assert!(Instant::now() < deadline, "no port in {}", path.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// cctools' own chirp_server reports to `roost catalog` (by UDP and by TCP), and cctools'
 /// chirp_status lists the pool from it.
 #[test]
@@ -342,12 +314,7 @@ fn cctools_chirp_server_and_chirp_status_work_with_roost_catalog() {
     let scratch = tempfile::tempdir().unwrap();
     let export = scratch.path().join("export");
     std::fs::create_dir(&export).unwrap();
-    let st = Command::new("chown")
-        .args(["-R", "nobody"])
-        .arg(scratch.path())
-        .status()
-        .unwrap();
-    assert!(st.success());
+    give_to_nobody(scratch.path());
     let mut servers = Vec::new();
     let mut ports = Vec::new();
     for protocol in ["udp", "tcp"] {

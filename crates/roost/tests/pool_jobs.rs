@@ -2,10 +2,13 @@
 //! `roost serve --jobs` driven by roost's client, by `roost job` and by cctools' `chirp`, and
 //! `roost job` driving cctools' own `chirp_server --jobs`.
 
+mod run_support;
 mod serve_support;
 
 use roost_catalog::json::{self, Value};
 use roost_client::{Client, Credentials, ErrorCode, HmacKey, Method, Options};
+use roost_group::fuzz_check::Rng;
+use run_support::{give_to_nobody, have, is_root, read_port_file, roost};
 use serve_support::TestServer;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -74,18 +77,6 @@ fn client(port: u16, credentials: Credentials) -> Client {
 fn whoami() -> String {
     let out = Command::new("id").arg("-un").output().unwrap();
     String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-fn is_root() -> bool {
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn have(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// A description running `script` with `sh -c`, with files given as (task, server, type).
@@ -204,7 +195,7 @@ fn a_job_reads_an_input_and_writes_outputs_that_roost_cat_shows() {
         .unwrap();
     assert_eq!(text_of(upper, "serv_path"), format!("/data/upper.{id}"));
     assert_eq!(field(upper, "size").as_i64(), Some(11));
-    let cat = Command::new(env!("CARGO_BIN_EXE_roost"))
+    let cat = roost()
         .args(["cat", "--auth", "address"])
         .arg(format!("{}/data/upper.{id}", s.url()))
         .output()
@@ -426,16 +417,11 @@ fn malformed_job_requests_get_error_codes_and_never_crash_the_server() {
     assert_eq!(raw.rpc("job_wait x 1"), invalid);
     assert_eq!(raw.rpc("job_wait 1"), invalid);
     // Garbage of every kind, and the server still answers.
-    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     for round in 0..300 {
         let len = (round * 7) % 200;
         let junk: Vec<u8> = (0..len)
-            .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                b"{}[]\":,0123 abcexnfilsyOUTPUTINrg_/\\"[(seed % 36) as usize]
-            })
+            .map(|_| b"{}[]\":,0123 abcexnfilsyOUTPUTINrg_/\\"[(rng.next_u64() % 36) as usize])
             .collect();
         let rpc = [
             "job_create",
@@ -515,7 +501,7 @@ fn ended_jobs_survive_a_restart_and_a_job_running_then_is_errored() {
     c.job_commit(&[running]).unwrap();
     eventually("the job runs", || !processes_with(&marker).is_empty());
     // A second server cannot use the same job directory.
-    let second = Command::new(env!("CARGO_BIN_EXE_roost"))
+    let second = roost()
         .args([
             "serve",
             "/tmp",
@@ -642,12 +628,7 @@ fn start_cctools() -> Cctools {
         .arg("-Z")
         .arg(dir.path().join("port"));
     if is_root() {
-        let st = Command::new("chown")
-            .args(["-R", "nobody"])
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(st.success());
+        give_to_nobody(dir.path());
         command.args(["-i", "nobody"]);
     }
     let child = command
@@ -655,18 +636,7 @@ fn start_cctools() -> Cctools {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let port_file = dir.path().join("port");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let port = loop {
-        if let Some(p) = std::fs::read_to_string(&port_file)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
-            break p;
-        }
-        assert!(Instant::now() < deadline, "chirp_server wrote no port");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let port = read_port_file(&dir.path().join("port"));
     Cctools {
         child,
         port,
@@ -676,11 +646,7 @@ fn start_cctools() -> Cctools {
 }
 
 fn roost_job(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_roost"))
-        .arg("job")
-        .args(args)
-        .output()
-        .unwrap()
+    roost().arg("job").args(args).output().unwrap()
 }
 
 /// roost's client (`roost job`) runs jobs on cctools' own `chirp_server --jobs`.

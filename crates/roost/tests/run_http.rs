@@ -6,6 +6,7 @@
 
 mod run_support;
 
+use roost_group::fuzz_check::Rng;
 use run_support::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -182,14 +183,28 @@ impl Site {
 
     /// `roost index OPTIONS` on `rel`, which must succeed.
     fn index_with(&self, rel: &str, options: &[&str]) -> Output {
-        let o = roost()
+        let o = self.try_index(rel, options);
+        assert!(o.status.success(), "{}", stderr(&o));
+        o
+    }
+
+    /// `roost index OPTIONS` on `rel`, however it ends.
+    fn try_index(&self, rel: &str, options: &[&str]) -> Output {
+        roost()
             .arg("index")
             .arg(self.root().join(rel))
             .args(options)
             .output()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// cctools' `make_growfs` on `rel`, which must succeed.
+    fn make_growfs(&self, rel: &str) {
+        let o = Command::new("make_growfs")
+            .arg(self.root().join(rel))
+            .output()
+            .expect("make_growfs (apt-get install coop-computing-tools)");
         assert!(o.status.success(), "{}", stderr(&o));
-        o
     }
 
     /// `roost run --cache DIR [mode] OPTIONS -- timeout 60 ARGV`.
@@ -213,6 +228,42 @@ impl Site {
             .args(argv);
         c
     }
+
+    /// `run` in each of [`MODES`], each time from the cache as `cache` says: every run's
+    /// stdout must be `want` and its stderr must hold each of `said`. Returns each mode with
+    /// its run's stderr, for what else a test checks of it.
+    fn each_mode(
+        &mut self,
+        cache: Cache,
+        options: &[&str],
+        argv: &[&str],
+        want: &str,
+        said: &[&str],
+    ) -> Vec<(&'static [&'static str], String)> {
+        MODES
+            .into_iter()
+            .map(|mode| {
+                if cache == Cache::Emptied {
+                    self.cache = tempfile::tempdir().unwrap();
+                }
+                let o = self.run(mode, options, argv);
+                let err = stderr(&o);
+                assert_eq!(stdout(&o), want, "{mode:?}: {err}");
+                for part in said {
+                    assert!(err.contains(part), "{mode:?}: {part}\n{err}");
+                }
+                (mode, err)
+            })
+            .collect()
+    }
+}
+
+/// What each run of [`Site::each_mode`] starts from: the cache as the run before left it,
+/// or an empty one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cache {
+    Kept,
+    Emptied,
 }
 
 const MODES: [&[&str]; 2] = [&[], &["--no-notify"]];
@@ -293,62 +344,47 @@ fn coreutils_see_the_served_tree_as_the_local_one() {
 
 #[test]
 fn nginx_serves_the_tree_too_with_no_mount_at_all() {
-    let s = Site::new();
+    let mut s = Site::new();
     populate(&s, "t");
     s.index("t");
     let web = Web::nginx(s.root());
     let out = same_as_local(&s, &s.root().join("t"), &web.url("/t"), &[], SURVEY);
     assert!(out.ends_with("exit Some(0)"), "{out}");
-    for mode in MODES {
-        let o = s.run(
-            mode,
-            &[],
-            &[
-                "sh",
-                "-c",
-                &format!("cat {0}/t/top.txt && ls /http", web.url("")),
-            ],
-        );
-        assert_eq!(
-            stdout(&o),
-            format!("top level\nneedle one\n127.0.0.1:{}\n", web.port),
-            "{mode:?}: {}",
-            stderr(&o)
-        );
-    }
+    let script = format!("cat {0}/t/top.txt && ls /http", web.url(""));
+    s.each_mode(
+        Cache::Kept,
+        &[],
+        &["sh", "-c", &script],
+        &format!("top level\nneedle one\n127.0.0.1:{}\n", web.port),
+        &[],
+    );
 }
 
 #[test]
 fn the_tree_is_read_only() {
-    let s = Site::new();
+    let mut s = Site::new();
     populate(&s, "t");
     s.index("t");
     let web = Web::python(s.root());
     let mount = format!("/m=http://127.0.0.1:{}/t", web.port);
-    for mode in MODES {
-        let o = s.run(
-            mode,
-            &["--mount", &mount],
-            &[
-                "sh",
-                "-c",
-                "for c in 'mkdir /m/d' 'rm /m/top.txt' 'mv /m/top.txt /m/x' 'chmod 600 /m/top.txt' \
-                 'touch /m/top.txt' 'ln -s a /m/l2'; do $c 2>&1 | grep -c 'Read-only file system'; done; \
-                 (echo x >> /m/top.txt) 2>/dev/null; echo $?; cat /m/top.txt",
-            ],
-        );
-        assert_eq!(
-            stdout(&o),
-            "1\n1\n1\n1\n1\n1\n2\ntop level\nneedle one\n",
-            "{mode:?}: {}",
-            stderr(&o)
-        );
-    }
+    s.each_mode(
+        Cache::Kept,
+        &["--mount", &mount],
+        &[
+            "sh",
+            "-c",
+            "for c in 'mkdir /m/d' 'rm /m/top.txt' 'mv /m/top.txt /m/x' 'chmod 600 /m/top.txt' \
+             'touch /m/top.txt' 'ln -s a /m/l2'; do $c 2>&1 | grep -c 'Read-only file system'; done; \
+             (echo x >> /m/top.txt) 2>/dev/null; echo $?; cat /m/top.txt",
+        ],
+        "1\n1\n1\n1\n1\n1\n2\ntop level\nneedle one\n",
+        &[],
+    );
 }
 
 #[test]
 fn programs_and_scripts_run_from_http() {
-    let s = Site::new();
+    let mut s = Site::new();
     let src = s.write(
         "tools/src/hello.c",
         b"#include <stdio.h>\n#include <unistd.h>\nint main(int c, char **v) {\n  char exe[256] = {0};\n  readlink(\"/proc/self/exe\", exe, sizeof exe - 1);\n  printf(\"%s %s %d\\n\", v[0], exe, c);\n  return 0;\n}\n",
@@ -367,28 +403,22 @@ fn programs_and_scripts_run_from_http() {
     s.index("tools");
     let web = Web::python(s.root());
     let mount = format!("/tools={}", web.url("/tools"));
-    for mode in MODES {
-        let o = s.run(
-            mode,
-            &["--mount", &mount],
-            &[
-                "sh",
-                "-c",
-                "/tools/bin/hello a && cd /tools/bin && ./hello && ./outer y",
-            ],
-        );
-        assert_eq!(
-            stdout(&o),
-            "/tools/bin/hello /tools/bin/hello 2\n./hello /tools/bin/hello 1\ninner: -x ./outer y\n",
-            "{mode:?}: {}",
-            stderr(&o)
-        );
-    }
+    s.each_mode(
+        Cache::Kept,
+        &["--mount", &mount],
+        &[
+            "sh",
+            "-c",
+            "/tools/bin/hello a && cd /tools/bin && ./hello && ./outer y",
+        ],
+        "/tools/bin/hello /tools/bin/hello 2\n./hello /tools/bin/hello 1\ninner: -x ./outer y\n",
+        &[],
+    );
 }
 
 #[test]
 fn python_imports_a_package_tree_served_over_http() {
-    let s = Site::new();
+    let mut s = Site::new();
     s.write("lib/pkg/__init__.py", b"from .core import VALUE\n");
     s.write("lib/pkg/core.py", b"VALUE = sum(range(10))\n");
     s.write("lib/pkg/sub/__init__.py", b"");
@@ -401,29 +431,19 @@ fn python_imports_a_package_tree_served_over_http() {
     let mount = format!("/py={}", web.url("/lib"));
     let program = "import sys; sys.path.insert(0, '/py'); import pkg, pkg.sub.leaf; \
                    print(pkg.VALUE, pkg.sub.leaf.NAME, pkg.__file__)";
-    for mode in MODES {
-        // Bytecode cannot be written back (read-only): Python goes on without it.
-        let python = [
-            "env",
-            "-u",
-            "PYTHONDONTWRITEBYTECODE",
-            "python3",
-            "-c",
-            program,
-        ];
-        let o = s.run(mode, &["--mount", &mount], &python);
-        assert_eq!(
-            stdout(&o),
-            "45 {\"leaf\": 1} /py/pkg/__init__.py\n",
-            "{mode:?}: {}",
-            stderr(&o)
-        );
-    }
+    // Bytecode cannot be written back (read-only): Python goes on without it.
+    s.each_mode(
+        Cache::Kept,
+        &["--mount", &mount],
+        &python3_writing_bytecode(program),
+        "45 {\"leaf\": 1} /py/pkg/__init__.py\n",
+        &[],
+    );
 }
 
 #[test]
 fn a_file_changed_after_indexing_is_refused_with_eio() {
-    let s = Site::new();
+    let mut s = Site::new();
     populate(&s, "t");
     s.index("t");
     // Same size and time, other content: only the hash can tell.
@@ -431,74 +451,51 @@ fn a_file_changed_after_indexing_is_refused_with_eio() {
     // Another size.
     s.write("t/top.txt", b"grown since it was indexed\n");
     let web = Web::python(s.root());
-    for mode in MODES {
-        let o = s.run(
-            mode,
-            &[],
-            &[
-                "sh",
-                "-c",
-                &format!(
-                    "cat {0}/sub/g.txt; echo $?; cat {0}/top.txt; echo $?; cat {0}/sub/deep/f",
-                    web.url("/t")
-                ),
-            ],
-        );
-        assert_eq!(stdout(&o), "1\n1\ndeep file\n", "{mode:?}: {}", stderr(&o));
-        let err = stderr(&o);
-        assert!(
-            err.contains("/t/sub/g.txt: content does not match its index")
-                && err.contains("/t/top.txt: content does not match its index")
-                && err.contains("Input/output error"),
-            "{mode:?}: {err}"
-        );
-    }
+    let script = format!(
+        "cat {0}/sub/g.txt; echo $?; cat {0}/top.txt; echo $?; cat {0}/sub/deep/f",
+        web.url("/t")
+    );
+    s.each_mode(
+        Cache::Kept,
+        &[],
+        &["sh", "-c", &script],
+        "1\n1\ndeep file\n",
+        &[
+            "/t/sub/g.txt: content does not match its index",
+            "/t/top.txt: content does not match its index",
+            "Input/output error",
+        ],
+    );
 }
 
 #[test]
 fn without_an_index_files_read_and_directories_cannot_be_listed() {
-    let s = Site::new();
+    let mut s = Site::new();
     s.write("plain/f.txt", b"plain file\n");
     s.write("plain/d/inner", b"inner\n");
     let web = Web::python(s.root());
-    for mode in MODES {
-        let o = s.run(
-            mode,
-            &[],
-            &[
-                "sh",
-                "-c",
-                &format!(
-                    "cat {0}/f.txt {0}/d/inner && stat -c '%s %F' {0}/f.txt {0}/d \
-                     && ls {0}/nope; ls {0}/d; echo $?",
-                    web.url("/plain")
-                ),
-            ],
-        );
-        assert_eq!(
-            stdout(&o),
-            "plain file\ninner\n11 regular file\n4096 directory\n2\n",
-            "{mode:?}: {}",
-            stderr(&o)
-        );
-        let err = stderr(&o);
-        assert!(
-            err.contains("nope': No such file or directory")
-                && err.contains("/plain/d: cannot list a directory without an index"),
-            "{mode:?}: {err}"
-        );
-    }
+    let script = format!(
+        "cat {0}/f.txt {0}/d/inner && stat -c '%s %F' {0}/f.txt {0}/d \
+         && ls {0}/nope; ls {0}/d; echo $?",
+        web.url("/plain")
+    );
+    s.each_mode(
+        Cache::Kept,
+        &[],
+        &["sh", "-c", &script],
+        "plain file\ninner\n11 regular file\n4096 directory\n2\n",
+        &[
+            "nope': No such file or directory",
+            "/plain/d: cannot list a directory without an index",
+        ],
+    );
 }
 
 #[test]
 fn a_tree_indexed_by_make_growfs_reads_as_the_local_one() {
     let s = Site::new();
     populate(&s, "g");
-    let o = Command::new("make_growfs")
-        .arg(s.root().join("g"))
-        .output()
-        .expect("make_growfs (apt-get install coop-computing-tools)");
-    assert!(o.status.success(), "{}", stderr(&o));
+    s.make_growfs("g");
     assert!(s.root().join("g/.growfsdir").exists());
     let web = Web::python(s.root());
     let script = "cd /m && find . -mindepth 1 -name '.growfs*' -prune -o -mindepth 1 \
@@ -859,27 +856,17 @@ fn a_tampered_copy_on_a_proxy_is_refused_and_fetched_again() {
     }
     // The origin's copy wrong too: EIO, after the proxy's and the origin's attempts.
     rewrite_keeping_time(&s.root().join("t/sub/g.txt"), b"needle 2!!\n");
-    for mode in MODES {
-        s.cache = tempfile::tempdir().unwrap();
-        let o = s.run(
-            mode,
-            &["--http-proxy", &tampered.proxy()],
-            &["sh", "-c", &format!("{script}; echo $?")],
-        );
-        assert_eq!(
-            stdout(&o),
-            "top level\nneedle one\n1\n",
-            "{mode:?}: {}",
-            stderr(&o)
-        );
-        let err = stderr(&o);
-        assert!(
-            err.contains("/t/sub/g.txt: content does not match its index (sha ")
-                && err.contains("refused after 4 attempts")
-                && err.contains("Input/output error"),
-            "{mode:?}: {err}"
-        );
-    }
+    s.each_mode(
+        Cache::Emptied,
+        &["--http-proxy", &tampered.proxy()],
+        &["sh", "-c", &format!("{script}; echo $?")],
+        "top level\nneedle one\n1\n",
+        &[
+            "/t/sub/g.txt: content does not match its index (sha ",
+            "refused after 4 attempts",
+            "Input/output error",
+        ],
+    );
 }
 
 #[test]
@@ -896,16 +883,15 @@ fn a_stale_index_on_a_proxy_is_fetched_again_from_the_origin() {
     // ... while the tree changes on the server.
     s.write("t/f", b"new content, longer\n");
     s.index("t");
-    for mode in MODES {
-        s.cache = tempfile::tempdir().unwrap();
-        let o = s.run(mode, &via, &["cat", &web.url("/t/f")]);
-        assert_eq!(
-            stdout(&o),
-            "new content, longer\n",
-            "{mode:?}: {}",
-            stderr(&o)
-        );
-        assert!(!stderr(&o).contains("Input/output error"), "{}", stderr(&o));
+    let runs = s.each_mode(
+        Cache::Emptied,
+        &via,
+        &["cat", &web.url("/t/f")],
+        "new content, longer\n",
+        &[],
+    );
+    for (mode, err) in runs {
+        assert!(!err.contains("Input/output error"), "{mode:?}: {err}");
     }
 }
 
@@ -938,12 +924,7 @@ fn hex_sha256(data: &[u8]) -> String {
 /// the command printed).
 fn gen_key(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let key = dir.join(name);
-    let o = roost()
-        .arg("index")
-        .arg("--gen-key")
-        .arg(&key)
-        .output()
-        .unwrap();
+    let o = try_gen_key(&key);
     assert!(o.status.success(), "{}", stderr(&o));
     let public = dir.join(format!("{name}.pub"));
     let line = std::fs::read_to_string(&public).unwrap();
@@ -953,6 +934,16 @@ fn gen_key(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
         "{line}"
     );
     (key, public)
+}
+
+/// `roost index --gen-key KEY`, however it ends.
+fn try_gen_key(key: &Path) -> Output {
+    roost()
+        .arg("index")
+        .arg("--gen-key")
+        .arg(key)
+        .output()
+        .unwrap()
 }
 
 /// `--http-key PUBFILE` for each of `keys`.
@@ -984,41 +975,28 @@ fn a_signed_tree_reads_as_the_local_one_with_its_key_pinned() {
     s.cache = tempfile::tempdir().unwrap();
     let mount = format!("/m={}", web.url("/t"));
     let options = [strs(&pin), vec!["--mount", &mount]].concat();
-    for mode in MODES {
-        let o = s.run(
-            mode,
-            &options,
-            &["sh", "-c", "ls -a /m/sub; cat /m/sub/g.txt; echo $?"],
-        );
-        assert_eq!(
-            stdout(&o),
-            ".\n..\ndeep\ng.txt\n1\n",
-            "{mode:?}: {}",
-            stderr(&o)
-        );
-        let err = stderr(&o);
-        assert!(
-            err.contains("/t/sub/g.txt: content does not match its index")
-                && err.contains("Input/output error"),
-            "{mode:?}: {err}"
-        );
-    }
+    s.each_mode(
+        Cache::Kept,
+        &options,
+        &["sh", "-c", "ls -a /m/sub; cat /m/sub/g.txt; echo $?"],
+        ".\n..\ndeep\ng.txt\n1\n",
+        &[
+            "/t/sub/g.txt: content does not match its index",
+            "Input/output error",
+        ],
+    );
 }
 
 #[test]
 fn tampered_moved_unsigned_or_foreign_indexes_are_refused() {
-    let s = Site::new();
+    let mut s = Site::new();
     populate(&s, "t");
     s.write("t/other/o", b"other\n");
     s.write("u/f", b"unsigned\n");
     s.index("u");
     s.write("plain/f", b"no index\n");
     populate(&s, "g");
-    let o = Command::new("make_growfs")
-        .arg(s.root().join("g"))
-        .output()
-        .expect("make_growfs (apt-get install coop-computing-tools)");
-    assert!(o.status.success(), "{}", stderr(&o));
+    s.make_growfs("g");
     let keys = tempfile::tempdir().unwrap();
     let (key, public) = gen_key(keys.path(), "k");
     let (_, foreign) = gen_key(keys.path(), "foreign");
@@ -1065,16 +1043,14 @@ fn tampered_moved_unsigned_or_foreign_indexes_are_refused() {
         url("/g/.growfsdir: a GROW-FS tree cannot be signed; refused"),
     ];
     let options = [pinned(&[&public]), mounts.clone()].concat();
-    for mode in MODES {
-        let options = strs(&options);
-        let o = s.run(mode, &options, &["sh", "-c", script]);
-        assert_eq!(
-            stdout(&o),
-            "top level\nneedle one\nneedle two\n2\n1\n2\n1\n1\n2\n",
-            "{mode:?}: {}",
-            stderr(&o)
-        );
-        let err = stderr(&o);
+    let runs = s.each_mode(
+        Cache::Kept,
+        &strs(&options),
+        &["sh", "-c", script],
+        "top level\nneedle one\nneedle two\n2\n1\n2\n1\n1\n2\n",
+        &[],
+    );
+    for (mode, err) in runs {
         for line in &said {
             assert_eq!(
                 err.matches(line.as_str()).count(),
@@ -1109,7 +1085,7 @@ fn tampered_moved_unsigned_or_foreign_indexes_are_refused() {
 
 #[test]
 fn a_bad_signature_on_a_proxy_is_fetched_again_from_the_origin() {
-    let s = Site::new();
+    let mut s = Site::new();
     s.write("t/f", b"signed\n");
     let keys = tempfile::tempdir().unwrap();
     let (key, public) = gen_key(keys.path(), "k");
@@ -1126,20 +1102,21 @@ fn a_bad_signature_on_a_proxy_is_fetched_again_from_the_origin() {
         vec!["--http-proxy".into(), proxy.proxy()],
     ]
     .concat();
-    for mode in MODES {
-        let o = s.run(mode, &strs(&options), &["cat", &web.url("/t/f")]);
-        assert_eq!(stdout(&o), "signed\n", "{mode:?}: {}", stderr(&o));
-        let err = stderr(&o);
-        assert!(
-            err.contains(&format!(
-                "roost: http://127.0.0.1:{}/t/.roostindex: signature does not verify with the \
-                 pinned key (the index or its signature changed after signing) through proxy \
-                 {}; fetching it again",
-                web.port,
-                proxy.proxy()
-            )),
-            "{mode:?}: {err}"
-        );
+    let refetched = format!(
+        "roost: http://127.0.0.1:{}/t/.roostindex: signature does not verify with the pinned \
+         key (the index or its signature changed after signing) through proxy {}; fetching \
+         it again",
+        web.port,
+        proxy.proxy()
+    );
+    let runs = s.each_mode(
+        Cache::Kept,
+        &strs(&options),
+        &["cat", &web.url("/t/f")],
+        "signed\n",
+        &[&refetched],
+    );
+    for (mode, err) in runs {
         assert!(!err.contains("refused"), "{mode:?}: {err}");
     }
     let sig_get = format!(
@@ -1160,12 +1137,7 @@ fn keys_are_made_once_and_signatures_kept_only_while_they_verify() {
     // --gen-key never overwrites: neither the public key nor the private one.
     let before = std::fs::read(&key).unwrap();
     let again = |what: &Path| {
-        let o = roost()
-            .arg("index")
-            .arg("--gen-key")
-            .arg(&key)
-            .output()
-            .unwrap();
+        let o = try_gen_key(&key);
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
         assert!(
             stderr(&o).contains(&format!(
@@ -1189,13 +1161,7 @@ fn keys_are_made_once_and_signatures_kept_only_while_they_verify() {
         (&public, "not an Ed25519 private key in PKCS#8 DER"),
         (&missing, "No such file or directory"),
     ] {
-        let o = roost()
-            .arg("index")
-            .arg(s.root().join("t"))
-            .arg("--sign")
-            .arg(file)
-            .output()
-            .unwrap();
+        let o = s.try_index("t", &["--sign", file.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
         let want = format!("roost index: --sign {}: {want}", file.display());
         assert!(stderr(&o).contains(&want), "{}", stderr(&o));
@@ -1282,15 +1248,8 @@ const BIG_RANGES: [&str; 4] = [
 
 /// `len` bytes without repeats a block apart (a block moved elsewhere would not match).
 fn big_data(len: usize) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    (0..len).map(|_| rng.next_u64() as u8).collect()
 }
 
 /// The lines of nginx's access log after the first `skip` that ask for `path`.
@@ -1418,27 +1377,20 @@ fn a_tampered_block_on_a_proxy_is_refused_and_fetched_again_from_the_origin() {
     }
     // The origin's block wrong too: EIO, after the index was fetched again.
     rewrite_keeping_time(&local, &tampered);
-    for mode in MODES {
-        s.cache = tempfile::tempdir().unwrap();
-        let o = s.run(
-            mode,
-            &via,
-            &["sh", "-c", &format!("cat {url} >/dev/null; echo $?")],
-        );
-        assert_eq!(stdout(&o), "1\n", "{mode:?}: {}", stderr(&o));
-        let err = stderr(&o);
-        let refused = format!(
-            "/t/big.dat: content does not match its index (block 2, bytes {}: sha {}, the \
-             index says {}); refused after 3 attempts",
-            block2.1,
-            hex_sha256(&tampered[block2.0.clone()]),
-            hex_sha256(&data[block2.0.clone()]),
-        );
-        assert!(
-            err.contains(&refused) && err.contains("Input/output error"),
-            "{mode:?}: {err}"
-        );
-    }
+    let refused = format!(
+        "/t/big.dat: content does not match its index (block 2, bytes {}: sha {}, the index \
+         says {}); refused after 3 attempts",
+        block2.1,
+        hex_sha256(&tampered[block2.0.clone()]),
+        hex_sha256(&data[block2.0.clone()]),
+    );
+    s.each_mode(
+        Cache::Emptied,
+        &via,
+        &["sh", "-c", &format!("cat {url} >/dev/null; echo $?")],
+        "1\n",
+        &[&refused, "Input/output error"],
+    );
 }
 
 #[test]
@@ -1455,34 +1407,34 @@ fn a_server_without_range_requests_sends_a_large_file_whole_checked_whole() {
          large files are fetched whole from it\n",
         web.port
     );
-    for mode in MODES {
-        s.cache = tempfile::tempdir().unwrap();
-        let script = format!("cmp {url} {} && echo same", local.display());
-        let o = s.run(mode, &FETCH_BLOCKS, &["sh", "-c", &script]);
-        assert_eq!(stdout(&o), "same\n", "{mode:?}: {}", stderr(&o));
-        assert_eq!(stderr(&o), said, "{mode:?}");
+    let script = format!("cmp {url} {} && echo same", local.display());
+    let runs = s.each_mode(
+        Cache::Emptied,
+        &FETCH_BLOCKS,
+        &["sh", "-c", &script],
+        "same\n",
+        &[],
+    );
+    for (mode, err) in runs {
+        assert_eq!(err, said, "{mode:?}");
     }
     // Changed on the server (same size and time): refused by the whole file's hash.
     let mut tampered = data.clone();
     tampered[BIG - 1] ^= 1;
     rewrite_keeping_time(&local, &tampered);
-    for mode in MODES {
-        s.cache = tempfile::tempdir().unwrap();
-        let o = s.run(
-            mode,
-            &FETCH_BLOCKS,
-            &["sh", "-c", &format!("cat {url} >/dev/null; echo $?")],
-        );
-        assert_eq!(stdout(&o), "1\n", "{mode:?}: {}", stderr(&o));
-        let err = stderr(&o);
-        let refused = format!(
-            "/t/big.dat: content does not match its index (sha {}, the index says {}); \
-             refused after 3 attempts",
-            hex_sha256(&tampered),
-            hex_sha256(&data)
-        );
-        assert!(err.contains(&refused), "{mode:?}: {err}");
-    }
+    let refused = format!(
+        "/t/big.dat: content does not match its index (sha {}, the index says {}); refused \
+         after 3 attempts",
+        hex_sha256(&tampered),
+        hex_sha256(&data)
+    );
+    s.each_mode(
+        Cache::Emptied,
+        &FETCH_BLOCKS,
+        &["sh", "-c", &format!("cat {url} >/dev/null; echo $?")],
+        "1\n",
+        &[&refused],
+    );
 }
 
 #[test]
@@ -1541,12 +1493,7 @@ fn roost_index_writes_block_hashes_for_large_files_only_when_needed() {
             "roost index: --block-threshold lots: expected a number with K, M or G",
         ),
     ] {
-        let o = roost()
-            .arg("index")
-            .arg(s.root().join("t"))
-            .args(options)
-            .output()
-            .unwrap();
+        let o = s.try_index("t", &options);
         assert_eq!(o.status.code(), Some(2), "{options:?}");
         assert!(stderr(&o).contains(want), "{options:?}: {}", stderr(&o));
     }

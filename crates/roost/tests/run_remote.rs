@@ -230,15 +230,11 @@ fn python_imports_a_package_tree_from_the_server_and_writes_its_bytecode_there()
     let program = "import sys; sys.path.insert(0, '/py'); import pkg, pkg.sub.leaf; \
                    print(pkg.VALUE, pkg.sub.leaf.NAME, pkg.__file__)";
     for mode in MODES {
-        let python = [
-            "env",
-            "-u",
-            "PYTHONDONTWRITEBYTECODE",
-            "python3",
-            "-c",
-            program,
-        ];
-        let o = r.run(mode, &["--mount", &mount], &python);
+        let o = r.run(
+            mode,
+            &["--mount", &mount],
+            &python3_writing_bytecode(program),
+        );
         assert_eq!(
             stdout(&o),
             "45 {\"leaf\": 1} /py/pkg/__init__.py\n",
@@ -986,12 +982,7 @@ fn cctools_chirp_server_serves_the_same_tree() {
     let acl = scratch.path().join("acl");
     std::fs::write(&acl, "address:127.0.0.1 rwldpa\n").unwrap();
     let port_file = scratch.path().join("port");
-    let st = Command::new("chown")
-        .args(["-R", "nobody"])
-        .arg(scratch.path())
-        .status()
-        .unwrap();
-    assert!(st.success());
+    give_to_nobody(scratch.path());
     let mut server = Command::new("chirp_server")
         .arg("-r")
         .arg(&export)
@@ -1015,28 +1006,13 @@ fn cctools_chirp_server_serves_the_same_tree() {
         .stderr(Stdio::null())
         .spawn()
         .expect("chirp_server (install coop-computing-tools)");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let port: u16 = loop {
-        if let Some(p) = std::fs::read_to_string(&port_file)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
-            break p;
-        }
-        assert!(Instant::now() < deadline, "chirp_server reported no port");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let port = read_port_file(&port_file);
     let cache = tempfile::tempdir().unwrap();
     // zlib built on the cctools server equals the native build.
     let native = native_zlib();
     let z = export.join("z");
     zlib_tree(&z);
-    let st = Command::new("chown")
-        .args(["-R", "nobody"])
-        .arg(&z)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    give_to_nobody(&z);
     let o = roost()
         .args(["run", "--auth", "address", "--cache"])
         .arg(cache.path())

@@ -1,10 +1,12 @@
-//! Shared helpers of the `roost run` integration tests: the real `roost` binary, scratch
-//! trees that remove themselves, and C test programs compiled with gcc at test time.
+//! Shared helpers of the `roost run` integration tests (and of others that want the same):
+//! the real `roost` binary, scratch trees that remove themselves, C test programs compiled
+//! with gcc at test time, and whether the tests run as root and which programs they have.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// A port nobody listens on now (for a server that must come back on the same one, or an
 /// address that must refuse).
@@ -142,6 +144,56 @@ pub fn sh_both(t: &Tree, script: &str) -> (String, i32) {
 pub fn is_root() -> bool {
     // SAFETY: a plain id query.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// `python3 -c PROGRAM` left free to write bytecode, whatever `PYTHONDONTWRITEBYTECODE`
+/// the tests inherit.
+pub fn python3_writing_bytecode(program: &str) -> [&str; 6] {
+    [
+        "env",
+        "-u",
+        "PYTHONDONTWRITEBYTECODE",
+        "python3",
+        "-c",
+        program,
+    ]
+}
+
+/// Whether `program` is on the PATH (tests of other implementations, cctools' above all,
+/// print why they check nothing without them).
+pub fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `chown -R nobody PATH`, for a server that runs as nobody (cctools' `chirp_server -i
+/// nobody` when the tests run as root).
+pub fn give_to_nobody(path: &Path) {
+    let st = Command::new("chown")
+        .args(["-R", "nobody"])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// The port a server (cctools' `chirp_server -Z`, `catalog_server`) writes to `path`, once
+/// it has: at most 10 s.
+pub fn read_port_file(path: &Path) -> u16 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(p) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return p;
+        }
+        assert!(Instant::now() < deadline, "no port in {}", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The zlib sources bundled in the libz-sys crate (a dev-dependency for this reason): a
