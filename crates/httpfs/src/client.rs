@@ -211,6 +211,8 @@ struct Route {
     /// run that reaches no web server should not pay.
     agent: std::sync::OnceLock<ureq::Agent>,
     timeout: Duration,
+    /// Whether servers' certificates go unchecked (`--http-insecure`).
+    insecure: bool,
     /// Whether leaving it was said.
     left: AtomicBool,
 }
@@ -227,9 +229,13 @@ impl Route {
                 .max_idle_connections(64)
                 .max_idle_connections_per_host(8)
                 .user_agent(concat!("roost/", env!("CARGO_PKG_VERSION")));
-            match &self.via {
+            let builder = match &self.via {
                 Some(p) => builder.proxy(p.clone()),
                 None => builder,
+            };
+            match self.insecure {
+                true => builder.tls_config(insecure_tls()),
+                false => builder,
             }
             .build()
         })
@@ -266,7 +272,8 @@ impl Client {
     /// The client going through `list`'s proxies (from one picked at random), then to the
     /// origin; `timeout` bounds each connect and read. A proxy URL that is no
     /// `http://[USER:PASSWORD@]HOST[:PORT]` is an error.
-    pub fn new(timeout: Duration, list: ProxyList) -> Result<Client, String> {
+    /// With `insecure`, https servers' certificates are not checked (TLS still is).
+    pub fn new(timeout: Duration, list: ProxyList, insecure: bool) -> Result<Client, String> {
         let mut routes = Vec::new();
         for url in &list.proxies {
             let bad = || format!("proxy {url}: expected http://[USER:PASSWORD@]HOST[:PORT]");
@@ -283,6 +290,7 @@ impl Client {
                 via: Some(proxy),
                 agent: std::sync::OnceLock::new(),
                 timeout,
+                insecure,
                 left: AtomicBool::new(false),
             });
         }
@@ -295,6 +303,7 @@ impl Client {
             via: None,
             agent: std::sync::OnceLock::new(),
             timeout,
+            insecure,
             left: AtomicBool::new(false),
         });
         Ok(Client {
@@ -457,9 +466,94 @@ impl Client {
                     let part = part.strip_prefix(&format!("{kind}: ")).unwrap_or(&part);
                     text = format!("{text}: {part}");
                 }
+                if let Some(why) = certificate_refused(&t) {
+                    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+                    let authority = rest.split('/').next().unwrap_or("");
+                    text = format!(
+                        "TLS: the certificate of {authority} is refused ({why}); if the server \
+                         is the one meant, add its CA to the trusted ones \
+                         (SSL_CERT_FILE=BUNDLE.pem with the system's CAs and it), or run with \
+                         --http-insecure to not check {scheme} certificates"
+                    );
+                }
                 Err(Failure::Transport(text))
             }
         }
+    }
+}
+
+/// Why rustls refused the server's certificate, if that is what failed.
+fn certificate_refused(t: &ureq::Transport) -> Option<String> {
+    let io = std::error::Error::source(t)?.downcast_ref::<std::io::Error>()?;
+    match io.get_ref()?.downcast_ref::<rustls::Error>()? {
+        e @ rustls::Error::InvalidCertificate(_) => Some(e.to_string()),
+        _ => None,
+    }
+}
+
+/// The TLS configuration of `--http-insecure`: rustls with ureq's protocol versions and
+/// crypto provider, taking any certificate as the server's. The handshake's signatures are
+/// still checked against the certificate's key (by rustls), so the connection is encrypted
+/// to whoever holds that key, only nothing says who that is.
+fn insecure_tls() -> std::sync::Arc<rustls::ClientConfig> {
+    use std::sync::Arc;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS12, &rustls::version::TLS13])
+        .expect("ring supports TLS 1.2 and 1.3")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+        .with_no_client_auth();
+    Arc::new(config)
+}
+
+/// A certificate verifier that takes any certificate (`--http-insecure`), checking the
+/// handshake's signatures with rustls' own functions.
+#[derive(Debug)]
+struct AnyCertificate(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 
@@ -590,7 +684,7 @@ mod tests {
             "http://u:p@h:1/",
             "http://10.0.0.1",
         ] {
-            let c = Client::new(t, list(ok)).unwrap_or_else(|e| panic!("{ok}: {e}"));
+            let c = Client::new(t, list(ok), false).unwrap_or_else(|e| panic!("{ok}: {e}"));
             assert_eq!(c.origin(), 1);
             assert!(!c.proxy(0).unwrap().contains('@'), "{ok}");
             assert_eq!(c.proxy(1), None);
@@ -602,7 +696,7 @@ mod tests {
             "http://h:1/path",
             "http://",
         ] {
-            assert!(Client::new(t, list(bad)).is_err(), "{bad}");
+            assert!(Client::new(t, list(bad), false).is_err(), "{bad}");
         }
     }
 
@@ -618,7 +712,7 @@ mod tests {
         };
         let mut first = std::collections::BTreeSet::new();
         for _ in 0..60 {
-            let c = Client::new(Duration::from_secs(1), list.clone()).unwrap();
+            let c = Client::new(Duration::from_secs(1), list.clone(), false).unwrap();
             // The others follow in the order given, then the origin.
             let order: Vec<&str> = (0..3).map(|r| c.proxy(r).unwrap()).collect();
             let at = list.proxies.iter().position(|p| p == order[0]).unwrap();
@@ -669,7 +763,7 @@ mod tests {
                 proxies: vec![format!("http://{proxy}")],
                 no_proxy: vec!["127.0.0.2".into()],
             };
-            Client::new(Duration::from_secs(5), list).unwrap()
+            Client::new(Duration::from_secs(5), list, false).unwrap()
         };
         // A 5xx from the proxy where the origin answers: the proxy is left.
         let c = client(&failing);

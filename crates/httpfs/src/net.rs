@@ -64,6 +64,8 @@ pub struct HttpOptions {
     pub block_threshold: u64,
     /// How many blocks of one file are fetched at once (connections per file).
     pub streams: usize,
+    /// Take any certificate from https servers (`--http-insecure`).
+    pub insecure: bool,
 }
 
 impl Default for HttpOptions {
@@ -76,6 +78,7 @@ impl Default for HttpOptions {
             keys: Vec::new(),
             block_threshold: crate::blocks::DEFAULT_THRESHOLD,
             streams: 4,
+            insecure: false,
         }
     }
 }
@@ -206,7 +209,7 @@ impl HttpNet {
         Ok(HttpNet {
             scheme,
             cache,
-            client: Client::new(options.timeout, options.proxies.clone())?,
+            client: Client::new(options.timeout, options.proxies.clone(), options.insecure)?,
             options,
             servers: Mutex::new(BTreeSet::new()),
             dirs: Mutex::new(HashMap::new()),

@@ -126,6 +126,11 @@ pub struct RunArgs {
     /// How many blocks of one such file are fetched at once (1 to 16; one connection each).
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub http_streams: usize,
+    /// Take any certificate from /https servers: still TLS, but nothing checks that the
+    /// server is the one named (anyone on the path can pose as it). Without it, a
+    /// certificate the system's CAs (or $SSL_CERT_FILE's) do not vouch for is refused.
+    #[arg(long, visible_alias = "insecure")]
+    pub http_insecure: bool,
     /// The cache's size bound, in bytes or with a K, M or G suffix; the least recently
     /// used files go first.
     #[arg(long, default_value = "4G", value_name = "SIZE")]
@@ -229,6 +234,12 @@ fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
         .iter()
         .map(|f| PublicKey::load(f).map_err(|e| format!("--http-key {e}")))
         .collect::<Result<Vec<_>, _>>()?;
+    if args.http_insecure {
+        eprintln!(
+            "roost run: --http-insecure: the certificates of https servers are not checked \
+             (anyone on the path can pose as a server)"
+        );
+    }
     // The objects are shared with Chirp's; each driver's mirror is its own, since a mirror
     // holds driver paths (`/HOST:PORT/PATH`) and the root's listing replaces its entries.
     let web = |scheme: &'static str| -> Result<Arc<HttpNet>, String> {
@@ -240,6 +251,7 @@ fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
             keys: keys.clone(),
             block_threshold,
             streams: args.http_streams,
+            insecure: args.http_insecure,
         };
         let driver = match HttpNet::new(scheme, cache_of(args)?, options.clone()) {
             Ok(driver) => driver,

@@ -79,6 +79,24 @@ impl Web {
     /// nginx on a free port with `server` (given nginx's state directory) as its server
     /// block.
     fn nginx_with(server: impl FnOnce(&Path) -> String) -> Web {
+        Web::nginx_listening("", server)
+    }
+
+    /// nginx serving `root` over TLS with the certificate chain `cert` and its key `key`
+    /// (PEM files).
+    fn nginx_tls(root: &Path, cert: &Path, key: &Path) -> Web {
+        Web::nginx_listening(" ssl", |_| {
+            format!(
+                "root {};\n    ssl_certificate {};\n    ssl_certificate_key {};",
+                root.display(),
+                cert.display(),
+                key.display()
+            )
+        })
+    }
+
+    /// nginx on a free port (`listen 127.0.0.1:PORT` + `listen`) with `server`.
+    fn nginx_listening(listen: &str, server: impl FnOnce(&Path) -> String) -> Web {
         let port = free_port();
         let state = tempfile::tempdir().unwrap();
         let user = if is_root() { "user root root;" } else { "" };
@@ -91,7 +109,7 @@ impl Web {
              proxy_temp_path {s}/proxy;\n  fastcgi_temp_path {s}/fastcgi;\n\
              uwsgi_temp_path {s}/uwsgi;\n  scgi_temp_path {s}/scgi;\n\
              proxy_cache_path {s}/cache levels=1:2 keys_zone=roost:1m;\n\
-             server {{\n    listen 127.0.0.1:{port};\n    {server}\n  }}\n}}\n",
+             server {{\n    listen 127.0.0.1:{port}{listen};\n    {server}\n  }}\n}}\n",
             s = state.path().display(),
             server = server(state.path()),
         );
@@ -144,6 +162,8 @@ impl Drop for Web {
 struct Site {
     served: tempfile::TempDir,
     cache: tempfile::TempDir,
+    /// Variables set for `roost run` (`SSL_CERT_FILE`).
+    env: Vec<(String, String)>,
 }
 
 impl Site {
@@ -151,6 +171,7 @@ impl Site {
         Site {
             served: tempfile::tempdir().unwrap(),
             cache: tempfile::tempdir().unwrap(),
+            env: Vec::new(),
         }
     }
 
@@ -215,9 +236,13 @@ impl Site {
     /// The command `run` runs, with no proxy from the environment.
     fn command(&self, mode: &[&str], options: &[&str], argv: &[&str]) -> Command {
         let mut c = roost();
-        for v in PROXY_VARIABLES {
+        for v in PROXY_VARIABLES
+            .iter()
+            .chain(&["SSL_CERT_FILE", "SSL_CERT_DIR"])
+        {
             c.env_remove(v);
         }
+        c.envs(self.env.iter().cloned());
         c.arg("run")
             .arg("--cache")
             .arg(self.cache.path())
@@ -630,6 +655,222 @@ fn https_to_a_server_that_speaks_no_tls_fails_with_one_line() {
     assert!(err.contains("Input/output error"), "{err}");
 }
 
+/// A throwaway CA made by the openssl command (nothing committed): `ca.pem` (its
+/// certificate) in `dir`, and certificates it signs.
+struct TestCa {
+    dir: tempfile::TempDir,
+}
+
+impl TestCa {
+    /// A CA named `name` (its subject's CN).
+    fn new(name: &str) -> TestCa {
+        let ca = TestCa {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        ca.openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN={name}"),
+        ]);
+        ca
+    }
+
+    fn openssl(&self, args: &[&str]) {
+        let o = Command::new("openssl")
+            .args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .expect("openssl (apt-get install openssl)");
+        assert!(o.status.success(), "openssl {args:?}: {}", stderr(&o));
+    }
+
+    /// The CA's certificate (PEM).
+    fn pem(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    /// A server certificate `NAME.pem` and key `NAME.key` for `alt` (a subjectAltName
+    /// value: `IP:127.0.0.1`), signed by this CA.
+    fn sign(&self, name: &str, alt: &str) -> (PathBuf, PathBuf) {
+        let (key, csr, pem, ext) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+        );
+        std::fs::write(
+            self.dir.path().join(&ext),
+            format!("subjectAltName={alt}\nbasicConstraints=CA:FALSE\n"),
+        )
+        .unwrap();
+        self.openssl(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            &format!("/CN={name}"),
+        ]);
+        self.openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            &ext,
+        ]);
+        (self.dir.path().join(pem), self.dir.path().join(key))
+    }
+}
+
+/// `SSL_CERT_FILE=PEM` for roost run.
+fn trusting(pem: &Path) -> Vec<(String, String)> {
+    vec![("SSL_CERT_FILE".to_string(), pem.display().to_string())]
+}
+
+#[test]
+fn a_signed_tree_served_over_https_reads_as_the_local_one() {
+    let mut s = Site::new();
+    populate(&s, "t");
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = gen_key(keys.path(), "k");
+    s.index_signed("t", &key);
+    let ca = TestCa::new("roost test CA");
+    let (cert, cert_key) = ca.sign("server", "IP:127.0.0.1,DNS:localhost");
+    let web = Web::nginx_tls(s.root(), &cert, &cert_key);
+    // The test CA is trusted the way rustls-native-certs is told: SSL_CERT_FILE.
+    s.env = trusting(&ca.pem());
+    let pin = pinned(&[&public]);
+    let url = format!("/https/127.0.0.1:{}/t", web.port);
+    let out = same_as_local(&s, &s.root().join("t"), &url, &strs(&pin), SURVEY);
+    assert!(out.ends_with("exit Some(0)"), "{out}");
+    assert!(out.contains("script ./run.sh a b"), "{out}");
+    // By a mount written as a URL, with no key pinned, too.
+    let mount = format!("/m=https://localhost:{}/t", web.port);
+    s.each_mode(
+        Cache::Emptied,
+        &["--mount", &mount],
+        &["sh", "-c", "cat /m/sub/deep/f && /m/run.sh x"],
+        "deep file\nscript /m/run.sh x\n",
+        &[],
+    );
+}
+
+/// Runs `cat` and `ls` of `url` (an https tree with `t/f`) and checks both fail with EIO
+/// and one line naming `authority` and holding each of `said`.
+fn refused(s: &Site, url: &str, authority: &str, said: &[&str]) {
+    for mode in MODES {
+        let o = s.run(
+            mode,
+            &[],
+            &["sh", "-c", &format!("cat {url}/f; ls {url}; echo $?")],
+        );
+        let err = stderr(&o);
+        assert_eq!(stdout(&o), "2\n", "{err}");
+        let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("roost:")).collect();
+        assert_eq!(lines.len(), 1, "{err}");
+        let line = lines[0];
+        assert!(
+            line.contains(&format!("the certificate of {authority} is refused")),
+            "{err}"
+        );
+        for part in said.iter().chain(&["SSL_CERT_FILE", "--http-insecure"]) {
+            assert!(line.contains(part), "{part}: {err}");
+        }
+        assert!(err.contains("Input/output error"), "{err}");
+    }
+}
+
+#[test]
+fn untrusted_or_misnamed_certificates_are_refused_unless_insecure() {
+    let mut s = Site::new();
+    s.write("t/f", b"over tls\n");
+    s.index("t");
+    let ca = TestCa::new("roost test CA");
+    let (cert, key) = ca.sign("server", "IP:127.0.0.1");
+    let web = Web::nginx_tls(s.root(), &cert, &key);
+    let authority = format!("127.0.0.1:{}", web.port);
+    let url = format!("/https/{authority}/t");
+    // The system's CAs do not vouch for the test CA.
+    refused(&s, &url, &authority, &["UnknownIssuer"]);
+    // Another CA trusted instead.
+    let other = TestCa::new("another roost test CA");
+    s.env = trusting(&other.pem());
+    refused(&s, &url, &authority, &["UnknownIssuer"]);
+    // The CA trusted, but the certificate is for another name.
+    s.env = trusting(&ca.pem());
+    let (cert, key) = ca.sign("elsewhere", "DNS:elsewhere.example");
+    let misnamed = Web::nginx_tls(s.root(), &cert, &key);
+    let authority = format!("127.0.0.1:{}", misnamed.port);
+    let misnamed_url = format!("/https/{authority}/t");
+    refused(&s, &misnamed_url, &authority, &["not valid for name"]);
+    // With --http-insecure both read, still over TLS; the warning is said once.
+    s.env.clear();
+    for url in [&url, &misnamed_url] {
+        for (mode, err) in s.each_mode(
+            Cache::Emptied,
+            &["--http-insecure"],
+            &["sh", "-c", &format!("cat {url}/f; ls {url}; cat {url}/f")],
+            "over tls\nf\nover tls\n",
+            &[],
+        ) {
+            let warned = "roost run: --http-insecure: the certificates of https servers are \
+                          not checked";
+            assert_eq!(err.matches(warned).count(), 1, "{mode:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{mode:?}: {err}");
+        }
+    }
+    // `--insecure` is the same option.
+    let o = s.run(&[], &["--insecure"], &["cat", &format!("{url}/f")]);
+    assert_eq!(stdout(&o), "over tls\n", "{}", stderr(&o));
+}
+
+#[test]
+fn plain_http_to_an_https_port_fails_cleanly() {
+    let s = Site::new();
+    s.write("t/f", b"over tls\n");
+    s.index("t");
+    let ca = TestCa::new("roost test CA");
+    let (cert, key) = ca.sign("server", "IP:127.0.0.1");
+    let web = Web::nginx_tls(s.root(), &cert, &key);
+    let url = web.url("/t");
+    let o = s.run(
+        &[],
+        &[],
+        &["sh", "-c", &format!("cat {url}/f; ls {url}; echo $?")],
+    );
+    let err = stderr(&o);
+    assert_eq!(stdout(&o), "2\n", "{err}");
+    eprintln!("{err}");
+}
+
 /// The lines of `err` that say a fall-back from a proxy.
 fn fall_backs(err: &str) -> Vec<&str> {
     err.lines()
@@ -659,11 +900,7 @@ fn reads_go_through_a_caching_proxy() {
         assert!(log.contains(&asked(path)), "{path}: {log}");
     }
     // Another job (an empty cache of its own) finds the files in the proxy's cache.
-    let o = Site {
-        served: tempfile::tempdir().unwrap(),
-        cache: tempfile::tempdir().unwrap(),
-    }
-    .run(&[], &via, &["md5sum", &web.url("/t/big")]);
+    let o = Site::new().run(&[], &via, &["md5sum", &web.url("/t/big")]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         proxy.log().contains(&format!("{} HIT", asked("/t/big"))),
