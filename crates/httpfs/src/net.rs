@@ -293,6 +293,23 @@ impl HttpNet {
                     eprintln!("roost: {url}: {e}");
                 }
             }
+            // roost's requests are well formed: a 400 is a server refusing to speak with
+            // it at all, as one that speaks only https answers plain http.
+            Err(Failure::Status(400)) => {
+                down.remove(authority);
+                drop(down);
+                let hint = match self.scheme {
+                    "http" => format!(
+                        "; a server that speaks only https answers so: try /https/{authority}"
+                    ),
+                    _ => String::new(),
+                };
+                self.say_once(format!(
+                    "roost: {}://{authority}: the server answers HTTP status 400 (bad \
+                     request){hint}",
+                    self.scheme
+                ));
+            }
             _ => {
                 down.remove(authority);
             }

@@ -234,6 +234,21 @@ fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
         .iter()
         .map(|f| PublicKey::load(f).map_err(|e| format!("--http-key {e}")))
         .collect::<Result<Vec<_>, _>>()?;
+    // rustls-native-certs reads SSL_CERT_FILE instead of the system's CAs, and a file it
+    // cannot read leaves no CA trusted, silently: said here.
+    if let Some(file) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
+        let shown = std::path::Path::new(&file).display().to_string();
+        match std::fs::read(&file) {
+            Ok(pem) if pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") => {}
+            Ok(_) => eprintln!(
+                "roost run: SSL_CERT_FILE={shown}: no PEM certificate in it; https servers \
+                 will be refused"
+            ),
+            Err(e) => {
+                eprintln!("roost run: SSL_CERT_FILE={shown}: {e}; https servers will be refused")
+            }
+        }
+    }
     if args.http_insecure {
         eprintln!(
             "roost run: --http-insecure: the certificates of https servers are not checked \

@@ -824,6 +824,18 @@ fn untrusted_or_misnamed_certificates_are_refused_unless_insecure() {
     let other = TestCa::new("another roost test CA");
     s.env = trusting(&other.pem());
     refused(&s, &url, &authority, &["UnknownIssuer"]);
+    // A trust store that cannot be read trusts nothing, and says so.
+    s.env = trusting(Path::new("/nonexistent/ca.pem"));
+    let o = s.run(&[], &[], &["cat", &format!("{url}/f")]);
+    let err = stderr(&o);
+    assert!(
+        err.starts_with(
+            "roost run: SSL_CERT_FILE=/nonexistent/ca.pem: No such file or directory (os error \
+             2); https servers will be refused\n"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("UnknownIssuer"), "{err}");
     // The CA trusted, but the certificate is for another name.
     s.env = trusting(&ca.pem());
     let (cert, key) = ca.sign("elsewhere", "DNS:elsewhere.example");
@@ -868,7 +880,15 @@ fn plain_http_to_an_https_port_fails_cleanly() {
     );
     let err = stderr(&o);
     assert_eq!(stdout(&o), "2\n", "{err}");
-    eprintln!("{err}");
+    let said = format!(
+        "roost: http://127.0.0.1:{p}: the server answers HTTP status 400 (bad request); a \
+         server that speaks only https answers so: try /https/127.0.0.1:{p}\n",
+        p = web.port
+    );
+    assert_eq!(err.matches(&said).count(), 1, "{err}");
+    assert!(err.contains("cat: '/http/127.0.0.1"), "{err}");
+    assert!(err.contains("Input/output error"), "{err}");
+    assert_eq!(err.lines().count(), 3, "{err}");
 }
 
 /// The lines of `err` that say a fall-back from a proxy.
