@@ -466,14 +466,13 @@ impl Client {
                     let part = part.strip_prefix(&format!("{kind}: ")).unwrap_or(&part);
                     text = format!("{text}: {part}");
                 }
-                if let Some(why) = certificate_refused(&t) {
+                if let Some((why, fix)) = certificate_refused(&t) {
                     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
                     let authority = rest.split('/').next().unwrap_or("");
                     text = format!(
                         "TLS: the certificate of {authority} is refused ({why}); if the server \
-                         is the one meant, add its CA to the trusted ones \
-                         (SSL_CERT_FILE=BUNDLE.pem with the system's CAs and it), or run with \
-                         --http-insecure to not check {scheme} certificates"
+                         is the one meant, {fix}, or run with --http-insecure to not check \
+                         {scheme} certificates"
                     );
                 }
                 Err(Failure::Transport(text))
@@ -482,13 +481,24 @@ impl Client {
     }
 }
 
-/// Why rustls refused the server's certificate, if that is what failed.
-fn certificate_refused(t: &ureq::Transport) -> Option<String> {
+/// Why rustls refused the server's certificate and what would make it pass, if that is
+/// what failed.
+fn certificate_refused(t: &ureq::Transport) -> Option<(String, &'static str)> {
+    use rustls::CertificateError as C;
     let io = std::error::Error::source(t)?.downcast_ref::<std::io::Error>()?;
-    match io.get_ref()?.downcast_ref::<rustls::Error>()? {
-        e @ rustls::Error::InvalidCertificate(_) => Some(e.to_string()),
-        _ => None,
-    }
+    let e = io.get_ref()?.downcast_ref::<rustls::Error>()?;
+    let rustls::Error::InvalidCertificate(why) = e else {
+        return None;
+    };
+    let fix = match why {
+        C::UnknownIssuer | C::BadSignature => {
+            "add its CA to the trusted ones (SSL_CERT_FILE=BUNDLE.pem with the system's CAs \
+             and it)"
+        }
+        C::NotValidForName | C::NotValidForNameContext { .. } => "name it as its certificate does",
+        _ => "have its certificate fixed",
+    };
+    Some((e.to_string(), fix))
 }
 
 /// The TLS configuration of `--http-insecure`: rustls with ureq's protocol versions and

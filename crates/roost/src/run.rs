@@ -234,9 +234,14 @@ fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
         .iter()
         .map(|f| PublicKey::load(f).map_err(|e| format!("--http-key {e}")))
         .collect::<Result<Vec<_>, _>>()?;
-    // rustls-native-certs reads SSL_CERT_FILE instead of the system's CAs, and a file it
-    // cannot read leaves no CA trusted, silently: said here.
-    if let Some(file) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
+    // rustls-native-certs reads SSL_CERT_FILE (and SSL_CERT_DIR) instead of the system's
+    // CAs, and a file it cannot read, with no SSL_CERT_DIR, leaves no CA trusted, silently:
+    // said here.
+    let cert_vars = (
+        std::env::var_os("SSL_CERT_FILE"),
+        std::env::var_os("SSL_CERT_DIR"),
+    );
+    if let (Some(file), None) = cert_vars {
         let shown = std::path::Path::new(&file).display().to_string();
         match std::fs::read(&file) {
             Ok(pem) if pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") => {}
