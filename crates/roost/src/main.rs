@@ -11,6 +11,7 @@ mod remote;
 mod run;
 mod serve;
 mod size;
+mod thermostat;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -49,6 +50,8 @@ enum Command {
     /// Run programs on a server through the Chirp job RPCs: create, commit, status, wait,
     /// kill, reap, or run one from start to end.
     Job(job::JobArgs),
+    /// Show or change the owner's limits on a running `roost serve --jobs` (its thermostat).
+    Thermostat(thermostat::ThermostatArgs),
     #[command(flatten)]
     Remote(remote::RemoteCommand),
     #[command(flatten)]
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::Catalog(args) => pool::catalog_main(args),
         Command::Status(args) => pool::status_main(args),
         Command::Job(args) => job::main(args),
+        Command::Thermostat(args) => thermostat::main(args),
         Command::Remote(command) => remote::main(command),
         Command::Group(command) => group_cmds::main(command),
     }

@@ -7,6 +7,8 @@ use roost_server::catalog_report;
 use roost_server::export::Export;
 use roost_server::jobs::JobConfig;
 use roost_server::log::{self, Level};
+use roost_server::thermostat::schedule::Schedule;
+use roost_server::thermostat::{Config as ThermostatConfig, Mechanism};
 use roost_server::{Limits, Server};
 use roost_wire::Rights;
 use std::io::Write;
@@ -98,6 +100,14 @@ pub struct ServeArgs {
     /// A server not run as root runs jobs as its own user.
     #[arg(long, value_name = "USER")]
     pub job_user: Option<String>,
+    /// Limit guest jobs' CPU and memory on a weekly schedule read from FILE (see
+    /// docs/pool.md "Thermostat"); `roost thermostat set` changes the limits while running.
+    #[arg(long, value_name = "FILE")]
+    pub thermostat: Option<PathBuf>,
+    /// How the thermostat holds jobs to its limits: auto (the best available) or loop
+    /// (SIGSTOP/SIGCONT and a memory watchdog over the jobs' processes).
+    #[arg(long, default_value = "auto", value_name = "MECHANISM")]
+    pub thermostat_mechanism: String,
 }
 
 pub fn main(args: ServeArgs) -> ExitCode {
@@ -155,6 +165,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
     })?;
     let bound = server.local_addr().map_err(|e| e.to_string())?;
     let dir = std::fs::canonicalize(&args.dir).unwrap_or(args.dir.clone());
+    let thermostat = thermostat_config(&args)?;
     if args.jobs {
         let config = JobConfig {
             dir: args
@@ -165,10 +176,11 @@ fn run(args: ServeArgs) -> Result<(), String> {
             time_limit: Duration::from_secs(args.job_time_limit),
             user: args.job_user.clone(),
             chirp_host: format!("{}:{}", catalog_report::host_name(), bound.port()),
+            thermostat,
         };
         server.enable_jobs(config)?;
-    } else if args.job_user.is_some() || args.job_dir.is_some() {
-        return Err("--job-user and --job-dir need --jobs".into());
+    } else if args.job_user.is_some() || args.job_dir.is_some() || args.thermostat.is_some() {
+        return Err("--job-user, --job-dir and --thermostat need --jobs".into());
     }
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{}", roost_server::announcement(bound, &dir));
@@ -191,10 +203,26 @@ fn run(args: ServeArgs) -> Result<(), String> {
     server.run().map_err(|e| e.to_string())
 }
 
+/// The thermostat's configuration from `--thermostat` and `--thermostat-mechanism`.
+fn thermostat_config(args: &ServeArgs) -> Result<Option<ThermostatConfig>, String> {
+    let mechanism = Mechanism::parse(&args.thermostat_mechanism)?;
+    let Some(path) = &args.thermostat else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--thermostat {}: {e}", path.display()))?;
+    let schedule =
+        Schedule::parse(&text).map_err(|e| format!("--thermostat {}: {e}", path.display()))?;
+    Ok(Some(ThermostatConfig {
+        schedule,
+        mechanism,
+    }))
+}
+
 /// The default job directory for the export `dir`: under /var/lib/roost/jobs as root, else
 /// under the user's state directory, named after the export's path (its `/` made `-`, and a
 /// short hash so that `/a-b` and `/a/b` differ).
-fn default_job_dir(dir: &std::path::Path) -> PathBuf {
+pub fn default_job_dir(dir: &std::path::Path) -> PathBuf {
     let text = dir.to_string_lossy();
     let readable: String = text
         .trim_start_matches('/')

@@ -24,5 +24,6 @@ pub mod output;
 pub mod relay;
 pub mod session;
 pub mod splice;
+pub mod thermostat;
 
 pub use listener::{announced_addr, announcement, Limits, Server};

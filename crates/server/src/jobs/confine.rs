@@ -248,13 +248,18 @@ pub fn restrict_self(ruleset: libc::c_int) -> io::Result<()> {
 /// job: [`ResourceLimits::admit`] is called with the job's process group right after its
 /// first process starts, before it can have started others that escape, and
 /// [`ResourceLimits::release`] once every process of it is gone. The thermostat will put the
-/// group in a cgroup (or under its stop/continue loop) there.
+/// group under its stop/continue loop there ([`crate::thermostat`]).
 pub trait ResourceLimits: Send + Sync {
     fn admit(&self, job: i64, pgid: i32) -> io::Result<()>;
     fn release(&self, job: i64);
+    /// Why the limits killed job `job`, if they did (asked before [`ResourceLimits::release`]):
+    /// the job is then reported ERRORED with this as its error.
+    fn verdict(&self, _job: i64) -> Option<String> {
+        None
+    }
 }
 
-/// No limits: what roost has until the thermostat is built. Jobs are bounded only by
+/// No limits: a server without `--thermostat`. Jobs are bounded only by
 /// `--job-concurrency` and `--job-time-limit`.
 pub struct Unlimited;
 

@@ -9,7 +9,8 @@
 //!   ERRORED), as `job_status` reports it.
 //! - [`store`]: records on disk, crash-safe, so a restarted server still knows every job.
 //! - [`sandbox`]: binding inputs and outputs.
-//! - [`confine`]: the job's user, its Landlock confinement, the thermostat's hook.
+//! - [`confine`]: the job's user, its Landlock confinement, the thermostat's hook (the
+//!   thermostat itself is [`crate::thermostat`]).
 //! - [`runner`]: one thread per running job: start, watch, kill, finish.
 //!
 //! Who may do what: creating or committing a job needs the `x` right on the export's root
@@ -92,6 +93,8 @@ pub struct JobConfig {
     pub user: Option<String>,
     /// `host:port` of this server, given to jobs as `CHIRP_HOST`.
     pub chirp_host: String,
+    /// The owner's limits on jobs (`--thermostat`); `None`: none.
+    pub thermostat: Option<crate::thermostat::Config>,
 }
 
 /// The jobs of one server.
@@ -174,6 +177,13 @@ impl Jobs {
             table.jobs.insert(job.id, job);
         }
         store.clear_sandboxes();
+        let limits: Box<dyn ResourceLimits> = match &config.thermostat {
+            Some(t) => Box::new(crate::thermostat::Thermostat::start(
+                t.clone(),
+                dir.clone(),
+            )?),
+            None => Box::new(confine::Unlimited),
+        };
         let inner = Arc::new(Inner {
             export,
             config,
@@ -182,7 +192,7 @@ impl Jobs {
             store,
             table: Mutex::new(table),
             ended: Condvar::new(),
-            limits: Box::new(confine::Unlimited),
+            limits,
         });
         {
             let mut table = inner.lock();

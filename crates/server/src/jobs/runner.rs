@@ -158,6 +158,7 @@ fn run_job(inner: &Arc<Inner>, id: i64) -> Option<Outcome> {
             (child.wait().ok(), Some(Stop::Killed))
         }
     };
+    let verdict = inner.limits.verdict(id);
     inner.limits.release(id);
     if let Err(e) = admitted {
         return Some(Outcome::errored(format!(
@@ -168,6 +169,12 @@ fn run_job(inner: &Arc<Inner>, id: i64) -> Option<Outcome> {
         Some(code) => Exit::Exited(code),
         None => Exit::Signaled(s.signal().unwrap_or(0)),
     });
+    if let Some(why) = verdict.filter(|_| stop != Some(Stop::Killed)) {
+        return Some(Outcome {
+            exit,
+            ..Outcome::errored(why)
+        });
+    }
     match stop {
         Some(Stop::Killed) => None,
         Some(Stop::TimeLimit) => Some(Outcome {

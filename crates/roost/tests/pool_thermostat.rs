@@ -1,0 +1,300 @@
+//! The thermostat (issue 13, item 3): `roost serve --jobs --thermostat FILE` holds guest jobs
+//! to the owner's CPU and memory limits, `roost thermostat set` changes them while it runs.
+//! Real servers on 127.0.0.1, jobs submitted with `roost job run`; guest CPU is measured from
+//! `/proc` of the job's processes.
+
+mod run_support;
+mod serve_support;
+
+use run_support::roost;
+use serve_support::TestServer;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A server with jobs and a thermostat, its job directory where the jobs' user can reach it.
+struct Guarded {
+    server: TestServer,
+    job_dir: PathBuf,
+    _root: tempfile::TempDir,
+}
+
+impl Guarded {
+    fn start(schedule: &str, mechanism: &str) -> Guarded {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        let job_dir = root.path().join("jobs");
+        let file = root.path().join("thermostat");
+        std::fs::write(&file, schedule).unwrap();
+        let server = TestServer::start(&[
+            "--jobs",
+            "--job-dir",
+            &job_dir.display().to_string(),
+            "--acl",
+            "address:127.0.0.1=rwldax",
+            "--thermostat",
+            &file.display().to_string(),
+            "--thermostat-mechanism",
+            mechanism,
+        ]);
+        Guarded {
+            server,
+            job_dir,
+            _root: root,
+        }
+    }
+
+    fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.server.port)
+    }
+
+    /// `roost job run` of a shell script, started (not waited for).
+    fn run_job(&self, script: &str) -> Child {
+        let description = format!(
+            r#"{{"executable":"/bin/sh","arguments":["sh","-c",{}],"files":[]}}"#,
+            json(script)
+        );
+        let file = self._root.path().join(format!("job{}.json", rand_suffix()));
+        std::fs::write(&file, description).unwrap();
+        roost()
+            .args(["job", "run", "--auth", "address", &self.host()])
+            .arg(&file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    fn thermostat(&self, args: &[&str]) -> std::process::Output {
+        roost()
+            .arg("thermostat")
+            .args(args)
+            .arg("--job-dir")
+            .arg(&self.job_dir)
+            .output()
+            .unwrap()
+    }
+
+    fn show(&self) -> String {
+        String::from_utf8_lossy(&self.thermostat(&["show"]).stdout).into_owned()
+    }
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+fn json(s: &str) -> String {
+    let mut out = String::new();
+    roost_catalog::json::write_string(s, &mut out);
+    out
+}
+
+fn processes_with(marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(marker))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// utime + stime of `pids`, in clock ticks.
+fn ticks(pids: &[i32]) -> u64 {
+    pids.iter()
+        .filter_map(|pid| {
+            let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let rest = &text[text.rfind(')')? + 2..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum()
+}
+
+/// Busy clock ticks of the whole machine, from `/proc/stat` (all but idle and iowait).
+fn machine_busy() -> u64 {
+    let text = std::fs::read_to_string("/proc/stat").unwrap();
+    let line = text.lines().next().unwrap();
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    f.iter().take(8).sum::<u64>() - f[3] - f[4]
+}
+
+/// The shares of the whole machine (percent of all cores) that `pids`, and everything else,
+/// used over `window`.
+fn cpu_share(pids: &[i32], window: Duration) -> (f64, f64) {
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as f64;
+    let (before, busy_before) = (ticks(pids), machine_busy());
+    let start = Instant::now();
+    std::thread::sleep(window);
+    let used = ticks(pids) - before;
+    let others = (machine_busy() - busy_before).saturating_sub(used);
+    let share = |t: u64| t as f64 / hz / start.elapsed().as_secs_f64() / cores * 100.0;
+    (share(used), share(others))
+}
+
+/// Checks a measured guest share against `limit`: never more than 5 points above it, and
+/// no more than 5 below unless the rest of the machine left the guests no room.
+fn check_share(what: &str, limit: f64, (share, others): (f64, f64)) {
+    eprintln!("{what}: limit {limit}%, guest CPU {share:.1}%, everything else {others:.1}%");
+    assert!(
+        share <= limit + 5.0,
+        "{what}: {limit}% limit, measured {share:.1}%"
+    );
+    if others > 100.0 - limit - 5.0 {
+        eprintln!(
+            "{what}: the machine was busy ({others:.1}% other work): lower bound not checked"
+        );
+    } else {
+        assert!(
+            share >= limit - 5.0,
+            "{what}: {limit}% limit, measured {share:.1}%"
+        );
+    }
+}
+
+/// Kills the test's burners however the test ends (they are grandchildren of the server,
+/// which the parent-death signal does not reach).
+struct Reaper(String);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for pid in processes_with(&self.0) {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+fn eventually(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    start.elapsed()
+}
+
+/// Two CPU burners as one job: their processes carry `marker` in their command lines.
+fn burners(marker: &str) -> String {
+    format!("sh -c 'while :; do :; done' {marker} & sh -c 'while :; do :; done' {marker} & wait")
+}
+
+fn burn_under(mechanism: &str) {
+    let g = Guarded::start("default cpu 30%\n", mechanism);
+    let marker = format!("roost-burn-{}", rand_suffix());
+    let _reaper = Reaper(marker.clone());
+    let mut job = g.run_job(&burners(&marker));
+    eventually("two burners run", Duration::from_secs(10), || {
+        processes_with(&marker).len() >= 3
+    });
+    assert!(g.show().contains("cpu 30%"), "{}", g.show());
+    std::thread::sleep(Duration::from_millis(500));
+    let pids = processes_with(&marker);
+    check_share(
+        &format!("{mechanism}, 10 s"),
+        30.0,
+        cpu_share(&pids, Duration::from_secs(10)),
+    );
+
+    // A change while running takes hold within a few seconds.
+    let set = g.thermostat(&["set", "50%"]);
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    let took = eventually(
+        "the server applies the change",
+        Duration::from_secs(5),
+        || g.show().contains("cpu 50%"),
+    );
+    eprintln!("{mechanism}: the change to 50% was applied after {took:?}");
+    std::thread::sleep(Duration::from_secs(1));
+    check_share(
+        &format!("{mechanism}, after the change, 5 s"),
+        50.0,
+        cpu_share(&pids, Duration::from_secs(5)),
+    );
+    assert!(g.server.log_text().contains("thermostat-change"));
+    let _ = job.kill();
+    let _ = job.wait();
+}
+
+#[test]
+fn the_stop_continue_loop_holds_two_burners_to_the_limit_and_follows_a_change() {
+    burn_under("loop");
+}
+
+#[test]
+fn a_job_over_the_memory_limit_is_killed_with_a_clear_status_and_the_server_stays_up() {
+    let mut g = Guarded::start("default cpu 100% mem 100M\n", "loop");
+    let script = "exec /usr/bin/python3 -c 'import time\nl = []\nfor i in range(30):\n    \
+                  l.append(b\"x\" * (10 << 20)); time.sleep(0.05)\ntime.sleep(5)'";
+    let out = g.run_job(script).wait_with_output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        shown.contains("ERRORED") && shown.contains("killed: over memory limit 100M"),
+        "{shown}{err}"
+    );
+    assert!(g.server.alive());
+    let ok = g.run_job("exit 0").wait_with_output().unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stdout)
+    );
+    assert!(g.server.log_text().contains("thermostat-kill"));
+}
+
+fn serve_with(schedule: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("schedule");
+    std::fs::write(&file, schedule).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_roost"))
+        .arg("serve")
+        .arg(dir.path())
+        .args(["--port", "0", "--listen", "127.0.0.1", "--jobs"])
+        .arg("--job-dir")
+        .arg(dir.path().join("jobs"))
+        .arg("--thermostat")
+        .arg(&file)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn malformed_schedules_are_refused_with_exit_2_and_the_line() {
+    for (text, needle) in [
+        ("default cpu 20%\nmon-fri 09-17 cpu 120%\n", "line 2: cpu"),
+        ("# fine\n\nmonday 09-17 cpu 10%\n", "line 3: day"),
+        ("mon 09-25 cpu 10%\n", "line 1: hours"),
+        ("mon-fri 09-17 mem lots\n", "line 1: mem"),
+    ] {
+        let out = serve_with(text);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text:?}: {err}");
+        assert!(
+            err.contains(needle) && err.contains("--thermostat"),
+            "{text:?}: {err}"
+        );
+    }
+    let missing = roost()
+        .args(["thermostat", "set", "130%", "--job-dir", "/nonexistent"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+}

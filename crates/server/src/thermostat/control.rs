@@ -1,0 +1,93 @@
+//! Changing the limits while the server runs: `roost thermostat set 30% [--mem 1G]` writes
+//! the override to `JOBDIR/thermostat.set` (a line such as `cpu 30% mem 1G`, by
+//! write-then-rename), which the server rereads every second; `roost thermostat clear`
+//! removes it, giving the schedule back. The server writes what holds now, and why, to
+//! `JOBDIR/thermostat.now`, which `roost thermostat show` prints.
+//!
+//! A file rather than a socket: the job directory is already the server's own (mode 0700 as
+//! root, locked against a second server), so whoever may write there is the owner; it needs
+//! no listener, survives a restart of the server (the override stays until cleared) and is
+//! read with one `stat` a second. The server ignores an override file that is not owned by
+//! its own user (or root), or that others may write.
+
+use super::schedule::{Limits, Schedule, Setting};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// The override file, in the job directory.
+pub const SET_FILE: &str = "thermostat.set";
+/// What holds now, written by the server.
+pub const NOW_FILE: &str = "thermostat.now";
+
+/// The thermostat's files in one job directory.
+pub struct Control {
+    set: PathBuf,
+    now: PathBuf,
+}
+
+impl Control {
+    pub fn new(job_dir: &Path) -> Control {
+        Control {
+            set: job_dir.join(SET_FILE),
+            now: job_dir.join(NOW_FILE),
+        }
+    }
+
+    /// The limits that hold now, and where they come from (`schedule`, `override`, or the
+    /// schedule with why the override was ignored).
+    pub fn current(&self, schedule: &Schedule) -> (Limits, String) {
+        let scheduled = schedule.now();
+        match read_override(&self.set) {
+            Ok(None) => (scheduled, "schedule".into()),
+            Ok(Some(setting)) => (setting.over(scheduled), "override".into()),
+            Err(e) => (
+                scheduled,
+                format!("schedule (override {} ignored: {e})", self.set.display()),
+            ),
+        }
+    }
+
+    /// Writes what holds now to the report file (errors are only logged: the limits hold
+    /// anyway).
+    pub fn report(&self, mechanism: &str, limits: Limits, source: &str) {
+        let text = format!("mechanism {mechanism}\nlimits {limits}\nsource {source}\n");
+        if let Err(e) = write_replace(&self.now, &text) {
+            crate::log::event(
+                crate::log::Level::Error,
+                "thermostat-report",
+                &[("path", &self.now.display()), ("error", &e)],
+            );
+        }
+    }
+}
+
+fn read_override(path: &Path) -> Result<Option<Setting>, String> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let euid = unsafe { libc::geteuid() };
+    if !meta.is_file() || (meta.uid() != euid && meta.uid() != 0) || meta.mode() & 0o022 != 0 {
+        return Err("not a regular file of the server's user, writable by it alone".into());
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let words: Vec<&str> = text.split_whitespace().collect();
+    Setting::parse(&words).map(Some)
+}
+
+/// Writes `text` to `path` by write-then-rename, mode 0600.
+pub fn write_replace(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
