@@ -23,6 +23,9 @@ pub enum Failure {
     Status(u16),
     /// No answer: connection refused, reset, timed out, TLS refused...
     Transport(String),
+    /// The server's certificate was refused: the server's doing (or the trust store's),
+    /// never a proxy's, whose tunnel only carries it.
+    Certificate(String),
 }
 
 impl Failure {
@@ -40,7 +43,7 @@ impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Failure::Status(s) => write!(f, "HTTP status {s}"),
-            Failure::Transport(t) => write!(f, "{t}"),
+            Failure::Transport(t) | Failure::Certificate(t) => write!(f, "{t}"),
         }
     }
 }
@@ -469,11 +472,11 @@ impl Client {
                 if let Some((why, fix)) = certificate_refused(&t) {
                     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
                     let authority = rest.split('/').next().unwrap_or("");
-                    text = format!(
+                    return Err(Failure::Certificate(format!(
                         "TLS: the certificate of {authority} is refused ({why}); if the server \
                          is the one meant, {fix}, or run with --http-insecure to not check \
                          {scheme} certificates"
-                    );
+                    )));
                 }
                 Err(Failure::Transport(text))
             }

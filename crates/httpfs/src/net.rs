@@ -288,7 +288,7 @@ impl HttpNet {
         let answer = send();
         let mut down = self.down.lock().expect("down lock");
         match &answer {
-            Err(Failure::Transport(e)) => {
+            Err(Failure::Transport(e) | Failure::Certificate(e)) => {
                 if down.insert(authority.to_string()) {
                     eprintln!("roost: {url}: {e}");
                 }

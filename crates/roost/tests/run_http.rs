@@ -877,6 +877,97 @@ fn untrusted_or_misnamed_certificates_are_refused_unless_insecure() {
     assert_eq!(stdout(&o), "over tls\n", "{}", stderr(&o));
 }
 
+/// A forward proxy on 127.0.0.1 that answers only `CONNECT HOST:PORT` (as a proxy does
+/// for https: a byte pipe, seeing no more than the server's name), for as long as the test
+/// runs; each CONNECT's target goes to the returned list.
+fn connect_proxy() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(client.try_clone().unwrap());
+                let mut request = String::new();
+                reader.read_line(&mut request).unwrap_or(0);
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 2 {
+                    line.clear();
+                }
+                let mut client = client;
+                let target = match request.split_whitespace().collect::<Vec<_>>()[..] {
+                    ["CONNECT", target, _] => target.to_string(),
+                    _ => {
+                        let _ = client.write_all(b"HTTP/1.1 405 Not Allowed\r\n\r\n");
+                        return;
+                    }
+                };
+                log.lock().unwrap().push(target.clone());
+                let Ok(server) = std::net::TcpStream::connect(&target) else {
+                    let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n");
+                    return;
+                };
+                client
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .unwrap();
+                let (mut from_client, mut to_server) = (reader, server.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from_client, &mut to_server);
+                    let _ = to_server.shutdown(std::net::Shutdown::Write);
+                });
+                let (mut from_server, mut to_client) = (server, client);
+                let _ = std::io::copy(&mut from_server, &mut to_client);
+                let _ = to_client.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    (format!("http://127.0.0.1:{port}"), seen)
+}
+
+#[test]
+fn https_goes_through_a_proxy_by_connect_with_tls_end_to_end() {
+    let mut s = Site::new();
+    s.write("t/f", b"over tls\n");
+    s.index("t");
+    let ca = TestCa::new("roost test CA");
+    let (cert, key) = ca.sign("server", "IP:127.0.0.1");
+    let web = Web::nginx_tls(s.root(), &cert, &key);
+    let (proxy, seen) = connect_proxy();
+    let authority = format!("127.0.0.1:{}", web.port);
+    let url = format!("/https/{authority}/t");
+    let script = format!("cat {url}/f; ls {url}");
+    // The server's certificate is checked through the tunnel: refused without its CA...
+    let o = s.run(&[], &["--http-proxy", &proxy], &["sh", "-c", &script]);
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("the certificate of {authority} is refused")),
+        "{err}"
+    );
+    assert!(
+        !err.contains("roost: proxy"),
+        "the proxy is not at fault: {err}"
+    );
+    // ...read with it, and with --http-insecure.
+    s.env = trusting(&ca.pem());
+    let o = s.run(&[], &["--http-proxy", &proxy], &["sh", "-c", &script]);
+    assert_eq!(stdout(&o), "over tls\nf\n", "{}", stderr(&o));
+    assert_eq!(stderr(&o), "");
+    s.env.clear();
+    s.cache = tempfile::tempdir().unwrap();
+    let o = s.run(
+        &[],
+        &["--http-proxy", &proxy, "--http-insecure"],
+        &["sh", "-c", &script],
+    );
+    assert_eq!(stdout(&o), "over tls\nf\n", "{}", stderr(&o));
+    let seen = seen.lock().unwrap();
+    assert!(seen.len() >= 3, "{seen:?}");
+    assert!(seen.iter().all(|t| *t == authority), "{seen:?}");
+}
+
 #[test]
 fn plain_http_to_an_https_port_fails_cleanly() {
     let s = Site::new();
