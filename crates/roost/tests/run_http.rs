@@ -969,6 +969,30 @@ fn https_goes_through_a_proxy_by_connect_with_tls_end_to_end() {
 }
 
 #[test]
+fn a_large_file_is_fetched_in_blocks_over_https() {
+    let mut s = Site::new();
+    let data = big_data(BIG);
+    let local = s.write("t/big.dat", &data);
+    s.index_with("t", &INDEX_BLOCKS);
+    let ca = TestCa::new("roost test CA");
+    let (cert, key) = ca.sign("server", "IP:127.0.0.1");
+    let web = Web::nginx_tls(s.root(), &cert, &key);
+    s.env = trusting(&ca.pem());
+    let url = format!("/https/127.0.0.1:{}/t/big.dat", web.port);
+    let script = format!("cmp {url} {} && echo same", local.display());
+    let o = s.run(&[], &FETCH_BLOCKS, &["sh", "-c", &script]);
+    assert_eq!(stdout(&o), "same\n", "{}", stderr(&o));
+    assert_eq!(stderr(&o), "");
+    // One 206 for each block, over TLS.
+    let got = asked_for(&web, 0, "/t/big.dat");
+    assert_eq!(got.len(), 4, "{got:?}");
+    for range in BIG_RANGES {
+        let want = format!("206 - \"bytes={range}\"");
+        assert!(got.iter().any(|l| l.ends_with(&want)), "{range}: {got:?}");
+    }
+}
+
+#[test]
 fn plain_http_to_an_https_port_fails_cleanly() {
     let s = Site::new();
     s.write("t/f", b"over tls\n");
