@@ -6,6 +6,7 @@
 mod run_support;
 mod serve_support;
 
+use roost_server::thermostat::cgroup1::Cgroup1;
 use run_support::roost;
 use serve_support::TestServer;
 use std::os::unix::fs::PermissionsExt;
@@ -78,6 +79,20 @@ impl Guarded {
 
     fn show(&self) -> String {
         String::from_utf8_lossy(&self.thermostat(&["show"]).stdout).into_owned()
+    }
+}
+
+impl Drop for Guarded {
+    /// Stops the server, then removes the cgroups it made (a stopped server leaves them).
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.server.pid() as i32, libc::SIGKILL) };
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(3) {
+            std::thread::sleep(Duration::from_millis(100));
+            if Cgroup1::remove_leftovers(&self.job_dir) == 0 {
+                break;
+            }
+        }
     }
 }
 
@@ -238,9 +253,39 @@ fn the_stop_continue_loop_holds_two_burners_to_the_limit_and_follows_a_change() 
     burn_under("loop");
 }
 
+/// Whether this machine has writable cgroup v1 cpu and memory hierarchies (as root).
+fn cgroup1_here() -> bool {
+    let here = unsafe { libc::geteuid() } == 0
+        && std::path::Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists()
+        && std::path::Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists();
+    if !here {
+        eprintln!("skipped: no writable cgroup v1 cpu and memory hierarchies (needs root)");
+    }
+    here
+}
+
 #[test]
-fn a_job_over_the_memory_limit_is_killed_with_a_clear_status_and_the_server_stays_up() {
-    let mut g = Guarded::start("default cpu 100% mem 100M\n", "loop");
+fn cgroup_v1_holds_two_burners_to_the_limit_and_follows_a_change() {
+    if cgroup1_here() {
+        burn_under("cgroup1");
+    }
+}
+
+#[test]
+fn over_the_memory_limit_under_the_loop() {
+    over_the_memory_limit("loop");
+}
+
+#[test]
+fn over_the_memory_limit_under_cgroup_v1() {
+    if cgroup1_here() {
+        over_the_memory_limit("cgroup1");
+    }
+}
+
+/// A job over the memory limit is killed with a clear status, and the server stays up.
+fn over_the_memory_limit(mechanism: &str) {
+    let mut g = Guarded::start("default cpu 100% mem 100M\n", mechanism);
     let script = "exec /usr/bin/python3 -c 'import time\nl = []\nfor i in range(30):\n    \
                   l.append(b\"x\" * (10 << 20)); time.sleep(0.05)\ntime.sleep(5)'";
     let out = g.run_job(script).wait_with_output().unwrap();
@@ -251,6 +296,11 @@ fn a_job_over_the_memory_limit_is_killed_with_a_clear_status_and_the_server_stay
         "{shown}{err}"
     );
     assert!(g.server.alive());
+    assert!(
+        g.show().contains(&format!("mechanism {mechanism}")),
+        "{}",
+        g.show()
+    );
     let ok = g.run_job("exit 0").wait_with_output().unwrap();
     assert!(
         ok.status.success(),

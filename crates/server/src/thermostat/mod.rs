@@ -1,13 +1,15 @@
 //! The thermostat (Legion's "pain management", issue 13 item 3): the owner's limits on
 //! guest jobs, CPU percent of the machine and memory for all of them together, on a weekly
 //! schedule ([`schedule`]) that `roost thermostat set` overrides while the server runs
-//! ([`control`]), enforced by a stop/continue loop with a memory watchdog ([`feedback`])
-//! over the jobs' processes ([`procs`]).
+//! ([`control`]), enforced by cgroup v1 groups where they are writable ([`cgroup1`]), or else
+//! by a stop/continue loop with a memory watchdog ([`feedback`]) over the jobs' processes
+//! ([`procs`]).
 //!
 //! [`Thermostat`] is the jobs' [`ResourceLimits`]: a job is admitted by its process group
 //! when it starts; one thread, every [`TICK`], rereads the limits (each second) and runs
 //! the loop.
 
+pub mod cgroup1;
 pub mod control;
 pub mod feedback;
 pub mod procs;
@@ -30,6 +32,8 @@ pub const REREAD: Duration = Duration::from_secs(1);
 /// How the limits are enforced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mechanism {
+    /// cgroup v1 `cpu` and `memory` groups.
+    Cgroup1,
     /// SIGSTOP/SIGCONT over the jobs' processes, a watchdog over their memory.
     Loop,
 }
@@ -37,17 +41,19 @@ pub enum Mechanism {
 impl Mechanism {
     pub fn name(self) -> &'static str {
         match self {
+            Mechanism::Cgroup1 => "cgroup1",
             Mechanism::Loop => "loop",
         }
     }
 
-    /// Parses `--thermostat-mechanism`: `auto` (the best available) or `loop`.
+    /// Parses `--thermostat-mechanism`: `auto` (the best available), `cgroup1` or `loop`.
     pub fn parse(text: &str) -> Result<Option<Mechanism>, String> {
         match text {
             "auto" => Ok(None),
+            "cgroup1" => Ok(Some(Mechanism::Cgroup1)),
             "loop" => Ok(Some(Mechanism::Loop)),
             _ => Err(format!(
-                "--thermostat-mechanism {text}: expected auto or loop"
+                "--thermostat-mechanism {text}: expected auto, cgroup1 or loop"
             )),
         }
     }
@@ -67,7 +73,79 @@ struct State {
     /// Jobs the watchdog killed, with their status text.
     verdicts: BTreeMap<i64, String>,
     limits: Limits,
-    feedback: feedback::Feedback,
+    enforcer: Enforcer,
+}
+
+/// The mechanism at work.
+enum Enforcer {
+    Cgroup1(cgroup1::Cgroup1),
+    Loop(feedback::Feedback),
+}
+
+impl Enforcer {
+    fn mechanism(&self) -> Mechanism {
+        match self {
+            Enforcer::Cgroup1(_) => Mechanism::Cgroup1,
+            Enforcer::Loop(_) => Mechanism::Loop,
+        }
+    }
+
+    /// The mechanism asked for, or the best available: cgroup v1 when its groups can be
+    /// made and written, else the loop.
+    fn choose(asked: Option<Mechanism>, job_dir: &std::path::Path) -> Result<Enforcer, String> {
+        match asked {
+            Some(Mechanism::Loop) => Ok(Enforcer::Loop(feedback::Feedback::new())),
+            Some(Mechanism::Cgroup1) => cgroup1::Cgroup1::create(job_dir)
+                .map(Enforcer::Cgroup1)
+                .map_err(|e| format!("--thermostat-mechanism cgroup1: {e}")),
+            None => match cgroup1::Cgroup1::create(job_dir) {
+                Ok(groups) => Ok(Enforcer::Cgroup1(groups)),
+                Err(e) => {
+                    log::event(
+                        Level::Info,
+                        "thermostat-no-cgroup",
+                        &[("why", &e), ("instead", &"loop")],
+                    );
+                    Ok(Enforcer::Loop(feedback::Feedback::new()))
+                }
+            },
+        }
+    }
+
+    fn apply(&self, limits: Limits) {
+        if let Enforcer::Cgroup1(groups) = self {
+            if let Err(e) = groups.apply(limits) {
+                log::event(
+                    Level::Error,
+                    "thermostat-apply",
+                    &[("limits", &limits), ("error", &e)],
+                );
+            }
+        }
+    }
+
+    /// One turn: the loop's, or a look for jobs the kernel found over the memory limit
+    /// (whose other processes are then killed too). Returns the jobs killed, with why.
+    fn step(&mut self, groups: &BTreeMap<i64, i32>, limits: Limits) -> Vec<(i64, String)> {
+        match self {
+            Enforcer::Loop(feedback) => feedback.step(groups, limits),
+            Enforcer::Cgroup1(cg) => {
+                let mut killed = Vec::new();
+                for (job, pgid) in groups {
+                    if cg.oom_kills(*job) == 0 {
+                        continue;
+                    }
+                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                    for pid in cg.pids(*job) {
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                    let limit = limits.mem_bytes.map_or("none".into(), schedule::size_text);
+                    killed.push((*job, format!("killed: over memory limit {limit}")));
+                }
+                killed
+            }
+        }
+    }
 }
 
 /// The thermostat of one server's jobs.
@@ -79,14 +157,16 @@ impl Thermostat {
     /// Starts the thermostat for the jobs in `job_dir` (where `roost thermostat set` leaves
     /// its override).
     pub fn start(config: Config, job_dir: PathBuf) -> Result<Thermostat, String> {
-        let mechanism = config.mechanism.unwrap_or(Mechanism::Loop);
+        let enforcer = Enforcer::choose(config.mechanism, &job_dir)?;
+        let mechanism = enforcer.mechanism();
         let control = control::Control::new(&job_dir);
         let (limits, source) = control.current(&config.schedule);
+        enforcer.apply(limits);
         let state = Arc::new(Mutex::new(State {
             groups: BTreeMap::new(),
             verdicts: BTreeMap::new(),
             limits,
-            feedback: feedback::Feedback::new(),
+            enforcer,
         }));
         log::event(
             Level::Info,
@@ -136,6 +216,7 @@ fn run(
                     ],
                 );
                 s.limits = limits;
+                s.enforcer.apply(limits);
                 source = now_source;
                 control.report(mechanism.name(), limits, &source);
             }
@@ -145,9 +226,9 @@ fn run(
             groups,
             verdicts,
             limits,
-            feedback,
+            enforcer,
         } = &mut *s;
-        for (job, why) in feedback.step(groups, *limits) {
+        for (job, why) in enforcer.step(groups, *limits) {
             if let std::collections::btree_map::Entry::Vacant(entry) = verdicts.entry(job) {
                 log::event(
                     Level::Info,
@@ -162,7 +243,11 @@ fn run(
 
 impl ResourceLimits for Thermostat {
     fn admit(&self, job: i64, pgid: i32) -> io::Result<()> {
-        self.lock().groups.insert(job, pgid);
+        let mut s = self.lock();
+        if let Enforcer::Cgroup1(groups) = &s.enforcer {
+            groups.admit(job, pgid)?;
+        }
+        s.groups.insert(job, pgid);
         Ok(())
     }
 
@@ -172,6 +257,15 @@ impl ResourceLimits for Thermostat {
         let mut s = self.lock();
         s.groups.remove(&job);
         s.verdicts.remove(&job);
+        if let Enforcer::Cgroup1(groups) = &s.enforcer {
+            if let Err(e) = groups.release(job) {
+                log::event(
+                    Level::Error,
+                    "thermostat-release",
+                    &[("id", &job), ("error", &e)],
+                );
+            }
+        }
     }
 
     fn verdict(&self, job: i64) -> Option<String> {
