@@ -91,3 +91,37 @@ pub fn write_replace(path: &Path, text: &str) -> std::io::Result<()> {
     drop(f);
     std::fs::rename(&tmp, path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn an_override_holds_until_removed_and_only_if_the_owner_alone_may_write_it() {
+        let dir = std::env::temp_dir().join(format!("roost-control-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let control = Control::new(&dir);
+        let schedule = Schedule::parse("default cpu 80% mem 2G").unwrap();
+        assert_eq!(control.current(&schedule).1, "schedule");
+        write_replace(&dir.join(SET_FILE), "cpu 30%\n").unwrap();
+        let (limits, source) = control.current(&schedule);
+        assert_eq!((limits.cpu_percent, limits.mem_bytes), (30, Some(2 << 30)));
+        assert_eq!(source, "override");
+        let set = dir.join(SET_FILE);
+        std::fs::set_permissions(&set, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let (limits, source) = control.current(&schedule);
+        assert_eq!(limits.cpu_percent, 80);
+        assert!(source.contains("ignored"), "{source}");
+        write_replace(&set, "cpu 300%\n").unwrap();
+        assert!(control.current(&schedule).1.contains("cpu \"300%\""));
+        std::fs::remove_file(&set).unwrap();
+        control.report("loop", limits, "schedule");
+        let now = std::fs::read_to_string(dir.join(NOW_FILE)).unwrap();
+        assert_eq!(
+            now,
+            "mechanism loop\nlimits cpu 80% mem 2G\nsource schedule\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
