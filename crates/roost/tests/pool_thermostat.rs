@@ -202,9 +202,14 @@ fn eventually(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Du
     start.elapsed()
 }
 
-/// Two CPU burners as one job: their processes carry `marker` in their command lines.
+/// Two CPU burners as one job, the second in a session (and process group) of its own, which
+/// the thermostat must hold all the same: their processes carry `marker` in their command
+/// lines.
 fn burners(marker: &str) -> String {
-    format!("sh -c 'while :; do :; done' {marker} & sh -c 'while :; do :; done' {marker} & wait")
+    format!(
+        "sh -c 'while :; do :; done' {marker} & \
+         /usr/bin/setsid sh -c 'while :; do :; done' {marker} & wait"
+    )
 }
 
 fn burn_under(mechanism: &str) {

@@ -165,26 +165,46 @@ impl Cgroup1 {
         [self.cpu.join(&name), self.mem.join(&name)]
     }
 
-    /// Puts job `job` (every process now in group `pgid`) in its groups.
+    /// Puts job `job` in its groups: every process in group `pgid` and every descendant of
+    /// one (it may have started others, even in sessions of their own, before it was
+    /// admitted), looked for again until a look finds no process left outside (what a
+    /// process starts once it is inside is inside).
     pub fn admit(&self, job: i64, pgid: i32) -> io::Result<()> {
-        let members: Vec<i32> = super::procs::all()
-            .iter()
-            .filter(|p| p.pgrp == pgid)
-            .map(|p| p.pid)
-            .collect();
-        for dir in self.job_dirs(job) {
-            make_dir(&dir)?;
-            for pid in &members {
-                match std::fs::write(dir.join("cgroup.procs"), pid.to_string()) {
-                    // Gone meanwhile: nothing to hold.
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
-                    r => {
-                        r.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?
+        let dirs = self.job_dirs(job);
+        for dir in &dirs {
+            make_dir(dir)?;
+        }
+        let one = std::collections::BTreeMap::from([(job, pgid)]);
+        let mut moved = std::collections::HashSet::new();
+        for _ in 0..100 {
+            let all = super::procs::all();
+            let members = super::procs::of_jobs(&all, &one)
+                .remove(&job)
+                .unwrap_or_default();
+            let new: Vec<i32> = members
+                .iter()
+                .map(|p| p.pid)
+                .filter(|pid| !moved.contains(pid))
+                .collect();
+            if new.is_empty() {
+                return Ok(());
+            }
+            for pid in new {
+                for dir in &dirs {
+                    match std::fs::write(dir.join("cgroup.procs"), pid.to_string()) {
+                        // Gone meanwhile: nothing to hold.
+                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                        r => r.map_err(|e| {
+                            io::Error::new(e.kind(), format!("{}: {e}", dir.display()))
+                        })?,
                     }
                 }
+                moved.insert(pid);
             }
         }
-        Ok(())
+        Err(io::Error::other(
+            "the job starts processes faster than they can be put in its cgroup",
+        ))
     }
 
     /// How many of job `job`'s processes the kernel killed for memory.

@@ -139,8 +139,7 @@ impl Enforcer {
                     for pid in cg.pids(*job) {
                         unsafe { libc::kill(pid, libc::SIGKILL) };
                     }
-                    let limit = limits.mem_bytes.map_or("none".into(), schedule::size_text);
-                    killed.push((*job, format!("killed: over memory limit {limit}")));
+                    killed.push((*job, oom_verdict(limits)));
                 }
                 killed
             }
@@ -241,6 +240,12 @@ fn run(
     }
 }
 
+/// The status of a job the kernel killed over the memory limit.
+fn oom_verdict(limits: Limits) -> String {
+    let limit = limits.mem_bytes.map_or("none".into(), schedule::size_text);
+    format!("killed: over memory limit {limit}")
+}
+
 impl ResourceLimits for Thermostat {
     fn admit(&self, job: i64, pgid: i32) -> io::Result<()> {
         let mut s = self.lock();
@@ -269,6 +274,14 @@ impl ResourceLimits for Thermostat {
     }
 
     fn verdict(&self, job: i64) -> Option<String> {
-        self.lock().verdicts.get(&job).cloned()
+        let s = self.lock();
+        if let Some(why) = s.verdicts.get(&job) {
+            return Some(why.clone());
+        }
+        // The kernel may have killed the job's last process since the thermostat last looked.
+        match &s.enforcer {
+            Enforcer::Cgroup1(groups) if groups.oom_kills(job) > 0 => Some(oom_verdict(s.limits)),
+            _ => None,
+        }
     }
 }
