@@ -315,6 +315,32 @@ fn over_the_memory_limit(mechanism: &str) {
     assert!(g.server.log_text().contains("thermostat-kill"));
 }
 
+/// Under cgroup v1, a process that left the job's process group ends with the job.
+#[test]
+fn under_cgroup_v1_a_process_in_a_session_of_its_own_ends_with_the_job() {
+    if !cgroup1_here() {
+        return;
+    }
+    let g = Guarded::start("default cpu 100%\n", "cgroup1");
+    let marker = format!("roost-escape-{}", rand_suffix());
+    let _reaper = Reaper(marker.clone());
+    let script = format!("/usr/bin/setsid sh -c 'sleep 30' {marker} & sleep 0.3; exit 0");
+    let out = g.run_job(&script).wait_with_output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("FINISHED"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    eventually(
+        "the escaped process is gone",
+        Duration::from_secs(3),
+        || {
+            processes_with(&format!("sleep 30' {marker}")).is_empty()
+                && processes_with(&marker).is_empty()
+        },
+    );
+}
+
 fn serve_with(schedule: &str) -> std::process::Output {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("schedule");

@@ -229,9 +229,21 @@ impl Cgroup1 {
             .collect()
     }
 
-    /// Removes job `job`'s groups (they hold no process by now, unless one escaped its
-    /// group: then the group stays, and the error says so).
+    /// Kills what is left in job `job`'s groups (a process that left the job's process
+    /// group, with `setsid`, is still in them; every process in them is the job's) and
+    /// removes them; an error says which could not be removed.
     pub fn release(&self, job: i64) -> io::Result<()> {
+        let start = std::time::Instant::now();
+        loop {
+            let pids = self.pids(job);
+            if pids.is_empty() || start.elapsed() > std::time::Duration::from_secs(2) {
+                break;
+            }
+            for pid in pids {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         for dir in self.job_dirs(job) {
             match std::fs::remove_dir(&dir) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {

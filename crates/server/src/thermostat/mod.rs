@@ -274,13 +274,22 @@ impl ResourceLimits for Thermostat {
     }
 
     fn verdict(&self, job: i64) -> Option<String> {
-        let s = self.lock();
+        let mut s = self.lock();
         if let Some(why) = s.verdicts.get(&job) {
             return Some(why.clone());
         }
         // The kernel may have killed the job's last process since the thermostat last looked.
         match &s.enforcer {
-            Enforcer::Cgroup1(groups) if groups.oom_kills(job) > 0 => Some(oom_verdict(s.limits)),
+            Enforcer::Cgroup1(groups) if groups.oom_kills(job) > 0 => {
+                let why = oom_verdict(s.limits);
+                log::event(
+                    Level::Info,
+                    "thermostat-kill",
+                    &[("id", &job), ("why", &why)],
+                );
+                s.verdicts.insert(job, why.clone());
+                Some(why)
+            }
             _ => None,
         }
     }
