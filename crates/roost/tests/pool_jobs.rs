@@ -8,7 +8,7 @@ mod serve_support;
 use roost_catalog::json::{self, Value};
 use roost_client::{Client, Credentials, ErrorCode, HmacKey, Method, Options};
 use roost_group::fuzz_check::Rng;
-use run_support::{give_to_nobody, have, is_root, read_port_file, roost};
+use run_support::{give_to_nobody, have, is_root, processes_with, read_port_file, roost};
 use serve_support::TestServer;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -131,20 +131,6 @@ fn wait_ended(c: &mut Client, id: i64) -> Value {
         }
         assert!(Instant::now() < deadline, "job {id} never ended");
     }
-}
-
-/// Processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(marker))
-                .unwrap_or(false)
-        })
-        .collect()
 }
 
 fn eventually(what: &str, mut done: impl FnMut() -> bool) {

@@ -7,7 +7,7 @@ mod run_support;
 mod serve_support;
 
 use roost_server::thermostat::cgroup1::Cgroup1;
-use run_support::roost;
+use run_support::{processes_with, roost};
 use serve_support::TestServer;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -107,19 +107,6 @@ fn json(s: &str) -> String {
     let mut out = String::new();
     roost_catalog::json::write_string(s, &mut out);
     out
-}
-
-fn processes_with(marker: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(marker))
-                .unwrap_or(false)
-        })
-        .collect()
 }
 
 /// utime + stime of `pids`, in clock ticks.

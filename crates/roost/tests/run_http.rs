@@ -667,24 +667,29 @@ impl TestCa {
         let ca = TestCa {
             dir: tempfile::tempdir().unwrap(),
         };
-        ca.openssl(&[
-            "req",
-            "-x509",
+        ca.new_key(
+            "ca.key",
+            &["-x509", "-out", "ca.pem", "-days", "2"],
+            &format!("/CN={name}"),
+        );
+        ca
+    }
+
+    /// `openssl req` making a new P-256 key in `key` for `subject`, with `more` arguments
+    /// (a self-signed certificate, or a signing request).
+    fn new_key(&self, key: &str, more: &[&str], subject: &str) {
+        let ec = [
             "-newkey",
             "ec",
             "-pkeyopt",
             "ec_paramgen_curve:prime256v1",
             "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN={name}"),
-        ]);
-        ca
+        ];
+        let mut args = vec!["req"];
+        args.extend(ec);
+        args.extend(["-keyout", key, "-subj", subject]);
+        args.extend(more);
+        self.openssl(&args);
     }
 
     fn openssl(&self, args: &[&str]) {
@@ -715,20 +720,7 @@ impl TestCa {
             format!("subjectAltName={alt}\nbasicConstraints=CA:FALSE\n"),
         )
         .unwrap();
-        self.openssl(&[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            &format!("/CN={name}"),
-        ]);
+        self.new_key(&key, &["-out", &csr], &format!("/CN={name}"));
         self.openssl(&[
             "x509",
             "-req",
@@ -750,6 +742,15 @@ impl TestCa {
     }
 }
 
+/// `s`'s tree served over https by nginx, with a certificate for `names` (openssl's
+/// subjectAltName form) from a new test CA.
+fn served_over_tls(s: &Site, names: &str) -> (TestCa, Web) {
+    let ca = TestCa::new("roost test CA");
+    let (cert, key) = ca.sign("server", names);
+    let web = Web::nginx_tls(s.root(), &cert, &key);
+    (ca, web)
+}
+
 /// `SSL_CERT_FILE=PEM` for roost run.
 fn trusting(pem: &Path) -> Vec<(String, String)> {
     vec![("SSL_CERT_FILE".to_string(), pem.display().to_string())]
@@ -762,9 +763,7 @@ fn a_signed_tree_served_over_https_reads_as_the_local_one() {
     let keys = tempfile::tempdir().unwrap();
     let (key, public) = gen_key(keys.path(), "k");
     s.index_signed("t", &key);
-    let ca = TestCa::new("roost test CA");
-    let (cert, cert_key) = ca.sign("server", "IP:127.0.0.1,DNS:localhost");
-    let web = Web::nginx_tls(s.root(), &cert, &cert_key);
+    let (ca, web) = served_over_tls(&s, "IP:127.0.0.1,DNS:localhost");
     // The test CA is trusted the way rustls-native-certs is told: SSL_CERT_FILE.
     s.env = trusting(&ca.pem());
     let pin = pinned(&[&public]);
@@ -813,9 +812,7 @@ fn untrusted_or_misnamed_certificates_are_refused_unless_insecure() {
     let mut s = Site::new();
     s.write("t/f", b"over tls\n");
     s.index("t");
-    let ca = TestCa::new("roost test CA");
-    let (cert, key) = ca.sign("server", "IP:127.0.0.1");
-    let web = Web::nginx_tls(s.root(), &cert, &key);
+    let (ca, web) = served_over_tls(&s, "IP:127.0.0.1");
     let authority = format!("127.0.0.1:{}", web.port);
     let url = format!("/https/{authority}/t");
     // The system's CAs do not vouch for the test CA.
@@ -932,9 +929,7 @@ fn https_goes_through_a_proxy_by_connect_with_tls_end_to_end() {
     let mut s = Site::new();
     s.write("t/f", b"over tls\n");
     s.index("t");
-    let ca = TestCa::new("roost test CA");
-    let (cert, key) = ca.sign("server", "IP:127.0.0.1");
-    let web = Web::nginx_tls(s.root(), &cert, &key);
+    let (ca, web) = served_over_tls(&s, "IP:127.0.0.1");
     let (proxy, seen) = connect_proxy();
     let authority = format!("127.0.0.1:{}", web.port);
     let url = format!("/https/{authority}/t");
@@ -974,9 +969,7 @@ fn a_large_file_is_fetched_in_blocks_over_https() {
     let data = big_data(BIG);
     let local = s.write("t/big.dat", &data);
     s.index_with("t", &INDEX_BLOCKS);
-    let ca = TestCa::new("roost test CA");
-    let (cert, key) = ca.sign("server", "IP:127.0.0.1");
-    let web = Web::nginx_tls(s.root(), &cert, &key);
+    let (ca, web) = served_over_tls(&s, "IP:127.0.0.1");
     s.env = trusting(&ca.pem());
     let url = format!("/https/127.0.0.1:{}/t/big.dat", web.port);
     let script = format!("cmp {url} {} && echo same", local.display());
@@ -997,9 +990,7 @@ fn plain_http_to_an_https_port_fails_cleanly() {
     let s = Site::new();
     s.write("t/f", b"over tls\n");
     s.index("t");
-    let ca = TestCa::new("roost test CA");
-    let (cert, key) = ca.sign("server", "IP:127.0.0.1");
-    let web = Web::nginx_tls(s.root(), &cert, &key);
+    let (_ca, web) = served_over_tls(&s, "IP:127.0.0.1");
     let url = web.url("/t");
     let o = s.run(
         &[],

@@ -18,6 +18,20 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Processes whose command line contains `marker`.
+pub fn processes_with(marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(marker))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
 /// The `roost` binary under test.
 pub fn roost() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roost"))
