@@ -4,7 +4,7 @@
 mod run_support;
 
 use roost_catalog::json::{self, Value};
-use run_support::{give_to_nobody, have, is_root, read_port_file, roost};
+use run_support::{cctools_chirp_server, give_to_nobody, have, is_root, read_port_file, roost};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::path::Path;
@@ -319,27 +319,10 @@ fn cctools_chirp_server_and_chirp_status_work_with_roost_catalog() {
     let mut ports = Vec::new();
     for protocol in ["udp", "tcp"] {
         let port_file = scratch.path().join(format!("port.{protocol}"));
-        let child = Command::new("chirp_server")
+        let child = cctools_chirp_server(&export, scratch.path(), &port_file)
             .env("CATALOG_UPDATE_PROTOCOL", protocol)
-            .arg("-r")
-            .arg(&export)
-            .args([
-                "-p",
-                "0",
-                "-I",
-                "127.0.0.1",
-                "-a",
-                "address",
-                "-i",
-                "nobody",
-            ])
+            .args(["-a", "address", "-i", "nobody"])
             .args(["-u", &format!("127.0.0.1:{cport}"), "-U", "1"])
-            .arg("-Z")
-            .arg(&port_file)
-            .arg("-y")
-            .arg(scratch.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
             .unwrap();
         servers.push(Proc(child));

@@ -8,11 +8,13 @@ mod serve_support;
 use roost_catalog::json::{self, Value};
 use roost_client::{Client, Credentials, ErrorCode, HmacKey, Method, Options};
 use roost_group::fuzz_check::Rng;
-use run_support::{give_to_nobody, have, is_root, processes_with, read_port_file, roost};
+use run_support::{
+    cctools_chirp_server, give_to_nobody, have, is_root, processes_with, read_port_file, roost,
+};
 use serve_support::TestServer;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 /// A roost server with jobs, its job directory kept in a directory the jobs' user can search.
@@ -604,24 +606,13 @@ fn start_cctools() -> Cctools {
     )
     .unwrap();
     std::fs::write(export.join("in"), "abc\n").unwrap();
-    let mut command = Command::new("chirp_server");
-    command
-        .arg("-r")
-        .arg(&export)
-        .arg("-y")
-        .arg(dir.path())
-        .args(["-p", "0", "-I", "127.0.0.1", "-u", "127.0.0.1:1", "--jobs"])
-        .arg("-Z")
-        .arg(dir.path().join("port"));
+    let mut command = cctools_chirp_server(&export, dir.path(), &dir.path().join("port"));
+    command.args(["-u", "127.0.0.1:1", "--jobs"]);
     if is_root() {
         give_to_nobody(dir.path());
         command.args(["-i", "nobody"]);
     }
-    let child = command
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = command.spawn().unwrap();
     let port = read_port_file(&dir.path().join("port"));
     Cctools {
         child,

@@ -983,27 +983,10 @@ fn cctools_chirp_server_serves_the_same_tree() {
     std::fs::write(&acl, "address:127.0.0.1 rwldpa\n").unwrap();
     let port_file = scratch.path().join("port");
     give_to_nobody(scratch.path());
-    let mut server = Command::new("chirp_server")
-        .arg("-r")
-        .arg(&export)
-        .args([
-            "-p",
-            "0",
-            "-I",
-            "127.0.0.1",
-            "-a",
-            "address",
-            "-i",
-            "nobody",
-        ])
+    let mut server = cctools_chirp_server(&export, scratch.path(), &port_file)
+        .args(["-a", "address", "-i", "nobody"])
         .args(["-u", "127.0.0.1", "-U", "3600", "-A"])
         .arg(&acl)
-        .arg("-Z")
-        .arg(&port_file)
-        .arg("-y")
-        .arg(scratch.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .expect("chirp_server (install coop-computing-tools)");
     let port = read_port_file(&port_file);

@@ -32,6 +32,24 @@ pub fn processes_with(marker: &str) -> Vec<i32> {
         .collect()
 }
 
+/// cctools' `chirp_server` exporting `export` on 127.0.0.1, at a port of its choosing that it
+/// writes to `port_file` (see [`read_port_file`]), with its state in `state`, its output
+/// discarded: the command, for the caller to add its own options to and spawn.
+pub fn cctools_chirp_server(export: &Path, state: &Path, port_file: &Path) -> Command {
+    let mut command = Command::new("chirp_server");
+    command
+        .arg("-r")
+        .arg(export)
+        .args(["-p", "0", "-I", "127.0.0.1"])
+        .arg("-Z")
+        .arg(port_file)
+        .arg("-y")
+        .arg(state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
+}
+
 /// The `roost` binary under test.
 pub fn roost() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roost"))
