@@ -24,6 +24,8 @@ pub struct RemoteArg {
     pub dirfd: Option<usize>,
     /// Whether the call follows a final symlink of this path.
     pub follow: bool,
+    /// The program's path ended in `/`, which the walk drops: it names a directory only.
+    pub trailing_slash: bool,
     /// The object, when it is remote (a local path mixed in fails before this is made).
     pub remote: Option<Remote>,
 }
@@ -149,7 +151,7 @@ fn open(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
     let Ok(remote) = call.first() else {
         return Made::result(Err(libc::EXDEV));
     };
-    if let Some(e) = names_a_directory_only(call, tid, regs, flags) {
+    if let Some(e) = names_a_directory_only(call, flags) {
         return Made::result(Err(e));
     }
     let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
@@ -210,15 +212,9 @@ fn open(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
 /// An open whose path ends in `/` names a directory only, as the kernel has it: a file
 /// there is ENOTDIR, a missing name ENOENT, or EISDIR when the open would create it (the
 /// walk drops the slash; this puts its meaning back). `None`: no slash, or a directory.
-pub(crate) fn names_a_directory_only(
-    call: &RemoteCall,
-    tid: i32,
-    regs: &Regs,
-    flags: i32,
-) -> Option<Errno> {
+pub(crate) fn names_a_directory_only(call: &RemoteCall, flags: i32) -> Option<Errno> {
     let arg = call.args.first()?;
-    let path = memory::read_cstr(tid, regs.arg(arg.path), memory::PATH_MAX).ok()?;
-    if !path.ends_with(b"/") {
+    if !arg.trailing_slash {
         return None;
     }
     let remote = arg.remote.as_ref()?;

@@ -110,7 +110,6 @@ impl ChirpNet {
         if Self::is_root(path) {
             return Err(libc::EROFS);
         }
-        self.cache.flush();
         let (server, rest) = self.server(path)?;
         op(&server, &rest)
     }
@@ -523,7 +522,6 @@ impl Driver for ChirpNet {
         if Self::is_root(path) {
             return Ok(self.servers_listed());
         }
-        self.cache.flush();
         let (server, rest) = self.server(path)?;
         server.list(&rest)
     }
@@ -597,7 +595,6 @@ impl Driver for ChirpNet {
         if Self::is_root(path) {
             return Err(libc::EISDIR);
         }
-        self.cache.flush();
         let (server, rest) = self.server(path)?;
         let file = crate::chirp_direct::DirectFile::open(server, path, &rest, how)?;
         Ok(Box::new(file))
@@ -609,7 +606,6 @@ impl Driver for ChirpNet {
             }
             return self.cache.show_dir(path, &self.servers_listed());
         }
-        self.cache.flush();
         let (server, rest) = self.server(path)?;
         self.localize_file(path, &server, &rest, intent)
     }

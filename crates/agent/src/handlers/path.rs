@@ -47,7 +47,9 @@ pub(crate) fn follows(pid: i32, regs: &Regs, f: Follow) -> Result<bool, i32> {
 /// Handles a call whose spec lists `args`.
 pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -> Decision {
     let mut resolved: Vec<(PathArg, Resolution)> = Vec::with_capacity(args.len());
-    let mut follows_of: Vec<bool> = Vec::with_capacity(args.len());
+    // Per path argument: whether a final symlink is followed, and whether the path ended
+    // in `/` (which the walk drops).
+    let mut follows_of: Vec<(bool, bool)> = Vec::with_capacity(args.len());
     for &arg in args {
         let ptr = ctx.regs.arg(arg.path);
         if ptr == 0 {
@@ -80,7 +82,7 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             return Decision::fail(libc::EBUSY);
         }
         resolved.push((arg, r));
-        follows_of.push(follow);
+        follows_of.push((follow, path.ends_with(b"/")));
     }
     if cross && resolved.len() == 2 {
         if let Some(e) = cross_device(ctx, &resolved) {
@@ -155,20 +157,23 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
 fn remote_call(
     name: &'static str,
     resolved: Vec<(PathArg, Resolution)>,
-    follows: &[bool],
+    follows: &[(bool, bool)],
 ) -> crate::remote::RemoteCall {
     let args = resolved
         .into_iter()
         .zip(follows)
-        .map(|((arg, r), &follow)| crate::remote::RemoteArg {
-            path: arg.path,
-            dirfd: arg.dirfd,
-            follow,
-            remote: match r {
-                Resolution::Remote { remote, .. } => Some(remote),
-                _ => None,
+        .map(
+            |((arg, r), &(follow, trailing_slash))| crate::remote::RemoteArg {
+                path: arg.path,
+                dirfd: arg.dirfd,
+                follow,
+                trailing_slash,
+                remote: match r {
+                    Resolution::Remote { remote, .. } => Some(remote),
+                    _ => None,
+                },
             },
-        })
+        )
         .collect();
     crate::remote::RemoteCall { name, args }
 }

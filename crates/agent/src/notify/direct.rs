@@ -44,7 +44,7 @@ pub fn open(
     if flags & libc::O_TMPFILE == libc::O_TMPFILE {
         return None;
     }
-    if let Some(e) = crate::remote::names_a_directory_only(call, tid, regs, flags) {
+    if let Some(e) = crate::remote::names_a_directory_only(call, flags) {
         return Some(Reply::errno(e));
     }
     let (driver, path) = (&remote.driver, &remote.path);
