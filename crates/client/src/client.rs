@@ -16,6 +16,7 @@ use crate::auth::{authenticate, Credentials};
 use crate::error::{Error, Result};
 use crate::lines::{read_line, read_result, REPLY_LINE_MAX};
 use crate::socket::{self, Keepalive};
+use crate::receive::Receiver;
 
 /// Payloads at least this large are written straight from the caller's buffer.
 const DIRECT_PAYLOAD: usize = 16 * 1024;
@@ -31,6 +32,9 @@ pub struct Options {
     pub keepalive: Option<Keepalive>,
     /// Authentication methods and secrets.
     pub credentials: Credentials,
+    /// How long a wait for a reply polls the socket before sleeping (zero: never; see
+    /// [`crate::receive`]). Defaults to `ROOST_SPIN_US` microseconds, or 100 µs.
+    pub spin: Duration,
 }
 
 impl Default for Options {
@@ -40,6 +44,7 @@ impl Default for Options {
             io_timeout: Some(Duration::from_secs(60)),
             keepalive: Some(Keepalive::default()),
             credentials: Credentials::new(),
+            spin: crate::receive::spin_from_env(),
         }
     }
 }
@@ -56,7 +61,7 @@ impl Options {
 
 /// An authenticated connection to a Chirp server.
 pub struct Client {
-    pub(crate) reader: BufReader<TcpStream>,
+    pub(crate) reader: BufReader<Receiver>,
     stream: TcpStream,
     out: Vec<u8>,
     authority: String,
@@ -92,7 +97,8 @@ impl Client {
             opts.keepalive,
         )?;
         let local = socket::peer_is_local(&stream);
-        let mut reader = BufReader::with_capacity(64 * 1024, stream.try_clone()?);
+        let mut reader =
+            BufReader::with_capacity(64 * 1024, Receiver::new(stream.try_clone()?, opts.spin));
         let mut writer = &stream;
         let subject = authenticate(&mut reader, &mut writer, &opts.credentials, local)?;
         Ok(Client {

@@ -23,6 +23,7 @@ pub mod jobs;
 mod lines;
 #[cfg(test)]
 mod mock;
+pub mod receive;
 mod rpc;
 mod socket;
 pub mod tree;
