@@ -83,6 +83,10 @@ pub struct Cache {
     started: std::sync::OnceLock<Result<(), Errno>>,
     /// The mirror directory, open and locked (`flock`) while this agent lives.
     mirror_lock: std::sync::OnceLock<File>,
+    /// Held while names of the mirror are changed, so that calls answered at once on
+    /// several threads change them one at a time (a listing's placeholders, a shown copy,
+    /// a private copy for writing).
+    mirror_changes: Mutex<()>,
     /// Cache hits and misses and files written back, for `-v` and `--summary`.
     pub hits: AtomicU64,
     pub misses: AtomicU64,
@@ -173,6 +177,7 @@ impl Cache {
             writes: Mutex::new(None),
             started: std::sync::OnceLock::new(),
             mirror_lock: std::sync::OnceLock::new(),
+            mirror_changes: Mutex::new(()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             written_back: AtomicU64::new(0),
@@ -282,7 +287,9 @@ impl Cache {
                 version.size
             );
         }
-        self.fill(&dir, &path, version, fetch)
+        let filled = self.fill(&dir, &path, version, fetch)?;
+        drop_older_versions(&dir, &filled);
+        Ok(filled)
     }
 
     /// Makes the object at `path` (in `dir`) of `version` with `fetch`, through a
@@ -310,14 +317,6 @@ impl Cache {
             return Err(libc::ESTALE);
         }
         std::fs::rename(&tmp, path).map_err(errno_of)?;
-        // Older versions of the same file are of no more use.
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for e in entries.flatten() {
-                if e.path() != path && !e.file_name().as_bytes().starts_with(b".tmp") {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
         if self.used.fetch_add(size, Ordering::Relaxed) + size > self.limit {
             self.evict(path);
         }
@@ -352,10 +351,13 @@ impl Cache {
     /// wrote back, so the next open finds it without fetching).
     fn keep(&self, key: &str, version: Version, file: &mut File) {
         let dir = self.objects.join(key);
-        let _ = self.fill(&dir, &dir.join(version.name()), version, |dst| {
+        let kept = self.fill(&dir, &dir.join(version.name()), version, |dst| {
             file.rewind().map_err(errno_of)?;
             std::io::copy(file, dst).map_err(errno_of).map(drop)
         });
+        if let Ok(kept) = kept {
+            drop_older_versions(&dir, &kept);
+        }
     }
 
     /// The objects' total size.
@@ -416,6 +418,7 @@ impl Cache {
         mtime: i64,
     ) -> Result<Vec<u8>, Errno> {
         self.start()?;
+        let _one_change_at_a_time = self.mirror_changes.lock().expect("mirror lock");
         let at = self.mirror_path(path);
         let same =
             |a: &std::fs::Metadata, b: &std::fs::Metadata| a.dev() == b.dev() && a.ino() == b.ino();
@@ -425,11 +428,26 @@ impl Cache {
                 return Ok(at.into_os_string().into_encoded_bytes());
             }
         }
-        self.clear(&at)?;
-        if std::fs::hard_link(object, &at).is_err() {
-            std::fs::copy(object, &at).map_err(errno_of)?;
+        // Made under a name of roost's own, then renamed over the old one: the name never
+        // goes missing, so an open of it that another thread let through meanwhile finds
+        // the old copy or the new one.
+        let staged = self
+            .aux()
+            .join(format!(".show.{}", SHOWN.fetch_add(1, Ordering::Relaxed)));
+        let _ = std::fs::remove_file(&staged);
+        if std::fs::hard_link(object, &staged).is_err() {
+            std::fs::copy(object, &staged).map_err(errno_of)?;
         }
-        set_attributes(&at, mode, mtime);
+        set_attributes(&staged, mode, mtime);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
+            self.clear(&at)?;
+        } else if let Some(parent) = at.parent() {
+            std::fs::create_dir_all(parent).map_err(errno_of)?;
+        }
+        if let Err(e) = std::fs::rename(&staged, &at) {
+            let _ = std::fs::remove_file(&staged);
+            return Err(errno_of(e));
+        }
         Ok(at.into_os_string().into_encoded_bytes())
     }
 
@@ -442,6 +460,7 @@ impl Cache {
         entries: &[(Vec<u8>, u32)],
     ) -> Result<Vec<u8>, Errno> {
         self.start()?;
+        let _one_change_at_a_time = self.mirror_changes.lock().expect("mirror lock");
         let at = self.mirror_path(path);
         match std::fs::symlink_metadata(&at) {
             Ok(m) if m.is_dir() => {}
@@ -494,8 +513,14 @@ impl Cache {
                 // A link to one empty file: a tenth of the cost of a new inode, which a
                 // listing of thousands of files pays for each (a fresh one past the
                 // file system's link limit).
-                _ => std::fs::hard_link(aux.join("empty"), &p)
-                    .or_else(|_| File::create(&p).map(drop)),
+                // Never truncating: a name shown meanwhile is a copy (a cached object).
+                _ => std::fs::hard_link(aux.join("empty"), &p).or_else(|_| {
+                    File::options()
+                        .write(true)
+                        .create_new(true)
+                        .open(&p)
+                        .map(drop)
+                }),
             };
         }
         Ok(at.into_os_string().into_encoded_bytes())
@@ -513,13 +538,16 @@ impl Cache {
     ) -> Result<Vec<u8>, Errno> {
         self.start()?;
         let at = self.mirror_path(path);
-        self.clear(&at)?;
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&at)
-            .map_err(errno_of)?;
+        let mut file = {
+            let _one_change_at_a_time = self.mirror_changes.lock().expect("mirror lock");
+            self.clear(&at)?;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&at)
+                .map_err(errno_of)?
+        };
         if let Some(src) = content {
             let mut src = File::open(src).map_err(errno_of)?;
             std::io::copy(&mut src, &mut file).map_err(errno_of)?;
@@ -653,6 +681,22 @@ impl Cache {
     }
 }
 
+/// Numbers the names copies are staged under before they are shown.
+static SHOWN: AtomicU64 = AtomicU64::new(0);
+
+/// Removes the objects in `dir` (one file's versions) but `current`: older versions of the
+/// file are of no more use. Files being filled (`.tmp*`) stay. Never for the directory of
+/// copies used once, whose files are other files', in use.
+fn drop_older_versions(dir: &Path, current: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.path() != current && !e.file_name().as_bytes().starts_with(b".tmp") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
 /// A fetched copy used once (see [`Cache::object_once`]), removed when dropped.
 pub struct OnceObject(PathBuf);
 
@@ -776,6 +820,53 @@ mod tests {
         );
         cache.close();
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn copies_used_once_outlive_each_other_and_shown_names_never_go_missing() {
+        let dir = tmp("once");
+        let cache = Cache::new(&dir, DEFAULT_LIMIT, false);
+        let version = |size| Version {
+            ino: 1,
+            size,
+            mtime: 10,
+        };
+        // Two files fetched at once by two threads: the second's copy must not remove
+        // the first's before it is shown.
+        let a = cache
+            .object_once("a", version(1), |f| f.write_all(b"a").map_err(errno_of))
+            .unwrap();
+        let b = cache
+            .object_once("b", version(2), |f| f.write_all(b"bb").map_err(errno_of))
+            .unwrap();
+        assert_eq!(read_all(&a), b"a");
+        assert_eq!(read_all(&b), b"bb");
+        // One name shown again and again on one thread while another opens it: every
+        // open finds a whole copy.
+        let shown = cache.show_file(b"/h/f", &a, 0o644, 10).unwrap();
+        let shown =
+            PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(shown));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let opener = std::thread::spawn({
+            let (shown, stop) = (shown.clone(), Arc::clone(&stop));
+            move || {
+                let mut opens = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let got = std::fs::read(&shown).expect("the shown name went missing");
+                    assert!(got == b"a" || got == b"bb", "{got:?}");
+                    opens += 1;
+                }
+                opens
+            }
+        });
+        for i in 0..2000 {
+            let object = if i % 2 == 0 { &b } else { &a };
+            cache.show_file(b"/h/f", object, 0o644, 10).unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(opener.join().unwrap() > 0);
+        drop((a, b));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
