@@ -82,6 +82,8 @@ pub struct Vfds {
     top: u32,
     files: Mutex<HashMap<u64, Arc<VFile>>>,
     epoll: OwnedFd,
+    /// Held while a number of the range is chosen and filled ([`Vfds::place`]).
+    placing: Mutex<()>,
 }
 
 impl Vfds {
@@ -98,6 +100,7 @@ impl Vfds {
             files: Mutex::new(HashMap::new()),
             // SAFETY: just created, owned by nobody else.
             epoll: unsafe { OwnedFd::from_raw_fd(epoll) },
+            placing: Mutex::new(()),
         });
         let watcher = Arc::clone(&vfds);
         std::thread::Builder::new()
@@ -225,6 +228,14 @@ impl Vfds {
         (self.base..top)
             .rev()
             .find(|n| std::fs::symlink_metadata(format!("/proc/{tid}/fd/{n}")).is_err())
+    }
+
+    /// Runs `fill` with a free number of the range in thread `tid`'s table (`None`: the
+    /// range is full), one placement at a time: two calls answered at once by two
+    /// notification threads never pick the same number.
+    pub fn place<R>(&self, tid: i32, fill: impl FnOnce(Option<u32>) -> R) -> R {
+        let _one_at_a_time = self.placing.lock().expect("placing lock");
+        fill(self.free_slot(tid))
     }
 
     /// Closes every file (the run is over).

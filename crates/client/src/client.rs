@@ -15,8 +15,8 @@ use roost_wire::{listing, Request, Stat, StatFs};
 use crate::auth::{authenticate, Credentials};
 use crate::error::{Error, Result};
 use crate::lines::{read_line, read_result, REPLY_LINE_MAX};
-use crate::socket::{self, Keepalive};
 use crate::receive::Receiver;
+use crate::socket::{self, Keepalive};
 
 /// Payloads at least this large are written straight from the caller's buffer.
 const DIRECT_PAYLOAD: usize = 16 * 1024;

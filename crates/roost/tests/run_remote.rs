@@ -926,6 +926,53 @@ for i in range(31, 61):
     assert!(err.contains("reconnected"), "{err}");
 }
 
+/// A call waiting on a stopped server holds up only its caller: the run's other processes
+/// go on (a stat and a listing of a local mapping, a file written there) while it waits,
+/// and the waiting call completes once the server is continued.
+#[test]
+fn a_call_waiting_on_a_stopped_server_holds_up_only_its_caller() {
+    let export = tempfile::tempdir().unwrap();
+    std::fs::write(export.path().join("f"), "from the server\n").unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = FixedServer::start(export.path(), port);
+    signal(server.0.id(), libc::SIGSTOP);
+    let script = format!(
+        "cat /chirp/127.0.0.1:{port}/f > /m/out & sleep 0.5; ls -l /m > /m/listing && \
+         echo free > /m/marker; wait"
+    );
+    let mut program = roost()
+        .args(["run", "--io-timeout", "30", "--mount"])
+        .arg(format!("/m={}", local.path().display()))
+        .args(["--", "sh", "-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let marker = local.path().join("marker");
+    let start = Instant::now();
+    while !marker.exists() && start.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let waited = start.elapsed();
+    signal(server.0.id(), libc::SIGCONT);
+    let status = program.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut program.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        waited < Duration::from_secs(10),
+        "the other process waited {waited:?} for the stopped server: {err}"
+    );
+    assert!(status.success(), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(local.path().join("out")).unwrap(),
+        "from the server\n",
+        "{err}"
+    );
+    assert!(std::fs::read_to_string(local.path().join("listing"))
+        .unwrap()
+        .contains("out"));
+}
+
 /// A server that authenticates a client, then closes the connection in the middle of its
 /// first reply: roost retries until --timeout, then fails the call with EIO.
 #[test]

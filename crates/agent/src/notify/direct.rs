@@ -12,6 +12,7 @@ use crate::memory;
 use crate::remote::{bytes_of, into_buffer, statfs_bytes, umask, RemoteCall};
 use crate::vfd::{VFile, Vfds};
 use roost_vfs::{Errno, Intent, OpenMode};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 /// The most one read or write moves (a larger one is short, as the kernel's are past
@@ -66,7 +67,7 @@ pub fn open(
     }
     // No room in the range (the program lowered its descriptor limit, or holds that many
     // files open): used through a local copy, as in cached mode.
-    let slot = vfds.free_slot(tid)?;
+    vfds.free_slot(tid)?;
     let how = OpenMode {
         read: access != libc::O_WRONLY,
         write: access != libc::O_RDONLY,
@@ -87,7 +88,7 @@ pub fn open(
         Err(e) => return Some(Reply::errno(e)),
     };
     let cloexec = flags & libc::O_CLOEXEC != 0;
-    Some(hand_over(n, placeholder, cloexec, Some(slot)))
+    Some(hand_over_high(vfds, tid, n, placeholder, cloexec))
 }
 
 /// Serves call `name` (its descriptor in argument `fd_arg`) if the descriptor is virtual.
@@ -420,16 +421,21 @@ fn lowest_standard_free(tid: i32, from: u32) -> Option<u32> {
 /// A copy of virtual descriptor `fd` in the reserved range (`dup`, `F_DUPFD`): the same
 /// open file, as the kernel's copy would be, at the highest free number.
 fn copy_high(vfds: &Vfds, fd: i32, cloexec: bool, tid: i32, n: Notification) -> Reply {
-    let Some(slot) = vfds.free_slot(tid) else {
-        return Reply::errno(libc::EMFILE);
-    };
     let Some(pid) = super::identity::tgid(tid) else {
         return Reply::errno(libc::ESRCH);
     };
     match crate::sys::take_fd(pid, fd) {
-        Ok(ours) => hand_over(n, ours, cloexec, Some(slot)),
+        Ok(ours) => hand_over_high(vfds, tid, n, ours, cloexec),
         Err(e) => Reply::errno(e),
     }
+}
+
+/// Installs `fd` at the highest free number of the range in the caller's table.
+fn hand_over_high(vfds: &Vfds, tid: i32, n: Notification, fd: OwnedFd, cloexec: bool) -> Reply {
+    vfds.place(tid, |slot| match slot {
+        Some(slot) => hand_over(n, fd, cloexec, Some(slot)),
+        None => Reply::errno(libc::EMFILE), // the range filled up meanwhile
+    })
 }
 
 /// A copy of a virtual descriptor at a low number the filter does not watch (`dup2(fd,
