@@ -492,6 +492,43 @@ fn the_cache_is_shared_by_runs_and_a_changed_file_is_fetched_again() {
     }
 }
 
+/// A file rewritten in place on the server with its mtime set back keeps its inode, size
+/// and mtime: the next run checks the cached copy's content digest and fetches it again.
+#[test]
+fn a_cached_copy_whose_content_changed_under_the_same_version_is_fetched_again() {
+    let r = Remote::start();
+    let f = r.write("same", b"content one\n");
+    let mtime = std::fs::metadata(&f).unwrap().modified().unwrap();
+    // A file changed in the last two seconds (its ctime) is never kept: let it age.
+    std::thread::sleep(Duration::from_millis(3100));
+    let cat = ["cat".to_string(), r.url("/same")];
+    let argv: Vec<&str> = cat.iter().map(String::as_str).collect();
+    let first = r.run(CACHED, &["-v"], &argv);
+    assert_eq!(stdout(&first), "content one\n", "{}", stderr(&first));
+    assert!(stderr(&first).contains("cache miss"), "{}", stderr(&first));
+    let ino = std::fs::metadata(&f).unwrap().ino();
+    {
+        use std::io::Write;
+        let mut w = std::fs::File::options().write(true).open(&f).unwrap();
+        w.write_all(b"content two\n").unwrap();
+        w.set_modified(mtime).unwrap();
+    }
+    assert_eq!(std::fs::metadata(&f).unwrap().ino(), ino);
+    std::thread::sleep(Duration::from_millis(3100));
+    for run in 0..2 {
+        let again = r.run(CACHED, &["-v"], &argv);
+        assert_eq!(
+            stdout(&again),
+            "content two\n",
+            "run {run}: {}",
+            stderr(&again)
+        );
+        // The stale copy is said once; the fresh one is then kept and found.
+        let said = stderr(&again).contains("differs from the server's content");
+        assert_eq!(said, run == 0, "run {run}: {}", stderr(&again));
+    }
+}
+
 #[test]
 fn calls_roost_cannot_make_remotely_fail_cleanly() {
     let r = Remote::start();

@@ -347,6 +347,14 @@ impl Cache {
         self.fill(&dir, &path, version, fetch).map(OnceObject)
     }
 
+    /// Removes an object found stale (its content is no longer the server's, although
+    /// its version is); a program holding it open keeps reading it.
+    pub fn discard(&self, object: &Path) {
+        if std::fs::remove_file(object).is_ok() && self.verbose {
+            eprintln!("roost: cache: dropped {}", object.display());
+        }
+    }
+
     /// Stores the content of `file` as the object of `key` at `version` (a file this agent
     /// wrote back, so the next open finds it without fetching).
     fn keep(&self, key: &str, version: Version, file: &mut File) {

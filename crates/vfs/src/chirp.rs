@@ -14,10 +14,12 @@
 //! that finds its source gone, counts as done (the first attempt's effect).
 
 use crate::cache::{Cache, Destination, Version};
+use crate::content_check::{ContentCheck, ServerDigest};
 use crate::driver::{Driver, Intent, OpenFile, OpenMode, Stat, StatFs};
 use crate::Errno;
 use roost_client::{Client, Error as ClientError, OpenFlags};
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -51,6 +53,8 @@ pub struct ChirpNet {
     cache: Arc<Cache>,
     options: ChirpOptions,
     servers: Mutex<HashMap<String, Arc<Server>>>,
+    /// The cached copies whose content this run has checked.
+    checked: ContentCheck,
 }
 
 impl ChirpNet {
@@ -59,7 +63,22 @@ impl ChirpNet {
             cache,
             options,
             servers: Mutex::new(HashMap::new()),
+            checked: ContentCheck::default(),
         }
+    }
+
+    /// Whether cached copy `object` of `rest` still has the server's content (see
+    /// [`crate::content_check`]).
+    fn same_content(&self, server: &Server, rest: &[u8], object: &Path) -> Result<bool, Errno> {
+        self.checked.matches(object, &server.no_digest, || {
+            match server.call(rest, |c, _| c.hash("sha256", rest)) {
+                Ok(digest) => Ok(ServerDigest::Digest(digest)),
+                Err(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => {
+                    Ok(ServerDigest::Unsupported)
+                }
+                Err(e) => Err(e),
+            }
+        })
     }
 
     /// The server a driver path names and the path on it; ENOENT for a first component
@@ -152,9 +171,26 @@ impl ChirpNet {
                     .object_once(&name, version, fetch_into)
                     .map(Fetched::Once);
             }
-            self.cache
-                .object((&key, &name), version, fetch_into)
-                .map(Fetched::Kept)
+            let fetched_now = std::cell::Cell::new(false);
+            let object = self.cache.object((&key, &name), version, |f| {
+                fetched_now.set(true);
+                fetch_into(f)
+            })?;
+            if fetched_now.get() {
+                self.checked.fetched(&object);
+                return Ok(Fetched::Kept(object));
+            }
+            if self.same_content(server, rest, &object)? {
+                return Ok(Fetched::Kept(object));
+            }
+            eprintln!(
+                "roost: {name}: the cached copy differs from the server's content (same \
+                 inode, size and mtime: rewritten in place?); fetching it again"
+            );
+            self.cache.discard(&object);
+            let object = self.cache.object((&key, &name), version, fetch_into)?;
+            self.checked.fetched(&object);
+            Ok(Fetched::Kept(object))
         };
         match intent {
             Intent::Read => {
@@ -650,6 +686,8 @@ pub struct Server {
     reconnects: AtomicU64,
     /// A failure has been said and not yet followed by a success.
     said_down: AtomicBool,
+    /// The server has no SHA-256 `hash` RPC: cached copies are trusted on their version.
+    no_digest: AtomicBool,
 }
 
 impl Server {
@@ -665,6 +703,7 @@ impl Server {
             call_micros: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),
             said_down: AtomicBool::new(false),
+            no_digest: AtomicBool::new(false),
         }
     }
 

@@ -9,6 +9,7 @@
 pub mod cache;
 pub mod chirp;
 mod chirp_direct;
+pub mod content_check;
 pub mod driver;
 pub mod mount;
 pub mod mountfile;
