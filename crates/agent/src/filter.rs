@@ -44,10 +44,11 @@ pub enum Verdict {
         arg: usize,
         bits: u32,
     },
-    /// A notification when the descriptor in argument `arg` is `from` or above (a virtual
-    /// descriptor's range; negative numbers such as mmap's -1 stay below), else allowed.
+    /// A notification when a descriptor in one of arguments `args` is `from` or above (a
+    /// virtual descriptor's range; negative numbers such as mmap's -1 stay below), else
+    /// allowed.
     NotifyIfFdFrom {
-        arg: usize,
+        args: &'static [usize],
         from: u32,
     },
     Errno(i32),
@@ -107,12 +108,15 @@ pub fn build(rules: &[(u32, Verdict)], foreign: Verdict) -> Vec<libc::sock_filte
             Verdict::TraceIf { arg, bits } => Some((arg, bits, RET_TRACE, RET_ALLOW)),
             _ => None,
         };
-        if let Verdict::NotifyIfFdFrom { arg, from } = verdict {
-            p.push(jump(BPF_JEQ_K, nr, 0, 5));
-            p.push(stmt(BPF_LD_W_ABS, offset_arg_low(arg)));
-            p.push(jump(BPF_JGE_K, from, 0, 2));
-            p.push(jump(BPF_JGE_K, 0x8000_0000, 1, 0));
-            p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF));
+        if let Verdict::NotifyIfFdFrom { args, from } = verdict {
+            // Per argument: below the range, or negative, goes on to the next argument.
+            p.push(jump(BPF_JEQ_K, nr, 0, 4 * args.len() as u8 + 1));
+            for &arg in args {
+                p.push(stmt(BPF_LD_W_ABS, offset_arg_low(arg)));
+                p.push(jump(BPF_JGE_K, from, 0, 2));
+                p.push(jump(BPF_JGE_K, 0x8000_0000, 1, 0));
+                p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF));
+            }
             p.push(stmt(BPF_RET_K, RET_ALLOW));
         } else if let Some((arg, bits, if_set, otherwise)) = by_arg {
             p.push(jump(BPF_JEQ_K, nr, 0, 4));
@@ -320,8 +324,15 @@ mod tests {
         let from = 768;
         let p = build(
             &[
-                (0, Verdict::NotifyIfFdFrom { arg: 0, from }),
-                (9, Verdict::NotifyIfFdFrom { arg: 4, from }),
+                (0, Verdict::NotifyIfFdFrom { args: &[0], from }),
+                (9, Verdict::NotifyIfFdFrom { args: &[4], from }),
+                (
+                    275,
+                    Verdict::NotifyIfFdFrom {
+                        args: &[0, 2],
+                        from,
+                    },
+                ),
                 (257, Verdict::Notify),
             ],
             Verdict::Errno(libc::ENOSYS),
@@ -338,5 +349,14 @@ mod tests {
         assert_eq!(run_with(&p, a, 9, [0, 0, 0, 0x2, 5, 0]), RET_ALLOW);
         assert_eq!(run_with(&p, a, 257, [0; 6]), notify);
         assert_eq!(run_with(&p, a, 1, [1000, 0, 0, 0, 0, 0]), RET_ALLOW);
+        // splice: either descriptor may be virtual.
+        assert_eq!(run_with(&p, a, 275, [3, 0, 4, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(run_with(&p, a, 275, [900, 0, 4, 0, 0, 0]), notify);
+        assert_eq!(run_with(&p, a, 275, [3, 0, 900, 0, 0, 0]), notify);
+        assert_eq!(run_with(&p, a, 275, [u64::MAX, 0, 900, 0, 0, 0]), notify);
+        assert_eq!(
+            run_with(&p, a, 275, [u64::MAX, 0, u64::MAX, 0, 0, 0]),
+            RET_ALLOW
+        );
     }
 }

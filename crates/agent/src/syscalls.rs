@@ -509,38 +509,43 @@ pub const NOTIFIED: &[(&str, Notified)] = &[
 /// reserved for virtual descriptors, so calls on the program's own descriptors never stop
 /// (see `vfd`). `close` and `close_range` are not among them: the kernel drops the
 /// placeholder, and roost sees its socket hang up.
-pub const ON_DESCRIPTORS: &[(&str, usize)] = &[
-    ("read", 0),
-    ("write", 0),
-    ("pread64", 0),
-    ("pwrite64", 0),
-    ("readv", 0),
-    ("writev", 0),
-    ("preadv", 0),
-    ("pwritev", 0),
-    ("preadv2", 0),
-    ("pwritev2", 0),
-    ("lseek", 0),
-    ("fstat", 0),
-    ("ftruncate", 0),
-    ("fsync", 0),
-    ("fdatasync", 0),
-    ("fchmod", 0),
-    ("fchown", 0),
-    ("fcntl", 0),
-    ("dup", 0),
-    ("dup2", 0),
-    ("dup3", 0),
-    ("fstatfs", 0),
-    ("mmap", 4),
-    ("fgetxattr", 0),
-    ("fsetxattr", 0),
-    ("flistxattr", 0),
-    ("fremovexattr", 0),
-    ("fadvise64", 0),
-    ("readahead", 0),
-    ("fallocate", 0),
-    ("sync_file_range", 0),
+pub const ON_DESCRIPTORS: &[(&str, &[usize])] = &[
+    ("read", &[0]),
+    ("write", &[0]),
+    ("pread64", &[0]),
+    ("pwrite64", &[0]),
+    ("readv", &[0]),
+    ("writev", &[0]),
+    ("preadv", &[0]),
+    ("pwritev", &[0]),
+    ("preadv2", &[0]),
+    ("pwritev2", &[0]),
+    ("lseek", &[0]),
+    ("fstat", &[0]),
+    ("ftruncate", &[0]),
+    ("fsync", &[0]),
+    ("fdatasync", &[0]),
+    ("fchmod", &[0]),
+    ("fchown", &[0]),
+    ("fcntl", &[0]),
+    ("dup", &[0]),
+    ("dup2", &[0]),
+    ("dup3", &[0]),
+    ("fstatfs", &[0]),
+    ("mmap", &[4]),
+    ("fgetxattr", &[0]),
+    ("fsetxattr", &[0]),
+    ("flistxattr", &[0]),
+    ("fremovexattr", &[0]),
+    ("fadvise64", &[0]),
+    ("readahead", &[0]),
+    ("fallocate", &[0]),
+    ("sync_file_range", &[0]),
+    ("sendfile", &[1, 0]),
+    ("splice", &[0, 2]),
+    ("tee", &[0, 1]),
+    ("copy_file_range", &[0, 2]),
+    ("vmsplice", &[0]),
 ];
 
 /// One trapped call: its name, what it is, and how notifications deliver it (`None`: a
@@ -557,7 +562,7 @@ pub struct Trapped {
 pub struct Table {
     by_nr: Vec<Option<Trapped>>,
     /// [`ON_DESCRIPTORS`] by number: the name and the descriptor argument.
-    on_descriptors: Vec<Option<(&'static str, usize)>>,
+    on_descriptors: Vec<Option<(&'static str, &'static [usize])>>,
 }
 
 impl Table {
@@ -586,14 +591,14 @@ impl Table {
     }
 
     /// A call on a descriptor that direct mode serves: its name and descriptor argument.
-    pub fn on_descriptor(&self, nr: i64) -> Option<(&'static str, usize)> {
+    pub fn on_descriptor(&self, nr: i64) -> Option<(&'static str, &'static [usize])> {
         usize::try_from(nr)
             .ok()
             .and_then(|i| self.on_descriptors.get(i).copied().flatten())
     }
 
     /// Every call of [`ON_DESCRIPTORS`] with its number and descriptor argument.
-    pub fn descriptor_calls(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
+    pub fn descriptor_calls(&self) -> impl Iterator<Item = (u32, &'static [usize])> + '_ {
         self.on_descriptors
             .iter()
             .enumerate()
@@ -646,7 +651,7 @@ mod tests {
             assert!(t.entry(nr).is_none(), "{name} is also a trapped call");
             assert_eq!(t.on_descriptor(nr).map(|d| d.0), Some(name));
         }
-        assert_eq!(t.on_descriptor(9), Some(("mmap", 4)));
+        assert_eq!(t.on_descriptor(9), Some(("mmap", &[4][..])));
     }
 
     #[test]

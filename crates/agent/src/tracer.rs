@@ -238,7 +238,7 @@ pub fn run(
         first.extend(
             table
                 .descriptor_calls()
-                .map(|(nr, arg)| (nr, Verdict::NotifyIfFdFrom { arg, from })),
+                .map(|(nr, args)| (nr, Verdict::NotifyIfFdFrom { args, from })),
         );
     }
     first.extend(rules(&table, full, notify, ids));

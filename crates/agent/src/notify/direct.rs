@@ -91,15 +91,17 @@ pub fn open(
     Some(hand_over_high(vfds, tid, n, placeholder, cloexec))
 }
 
-/// Serves call `name` (its descriptor in argument `fd_arg`) if the descriptor is virtual.
+/// Serves call `name` if a descriptor in one of `fd_args` is virtual (the first such one).
 pub fn answer(
     vfds: &Vfds,
-    (name, fd_arg): (&str, usize),
+    (name, fd_args): (&str, &[usize]),
     (tid, regs): (i32, &Regs),
     n: Notification,
 ) -> Reply {
-    let fd = regs.arg(fd_arg) as i32;
-    let Some(vf) = vfds.get(tid, fd) else {
+    let Some((fd, vf)) = fd_args.iter().find_map(|&arg| {
+        let fd = regs.arg(arg) as i32;
+        vfds.get(tid, fd).map(|vf| (fd, vf))
+    }) else {
         return CONTINUE;
     };
     let call = Call { tid, regs, n };
@@ -137,6 +139,12 @@ pub fn answer(
         "fadvise64" | "readahead" => Reply::value(0),
         // No room is reserved on a Chirp server ahead of writes.
         "fallocate" => Reply::errno(libc::EOPNOTSUPP),
+        // The kernel would move the placeholder's bytes: refused as by a file system that
+        // cannot splice, so programs fall back to read and write (cp, shutil, sendfile
+        // users do).
+        "sendfile" | "splice" | "tee" | "vmsplice" | "copy_file_range" => {
+            Reply::errno(libc::EINVAL)
+        }
         _ => CONTINUE,
     }
 }
