@@ -27,14 +27,15 @@ use crate::index::{Digest, Entry, Kind, INDEX_NAME};
 use crate::listing::Listing;
 use crate::sign::{self, PublicKey};
 use roost_vfs::cache::{Cache, Version};
-use roost_vfs::{Driver, Errno, Intent, ReadAt, Stat, StatFs};
+use roost_vfs::{Driver, Errno, Intent, OpenFile, OpenMode, ReadAt, Stat, StatFs};
 use sha2::Digest as _;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+mod partial;
 mod ranged;
 
 /// The largest index or GROW-FS listing fetched.
@@ -141,6 +142,8 @@ struct Grown {
 
 /// Every web server of one scheme, as one driver.
 pub struct HttpNet {
+    /// This driver, for the files it opens in place.
+    me: Weak<HttpNet>,
     scheme: &'static str,
     cache: Arc<Cache>,
     client: Client,
@@ -205,11 +208,13 @@ impl HttpNet {
         scheme: &'static str,
         cache: Arc<Cache>,
         options: HttpOptions,
-    ) -> Result<HttpNet, String> {
-        Ok(HttpNet {
+    ) -> Result<Arc<HttpNet>, String> {
+        let client = Client::new(options.timeout, options.proxies.clone(), options.insecure)?;
+        Ok(Arc::new_cyclic(|me| HttpNet {
+            me: me.clone(),
             scheme,
             cache,
-            client: Client::new(options.timeout, options.proxies.clone(), options.insecure)?,
+            client,
             options,
             servers: Mutex::new(BTreeSet::new()),
             dirs: Mutex::new(HashMap::new()),
@@ -225,7 +230,7 @@ impl HttpNet {
             fetched: AtomicU64::new(0),
             blocks: AtomicU64::new(0),
             refused: AtomicU64::new(0),
-        })
+        }))
     }
 
     /// Removes this agent's local copies (the run is over).
@@ -1054,6 +1059,34 @@ impl Driver for HttpNet {
         let (authority, rest) = self.server(path)?;
         self.list(&authority, &rest)
     }
+    /// A file of at least the block threshold whose index has block hashes, and that the
+    /// cache does not hold whole, read in place block by block ([`partial`]); ENOSYS for
+    /// any other, which is used through a local copy.
+    fn open_file(&self, path: &[u8], how: OpenMode) -> Result<Box<dyn OpenFile>, Errno> {
+        if how.write || how.truncate {
+            return Err(libc::EROFS);
+        }
+        if Self::is_root(path) {
+            return Err(libc::ENOSYS);
+        }
+        let (authority, rest) = self.server(path)?;
+        let found = self.lookup(&authority, &rest, ANY)?;
+        let st = found.stat;
+        let (Some(blocks), Some(version)) = (found.blocks, found.version) else {
+            return Err(libc::ENOSYS);
+        };
+        let key = Cache::key(&format!("{}://{authority}", self.scheme), &rest);
+        if st.mode & libc::S_IFMT != libc::S_IFREG
+            || st.size < self.options.block_threshold
+            || self.cache.holds(&key, version)
+        {
+            return Err(libc::ENOSYS);
+        }
+        let me = self.me.upgrade().ok_or(libc::EIO)?;
+        let file = partial::PartialFile::new(me, (path, &authority, &rest), st, blocks)?;
+        Ok(Box::new(file))
+    }
+
     fn localize(&self, path: &[u8], intent: Intent) -> Result<Vec<u8>, Errno> {
         if intent != Intent::Read {
             return Err(libc::EROFS);

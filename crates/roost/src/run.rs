@@ -283,7 +283,7 @@ fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
                 HttpNet::new(scheme, cache_of(args)?, options)?
             }
         };
-        Ok(Arc::new(driver))
+        Ok(driver)
     };
     Ok([web("http")?, web("https")?])
 }
@@ -311,8 +311,9 @@ fn mount_table(
         (b"/http", http),
         (b"/https", https),
     ] {
-        // `/chirp/...` with no mount is used as a Chirp mount with no mode is.
-        let direct = logical == b"/chirp" && ctx.chirp_direct;
+        // `/chirp/...` with no mount is used as a Chirp mount with no mode is; the web
+        // drivers read their large files in place ([`Driver::open_file`]).
+        let direct = logical != b"/chirp" || ctx.chirp_direct;
         table.add(
             logical,
             roost_vfs::Target::remote(driver, &b"/"[..], direct),

@@ -1285,6 +1285,11 @@ fn rewrite_keeping_time(path: &Path, data: &[u8]) {
 }
 
 /// The SHA-256 of `data` in hex, as `sha256sum` says it.
+/// `data` as lowercase hexadecimal (as Python's `bytes.hex()`).
+fn hex(data: &[u8]) -> String {
+    data.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn hex_sha256(data: &[u8]) -> String {
     let mut c = Command::new("sha256sum")
         .stdin(Stdio::piped())
@@ -1703,6 +1708,67 @@ fn a_large_file_is_fetched_in_blocks_by_parallel_range_requests() {
     let got = asked_for(&web, before, "/t/big.dat");
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(got[0].ends_with(" 200 - \"-\""), "{got:?}");
+}
+
+/// A program that reads a few bytes of a large file fetches only the blocks they lie in
+/// (the file is read in place through a virtual descriptor); one that reads on gets the
+/// next blocks fetched ahead; a copy the cache holds whole is read from there. Without
+/// notifications (`--no-notify`) the whole file is fetched as before.
+#[test]
+fn a_program_reading_part_of_a_large_file_fetches_only_its_blocks() {
+    let s = Site::new();
+    let data = big_data(BIG);
+    s.write("t/big.dat", &data);
+    s.index_with("t", &INDEX_BLOCKS);
+    let web = Web::nginx(s.root());
+    let url = web.url("/t/big.dat");
+    // 10 bytes at 2.5 MiB (block 2), then 4 bytes across the end of block 0.
+    let program = format!(
+        "import os\n\
+         fd = os.open({url:?}, os.O_RDONLY)\n\
+         print(os.pread(fd, 10, {}).hex(), os.pread(fd, 4, {}).hex(), os.fstat(fd).st_size)",
+        2 * MIB + MIB / 2,
+        MIB - 2
+    );
+    let want = format!(
+        "{} {} {BIG}\n",
+        hex(&data[2 * MIB + MIB / 2..2 * MIB + MIB / 2 + 10]),
+        hex(&data[MIB - 2..MIB + 2])
+    );
+    let before = web.log().lines().count();
+    let o = s.run(&[], &FETCH_BLOCKS, &["python3", "-c", &program]);
+    assert_eq!(stdout(&o), want, "{}", stderr(&o));
+    let got = asked_for(&web, before, "/t/big.dat");
+    let mut ranges: Vec<&str> = got
+        .iter()
+        .map(|l| l.rsplit("bytes=").next().unwrap().trim_end_matches('"'))
+        .collect();
+    ranges.sort();
+    assert_eq!(
+        ranges,
+        [BIG_RANGES[0], BIG_RANGES[1], BIG_RANGES[2]],
+        "{got:?}"
+    );
+    // Read through: every block once, the same bytes.
+    let before = web.log().lines().count();
+    let local = s.root().join("t/big.dat");
+    let o = s.run(&[], &FETCH_BLOCKS, &["cmp", &url, local.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(asked_for(&web, before, "/t/big.dat").len(), 4);
+    // Without notifications the file is fetched whole (in blocks), and kept: the next
+    // run's partial read finds it in the cache and asks the server nothing.
+    let before = web.log().lines().count();
+    let o = s.run(
+        &["--no-notify"],
+        &FETCH_BLOCKS,
+        &["python3", "-c", &program],
+    );
+    assert_eq!(stdout(&o), want, "{}", stderr(&o));
+    assert_eq!(asked_for(&web, before, "/t/big.dat").len(), 4);
+    let before = web.log().lines().count();
+    let o = s.run(&[], &FETCH_BLOCKS, &["python3", "-c", &program]);
+    assert_eq!(stdout(&o), want, "{}", stderr(&o));
+    assert_eq!(asked_for(&web, before, "/t/big.dat"), Vec::<String>::new());
 }
 
 #[test]

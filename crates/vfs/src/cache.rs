@@ -347,6 +347,34 @@ impl Cache {
         self.fill(&dir, &path, version, fetch).map(OnceObject)
     }
 
+    /// Whether the object of `key` at `version` is here, whole.
+    pub fn holds(&self, key: &str, version: Version) -> bool {
+        let path = self.objects.join(key).join(version.name());
+        std::fs::metadata(path).is_ok_and(|m| m.len() == version.size)
+    }
+
+    /// A new, nameless file in this agent's mirror (gone when its last descriptor
+    /// closes): room for the blocks of a file read in place.
+    pub fn scratch(self: &Arc<Self>) -> Result<File, Errno> {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.start()?;
+        let nameless = File::options()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_TMPFILE)
+            .mode(0o600)
+            .open(self.aux());
+        match nameless {
+            Ok(f) => Ok(f),
+            // A file system without O_TMPFILE: a name, removed at once.
+            Err(_) => {
+                let (name, f) = temporary(&self.aux())?;
+                let _ = std::fs::remove_file(name);
+                Ok(f)
+            }
+        }
+    }
+
     /// Removes an object found stale (its content is no longer the server's, although
     /// its version is); a program holding it open keeps reading it.
     pub fn discard(&self, object: &Path) {

@@ -85,8 +85,9 @@ fn web_target(physical: &str, ctx: &MountContext<'_>) -> Option<Result<Target, S
             "{physical}: remote targets are not available here"
         )));
     };
-    // A web server is read-only: its files are always fetched whole into the cache.
-    Some(Ok(Target::remote(driver, format!("/{rest}"), false)))
+    // A web server is read-only: its files are fetched whole into the cache, but for the
+    // large ones with block hashes, which the driver opens in place (`open_file`).
+    Some(Ok(Target::remote(driver, format!("/{rest}"), true)))
 }
 
 /// Turns the right-hand side of a mapping into a target; relative physical paths are taken
@@ -371,11 +372,14 @@ mod tests {
         let root = |spec: &str| parse_mount_spec(spec, &ctx).map(|(_, t)| format!("{t:?}"));
         assert_eq!(
             root("/sw=/http/127.0.0.1:8080/sw/").unwrap(),
-            "http:/127.0.0.1:8080/sw"
+            "http:/127.0.0.1:8080/sw:direct"
         );
-        assert_eq!(root("/sw=http://h/sw").unwrap(), "http:/h/sw");
-        assert_eq!(root("/sw=https://h:8443/a/b").unwrap(), "https:/h:8443/a/b");
-        assert_eq!(root("/sw=/https/h").unwrap(), "https:/h");
+        assert_eq!(root("/sw=http://h/sw").unwrap(), "http:/h/sw:direct");
+        assert_eq!(
+            root("/sw=https://h:8443/a/b").unwrap(),
+            "https:/h:8443/a/b:direct"
+        );
+        assert_eq!(root("/sw=/https/h").unwrap(), "https:/h:direct");
         for bad in [
             "/d=http://h:0/x",
             "/d=http://:80/x",

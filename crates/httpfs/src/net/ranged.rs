@@ -60,7 +60,8 @@ struct Job<'a> {
     file: &'a std::fs::File,
     blocks: &'a Blocks,
     size: u64,
-    /// The next block no stream has taken.
+    /// The blocks to fetch, and the next of them no stream has taken.
+    todo: &'a [usize],
     next: AtomicUsize,
     /// The route blocks are asked from: later once a proxy gave a wrong block.
     from: AtomicUsize,
@@ -81,12 +82,29 @@ impl HttpNet {
         (blocks, size): (&Blocks, u64),
         copy: &mut Copy,
     ) -> Result<Fetched, Errno> {
-        let count = blocks.hashes.len();
-        if count == 0 {
+        let all: Vec<usize> = (0..blocks.hashes.len()).collect();
+        self.fetch_some_blocks((authority, url), from, file, (blocks, size, &all), copy)
+    }
+
+    /// Fetches blocks `todo` of `url` (of `size` bytes, in the blocks `blocks` lists) into
+    /// `file` at their offsets, as [`HttpNet::fetch_blocks`] fetches them all.
+    pub(super) fn fetch_some_blocks(
+        &self,
+        (authority, url): (&str, &str),
+        from: usize,
+        file: &std::fs::File,
+        (blocks, size, todo): (&Blocks, u64, &[usize]),
+        copy: &mut Copy,
+    ) -> Result<Fetched, Errno> {
+        let count = todo.len();
+        if blocks.hashes.is_empty() {
             return Ok(Fetched::Whole {
                 answer: None,
                 route: from,
             });
+        }
+        if count == 0 {
+            return Ok(Fetched::Done);
         }
         let job = Job {
             net: self,
@@ -95,6 +113,7 @@ impl HttpNet {
             file,
             blocks,
             size,
+            todo,
             next: AtomicUsize::new(1),
             from: AtomicUsize::new(from),
             stop: Mutex::new(None),
@@ -103,7 +122,7 @@ impl HttpNet {
         // The first block's answer says whether the route answers ranges at all, before
         // any other stream starts.
         let first = self
-            .get_range(authority, from, url, job.span(0))
+            .get_range(authority, from, url, job.span(todo[0]))
             .map_err(|e| e.errno())?;
         if first.status == 200 {
             let route = first.route;
@@ -165,16 +184,19 @@ impl Job<'_> {
         (start, start + len - 1)
     }
 
-    /// Fetches blocks until none is left or a stream failed; `first` is the answer to
-    /// block 0's request.
+    /// Fetches blocks until none is left or a stream failed; `first` is the answer to the
+    /// first block's request.
     fn work(&self, first: Option<Answer>) {
         let mut pending = first.map(|a| (0, a));
         loop {
-            let (i, answer) = match pending.take() {
-                Some((i, a)) => (i, Some(a)),
+            let (at, answer) = match pending.take() {
+                Some((at, a)) => (at, Some(a)),
                 None => (self.next.fetch_add(1, Ordering::Relaxed), None),
             };
-            if i >= self.blocks.hashes.len() || self.stopped.load(Ordering::Relaxed) {
+            let Some(&i) = self.todo.get(at) else {
+                return;
+            };
+            if self.stopped.load(Ordering::Relaxed) {
                 return;
             }
             if let Err(stop) = self.fetch(i, answer) {
