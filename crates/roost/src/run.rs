@@ -35,8 +35,10 @@ files written go back when closed, and roost returns once they are there.
 /http/HOST[:PORT]/PATH (and /https/...) names a file on a web server, read-only, as the
 index files `roost index` writes there describe it (--http-ttl); mounts may point there
 too (--mount /sw=/http/h:8080/sw or http://h:8080/sw). Files are fetched whole into the
-same cache and checked against the index's SHA-256 (those over --http-block-threshold
-with block hashes in their index as parallel Range requests, checked block by block).
+same cache and checked against the index's SHA-256; those over --http-block-threshold
+with block hashes in their index are fetched as parallel Range requests, checked block by
+block, and a program that opens one reads it in place: each read fetches only the blocks
+it covers (and, reading on, the next ones).
 Requests go through the --http-proxy proxies (else those of http_proxy / https_proxy,
 except for the hosts no_proxy lists), starting at one picked at random; a proxy that
 fails is left for the next, then for the origin server (said once), and a file whose
@@ -120,7 +122,8 @@ pub struct RunArgs {
     pub http_keys: Vec<PathBuf>,
     /// Files of /http and /https of at least SIZE bytes (K, M, G suffixes) whose index
     /// lists block hashes (roost index --block-threshold) are fetched as parallel Range
-    /// requests, each block checked as it arrives.
+    /// requests, each block checked as it arrives; opened by a program, they are read in
+    /// place, block by block, as its reads reach them.
     #[arg(long, default_value = "64M", value_name = "SIZE")]
     pub http_block_threshold: String,
     /// How many blocks of one such file are fetched at once (1 to 16; one connection each).
