@@ -1,8 +1,11 @@
-//! The client commands: `roost ls`, `stat`, `cat`, `get`, `put`, `rm`, `mkdir`, `mv`,
+//! The client commands: `roost ls`, `stat`, `cat`, `get`, `put`, `rm`, `mkdir`, `mv`, `ln`,
 //! `getacl`, `setacl`, `whoami`, on `chirp://host[:port]/path` (or `/chirp/host:port/path`).
+
+mod federation;
 
 use crate::progress::Progress;
 use clap::{Args, Subcommand};
+use federation::Unfollowed;
 use roost_client::tree::{self, CopyError};
 use roost_client::{ChirpUrl, Client, Credentials, Error, HmacKey, Method, Options, Stat};
 use std::io::Write;
@@ -92,13 +95,28 @@ pub enum RemoteCommand {
         #[arg(required = true)]
         urls: Vec<String>,
     },
-    /// Rename a file or directory on a server.
+    /// Rename a file or directory; to another server (through a cross-server link, or a
+    /// chirp URL), copy it there and remove it here.
     Mv {
         #[command(flatten)]
         connect: ConnectArgs,
         url: String,
-        /// The new path: a path on the same server, or a chirp URL naming it.
+        /// The new path: a path on the same server, or a chirp URL.
         to: String,
+    },
+    /// Make a link: with -s a symbolic one, whose TARGET may be a chirp URL on another
+    /// server (stored as /chirp/HOST:PORT/PATH, which roost run and these commands
+    /// follow: one name space across servers); without -s a hard link on the same server.
+    Ln {
+        #[command(flatten)]
+        connect: ConnectArgs,
+        /// Make a symbolic link.
+        #[arg(short)]
+        symbolic: bool,
+        /// What the link names: a chirp URL, or a path (as given, for -s).
+        target: String,
+        /// chirp://host[:port]/path of the new link
+        link: String,
     },
     /// Show a directory's ACL.
     Getacl {
@@ -139,6 +157,7 @@ impl RemoteCommand {
             | RemoteCommand::Rm { connect, .. }
             | RemoteCommand::Mkdir { connect, .. }
             | RemoteCommand::Mv { connect, .. }
+            | RemoteCommand::Ln { connect, .. }
             | RemoteCommand::Getacl { connect, .. }
             | RemoteCommand::Setacl { connect, .. }
             | RemoteCommand::Whoami { connect, .. } => connect,
@@ -200,18 +219,29 @@ struct Remote {
     client: Client,
 }
 
+/// Whether an operation acts on what a link at the end of its path leads to (`ls`, `cat`,
+/// ...) or on the link itself (`rm`, `mv`, `ln`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Last {
+    Follow,
+    Keep,
+}
+
 impl Remote {
-    fn open(text: &str, options: &Options) -> Result<Remote, Failure> {
+    /// Connects to the server `text` leads to, following cross-server links on the way
+    /// (see [`crate::federation`]).
+    fn open(text: &str, options: &Options, last: Last) -> Result<Remote, Failure> {
         let url = ChirpUrl::parse(text)
             .map_err(|e| Failure(format!("{e} (write chirp://host[:port]/path)")))?;
-        let client = Client::connect(&url.authority(), options).map_err(|e| {
-            Failure(format!(
+        match federation::locate(url, options, last == Last::Follow) {
+            Ok((url, client)) => Ok(Remote { url, client }),
+            Err(Unfollowed::Connect(url, e)) => Err(Failure(format!(
                 "chirp://{}: {}",
                 url.authority(),
                 connect_advice(&e)
-            ))
-        })?;
-        Ok(Remote { url, client })
+            ))),
+            Err(Unfollowed::Loop(why)) => Err(Failure(why)),
+        }
     }
 
     fn path(&self) -> &[u8] {
@@ -283,7 +313,7 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
     match command {
         RemoteCommand::Ls { long, url, .. } => ls(&url, long, options),
         RemoteCommand::Stat { url, .. } => {
-            let mut r = Remote::open(&url, options)?;
+            let mut r = Remote::open(&url, options, Last::Follow)?;
             let path = r.path().to_vec();
             let st = r.client.stat(&path).map_err(|e| r.fail(&path, e))?;
             print_stat(&String::from_utf8_lossy(&path), &st);
@@ -292,7 +322,7 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
         RemoteCommand::Cat { urls, .. } => {
             let stdout = std::io::stdout();
             for url in urls {
-                let mut r = Remote::open(&url, options)?;
+                let mut r = Remote::open(&url, options, Last::Follow)?;
                 let path = r.path().to_vec();
                 let mut out = stdout.lock();
                 r.client
@@ -309,7 +339,7 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
             local,
             ..
         } => {
-            let mut r = Remote::open(&url, options)?;
+            let mut r = Remote::open(&url, options, Last::Follow)?;
             let path = r.path().to_vec();
             let local = local.unwrap_or_else(|| default_local_name(&path));
             let st = r.client.stat(&path).map_err(|e| r.fail(&path, e))?;
@@ -354,7 +384,7 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
                     local.display()
                 )));
             }
-            let mut r = Remote::open(&url, options)?;
+            let mut r = Remote::open(&url, options, Last::Follow)?;
             let mut path = r.path().to_vec();
             // Putting into an existing directory keeps the file's own name, like cp.
             if !meta.is_dir() {
@@ -388,7 +418,7 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
             recursive, urls, ..
         } => {
             for url in urls {
-                let mut r = Remote::open(&url, options)?;
+                let mut r = Remote::open(&url, options, Last::Keep)?;
                 let path = r.path().to_vec();
                 let st = r.client.lstat(&path).map_err(|e| r.fail(&path, e))?;
                 let result = if st.is_dir() {
@@ -408,7 +438,7 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
         }
         RemoteCommand::Mkdir { parents, urls, .. } => {
             for url in urls {
-                let mut r = Remote::open(&url, options)?;
+                let mut r = Remote::open(&url, options, Last::Keep)?;
                 let path = r.path().to_vec();
                 if parents {
                     mkdir_parents(&mut r, &path)?;
@@ -419,30 +449,74 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
             Ok(())
         }
         RemoteCommand::Mv { url, to, .. } => {
-            let mut r = Remote::open(&url, options)?;
-            let target = match ChirpUrl::parse(&to) {
-                Ok(other) if other.authority() == r.url.authority() => other.path,
-                Ok(other) => {
-                    return Err(Failure(format!(
-                        "{to}: mv works within one server; {} and {} differ (use get and put)",
-                        r.url.authority(),
-                        other.authority()
-                    )))
-                }
-                Err(_) if to.starts_with('/') => to.clone(),
+            let mut r = Remote::open(&url, options, Last::Keep)?;
+            let to = match ChirpUrl::parse(&to) {
+                Ok(other) => other,
+                Err(_) if to.starts_with('/') => ChirpUrl {
+                    path: to.clone(),
+                    ..r.url.clone()
+                },
                 Err(_) => {
                     return Err(Failure(format!(
                         "{to}: expected an absolute path or a chirp:// URL"
                     )))
                 }
             };
+            let mut dest = Remote::open(&to.to_string(), options, Last::Keep)?;
             let path = r.path().to_vec();
+            if dest.url.authority() == r.url.authority() {
+                let target = dest.path().to_vec();
+                return r
+                    .client
+                    .rename(&path, &target)
+                    .map_err(|e| r.fail(&path, e));
+            }
+            move_across(&mut r, &mut dest)
+        }
+        RemoteCommand::Ln {
+            symbolic,
+            target,
+            link,
+            ..
+        } => {
+            let mut r = Remote::open(&link, options, Last::Keep)?;
+            let path = r.path().to_vec();
+            if symbolic {
+                let text = federation::link_text(&target);
+                return r
+                    .client
+                    .symlink(text.as_bytes(), &path)
+                    .map_err(|e| r.fail(&path, e));
+            }
+            let to = match ChirpUrl::parse(&target) {
+                Ok(_) => Remote::open(&target, options, Last::Keep)?,
+                Err(_) if target.starts_with('/') => Remote::open(
+                    &ChirpUrl {
+                        path: target.clone(),
+                        ..r.url.clone()
+                    }
+                    .to_string(),
+                    options,
+                    Last::Keep,
+                )?,
+                Err(_) => return Err(Failure(format!(
+                    "{target}: a hard link needs an absolute path or a chirp:// URL (or use ln -s)"
+                ))),
+            };
+            if to.url.authority() != r.url.authority() {
+                return Err(Failure(format!(
+                    "{}: a hard link cannot reach another server ({}); use ln -s",
+                    r.show(&path),
+                    to.url.authority()
+                )));
+            }
+            let existing = to.path().to_vec();
             r.client
-                .rename(&path, target.as_bytes())
+                .link(&existing, &path)
                 .map_err(|e| r.fail(&path, e))
         }
         RemoteCommand::Getacl { url, .. } => {
-            let mut r = Remote::open(&url, options)?;
+            let mut r = Remote::open(&url, options, Last::Follow)?;
             let path = r.path().to_vec();
             for entry in r.client.getacl(&path).map_err(|e| r.fail(&path, e))? {
                 println!("{} {}", entry.subject, entry.rights);
@@ -460,14 +534,14 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
                     "'{rights}' is not a set of rights (letters rwldpax, or - to remove)"
                 )));
             }
-            let mut r = Remote::open(&url, options)?;
+            let mut r = Remote::open(&url, options, Last::Follow)?;
             let path = r.path().to_vec();
             r.client
                 .setacl(&path, &subject, &rights)
                 .map_err(|e| r.fail(&path, e))
         }
         RemoteCommand::Whoami { url, .. } => {
-            let mut r = Remote::open(&url, options)?;
+            let mut r = Remote::open(&url, options, Last::Keep)?;
             let path = r.path().to_vec();
             let me = r.client.whoami().map_err(|e| r.fail(&path, e))?;
             println!("{me}");
@@ -477,7 +551,7 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
 }
 
 fn ls(url: &str, long: bool, options: &Options) -> Outcome {
-    let mut r = Remote::open(url, options)?;
+    let mut r = Remote::open(url, options, Last::Follow)?;
     let path = r.path().to_vec();
     let st = r.client.stat(&path).map_err(|e| r.fail(&path, e))?;
     let mut out = std::io::stdout().lock();
@@ -494,6 +568,12 @@ fn ls(url: &str, long: bool, options: &Options) -> Outcome {
     for entry in entries {
         let name = String::from_utf8_lossy(&entry.name).into_owned();
         let line = match (&entry.stat, long) {
+            (Some(st), true) if st.is_symlink() => {
+                // A link shows what it names, as ls -l does (another server's included).
+                let target = r.client.readlink(tree::join(&path, &entry.name));
+                let target = target.map(|t| String::from_utf8_lossy(&t).into_owned());
+                format!("{} -> {}", long_line(&name, st), target.unwrap_or_default())
+            }
             (Some(st), true) => long_line(&name, st),
             _ => name,
         };
@@ -575,6 +655,56 @@ fn default_local_name(path: &[u8]) -> PathBuf {
 }
 
 use std::os::unix::ffi::OsStrExt;
+
+/// `mv` to another server: the file or tree is copied there through a local temporary
+/// copy (with progress), then removed here; the copy there is complete before anything
+/// is removed.
+fn move_across(from: &mut Remote, to: &mut Remote) -> Outcome {
+    let (src, dst) = (from.path().to_vec(), to.path().to_vec());
+    let st = from.client.lstat(&src).map_err(|e| from.fail(&src, e))?;
+    if st.is_symlink() {
+        // A link moves as itself.
+        let target = from.client.readlink(&src).map_err(|e| from.fail(&src, e))?;
+        to.client
+            .symlink(&target, &dst)
+            .map_err(|e| to.fail(&dst, e))?;
+        return from.client.unlink(&src).map_err(|e| from.fail(&src, e));
+    }
+    let scratch = std::env::temp_dir().join(format!("roost-mv.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir(&scratch).map_err(|e| {
+        Failure(format!(
+            "{}: {}",
+            scratch.display(),
+            describe(&Error::Local(e))
+        ))
+    })?;
+    let local = scratch.join("x");
+    let moved = (|| {
+        let mut progress = Progress::new("mv", (!st.is_dir()).then_some(st.size as u64));
+        let fetched = if st.is_dir() {
+            tree::get_tree(&mut from.client, &src, &local, &mut |n| progress.advance(n))
+        } else {
+            tree::get_file(&mut from.client, &src, &local, &mut |n| progress.advance(n))
+        };
+        fetched.map_err(|e| from.copy_failure(e))?;
+        let sent = if st.is_dir() {
+            tree::put_tree(&mut to.client, &local, &dst, &mut |n| progress.advance(n))
+        } else {
+            tree::put_file(&mut to.client, &local, &dst, &mut |n| progress.advance(n))
+        };
+        progress.finish();
+        sent.map_err(|e| to.copy_failure(e))?;
+        let removed = if st.is_dir() {
+            from.client.rmall(&src)
+        } else {
+            from.client.unlink(&src)
+        };
+        removed.map_err(|e| from.fail(&src, e))
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    moved
+}
 
 fn mkdir_parents(r: &mut Remote, path: &[u8]) -> Outcome {
     let mut sofar = Vec::new();
