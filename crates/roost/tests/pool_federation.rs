@@ -4,38 +4,9 @@
 
 mod serve_support;
 
-use serve_support::TestServer;
+use serve_support::{cli_fails, cli_ok, TestServer};
 use std::fs;
-use std::process::{Command, Output};
-
-fn roost(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_roost"))
-        .args(args)
-        .output()
-        .expect("run roost")
-}
-
-/// Runs a client command authenticating by address; returns stdout, failing on error.
-fn ok(args: &[&str]) -> String {
-    let mut all = args.to_vec();
-    all.extend(["--auth", "address"]);
-    let out = roost(&all);
-    assert!(
-        out.status.success(),
-        "roost {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Runs a client command expected to fail; returns its stderr.
-fn fails(args: &[&str]) -> String {
-    let mut all = args.to_vec();
-    all.extend(["--auth", "address"]);
-    let out = roost(&all);
-    assert_eq!(out.status.code(), Some(1), "roost {args:?} should fail");
-    String::from_utf8(out.stderr).unwrap()
-}
+use std::process::Command;
 
 fn server() -> (TestServer, String) {
     let s = TestServer::start(&["--acl", "address:127.0.0.1=rwldpa"]);
@@ -51,7 +22,7 @@ fn a_tree_spanning_two_servers_is_one_name_space() {
     fs::write(b.root().join("data/f"), "on b\n").unwrap();
 
     // The link is stored as roost run follows it.
-    ok(&[
+    cli_ok(&[
         "ln",
         "-s",
         &format!("{b_url}/data"),
@@ -62,21 +33,21 @@ fn a_tree_spanning_two_servers_is_one_name_space() {
         stored.to_str().unwrap(),
         format!("/chirp/127.0.0.1:{}/data", b.port)
     );
-    let listing = ok(&["ls", "-l", &format!("{a_url}/")]);
+    let listing = cli_ok(&["ls", "-l", &format!("{a_url}/")]);
     assert!(
         listing.contains(&format!("linked -> /chirp/127.0.0.1:{}/data", b.port)),
         "{listing}"
     );
 
     // Reads, writes and names through the link land on the other server.
-    assert_eq!(ok(&["ls", &format!("{a_url}/linked")]), "f\n");
-    assert_eq!(ok(&["cat", &format!("{a_url}/linked/f")]), "on b\n");
+    assert_eq!(cli_ok(&["ls", &format!("{a_url}/linked")]), "f\n");
+    assert_eq!(cli_ok(&["cat", &format!("{a_url}/linked/f")]), "on b\n");
     let local = tempfile::tempdir().unwrap();
     let put = local.path().join("put.txt");
     fs::write(&put, "put through a\n").unwrap();
-    ok(&["put", put.to_str().unwrap(), &format!("{a_url}/linked/new")]);
-    ok(&["mkdir", &format!("{a_url}/linked/sub")]);
-    ok(&[
+    cli_ok(&["put", put.to_str().unwrap(), &format!("{a_url}/linked/new")]);
+    cli_ok(&["mkdir", &format!("{a_url}/linked/sub")]);
+    cli_ok(&[
         "mv",
         &format!("{a_url}/linked/new"),
         &format!("{a_url}/linked/sub/renamed"),
@@ -85,18 +56,18 @@ fn a_tree_spanning_two_servers_is_one_name_space() {
         fs::read_to_string(b.root().join("data/sub/renamed")).unwrap(),
         "put through a\n"
     );
-    assert!(ok(&["stat", &format!("{a_url}/linked/sub/renamed")]).contains("size: 14"));
+    assert!(cli_ok(&["stat", &format!("{a_url}/linked/sub/renamed")]).contains("size: 14"));
 
     // mv from one server to the other: copied there, then removed here.
     fs::create_dir_all(a.root().join("tree/deep")).unwrap();
     fs::write(a.root().join("tree/deep/x"), vec![7u8; 300_000]).unwrap();
     fs::write(a.root().join("single"), "one file\n").unwrap();
-    ok(&[
+    cli_ok(&[
         "mv",
         &format!("{a_url}/single"),
         &format!("{a_url}/linked/single"),
     ]);
-    ok(&[
+    cli_ok(&[
         "mv",
         &format!("{a_url}/tree"),
         &format!("{a_url}/linked/tree"),
@@ -136,7 +107,7 @@ fn a_tree_spanning_two_servers_is_one_name_space() {
     );
 
     // rm of the link removes the link, not what it leads to.
-    ok(&["rm", &format!("{a_url}/linked")]);
+    cli_ok(&["rm", &format!("{a_url}/linked")]);
     assert!(fs::symlink_metadata(a.root().join("linked")).is_err());
     assert!(b.root().join("data/f").exists());
 }
@@ -147,28 +118,30 @@ fn loops_and_hard_links_across_servers_are_refused_with_a_clear_message() {
     let (b, b_url) = server();
     fs::write(b.root().join("f"), "b\n").unwrap();
     // Two links leading to each other.
-    ok(&[
+    cli_ok(&[
         "ln",
         "-s",
         &format!("{b_url}/back"),
         &format!("{a_url}/there"),
     ]);
-    ok(&[
+    cli_ok(&[
         "ln",
         "-s",
         &format!("{a_url}/there"),
         &format!("{b_url}/back"),
     ]);
-    let err = fails(&["cat", &format!("{a_url}/there/x")]);
+    let (code, err) = cli_fails(&["cat", &format!("{a_url}/there/x")]);
+    assert_eq!(code, 1);
     assert!(err.contains("more than 40 cross-server links"), "{err}");
-    let err = fails(&["ln", &format!("{b_url}/f"), &format!("{a_url}/hard")]);
+    let (code, err) = cli_fails(&["ln", &format!("{b_url}/f"), &format!("{a_url}/hard")]);
+    assert_eq!(code, 1);
     assert!(
         err.contains("a hard link cannot reach another server"),
         "{err}"
     );
     assert!(fs::symlink_metadata(a.root().join("hard")).is_err());
     // A hard link within one server is a hard link.
-    ok(&["ln", &format!("{b_url}/f"), &format!("{b_url}/g")]);
+    cli_ok(&["ln", &format!("{b_url}/f"), &format!("{b_url}/g")]);
     assert_eq!(fs::read_to_string(b.root().join("g")).unwrap(), "b\n");
     use std::os::unix::fs::MetadataExt;
     assert_eq!(fs::metadata(b.root().join("g")).unwrap().nlink(), 2);

@@ -2,41 +2,8 @@
 
 mod serve_support;
 
-use serve_support::TestServer;
+use serve_support::{cli_fails, cli_ok, TestServer};
 use std::fs;
-use std::process::{Command, Output};
-
-fn roost(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_roost"))
-        .args(args)
-        .output()
-        .expect("run roost")
-}
-
-/// Runs a client command authenticating by address; returns stdout, failing on error.
-fn ok(args: &[&str]) -> String {
-    let mut all = args.to_vec();
-    all.extend(["--auth", "address"]);
-    let out = roost(&all);
-    assert!(
-        out.status.success(),
-        "roost {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Runs a client command expected to fail; returns (exit code, stderr).
-fn fails(args: &[&str]) -> (i32, String) {
-    let mut all = args.to_vec();
-    all.extend(["--auth", "address"]);
-    let out = roost(&all);
-    assert!(!out.status.success(), "roost {args:?} should fail");
-    (
-        out.status.code().unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
 
 #[test]
 fn put_get_ls_cat_stat_mv_rm_mkdir_round_trip() {
@@ -49,7 +16,7 @@ fn put_get_ls_cat_stat_mv_rm_mkdir_round_trip() {
     fs::write(tree.join("sub/b.bin"), vec![9u8; 200_000]).unwrap();
     std::os::unix::fs::symlink("a.txt", tree.join("link")).unwrap();
 
-    ok(&["put", "-r", tree.to_str().unwrap(), &format!("{url}/tree")]);
+    cli_ok(&["put", "-r", tree.to_str().unwrap(), &format!("{url}/tree")]);
     assert_eq!(
         fs::read(server.root().join("tree/sub/b.bin")).unwrap(),
         vec![9u8; 200_000]
@@ -63,7 +30,7 @@ fn put_get_ls_cat_stat_mv_rm_mkdir_round_trip() {
 
     let single = local.path().join("single.txt");
     fs::write(&single, b"one file").unwrap();
-    ok(&["put", single.to_str().unwrap(), &format!("{url}/tree")]);
+    cli_ok(&["put", single.to_str().unwrap(), &format!("{url}/tree")]);
     assert_eq!(
         fs::read(server.root().join("tree/single.txt")).unwrap(),
         b"one file",
@@ -71,10 +38,10 @@ fn put_get_ls_cat_stat_mv_rm_mkdir_round_trip() {
     );
 
     assert_eq!(
-        ok(&["ls", &format!("{url}/tree")]),
+        cli_ok(&["ls", &format!("{url}/tree")]),
         "a.txt\nlink\nsingle.txt\nsub\n"
     );
-    let long = ok(&[
+    let long = cli_ok(&[
         "ls",
         "-l",
         &format!("/chirp/127.0.0.1:{}/tree/sub", server.port),
@@ -84,37 +51,37 @@ fn put_get_ls_cat_stat_mv_rm_mkdir_round_trip() {
         "{long}"
     );
     assert_eq!(
-        ok(&[
+        cli_ok(&[
             "cat",
             &format!("{url}/tree/a.txt"),
             &format!("{url}/tree/single.txt")
         ]),
         "alpha\none file"
     );
-    let stat = ok(&["stat", &format!("{url}/tree/sub/b.bin")]);
+    let stat = cli_ok(&["stat", &format!("{url}/tree/sub/b.bin")]);
     assert!(
         stat.contains("size: 200000") && stat.contains("type: file"),
         "{stat}"
     );
 
     let back = local.path().join("back");
-    ok(&["get", "-r", &format!("{url}/tree"), back.to_str().unwrap()]);
+    cli_ok(&["get", "-r", &format!("{url}/tree"), back.to_str().unwrap()]);
     assert_eq!(
         fs::read(back.join("sub/b.bin")).unwrap(),
         vec![9u8; 200_000]
     );
     let one = local.path().join("one.txt");
-    ok(&["get", &format!("{url}/tree/a.txt"), one.to_str().unwrap()]);
+    cli_ok(&["get", &format!("{url}/tree/a.txt"), one.to_str().unwrap()]);
     assert_eq!(fs::read(&one).unwrap(), b"alpha\n");
 
-    ok(&["mkdir", "-p", &format!("{url}/deep/er/est")]);
+    cli_ok(&["mkdir", "-p", &format!("{url}/deep/er/est")]);
     assert!(server.root().join("deep/er/est").is_dir());
-    ok(&["mkdir", "-p", &format!("{url}/deep/er")]);
-    ok(&["mv", &format!("{url}/deep"), "/moved"]);
-    ok(&["mv", &format!("{url}/moved"), &format!("{url}/moved2")]);
+    cli_ok(&["mkdir", "-p", &format!("{url}/deep/er")]);
+    cli_ok(&["mv", &format!("{url}/deep"), "/moved"]);
+    cli_ok(&["mv", &format!("{url}/moved"), &format!("{url}/moved2")]);
     assert!(server.root().join("moved2/er/est").is_dir());
-    ok(&["rm", &format!("{url}/tree/a.txt")]);
-    ok(&["rm", "-r", &format!("{url}/moved2")]);
+    cli_ok(&["rm", &format!("{url}/tree/a.txt")]);
+    cli_ok(&["rm", "-r", &format!("{url}/moved2")]);
     assert!(!server.root().join("moved2").exists() && !server.root().join("tree/a.txt").exists());
 }
 
@@ -122,15 +89,15 @@ fn put_get_ls_cat_stat_mv_rm_mkdir_round_trip() {
 fn acls_and_whoami() {
     let server = TestServer::start(&["--acl", "address:127.0.0.1=rwldpa"]);
     let url = format!("chirp://127.0.0.1:{}", server.port);
-    assert_eq!(ok(&["whoami", &url]), "address:127.0.0.1\n");
-    ok(&["setacl", &format!("{url}/"), "unix:bob", "rl"]);
+    assert_eq!(cli_ok(&["whoami", &url]), "address:127.0.0.1\n");
+    cli_ok(&["setacl", &format!("{url}/"), "unix:bob", "rl"]);
     assert_eq!(
-        ok(&["getacl", &format!("{url}/")]),
+        cli_ok(&["getacl", &format!("{url}/")]),
         "address:127.0.0.1 rwldpa\nunix:bob rl\n"
     );
-    ok(&["setacl", &format!("{url}/"), "unix:bob", "-"]);
+    cli_ok(&["setacl", &format!("{url}/"), "unix:bob", "-"]);
     assert_eq!(
-        ok(&["getacl", &format!("{url}/")]),
+        cli_ok(&["getacl", &format!("{url}/")]),
         "address:127.0.0.1 rwldpa\n"
     );
 }
@@ -139,35 +106,35 @@ fn acls_and_whoami() {
 fn errors_name_host_path_and_cause_and_exit_non_zero() {
     let server = TestServer::start(&["--acl", "address:127.0.0.1=rl"]);
     let url = format!("chirp://127.0.0.1:{}", server.port);
-    let (code, err) = fails(&["mkdir", &format!("{url}/x")]);
+    let (code, err) = cli_fails(&["mkdir", &format!("{url}/x")]);
     assert_eq!(code, 1);
     assert_eq!(
         err.trim(),
         format!("roost: {url}/x: permission denied (needs 'w' on /)")
     );
-    let (code, err) = fails(&["cat", &format!("{url}/missing")]);
+    let (code, err) = cli_fails(&["cat", &format!("{url}/missing")]);
     assert_eq!(code, 1);
     assert_eq!(
         err.trim(),
         format!("roost: {url}/missing: no such file or directory")
     );
-    let (_, err) = fails(&["ls", "not-a-url"]);
+    let (_, err) = cli_fails(&["ls", "not-a-url"]);
     assert!(
         err.contains("not-a-url") && err.contains("chirp://host"),
         "{err}"
     );
-    let (_, err) = fails(&["ls", "chirp://127.0.0.1:1/"]);
+    let (_, err) = cli_fails(&["ls", "chirp://127.0.0.1:1/"]);
     assert!(
         err.contains("127.0.0.1:1") && err.contains("connection refused"),
         "{err}"
     );
-    let (code, err) = fails(&["setacl", &format!("{url}/"), "unix:bob", "zz"]);
+    let (code, err) = cli_fails(&["setacl", &format!("{url}/"), "unix:bob", "zz"]);
     assert_eq!(code, 1);
     assert!(err.contains("'zz' is not a set of rights"), "{err}");
-    let (code, err) = fails(&["ls", &url, "--auth", "kerberos"]);
+    let (code, err) = cli_fails(&["ls", &url, "--auth", "kerberos"]);
     assert_eq!(code, 2, "a bad option is a usage error");
     assert!(err.contains("--auth kerberos"), "{err}");
     let dir = tempfile::tempdir().unwrap();
-    let (_, err) = fails(&["put", dir.path().to_str().unwrap(), &format!("{url}/d")]);
+    let (_, err) = cli_fails(&["put", dir.path().to_str().unwrap(), &format!("{url}/d")]);
     assert!(err.contains("is a directory (use put -r)"), "{err}");
 }

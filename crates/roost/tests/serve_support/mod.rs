@@ -254,3 +254,37 @@ pub fn enc(path: &str) -> String {
 pub fn code(errno: i32) -> i64 {
     roost_wire::ErrorCode::from_errno(errno).as_i64()
 }
+
+/// Runs the `roost` binary with `args`.
+pub fn roost_cli(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_roost"))
+        .args(args)
+        .output()
+        .expect("run roost")
+}
+
+/// Runs a client command authenticating by address; returns stdout, failing on error.
+pub fn cli_ok(args: &[&str]) -> String {
+    let mut all = args.to_vec();
+    all.extend(["--auth", "address"]);
+    let out = roost_cli(&all);
+    assert!(
+        out.status.success(),
+        "roost {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs a client command (authenticating by address) expected to fail; returns its exit
+/// code and stderr.
+pub fn cli_fails(args: &[&str]) -> (i32, String) {
+    let mut all = args.to_vec();
+    all.extend(["--auth", "address"]);
+    let out = roost_cli(&all);
+    assert!(!out.status.success(), "roost {args:?} should fail");
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
