@@ -1,0 +1,126 @@
+//! Which servers a run uses: the pool's records from the catalog, those that run jobs and
+//! are up, ranked by the CPU their owners let guests have (their thermostat headroom).
+//!
+//! `roost serve --jobs --catalog` reports `jobs` (how many jobs it runs at once) and, with a
+//! thermostat, `thermostat_cpu` (percent of the machine guests may use now); every server
+//! reports `cpus` and `load1`. A host's headroom is `cpus * thermostat_cpu / 100` cores
+//! (`cpus` without a thermostat); it takes at most `jobs` tasks at once, and no more than
+//! its headroom rounded up. Speed beyond that is learned during the run from the rate at
+//! which each host finishes work (see [`crate::schedule`]).
+
+use roost_catalog::json::Value;
+
+/// A server tasks can run on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Host {
+    /// `host:port`, to connect to.
+    pub authority: String,
+    /// How it is shown: the catalog's name and port, or the authority.
+    pub name: String,
+    /// The cores guests may use (thermostat headroom).
+    pub headroom: f64,
+    /// Tasks run at once.
+    pub slots: usize,
+}
+
+impl Host {
+    /// A host named on the command line, with `slots` tasks at once.
+    pub fn given(authority: &str, slots: usize) -> Host {
+        Host {
+            authority: authority.to_string(),
+            name: authority.to_string(),
+            headroom: slots as f64,
+            slots: slots.max(1),
+        }
+    }
+
+    /// The host a catalog record describes, if it is an up Chirp server that runs jobs.
+    pub fn from_record(record: &Value) -> Option<Host> {
+        let text = |k: &str| record.get(k).and_then(Value::as_str);
+        let number = |k: &str| record.get(k).and_then(Value::as_f64);
+        if text("type") != Some("chirp") || text("state") == Some("down") {
+            return None;
+        }
+        let jobs = record
+            .get("jobs")
+            .and_then(Value::as_i64)
+            .filter(|&j| j > 0)?;
+        let port = record.get("port").and_then(Value::as_i64)?;
+        let address = text("address").or(text("name"))?;
+        let authority = if address.contains(':') {
+            format!("[{address}]:{port}")
+        } else {
+            format!("{address}:{port}")
+        };
+        let cpus = number("cpus").filter(|c| *c >= 1.0).unwrap_or(1.0);
+        let percent = number("thermostat_cpu")
+            .filter(|p| *p > 0.0 && *p <= 100.0)
+            .unwrap_or(100.0);
+        let headroom = cpus * percent / 100.0;
+        let slots = (jobs as usize).min(headroom.ceil().max(1.0) as usize);
+        let name = match text("name") {
+            Some(n) if n != address => format!("{n}:{port}"),
+            _ => authority.clone(),
+        };
+        Some(Host {
+            authority,
+            name,
+            headroom,
+            slots,
+        })
+    }
+}
+
+/// The hosts of the catalog's records that can take tasks, most headroom first (ties by
+/// name), at most `most` of them.
+pub fn choose(records: &[Value], most: Option<usize>) -> Vec<Host> {
+    let mut hosts: Vec<Host> = records.iter().filter_map(Host::from_record).collect();
+    hosts.sort_by(|a, b| {
+        b.headroom
+            .total_cmp(&a.headroom)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    hosts.dedup_by(|a, b| a.authority == b.authority);
+    if let Some(most) = most {
+        hosts.truncate(most);
+    }
+    hosts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(text: &str) -> Value {
+        roost_catalog::json::parse(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn hosts_are_ranked_by_headroom() {
+        let records = [
+            record(
+                r#"{"type":"chirp","address":"10.0.0.1","name":"a","port":9094,"cpus":8,"jobs":4,"thermostat_cpu":25}"#,
+            ),
+            record(
+                r#"{"type":"chirp","address":"10.0.0.2","name":"10.0.0.2","port":9094,"cpus":1,"jobs":1}"#,
+            ),
+            record(
+                r#"{"type":"chirp","address":"10.0.0.3","port":9094,"cpus":2,"jobs":1,"state":"down"}"#,
+            ),
+            record(r#"{"type":"chirp","address":"10.0.0.4","port":9094,"cpus":16}"#),
+            record(r#"{"type":"catalog","address":"10.0.0.5","port":9097,"jobs":1}"#),
+            record(
+                r#"{"type":"chirp","address":"::1","port":9,"cpus":4,"jobs":8,"thermostat_cpu":10}"#,
+            ),
+        ];
+        let hosts = choose(&records, None);
+        let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["a:9094", "10.0.0.2:9094", "[::1]:9"]);
+        assert_eq!(hosts[0].headroom, 2.0);
+        assert_eq!(hosts[0].slots, 2, "4 jobs, but 2 cores of headroom");
+        assert_eq!(hosts[0].authority, "10.0.0.1:9094");
+        assert_eq!(hosts[2].slots, 1);
+        assert!((hosts[2].headroom - 0.4).abs() < 1e-9);
+        assert_eq!(choose(&records, Some(1)).len(), 1);
+    }
+}

@@ -1,0 +1,223 @@
+//! What a run did: each task's fate and each host's share of the work, as a table for people
+//! and as JSON for programs (`roost pool run --json`).
+
+use crate::schedule::{HostStats, Scheduler, Status};
+use crate::taskfile::Task;
+use crate::Config;
+use roost_catalog::json::Value;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// One task's fate.
+#[derive(Clone, Debug)]
+pub struct TaskReport {
+    pub name: String,
+    pub status: Status,
+    /// The host whose outputs were kept.
+    pub host: Option<String>,
+    pub attempts: u32,
+}
+
+/// One host's share.
+#[derive(Clone, Debug)]
+pub struct HostReport {
+    pub name: String,
+    pub headroom: f64,
+    pub slots: usize,
+    pub stats: HostStats,
+}
+
+/// A finished run.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub tasks: Vec<TaskReport>,
+    pub hosts: Vec<HostReport>,
+    pub seconds: f64,
+    /// What the cost of a task counts (`tasks`, or complib's `cells`).
+    pub unit: String,
+}
+
+impl Report {
+    pub(crate) fn new(tasks: &[Task], config: &Config, s: &Scheduler, took: Duration) -> Report {
+        let hosts: Vec<HostReport> = config
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| HostReport {
+                name: h.name.clone(),
+                headroom: h.headroom,
+                slots: h.slots,
+                stats: s.host(i).clone(),
+            })
+            .collect();
+        Report {
+            tasks: tasks
+                .iter()
+                .enumerate()
+                .map(|(i, t)| TaskReport {
+                    name: t.name.clone(),
+                    status: s.status(i).clone(),
+                    host: s.done_by(i).map(|h| hosts[h].name.clone()),
+                    attempts: s.attempts(i),
+                })
+                .collect(),
+            hosts,
+            seconds: took.as_secs_f64(),
+            unit: "tasks".into(),
+        }
+    }
+
+    /// Tasks done.
+    pub fn done(&self) -> usize {
+        self.tasks
+            .iter()
+            .filter(|t| t.status == Status::Done)
+            .count()
+    }
+
+    /// The cost done, over all hosts.
+    pub fn done_cost(&self) -> f64 {
+        self.hosts.iter().map(|h| h.stats.done_cost).sum()
+    }
+
+    /// The failed tasks, one line each.
+    pub fn failures(&self) -> String {
+        let mut out = String::new();
+        for t in &self.tasks {
+            if let Status::Failed(why) = &t.status {
+                let _ = writeln!(out, "{}: failed: {why}", t.name);
+            }
+        }
+        out
+    }
+
+    /// The per-host table, with throughput over the run's time.
+    pub fn table(&self) -> String {
+        let secs = self.seconds.max(1e-9);
+        let mut rows = vec![[
+            "HOST".to_string(),
+            "HEADROOM".into(),
+            "DONE".into(),
+            "ATTEMPTS".into(),
+            "FAILED".into(),
+            "LOST".into(),
+            "TASKS/S".into(),
+            format!("{}/S", self.unit.to_uppercase()),
+            "NOTE".into(),
+        ]];
+        for h in &self.hosts {
+            let s = &h.stats;
+            rows.push([
+                h.name.clone(),
+                format!("{:.2}", h.headroom),
+                s.done.to_string(),
+                s.attempts.to_string(),
+                s.failures.to_string(),
+                (s.lost + s.killed).to_string(),
+                format!("{:.2}", s.done as f64 / secs),
+                human(s.done_cost / secs),
+                s.down
+                    .as_ref()
+                    .map_or(String::new(), |d| format!("down: {d}")),
+            ]);
+        }
+        let widths: Vec<usize> = (0..9)
+            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        let mut out = String::new();
+        for row in &rows {
+            let mut line = String::new();
+            for (c, cell) in row.iter().enumerate() {
+                let _ = write!(line, "{cell:<w$}  ", w = widths[c]);
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        let _ = writeln!(
+            out,
+            "{}/{} tasks done in {:.2} s: {:.2} tasks/s, {} {}/s",
+            self.done(),
+            self.tasks.len(),
+            self.seconds,
+            self.done() as f64 / secs,
+            human(self.done_cost() / secs),
+            self.unit
+        );
+        out
+    }
+
+    /// Everything as one JSON object.
+    pub fn to_json(&self) -> Value {
+        let f = Value::Float;
+        let s = |t: &str| Value::String(t.to_string());
+        let int = |n: usize| Value::Int(n as i64);
+        let hosts = self
+            .hosts
+            .iter()
+            .map(|h| {
+                let st = &h.stats;
+                Value::Object(vec![
+                    ("host".into(), s(&h.name)),
+                    ("headroom".into(), f(h.headroom)),
+                    ("slots".into(), int(h.slots)),
+                    ("done".into(), int(st.done)),
+                    ("done_cost".into(), f(st.done_cost)),
+                    ("attempts".into(), int(st.attempts)),
+                    ("failed".into(), int(st.failures)),
+                    ("lost".into(), int(st.lost)),
+                    ("killed".into(), int(st.killed)),
+                    (
+                        "tasks_per_second".into(),
+                        f(st.done as f64 / self.seconds.max(1e-9)),
+                    ),
+                    (
+                        "cost_per_second".into(),
+                        f(st.done_cost / self.seconds.max(1e-9)),
+                    ),
+                    ("down".into(), st.down.as_deref().map_or(Value::Null, s)),
+                ])
+            })
+            .collect();
+        let tasks = self
+            .tasks
+            .iter()
+            .map(|t| {
+                let (status, error) = match &t.status {
+                    Status::Done => ("done", Value::Null),
+                    Status::Failed(why) => ("failed", s(why)),
+                    Status::Pending => ("pending", Value::Null),
+                    Status::Running => ("running", Value::Null),
+                };
+                Value::Object(vec![
+                    ("task".into(), s(&t.name)),
+                    ("status".into(), s(status)),
+                    ("host".into(), t.host.as_deref().map_or(Value::Null, s)),
+                    ("attempts".into(), Value::Int(i64::from(t.attempts))),
+                    ("error".into(), error),
+                ])
+            })
+            .collect();
+        Value::Object(vec![
+            ("seconds".into(), f(self.seconds)),
+            ("tasks_total".into(), int(self.tasks.len())),
+            ("tasks_done".into(), int(self.done())),
+            ("unit".into(), s(&self.unit)),
+            ("cost_done".into(), f(self.done_cost())),
+            ("hosts".into(), Value::Array(hosts)),
+            ("tasks".into(), Value::Array(tasks)),
+        ])
+    }
+}
+
+/// A rate with an SI prefix: 950, 12.3k, 4.56G.
+pub fn human(v: f64) -> String {
+    let (scaled, unit) = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .into_iter()
+        .find(|(f, _)| v >= *f)
+        .map_or((v, ""), |(f, u)| (v / f, u));
+    if unit.is_empty() {
+        format!("{scaled:.2}")
+    } else {
+        format!("{scaled:.3}{unit}")
+    }
+}

@@ -1,0 +1,412 @@
+//! One host's side of a run, in a thread of its own over one Chirp connection: make the
+//! run's directory on the server, stage each input the host needs (each distinct local file
+//! once per host), submit attempts through the job RPCs (create, commit; a few more queued
+//! than the host runs at once, so the next starts the moment one ends), wait for them, fetch
+//! the outputs of the attempt that claims its task, reap, and tidy up.
+//!
+//! A connection that breaks, or a server that refuses jobs, takes the host out of the run:
+//! its attempts are reported lost, and the scheduler gives their tasks to other hosts.
+
+use crate::hosts::Host;
+use crate::schedule::Assignment;
+use crate::taskfile::Task;
+use crate::{Shared, Staging};
+use roost_catalog::json::{self, Value};
+use roost_client::{Client, Error, Options};
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// An attempt submitted to the server.
+struct Inflight {
+    job: i64,
+    a: Assignment,
+}
+
+/// Why a host left the run.
+struct HostLost(String);
+
+pub(crate) struct Worker<'a> {
+    pub index: usize,
+    pub host: &'a Host,
+    pub shared: &'a Shared,
+    pub tasks: &'a [Task],
+    pub staging: &'a Staging,
+    pub options: &'a Options,
+    pub output_dir: &'a Path,
+    /// Attempts queued on the server beyond its slots.
+    pub queue: usize,
+}
+
+/// The server's words for a failed call, with its reason when it gives one.
+fn phrase(client: &mut Client, what: &str, e: &Error) -> String {
+    let mut text = format!("{what}: {e}");
+    if !e.breaks_connection() {
+        if let Ok(Some(why)) = client.explain() {
+            text.push_str(&format!(" ({why})"));
+        }
+    }
+    text
+}
+
+impl Worker<'_> {
+    pub fn run(&self) {
+        let mut client = match Client::connect(&self.host.authority, self.options) {
+            Ok(c) => c,
+            Err(e) => {
+                return self
+                    .shared
+                    .host_down(self.index, &format!("connect: {e}"), &[])
+            }
+        };
+        let mut state = State {
+            staged: HashSet::new(),
+            inflight: Vec::new(),
+        };
+        let outcome = self
+            .prepare(&mut client)
+            .and_then(|()| self.serve(&mut client, &mut state));
+        if let Err(HostLost(why)) = outcome {
+            let lost: Vec<Assignment> = state.inflight.iter().map(|i| i.a).collect();
+            self.shared.host_down(self.index, &why, &lost);
+        }
+        if !client.is_broken() {
+            let _ = client.rmall(&self.staging.run_dir);
+        }
+    }
+
+    fn prepare(&self, client: &mut Client) -> Result<(), HostLost> {
+        let base = self.staging.run_dir.rsplit_once('/').map_or("", |(b, _)| b);
+        for dir in [
+            base.to_string(),
+            self.staging.run_dir.clone(),
+            self.staging.in_dir(),
+            self.staging.out_dir(),
+        ] {
+            if dir.is_empty() {
+                continue;
+            }
+            match client.mkdir(&dir, 0o755) {
+                Err(e) if !e.is(roost_client::ErrorCode::AlreadyExists) => {
+                    return Err(HostLost(phrase(client, &format!("mkdir {dir}"), &e)))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn serve(&self, client: &mut Client, state: &mut State) -> Result<(), HostLost> {
+        loop {
+            self.drop_unwanted(client, state)?;
+            while state.inflight.len() < self.host.slots + self.queue {
+                let Some(a) = self.shared.next(self.index) else {
+                    break;
+                };
+                match self.submit(client, state, a) {
+                    Ok(job) => state.inflight.push(Inflight { job, a }),
+                    Err(Submit::Task(why)) => self.shared.failed(a, self.index, &why),
+                    Err(Submit::Host(why)) => {
+                        state.inflight.push(Inflight { job: 0, a });
+                        return Err(HostLost(why));
+                    }
+                }
+            }
+            if state.inflight.is_empty() {
+                if self.shared.finished() {
+                    return Ok(());
+                }
+                self.shared.wait(Duration::from_millis(200));
+                continue;
+            }
+            let asked = Instant::now();
+            let text = client
+                .job_wait(0, 1)
+                .map_err(|e| HostLost(phrase(client, "job_wait", &e)))?;
+            let ended = match json::parse(text.as_bytes()) {
+                Ok(Value::Array(records)) => records,
+                _ => return Err(HostLost(format!("job_wait: not a JSON array: {text:.80}"))),
+            };
+            let mut ours = 0;
+            for record in ended {
+                let Some(id) = record.get("id").and_then(Value::as_i64) else {
+                    continue;
+                };
+                let Some(at) = state.inflight.iter().position(|i| i.job == id) else {
+                    continue;
+                };
+                ours += 1;
+                let Inflight { job, a } = state.inflight.remove(at);
+                self.ended(client, job, a, &record)?;
+            }
+            if ours == 0 && asked.elapsed() < Duration::from_millis(100) {
+                // Only other runs' jobs ended: do not spin on them.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// Kills attempts whose task another host finished (or that were given up).
+    fn drop_unwanted(&self, client: &mut Client, state: &mut State) -> Result<(), HostLost> {
+        let (unwanted, keep): (Vec<Inflight>, Vec<Inflight>) = std::mem::take(&mut state.inflight)
+            .into_iter()
+            .partition(|i| !self.shared.wanted(i.a.task));
+        state.inflight = keep;
+        for i in unwanted {
+            let killed = client.job_kill(&[i.job]);
+            let reaped = client.job_reap(&[i.job]);
+            self.shared.lost(i.a, self.index);
+            for result in [killed, reaped] {
+                if let Err(e) = result.filter_broken() {
+                    return Err(HostLost(phrase(client, "job_kill", &e)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn submit(&self, client: &mut Client, state: &mut State, a: Assignment) -> Result<i64, Submit> {
+        let task = &self.tasks[a.task];
+        for (spec, &id) in task.inputs.iter().zip(&self.staging.input_ids[a.task]) {
+            if state.staged.contains(&id) {
+                continue;
+            }
+            let mut file = std::fs::File::open(&spec.local)
+                .map_err(|e| Submit::Task(format!("input {}: {e}", spec.local.display())))?;
+            let len = file
+                .metadata()
+                .map_err(|e| Submit::Task(format!("input {}: {e}", spec.local.display())))?
+                .len();
+            let remote = self.staging.input(id);
+            client
+                .putfile(&remote, 0o644, len, &mut file)
+                .map_err(|e| match e {
+                    Error::Local(e) => Submit::Task(format!("input {}: {e}", spec.local.display())),
+                    e => Submit::Host(phrase(
+                        client,
+                        &format!("staging {}", spec.local.display()),
+                        &e,
+                    )),
+                })?;
+            state.staged.insert(id);
+        }
+        let description = self.description(a);
+        let host =
+            |client: &mut Client, what: &str, e: Error| Submit::Host(phrase(client, what, &e));
+        let job = client
+            .job_create(&description)
+            .map_err(|e| host(client, "job_create", e))?;
+        client
+            .job_commit(&[job])
+            .map_err(|e| host(client, "job_commit", e))?;
+        Ok(job)
+    }
+
+    /// The job description of an attempt.
+    fn description(&self, a: Assignment) -> String {
+        let task = &self.tasks[a.task];
+        let s = |text: &str| {
+            let mut out = String::new();
+            json::write_string(text, &mut out);
+            out
+        };
+        let file = |task_path: &str, serv: &str, kind: &str| {
+            format!(
+                r#"{{"task_path":{},"serv_path":{},"type":"{kind}"}}"#,
+                s(task_path),
+                s(serv)
+            )
+        };
+        let mut files: Vec<String> = task
+            .inputs
+            .iter()
+            .zip(&self.staging.input_ids[a.task])
+            .map(|(spec, &id)| file(&spec.task_path, &self.staging.input(id), "INPUT"))
+            .collect();
+        for (k, out) in task.outputs.iter().enumerate() {
+            files.push(file(
+                &out.task_path,
+                &self.staging.output(a, &k.to_string()),
+                "OUTPUT",
+            ));
+        }
+        files.push(file(
+            ".roost.stderr",
+            &self.staging.output(a, "stderr"),
+            "OUTPUT",
+        ));
+        format!(
+            r#"{{"executable":"/bin/sh","arguments":["sh","-c",{}],"tag":{},"files":[{}]}}"#,
+            s(&task.command),
+            s(&format!(
+                "roost pool run: {} (attempt {})",
+                task.name, a.attempt
+            )),
+            files.join(",")
+        )
+    }
+
+    /// An attempt ended: keep its outputs, or report why it failed; reap it either way.
+    fn ended(
+        &self,
+        client: &mut Client,
+        job: i64,
+        a: Assignment,
+        record: &Value,
+    ) -> Result<(), HostLost> {
+        let text = |k: &str| record.get(k).and_then(Value::as_str).unwrap_or("");
+        let verdict = match (text("status"), text("exit_status")) {
+            ("FINISHED", "EXITED") => match record.get("exit_code").and_then(Value::as_i64) {
+                Some(0) => self.missing_output(a, record).map_or(Ok(()), Err),
+                Some(code) => Err(format!("exit {code}")),
+                None => Err("no exit code".to_string()),
+            },
+            ("FINISHED", _) => Err(format!("killed by {}", text("exit_signal"))),
+            ("ERRORED", _) => Err(format!("errored: {}", text("error"))),
+            (other, _) => Err(format!("ended {other}")),
+        };
+        let outcome = match verdict {
+            Ok(()) if self.shared.claim(a, self.index) => match self.gather(client, a) {
+                Ok(()) => {
+                    self.shared.done(a, self.index);
+                    Ok(())
+                }
+                Err(Gather::Host(e)) => {
+                    self.shared
+                        .failed(a, self.index, "fetching its outputs failed");
+                    Err(HostLost(phrase(client, "fetching outputs", &e)))
+                }
+                Err(Gather::Local(why)) => {
+                    self.shared.failed(a, self.index, &why);
+                    Ok(())
+                }
+            },
+            Ok(()) => {
+                self.shared.lost(a, self.index);
+                Ok(())
+            }
+            Err(why) => {
+                let why = match self.stderr_tail(client, a) {
+                    Some(tail) => format!("{why}; its standard error ends: {tail}"),
+                    None => why,
+                };
+                self.shared.failed(a, self.index, &why);
+                Ok(())
+            }
+        };
+        outcome?;
+        for k in (0..self.tasks[a.task].outputs.len())
+            .map(|k| k.to_string())
+            .chain(["stderr".into()])
+        {
+            let _ = client.unlink(self.staging.output(a, &k)).filter_broken();
+        }
+        client
+            .job_reap(&[job])
+            .filter_broken()
+            .map_err(|e| HostLost(phrase(client, "job_reap", &e)))
+    }
+
+    /// The first output a finished job did not store, as a failure.
+    fn missing_output(&self, a: Assignment, record: &Value) -> Option<String> {
+        let files = match record.get("files") {
+            Some(Value::Array(f)) => f.as_slice(),
+            _ => &[],
+        };
+        self.tasks[a.task].outputs.iter().find_map(|out| {
+            let stored = files.iter().any(|f| {
+                f.get("task_path").and_then(Value::as_str) == Some(out.task_path.as_str())
+                    && f.get("size").and_then(Value::as_i64).is_some()
+            });
+            (!stored).then(|| format!("it did not make its output {}", out.task_path))
+        })
+    }
+
+    /// The last few hundred bytes of an attempt's standard error, on one line.
+    fn stderr_tail(&self, client: &mut Client, a: Assignment) -> Option<String> {
+        let mut bytes = Vec::new();
+        client
+            .getfile(self.staging.output(a, "stderr"), &mut bytes)
+            .ok()?;
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim();
+        let start = text.len().saturating_sub(300);
+        let start = (start..=text.len())
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        (!text.is_empty()).then(|| text[start..].replace('\n', " | "))
+    }
+
+    /// Fetches a claimed attempt's outputs to temporary names, then renames them all into
+    /// place, so that a task's outputs appear whole, once.
+    fn gather(&self, client: &mut Client, a: Assignment) -> Result<(), Gather> {
+        let task = &self.tasks[a.task];
+        let mut fetched: Vec<(PathBuf, PathBuf)> = Vec::new();
+        let result = (|| {
+            for (k, out) in task.outputs.iter().enumerate() {
+                let path = self.output_dir.join(&out.local);
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| Gather::Local(format!("output {}: {e}", dir.display())))?;
+                }
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
+                let tmp = path.with_file_name(format!(".{name}.roost-pool-{}", std::process::id()));
+                let mut file = std::fs::File::create(&tmp)
+                    .map_err(|e| Gather::Local(format!("output {}: {e}", tmp.display())))?;
+                fetched.push((tmp.clone(), path.clone()));
+                client
+                    .getfile(self.staging.output(a, &k.to_string()), &mut file)
+                    .map_err(|e| match e {
+                        Error::Local(e) => Gather::Local(format!("output {}: {e}", path.display())),
+                        e => Gather::Host(e),
+                    })?;
+                file.flush()
+                    .map_err(|e| Gather::Local(format!("output {}: {e}", path.display())))?;
+            }
+            for (tmp, path) in &fetched {
+                std::fs::rename(tmp, path)
+                    .map_err(|e| Gather::Local(format!("output {}: {e}", path.display())))?;
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            for (tmp, _) in &fetched {
+                let _ = std::fs::remove_file(tmp);
+            }
+        }
+        result
+    }
+}
+
+struct State {
+    /// Inputs already on this host.
+    staged: HashSet<usize>,
+    inflight: Vec<Inflight>,
+}
+
+/// Why an attempt could not be submitted: the task's fault, or the host's.
+enum Submit {
+    Task(String),
+    Host(String),
+}
+
+/// Why outputs could not be fetched: here (the disk), or the host.
+enum Gather {
+    Local(String),
+    Host(Error),
+}
+
+/// Errors that leave the connection usable are ignored; those that break it are not.
+trait FilterBroken {
+    fn filter_broken(self) -> Result<(), Error>;
+}
+
+impl<T> FilterBroken for Result<T, Error> {
+    fn filter_broken(self) -> Result<(), Error> {
+        match self {
+            Err(e) if e.breaks_connection() => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
