@@ -177,8 +177,19 @@ pub fn library(spec: Spec, homologs_of: &[Sequence]) -> Vec<Sequence> {
 
 /// complib's two libraries: (queries, targets).
 pub fn complib() -> (Vec<Sequence>, Vec<Sequence>) {
+    complib_scaled(1.0)
+}
+
+/// complib's libraries with the target library's sequences and residues scaled by `scale`
+/// (a smaller, still reproducible, comparison for tests).
+pub fn complib_scaled(scale: f64) -> (Vec<Sequence>, Vec<Sequence>) {
     let queries = library(QUERIES, &[]);
-    let targets = library(TARGETS, &queries);
+    let spec = Spec {
+        count: ((TARGETS.count as f64 * scale).round() as usize).max(1),
+        residues: ((TARGETS.residues as f64 * scale).round() as u64).max(1),
+        ..TARGETS
+    };
+    let targets = library(spec, &queries);
     (queries, targets)
 }
 

@@ -193,7 +193,7 @@ fn task(setup: &Setup, name: String, targets: &Path, out: &Path, cells: u64) -> 
 /// Runs complib over `config.hosts`: generate and split the libraries, calibrate each host
 /// alone, run the comparison across all of them, gather and check the scores.
 pub fn run(setup: &Setup, config: &Config) -> Result<Outcome, String> {
-    let (queries, targets) = libraries(setup.scale);
+    let (queries, targets) = generate::complib_scaled(setup.scale);
     let query_residues = fasta::residues(&queries);
     write(&setup.work_dir.join("queries.fa"), &fasta::write(&queries))?;
     let places: usize = config.hosts.iter().map(|h| h.slots).sum();
@@ -252,18 +252,6 @@ pub fn run(setup: &Setup, config: &Config) -> Result<Outcome, String> {
         ));
     }
     Ok(outcome)
-}
-
-/// complib's libraries with the target library scaled.
-pub fn libraries(scale: f64) -> (Vec<Sequence>, Vec<Sequence>) {
-    let queries = generate::library(generate::QUERIES, &[]);
-    let spec = generate::Spec {
-        count: ((generate::TARGETS.count as f64 * scale).round() as usize).max(1),
-        residues: ((generate::TARGETS.residues as f64 * scale).round() as u64).max(1),
-        ..generate::TARGETS
-    };
-    let targets = generate::library(spec, &queries);
-    (queries, targets)
 }
 
 /// Each host's standalone rate: one task of `setup.calibrate` of the targets, on it alone.
@@ -397,7 +385,7 @@ mod tests {
 
     #[test]
     fn chunks_cover_the_library_once_and_shrink() {
-        let (_, targets) = libraries(0.05);
+        let (_, targets) = generate::complib_scaled(0.05);
         let chunks = split(&targets, 4, 2000);
         assert_eq!(chunks[0].start, 0);
         assert_eq!(chunks.last().unwrap().end, targets.len());
@@ -418,7 +406,7 @@ mod tests {
 
     #[test]
     fn verification_notices_a_wrong_score() {
-        let (queries, targets) = libraries(0.001);
+        let (queries, targets) = generate::complib_scaled(0.001);
         let (mut scores, _) =
             search::search(&queries, &targets, Kernel::best(), &Scoring::default());
         assert_eq!(verify(&queries, &targets, &scores, Some(50)), (50, 0));

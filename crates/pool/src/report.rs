@@ -105,6 +105,8 @@ impl Report {
             format!("{}/S", self.unit.to_uppercase()),
             "NOTE".into(),
         ]];
+        // With a cost of 1 a task, tasks per second says it all.
+        let costs = self.unit != "tasks";
         for h in &self.hosts {
             let s = &h.stats;
             rows.push([
@@ -128,21 +130,26 @@ impl Report {
         for row in &rows {
             let mut line = String::new();
             for (c, cell) in row.iter().enumerate() {
+                if c == 7 && !costs {
+                    continue;
+                }
                 let _ = write!(line, "{cell:<w$}  ", w = widths[c]);
             }
             out.push_str(line.trim_end());
             out.push('\n');
         }
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "{}/{} tasks done in {:.2} s: {:.2} tasks/s, {} {}/s",
+            "{}/{} tasks done in {:.2} s: {:.2} tasks/s",
             self.done(),
             self.tasks.len(),
             self.seconds,
             self.done() as f64 / secs,
-            human(self.done_cost() / secs),
-            self.unit
         );
+        if costs {
+            let _ = write!(out, ", {} {}/s", human(self.done_cost() / secs), self.unit);
+        }
+        out.push('\n');
         out
     }
 

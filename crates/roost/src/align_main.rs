@@ -4,7 +4,7 @@
 //! `bench` reports each kernel's rate on this CPU.
 
 use clap::{Parser, Subcommand};
-use roost_align::generate::{self, Spec};
+use roost_align::generate;
 use roost_align::search::{self, Stats};
 use roost_align::{fasta, Kernel, Scoring};
 use std::path::{Path, PathBuf};
@@ -152,7 +152,7 @@ fn run(command: Command) -> Result<(), Failure> {
             if !(scale > 0.0 && scale <= 1.0) {
                 return Err(Failure(2, format!("--scale {scale}: expected 0 < F <= 1")));
             }
-            let (q, t) = complib_libraries(scale);
+            let (q, t) = generate::complib_scaled(scale);
             write(&queries, &fasta::write(&q))?;
             write(&targets, &fasta::write(&t))?;
             println!(
@@ -198,16 +198,4 @@ fn run(command: Command) -> Result<(), Failure> {
         }
     }
     Ok(())
-}
-
-/// complib's libraries, the targets scaled by `scale` (sequences and residues).
-pub fn complib_libraries(scale: f64) -> (Vec<fasta::Sequence>, Vec<fasta::Sequence>) {
-    let queries = generate::library(generate::QUERIES, &[]);
-    let spec = Spec {
-        count: ((generate::TARGETS.count as f64 * scale).round() as usize).max(1),
-        residues: ((generate::TARGETS.residues as f64 * scale).round() as u64).max(1),
-        ..generate::TARGETS
-    };
-    let targets = generate::library(spec, &queries);
-    (queries, targets)
 }

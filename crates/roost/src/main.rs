@@ -6,6 +6,7 @@ mod identity;
 mod index;
 mod job;
 mod pool;
+mod pool_run;
 mod progress;
 mod remote;
 mod run;
@@ -52,6 +53,8 @@ enum Command {
     Job(job::JobArgs),
     /// Show or change the owner's limits on a running `roost serve --jobs` (its thermostat).
     Thermostat(thermostat::ThermostatArgs),
+    /// Run a bag of tasks across the pool (`run`), or complib, its Smith-Waterman example.
+    Pool(pool_run::PoolArgs),
     #[command(flatten)]
     Remote(remote::RemoteCommand),
     #[command(flatten)]
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
         Command::Status(args) => pool::status_main(args),
         Command::Job(args) => job::main(args),
         Command::Thermostat(args) => thermostat::main(args),
+        Command::Pool(args) => pool_run::main(args),
         Command::Remote(command) => remote::main(command),
         Command::Group(command) => group_cmds::main(command),
     }

@@ -118,9 +118,11 @@ pub struct StatusArgs {
     pub timeout: u64,
 }
 
-pub fn status_main(args: StatusArgs) -> ExitCode {
-    let specs: Vec<String> = if !args.catalogs.is_empty() {
-        args.catalogs.clone()
+/// The catalogs to ask: those given, else $ROOST_CATALOG, else $CATALOG_HOST, else
+/// localhost, each as (host, port).
+pub(crate) fn catalog_addresses(given: &[String]) -> Result<Vec<(String, u16)>, String> {
+    let specs: Vec<String> = if !given.is_empty() {
+        given.to_vec()
     } else if let Some(v) = std::env::var("ROOST_CATALOG")
         .ok()
         .or_else(|| std::env::var("CATALOG_HOST").ok())
@@ -130,28 +132,40 @@ pub fn status_main(args: StatusArgs) -> ExitCode {
     } else {
         vec!["localhost".to_string()]
     };
-    let mut catalogs = Vec::new();
-    for spec in &specs {
-        match roost_catalog::parse_host_port(spec, roost_catalog::DEFAULT_PORT) {
-            Ok(c) => catalogs.push(c),
-            Err(e) => {
-                eprintln!("roost status: --catalog {e}");
-                return ExitCode::from(2);
-            }
-        }
-    }
-    let timeout = Duration::from_secs(args.timeout.max(1));
-    let mut records = None;
-    for (host, port) in &catalogs {
+    specs
+        .iter()
+        .map(|spec| {
+            roost_catalog::parse_host_port(spec, roost_catalog::DEFAULT_PORT)
+                .map_err(|e| format!("--catalog {e}"))
+        })
+        .collect()
+}
+
+/// The records of the first catalog that answers; each failure is printed as `who: ...`.
+pub(crate) fn query_first(
+    who: &str,
+    catalogs: &[(String, u16)],
+    timeout: Duration,
+) -> Option<Vec<Value>> {
+    for (host, port) in catalogs {
         match roost_catalog::query(host, *port, timeout) {
-            Ok(r) => {
-                records = Some(r);
-                break;
-            }
-            Err(e) => eprintln!("roost status: catalog {e}"),
+            Ok(r) => return Some(r),
+            Err(e) => eprintln!("{who}: catalog {e}"),
         }
     }
-    let Some(mut records) = records else {
+    None
+}
+
+pub fn status_main(args: StatusArgs) -> ExitCode {
+    let catalogs = match catalog_addresses(&args.catalogs) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("roost status: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let timeout = Duration::from_secs(args.timeout.max(1));
+    let Some(mut records) = query_first("roost status", &catalogs, timeout) else {
         return ExitCode::from(1);
     };
     if !args.all {

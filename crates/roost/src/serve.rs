@@ -197,6 +197,13 @@ fn run(args: ServeArgs) -> Result<(), String> {
             interval: Duration::from_secs(args.catalog_interval),
             listen: bound,
             export: dir.clone(),
+            jobs: args.jobs.then(|| catalog_report::JobsReport {
+                concurrency: args.job_concurrency as usize,
+                job_dir: args
+                    .job_dir
+                    .clone()
+                    .unwrap_or_else(|| default_job_dir(&dir)),
+            }),
         })
         .map_err(|e| format!("cannot start reporting to the catalog: {e}"))?;
     }

@@ -4,42 +4,15 @@
 mod run_support;
 
 use roost_catalog::json::{self, Value};
-use run_support::{cctools_chirp_server, give_to_nobody, have, is_root, read_port_file, roost};
-use std::io::{BufRead, BufReader, Read, Write};
+use run_support::{
+    cctools_chirp_server, give_to_nobody, have, is_root, read_port_file, roost, start_announcing,
+    Proc,
+};
+use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// A child process killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts a roost command and reads the port from its first line ("... listening on ADDR:PORT ...").
-fn start_announcing(mut cmd: Command) -> (Proc, u16) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start roost");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.split([' ', ',']).next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    let port = addr.rsplit(':').next().unwrap().parse().unwrap();
-    (Proc(child), port)
-}
 
 fn start_catalog(extra: &[&str]) -> (Proc, u16) {
     let mut cmd = roost();

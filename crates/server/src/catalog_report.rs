@@ -21,6 +21,18 @@ pub struct ReportConfig {
     pub listen: SocketAddr,
     /// The exported directory, whose file system's size is reported.
     pub export: PathBuf,
+    /// Set when the server runs jobs.
+    pub jobs: Option<JobsReport>,
+}
+
+/// What a server running jobs adds to its reports, for `roost pool run` to choose hosts by:
+/// `jobs` (how many it runs at once) and, from its thermostat's `thermostat.now`,
+/// `thermostat_cpu` (percent of the machine guests may use now), `thermostat_mem` (bytes,
+/// when limited) and `thermostat_mechanism`.
+#[derive(Clone, Debug)]
+pub struct JobsReport {
+    pub concurrency: usize,
+    pub job_dir: PathBuf,
 }
 
 /// Starts the reporting thread; the first report goes out at once.
@@ -95,7 +107,7 @@ pub fn report(config: &ReportConfig, started: i64) -> Value {
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1);
     let s = |v: &str| Value::String(v.to_string());
     let i = |v: u64| Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
-    Value::Object(vec![
+    let mut value = Value::Object(vec![
         ("type".into(), s("chirp")),
         ("name".into(), s(&name)),
         ("port".into(), Value::Int(port.into())),
@@ -116,7 +128,18 @@ pub fn report(config: &ReportConfig, started: i64) -> Value {
         ("version".into(), s(env!("CARGO_PKG_VERSION"))),
         ("software".into(), s("roost")),
         ("interval".into(), i(config.interval.as_secs().max(1))),
-    ])
+    ]);
+    if let (Some(jobs), Value::Object(members)) = (&config.jobs, &mut value) {
+        members.push(("jobs".into(), i(jobs.concurrency as u64)));
+        if let Some((mechanism, limits)) = crate::thermostat::control::read_now(&jobs.job_dir) {
+            members.push(("thermostat_cpu".into(), i(limits.cpu_percent.into())));
+            if let Some(mem) = limits.mem_bytes {
+                members.push(("thermostat_mem".into(), i(mem)));
+            }
+            members.push(("thermostat_mechanism".into(), s(&mechanism)));
+        }
+    }
+    value
 }
 
 /// This host's name (`localhost` if it has none).
@@ -199,7 +222,8 @@ mod tests {
             catalogs: vec![],
             interval: Duration::from_secs(2),
             listen: "127.0.0.1:9094".parse().unwrap(),
-            export: dir,
+            export: dir.clone(),
+            jobs: None,
         };
         let text = report(&config, 7).to_json();
         assert!(text.len() < 1200, "fits one datagram uncompressed: {text}");
@@ -210,5 +234,38 @@ mod tests {
         assert!(v.get("total").unwrap().as_i64().unwrap() > 0);
         assert!(v.get("memory_total").unwrap().as_i64().unwrap() > 0);
         assert!(v.get("cpus").unwrap().as_i64().unwrap() >= 1);
+        assert_eq!(v.get("jobs"), None);
+    }
+
+    #[test]
+    fn a_server_with_jobs_reports_them_and_its_thermostat() {
+        let job_dir = std::env::temp_dir().join(format!("roost-report-{}", std::process::id()));
+        std::fs::create_dir_all(&job_dir).unwrap();
+        let config = ReportConfig {
+            catalogs: vec![],
+            interval: Duration::from_secs(2),
+            listen: "127.0.0.1:9094".parse().unwrap(),
+            export: std::env::temp_dir(),
+            jobs: Some(JobsReport {
+                concurrency: 3,
+                job_dir: job_dir.clone(),
+            }),
+        };
+        let v = report(&config, 7);
+        assert_eq!(v.get("jobs"), Some(&Value::Int(3)));
+        assert_eq!(v.get("thermostat_cpu"), None, "no thermostat, nothing said");
+        std::fs::write(
+            job_dir.join(crate::thermostat::control::NOW_FILE),
+            "mechanism cgroup1\nlimits cpu 15% mem 1G\nsource override\n",
+        )
+        .unwrap();
+        let v = report(&config, 7);
+        assert_eq!(v.get("thermostat_cpu"), Some(&Value::Int(15)));
+        assert_eq!(v.get("thermostat_mem"), Some(&Value::Int(1 << 30)));
+        assert_eq!(
+            v.get("thermostat_mechanism").unwrap().as_str(),
+            Some("cgroup1")
+        );
+        std::fs::remove_dir_all(&job_dir).unwrap();
     }
 }

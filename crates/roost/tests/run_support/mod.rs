@@ -286,3 +286,34 @@ pub fn same_zlib_build(native: &Path, built: &Path) {
         assert!(a == b, "{f} differs from the native build");
     }
 }
+
+/// A child process killed when dropped.
+pub struct Proc(pub std::process::Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a roost command and reads the port from its first line ("... listening on ADDR:PORT ...").
+pub fn start_announcing(mut cmd: Command) -> (Proc, u16) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start roost");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split([' ', ',']).next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    let port = addr.rsplit(':').next().unwrap().parse().unwrap();
+    (Proc(child), port)
+}

@@ -76,6 +76,19 @@ fn read_override(path: &Path) -> Result<Option<Setting>, String> {
     Setting::parse(&words).map(Some)
 }
 
+/// What the server wrote to `JOBDIR/thermostat.now`: the mechanism and the limits that hold
+/// (`None` if there is no such file, or it cannot be read).
+pub fn read_now(job_dir: &Path) -> Option<(String, Limits)> {
+    let text = std::fs::read_to_string(job_dir.join(NOW_FILE)).ok()?;
+    let value = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+    };
+    let words: Vec<&str> = value("limits")?.split_whitespace().collect();
+    let limits = Setting::parse(&words).ok()?.over(Limits::UNLIMITED);
+    Some((value("mechanism")?.to_string(), limits))
+}
+
 /// Writes `text` to `path` by write-then-rename, mode 0600.
 pub fn write_replace(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
@@ -122,6 +135,8 @@ mod tests {
             now,
             "mechanism loop\nlimits cpu 80% mem 2G\nsource schedule\n"
         );
+        let (mechanism, read) = read_now(&dir).unwrap();
+        assert_eq!((mechanism.as_str(), read), ("loop", limits));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

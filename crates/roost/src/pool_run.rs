@@ -1,0 +1,298 @@
+//! `roost pool run` and `roost pool complib`: the command line over `roost_pool` (hosts from
+//! the catalog or named, the bag of tasks from a task file or a template, the report).
+
+use crate::pool::{catalog_addresses, query_first};
+use crate::remote::{options, ConnectArgs, Failure};
+use clap::{Args, Subcommand};
+use roost_pool::hosts::{self, Host};
+use roost_pool::{complib, taskfile, Config};
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Options of `roost pool`.
+#[derive(Args)]
+pub struct PoolArgs {
+    #[command(subcommand)]
+    command: PoolCommand,
+}
+
+#[derive(Subcommand)]
+enum PoolCommand {
+    /// Run a bag of tasks across the pool: from a task file, or a command template over
+    /// input files.
+    Run(RunArgs),
+    /// complib: Smith-Waterman of a 20-sequence query library against a 10,716-sequence
+    /// target library, split into tasks across the pool; reports CUPS and efficiency.
+    Complib(ComplibArgs),
+}
+
+/// Where tasks run and how they get there (shared by `run` and `complib`).
+#[derive(Args)]
+struct PoolOptions {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    /// The catalog to find hosts in, HOST[:PORT] (repeatable: the first that answers is
+    /// used; default $ROOST_CATALOG, else $CATALOG_HOST, else localhost:9097).
+    #[arg(long = "catalog", short = 'c', value_name = "HOST[:PORT]")]
+    catalogs: Vec<String>,
+    /// Run on this server instead of asking a catalog, HOST:PORT (repeatable).
+    #[arg(long = "server", value_name = "HOST:PORT")]
+    servers: Vec<String>,
+    /// Tasks at once on each --server.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    slots: usize,
+    /// Use at most N hosts (those with the most headroom).
+    #[arg(long, value_name = "N")]
+    hosts: Option<usize>,
+    /// The directory on each server for the run's files (it needs rwlx there, and x on /).
+    #[arg(long, default_value = "/roost-pool", value_name = "DIR")]
+    remote_dir: String,
+    /// Failed attempts allowed per task beyond the first (each on another host).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    retries: u32,
+    /// Tasks queued on each server beyond what it runs at once.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    queue: usize,
+    /// Do not copy slow hosts' last tasks to idle fast hosts.
+    #[arg(long)]
+    no_speculate: bool,
+    /// No progress line (it is drawn only on a terminal anyway).
+    #[arg(long, short)]
+    quiet: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `roost pool run`.
+#[derive(Args)]
+#[command(after_help = "\
+A task file has one task a line, OUTPUTS : INPUTS : COMMAND (# starts a comment):
+  counts/a.count : data/a.txt : wc -l < a.txt > counts/a.count
+  out=b.sorted   : data/b.txt=in ./sortit : ./sortit < in > out
+Files are blank-separated words, LOCAL or LOCAL=TASK (TASK: the name in the task's
+sandbox, by default LOCAL when relative without .., else its last component); quote names
+with blanks, ':' or '=' in \"...\". Inputs are read relative to the current directory and
+outputs written relative to --output-dir. The command runs with /bin/sh -c in the sandbox
+(PATH=/bin:/usr/bin:/usr/local/bin; run a staged program as ./prog).
+
+With --command, each FILE is a task's input under its own name; {} in the command and in
+--output is that name, {.} the name without its extension, {#} the task's number:
+  roost pool run --command './count {} > {.}.n' --input bin/count --output '{.}.n' data/*
+
+Hosts are the catalog's up servers that run jobs (roost serve --jobs --catalog), most
+thermostat headroom first; each runs as many tasks at once as it reports (--job-concurrency)
+and its headroom allows. Each input is staged once per host under --remote-dir; a failed
+task is retried on another host (--retries), a task lost with its host is retried without
+counting; each task's outputs are fetched from exactly one attempt. At the end a table shows
+each host's tasks and throughput.
+
+Exit status: 0 when every task is done; 1 when a task failed for good, or no host could run
+it; 2 for bad options or a bad task file (the message names the line).")]
+struct RunArgs {
+    #[command(flatten)]
+    pool: PoolOptions,
+    /// A command template run once per FILE (instead of a task file).
+    #[arg(long, value_name = "TEMPLATE")]
+    command: Option<String>,
+    /// With --command: an output to bring back, a template (repeatable).
+    #[arg(long = "output", value_name = "TEMPLATE", requires = "command")]
+    outputs: Vec<String>,
+    /// With --command: a file every task gets, e.g. the program (repeatable).
+    #[arg(long = "input", value_name = "FILE", requires = "command")]
+    inputs: Vec<PathBuf>,
+    /// Where outputs with relative names are written.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    output_dir: PathBuf,
+    /// The task file (- for standard input), or with --command the input files.
+    #[arg(value_name = "TASKFILE | FILE")]
+    files: Vec<PathBuf>,
+}
+
+/// Options of `roost pool complib`.
+#[derive(Args)]
+#[command(after_help = "\
+complib, the Legion paper's benchmark: the query library (20 sequences, 4,478 residues)
+against the target library (10,716 sequences, 3,647,403 residues), both generated
+reproducibly (roost-align generate), scored by Smith-Waterman with BLOSUM62 and gaps open 10,
+extend 1 (a gap of k costs 10 + (k-1)). The target library is split into tasks that shrink
+towards the end; each runs roost-align (staged from --program) on a pool host.
+
+First each host runs one calibration task alone (--calibrate of the targets) under its
+thermostat share: its standalone rate. Efficiency is the run's rate (cells / wall-clock
+seconds, all staging and scheduling included) over the sum of the standalone rates.
+The scores are gathered into WORK/complib.scores and --verify of them are recomputed here
+with the scalar reference.
+
+Exit status: 0 when every task is done and every checked score matches; 1 otherwise; 2 for
+bad options.")]
+struct ComplibArgs {
+    #[command(flatten)]
+    pool: PoolOptions,
+    /// The working directory: libraries, chunks, outputs, complib.scores.
+    #[arg(long, default_value = "complib", value_name = "DIR")]
+    work: PathBuf,
+    /// The roost-align program to stage (default: the one beside this roost).
+    #[arg(long, value_name = "PATH")]
+    program: Option<PathBuf>,
+    /// Scale the target library (sequences and residues) by F, 0 < F <= 1.
+    #[arg(long, default_value_t = 1.0, value_name = "F")]
+    scale: f64,
+    /// The fraction of the targets each host's calibration task compares (0: none, and no
+    /// efficiency).
+    #[arg(long, default_value_t = 0.04, value_name = "F")]
+    calibrate: f64,
+    /// How many scores to recompute with the scalar reference, or `all`.
+    #[arg(long, default_value = "2000", value_name = "N|all")]
+    verify: String,
+}
+
+pub fn main(args: PoolArgs) -> ExitCode {
+    let result = match args.command {
+        PoolCommand::Run(a) => run(a),
+        PoolCommand::Complib(a) => run_complib(a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err((code, message)) => {
+            eprintln!("roost pool: {message}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+type Outcome = Result<u8, (u8, String)>;
+
+/// The hosts and the run's configuration from the shared options.
+fn config(pool: &PoolOptions, output_dir: PathBuf) -> Result<Config, (u8, String)> {
+    let options = options(&pool.connect).map_err(|Failure(m)| (2, m))?;
+    if pool.slots == 0 || pool.hosts == Some(0) {
+        return Err((2, "--slots and --hosts must be at least 1".into()));
+    }
+    let mut chosen: Vec<Host> = Vec::new();
+    for s in &pool.servers {
+        let s = s
+            .strip_prefix("chirp://")
+            .unwrap_or(s)
+            .trim_end_matches('/');
+        roost_client::split_host_port(s)
+            .ok_or_else(|| (2, format!("--server {s}: expected HOST:PORT")))?;
+        chosen.push(Host::given(s, pool.slots));
+    }
+    if pool.servers.is_empty() || !pool.catalogs.is_empty() {
+        let catalogs = catalog_addresses(&pool.catalogs).map_err(|e| (2, e))?;
+        let timeout = Duration::from_secs(pool.connect.timeout.clamp(1, 30));
+        let records = query_first("roost pool", &catalogs, timeout)
+            .ok_or((1, "no catalog answered".to_string()))?;
+        chosen.extend(hosts::choose(&records, None));
+    }
+    chosen.dedup_by(|a, b| a.authority == b.authority);
+    if let Some(most) = pool.hosts {
+        chosen.truncate(most);
+    }
+    if chosen.is_empty() {
+        return Err((
+            1,
+            "no host to run on: the catalog lists no up server with jobs (roost serve --jobs --catalog)".into(),
+        ));
+    }
+    Ok(Config {
+        hosts: chosen,
+        options,
+        remote_dir: pool.remote_dir.clone(),
+        output_dir,
+        retries: pool.retries,
+        queue: pool.queue,
+        speculate: !pool.no_speculate,
+        progress: !pool.quiet && !pool.json && unsafe { libc::isatty(libc::STDERR_FILENO) } == 1,
+    })
+}
+
+fn run(args: RunArgs) -> Outcome {
+    let tasks = match &args.command {
+        Some(command) => {
+            if args.files.is_empty() {
+                return Err((2, "--command needs input FILEs".into()));
+            }
+            taskfile::from_template(command, &args.outputs, &args.inputs, &args.files)
+                .map_err(|e| (2, e))?
+        }
+        None => {
+            let [file] = &args.files[..] else {
+                return Err((
+                    2,
+                    "name one TASKFILE (or use --command with input FILEs)".into(),
+                ));
+            };
+            let mut text = Vec::new();
+            let read = if file.as_os_str() == "-" {
+                std::io::stdin().read_to_end(&mut text)
+            } else {
+                std::fs::File::open(file).and_then(|mut f| f.read_to_end(&mut text))
+            };
+            read.map_err(|e| (2, format!("{}: {e}", file.display())))?;
+            taskfile::parse(&text).map_err(|e| (2, format!("{}: {e}", file.display())))?
+        }
+    };
+    taskfile::check_files(&tasks).map_err(|e| (2, e))?;
+    let config = config(&args.pool, args.output_dir)?;
+    let report = roost_pool::run(&tasks, &config);
+    if args.pool.json {
+        println!("{}", report.to_json().to_json());
+    } else {
+        print!("{}", report.table());
+    }
+    eprint!("{}", report.failures());
+    Ok(roost_pool::exit_status(&report))
+}
+
+fn run_complib(args: ComplibArgs) -> Outcome {
+    if !(args.scale > 0.0 && args.scale <= 1.0) {
+        return Err((2, format!("--scale {}: expected 0 < F <= 1", args.scale)));
+    }
+    if !(0.0..=1.0).contains(&args.calibrate) {
+        return Err((
+            2,
+            format!("--calibrate {}: expected 0 <= F <= 1", args.calibrate),
+        ));
+    }
+    let verify = match args.verify.as_str() {
+        "all" => None,
+        n => Some(
+            n.parse()
+                .map_err(|_| (2, format!("--verify {n}: expected a count or all")))?,
+        ),
+    };
+    let program = match args.program {
+        Some(p) => p,
+        None => std::env::current_exe()
+            .map_err(|e| (1, format!("cannot find roost-align: {e}")))?
+            .with_file_name("roost-align"),
+    };
+    if !program.is_file() {
+        return Err((
+            2,
+            format!(
+                "{}: no roost-align program there (--program PATH)",
+                program.display()
+            ),
+        ));
+    }
+    let config = config(&args.pool, PathBuf::from("."))?;
+    let setup = complib::Setup {
+        work_dir: args.work,
+        program,
+        scale: args.scale,
+        calibrate: args.calibrate,
+        verify,
+    };
+    let outcome = complib::run(&setup, &config).map_err(|e| (1, e))?;
+    if args.pool.json {
+        println!("{}", outcome.to_json().to_json());
+    } else {
+        print!("{}", outcome.text());
+    }
+    Ok(u8::from(outcome.problem.is_some()))
+}

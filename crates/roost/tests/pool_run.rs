@@ -1,0 +1,431 @@
+//! `roost pool run` and `roost pool complib` (issue 13, item 7) with real processes on
+//! 127.0.0.1: a catalog, several `roost serve --jobs --catalog` servers, and the roost
+//! command finding them in the catalog, staging inputs, running tasks and fetching outputs;
+//! a server killed in the middle of a run; complib's scores against the scalar reference.
+
+mod run_support;
+mod serve_support;
+
+use roost_catalog::json::{self, Value};
+use run_support::{roost, start_announcing, Proc};
+use serve_support::TestServer;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A job server with its job directory where the jobs' user can reach it.
+struct JobServer {
+    server: TestServer,
+    job_root: tempfile::TempDir,
+}
+
+/// A catalog and servers reporting to it every second.
+struct Pool {
+    servers: Vec<JobServer>,
+    catalog_port: u16,
+    _catalog: Proc,
+}
+
+impl Pool {
+    fn start(count: usize) -> Pool {
+        let mut cmd = roost();
+        cmd.args([
+            "catalog",
+            "--port",
+            "0",
+            "--listen",
+            "127.0.0.1",
+            "--down-after",
+            "2",
+        ]);
+        let (catalog, catalog_port) = start_announcing(cmd);
+        let servers = (0..count)
+            .map(|_| {
+                let job_root = tempfile::tempdir().unwrap();
+                std::fs::set_permissions(job_root.path(), std::fs::Permissions::from_mode(0o711))
+                    .unwrap();
+                let job_dir = job_root.path().join("jobs").display().to_string();
+                let catalog = format!("127.0.0.1:{catalog_port}");
+                let server = TestServer::start(&[
+                    "--jobs",
+                    "--job-dir",
+                    &job_dir,
+                    "--acl",
+                    "address:127.0.0.1=rwldax",
+                    "--catalog",
+                    &catalog,
+                    "--catalog-interval",
+                    "1",
+                ]);
+                JobServer { server, job_root }
+            })
+            .collect();
+        let pool = Pool {
+            servers,
+            catalog_port,
+            _catalog: catalog,
+        };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while pool.listed() < count {
+            assert!(
+                Instant::now() < deadline,
+                "the servers never showed in the catalog"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        pool
+    }
+
+    /// Up servers with jobs in the catalog.
+    fn listed(&self) -> usize {
+        roost_catalog::query("127.0.0.1", self.catalog_port, Duration::from_secs(5))
+            .unwrap_or_default()
+            .iter()
+            .filter(|r| {
+                r.get("jobs").and_then(Value::as_i64) == Some(1)
+                    && r.get("state").and_then(Value::as_str) == Some("up")
+            })
+            .count()
+    }
+
+    /// `roost pool SUBCOMMAND` against this pool's catalog, run in `dir`.
+    fn command(&self, dir: &Path, subcommand: &str) -> Command {
+        let mut cmd = roost();
+        cmd.current_dir(dir)
+            .args(["pool", subcommand, "--auth", "address", "--quiet"])
+            .args(["--catalog", &format!("127.0.0.1:{}", self.catalog_port)]);
+        cmd
+    }
+
+    /// How the report ends a server's name (the catalog names it HOSTNAME:PORT).
+    fn suffix(&self, i: usize) -> String {
+        format!(":{}", self.servers[i].server.port)
+    }
+}
+
+fn report(out: &Output) -> Value {
+    json::parse(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e:?}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn array<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+    match v.get(key) {
+        Some(Value::Array(items)) => items,
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+fn int(v: &Value, key: &str) -> i64 {
+    v.get(key)
+        .and_then(Value::as_i64)
+        .unwrap_or_else(|| panic!("{key} in {}", v.to_json()))
+}
+
+/// Hosts' names in the report, with how many tasks each did.
+fn done_by_host(report: &Value) -> Vec<(String, i64)> {
+    array(report, "hosts")
+        .iter()
+        .map(|h| (h.get("host").unwrap().to_plain(), int(h, "done")))
+        .collect()
+}
+
+/// A work directory with `n` inputs, a program, and a task file: task i turns data/i.txt
+/// into out/i.txt (upper case, then the task's own line), by the staged program.
+fn bag(dir: &Path, n: usize, delay: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::fs::write(
+        dir.join("upper.sh"),
+        format!("#!/bin/sh\nsleep {delay}\ntr a-z A-Z < \"$1\"\necho \"from $2\"\n"),
+    )
+    .unwrap();
+    let mut tasks = String::from("# outputs : inputs : command\n");
+    for i in 0..n {
+        std::fs::write(
+            dir.join(format!("data/{i}.txt")),
+            format!("input number {i}\n"),
+        )
+        .unwrap();
+        tasks.push_str(&format!(
+            "out/{i}.txt=result : data/{i}.txt=in upper.sh : sh upper.sh in task{i} > result\n"
+        ));
+    }
+    let file = dir.join("tasks");
+    std::fs::write(&file, tasks).unwrap();
+    file
+}
+
+fn check_outputs(dir: &Path, n: usize) {
+    for i in 0..n {
+        let got = std::fs::read_to_string(dir.join(format!("out/{i}.txt")))
+            .unwrap_or_else(|e| panic!("out/{i}.txt: {e}"));
+        assert_eq!(got, format!("INPUT NUMBER {i}\nfrom task{i}\n"));
+    }
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = (0..n).map(|i| format!("{i}.txt")).collect();
+    want.sort();
+    assert_eq!(names, want, "exactly the outputs, no leftovers");
+}
+
+#[test]
+fn a_bag_of_tasks_runs_across_the_catalogs_servers_and_brings_back_each_output() {
+    let pool = Pool::start(3);
+    let work = tempfile::tempdir().unwrap();
+    bag(work.path(), 12, "0.2");
+    let out = pool
+        .command(work.path(), "run")
+        .args(["tasks", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_outputs(work.path(), 12);
+    let r = report(&out);
+    assert_eq!(int(&r, "tasks_done"), 12);
+    let hosts = done_by_host(&r);
+    assert_eq!(hosts.len(), 3);
+    assert_eq!(hosts.iter().map(|h| h.1).sum::<i64>(), 12);
+    assert!(
+        hosts.iter().all(|h| h.1 >= 2),
+        "the work was spread: {hosts:?}"
+    );
+    for t in array(&r, "tasks") {
+        assert_eq!(int(t, "attempts"), 1, "{}", t.to_json());
+    }
+    // The runs' staging directories are gone from the servers.
+    for s in &pool.servers {
+        let left: Vec<_> = std::fs::read_dir(s.server.root().join("roost-pool"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != ".__acl")
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+    // The table for people names every host and the total.
+    let out = pool
+        .command(work.path(), "run")
+        .arg("tasks")
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.starts_with("HOST"), "{table}");
+    assert!(
+        table.contains(&pool.suffix(0)) && table.contains("12/12 tasks done"),
+        "{table}"
+    );
+}
+
+#[test]
+fn templates_failures_and_mistakes() {
+    let pool = Pool::start(2);
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    for name in ["a", "b", "c"] {
+        std::fs::write(w.join(format!("{name}.txt")), format!("{name}\n{name}\n")).unwrap();
+    }
+    let out = pool
+        .command(w, "run")
+        .args([
+            "--command",
+            "wc -l < {} > {.}.n",
+            "--output",
+            "{.}.n",
+            "--output-dir",
+            "counts",
+        ])
+        .args(["a.txt", "b.txt", "c.txt"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in ["a", "b", "c"] {
+        assert_eq!(
+            std::fs::read_to_string(w.join(format!("counts/{name}.n"))).unwrap(),
+            "2\n"
+        );
+    }
+    // A task that fails everywhere: tried on both hosts (retries 1), then given up with its
+    // reason; the other task is done; exit status 1.
+    std::fs::write(
+        w.join("mixed"),
+        "ok.out : a.txt : cat a.txt > ok.out\nbad.out : : echo broken >&2; exit 3\n",
+    )
+    .unwrap();
+    let out = pool
+        .command(w, "run")
+        .args(["mixed", "--retries", "1", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("line 2: failed: exit 3; its standard error ends: broken (failed 2 times)"),
+        "{stderr}"
+    );
+    let r = report(&out);
+    let tasks = array(&r, "tasks");
+    assert_eq!(tasks[0].get("status").unwrap().to_plain(), "done");
+    assert_eq!(int(&tasks[1], "attempts"), 2);
+    assert_eq!(std::fs::read_to_string(w.join("ok.out")).unwrap(), "a\na\n");
+    assert!(!w.join("bad.out").exists());
+    // A bad task file: exit status 2 and the line.
+    std::fs::write(w.join("broken"), "a : b : c\n\nout : in\n").unwrap();
+    let out = pool.command(w, "run").arg("broken").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "roost pool: broken: line 3: expected OUTPUTS : INPUTS : COMMAND (two colons outside quotes)"
+    );
+    // An input that does not exist is named before anything runs.
+    std::fs::write(w.join("missing"), "o : nowhere.txt : true\n").unwrap();
+    let out = pool.command(w, "run").arg("missing").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: input nowhere.txt"));
+    // No catalog: exit status 1.
+    let out = roost()
+        .current_dir(w)
+        .args([
+            "pool",
+            "run",
+            "--catalog",
+            "127.0.0.1:1",
+            "--quiet",
+            "mixed",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_server_killed_mid_run_loses_nothing_and_no_output_comes_twice() {
+    let mut pool = Pool::start(3);
+    let work = tempfile::tempdir().unwrap();
+    bag(work.path(), 12, "0.6");
+    let child = pool
+        .command(work.path(), "run")
+        .args(["tasks", "--json", "--no-speculate"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the victim runs a task, then kill it.
+    let victim = 1;
+    let sandboxes = pool.servers[victim].job_root.path().join("jobs/sandboxes");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_dir(&sandboxes).map_or(true, |mut d| d.next().is_none()) {
+        assert!(Instant::now() < deadline, "no task ever ran on the victim");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = pool.servers[victim].server.pid();
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!pool.servers[victim].server.alive());
+    check_outputs(work.path(), 12);
+    let r = report(&out);
+    let hosts = array(&r, "hosts");
+    let dead = hosts
+        .iter()
+        .find(|h| {
+            h.get("host")
+                .unwrap()
+                .to_plain()
+                .ends_with(&pool.suffix(victim))
+        })
+        .unwrap();
+    assert!(int(dead, "lost") >= 1, "{}", dead.to_json());
+    assert!(
+        !matches!(dead.get("down"), Some(Value::Null) | None),
+        "{}",
+        dead.to_json()
+    );
+    assert_eq!(
+        done_by_host(&r).iter().map(|h| h.1).sum::<i64>(),
+        12,
+        "each task counted once"
+    );
+    let retried = array(&r, "tasks")
+        .iter()
+        .filter(|t| int(t, "attempts") > 1)
+        .count();
+    assert!(retried >= 1, "the lost task ran again elsewhere");
+}
+
+#[test]
+fn complib_on_the_pool_scores_as_the_scalar_reference() {
+    let pool = Pool::start(3);
+    let work = tempfile::tempdir().unwrap();
+    let out = pool
+        .command(work.path(), "complib")
+        .args([
+            "--scale",
+            "0.005",
+            "--calibrate",
+            "0.2",
+            "--verify",
+            "all",
+            "--json",
+        ])
+        .args([
+            "--work",
+            "cl",
+            "--program",
+            env!("CARGO_BIN_EXE_roost-align"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report(&out);
+    let (queries, targets) = roost_align::generate::complib_scaled(0.005);
+    assert_eq!(int(&r, "verified") as usize, queries.len() * targets.len());
+    assert_eq!(int(&r, "mismatches"), 0);
+    let cells = roost_align::fasta::residues(&queries) * roost_align::fasta::residues(&targets);
+    assert_eq!(int(&r, "cells") as u64, cells);
+    assert!(r.get("efficiency").and_then(Value::as_f64).unwrap() > 0.0);
+    // The gathered table, checked here too against the reference.
+    let text = std::fs::read_to_string(work.path().join("cl/complib.scores")).unwrap();
+    let table = roost_align::search::parse_table(&text).unwrap();
+    assert_eq!(table.rows.len(), targets.len());
+    let scoring = roost_align::Scoring::default();
+    for (t, (name, scores)) in table.rows.iter().enumerate() {
+        assert_eq!(name, &targets[t].name);
+        let target = roost_align::matrix::encode(&targets[t].residues);
+        for (q, &score) in scores.iter().enumerate() {
+            let query = roost_align::matrix::encode(&queries[q].residues);
+            assert_eq!(
+                score,
+                roost_align::scalar::score(&query, &target, &scoring),
+                "{name} {q}"
+            );
+        }
+    }
+    let standalone = array(&r, "standalone_cups");
+    assert_eq!(standalone.len(), 3);
+    assert!(standalone
+        .iter()
+        .all(|s| s.as_f64().is_some_and(|v| v > 0.0)));
+}
