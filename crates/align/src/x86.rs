@@ -55,7 +55,7 @@ macro_rules! lanes {
             }
             #[inline(always)]
             unsafe fn shift_in_zero(self) -> Self {
-                $t(shift_up(self.0, std::mem::size_of::<$elem>()))
+                $t(self.0.shift(std::mem::size_of::<$elem>()))
             }
             #[inline(always)]
             unsafe fn any_gt(self, other: Self) -> bool {
@@ -64,7 +64,7 @@ macro_rules! lanes {
             }
             #[inline(always)]
             unsafe fn horizontal_max(self) -> u16 {
-                max_u16(widen_max(self.0, std::mem::size_of::<$elem>()))
+                max_u16(self.0.widen(std::mem::size_of::<$elem>()))
             }
         }
     };
@@ -120,11 +120,6 @@ trait ShiftUp: Sized {
     unsafe fn shift(self, bytes: usize) -> Self;
 }
 
-#[inline(always)]
-unsafe fn shift_up<V: ShiftUp>(v: V, bytes: usize) -> V {
-    v.shift(bytes)
-}
-
 impl ShiftUp for __m128i {
     #[inline(always)]
     unsafe fn shift(self, bytes: usize) -> Self {
@@ -153,11 +148,6 @@ impl ShiftUp for __m256i {
 /// Folds a vector of `bytes`-byte lanes into 8 lanes of 16 bits holding the same maximum.
 trait WidenMax {
     unsafe fn widen(self, bytes: usize) -> __m128i;
-}
-
-#[inline(always)]
-unsafe fn widen_max<V: WidenMax>(v: V, bytes: usize) -> __m128i {
-    v.widen(bytes)
 }
 
 impl WidenMax for __m128i {

@@ -104,6 +104,15 @@ impl Pool {
     }
 }
 
+fn succeeded(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn report(out: &Output) -> Value {
     json::parse(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -186,11 +195,7 @@ fn a_bag_of_tasks_runs_across_the_catalogs_servers_and_brings_back_each_output()
         .args(["tasks", "--json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     check_outputs(work.path(), 12);
     let r = report(&out);
     assert_eq!(int(&r, "tasks_done"), 12);
@@ -248,11 +253,7 @@ fn templates_failures_and_mistakes() {
         .args(["a.txt", "b.txt", "c.txt"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     for name in ["a", "b", "c"] {
         assert_eq!(
             std::fs::read_to_string(w.join(format!("counts/{name}.n"))).unwrap(),
@@ -335,11 +336,7 @@ fn a_server_killed_mid_run_loses_nothing_and_no_output_comes_twice() {
     let pid = pool.servers[victim].server.pid();
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     assert!(!pool.servers[victim].server.alive());
     check_outputs(work.path(), 12);
     let r = report(&out);
@@ -394,11 +391,7 @@ fn complib_on_the_pool_scores_as_the_scalar_reference() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let r = report(&out);
     let (queries, targets) = roost_align::generate::complib_scaled(0.005);
     assert_eq!(int(&r, "verified") as usize, queries.len() * targets.len());
