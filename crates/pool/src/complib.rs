@@ -73,8 +73,8 @@ pub fn split(targets: &[Sequence], places: usize, smallest: u64) -> Vec<Chunk> {
 pub struct Outcome {
     pub run: Report,
     pub cells: u64,
-    /// Each host's standalone rate (cells per second), where calibrated.
-    pub standalone: Vec<Option<f64>>,
+    /// Each host's calibration task, where it ran.
+    pub standalone: Vec<Option<Stats>>,
     /// Where the combined score table is.
     pub scores: PathBuf,
     /// Scores checked against the scalar reference, and how many differed.
@@ -90,9 +90,13 @@ impl Outcome {
         self.cells as f64 / self.run.seconds.max(1e-9)
     }
 
-    /// The sum of the standalone rates, if every host was calibrated.
+    /// The sum of the standalone rates (cells per wall-clock second of each host's
+    /// calibration task, run alone under its share), if every host was calibrated.
     pub fn ideal(&self) -> Option<f64> {
-        self.standalone.iter().copied().sum::<Option<f64>>()
+        self.standalone
+            .iter()
+            .map(|s| s.map(|s| s.cups()))
+            .sum::<Option<f64>>()
     }
 
     pub fn efficiency(&self) -> Option<f64> {
@@ -105,8 +109,17 @@ impl Outcome {
             out,
             "standalone rates (cells/s, one task alone under its share):"
         );
-        for (h, rate) in self.run.hosts.iter().zip(&self.standalone) {
-            let _ = writeln!(out, "  {:24} {}", h.name, rate.map_or("-".into(), human));
+        for (h, stats) in self.run.hosts.iter().zip(&self.standalone) {
+            let _ = match stats {
+                Some(st) => writeln!(
+                    out,
+                    "  {:24} {}  ({} per CPU-second)",
+                    h.name,
+                    human(st.cups()),
+                    human(st.cells as f64 / st.cpu_seconds.max(1e-9))
+                ),
+                None => writeln!(out, "  {:24} -", h.name),
+            };
         }
         let _ = writeln!(
             out,
@@ -144,7 +157,21 @@ impl Outcome {
             ("cups".into(), Value::Float(self.cups())),
             (
                 "standalone_cups".into(),
-                Value::Array(self.standalone.iter().map(|&r| opt(r)).collect()),
+                Value::Array(
+                    self.standalone
+                        .iter()
+                        .map(|st| opt(st.map(|st| st.cups())))
+                        .collect(),
+                ),
+            ),
+            (
+                "standalone_cpu_cups".into(),
+                Value::Array(
+                    self.standalone
+                        .iter()
+                        .map(|st| opt(st.map(|st| st.cells as f64 / st.cpu_seconds.max(1e-9))))
+                        .collect(),
+                ),
             ),
             ("ideal_cups".into(), opt(self.ideal())),
             ("efficiency".into(), opt(self.efficiency())),
@@ -254,13 +281,13 @@ pub fn run(setup: &Setup, config: &Config) -> Result<Outcome, String> {
     Ok(outcome)
 }
 
-/// Each host's standalone rate: one task of `setup.calibrate` of the targets, on it alone.
+/// Each host's calibration: one task of `setup.calibrate` of the targets, on it alone.
 fn calibrate(
     setup: &Setup,
     config: &Config,
     targets: &[Sequence],
     query_residues: u64,
-) -> Result<Vec<Option<f64>>, String> {
+) -> Result<Vec<Option<Stats>>, String> {
     if setup.calibrate <= 0.0 {
         return Ok(vec![None; config.hosts.len()]);
     }
@@ -292,7 +319,7 @@ fn calibrate(
         let rate = if report.done() == 1 {
             let text = std::fs::read_to_string(out.with_extension("stats"))
                 .map_err(|e| format!("calibration on {}: {e}", host.name))?;
-            Some(Stats::parse(&text)?.cups())
+            Some(Stats::parse(&text)?)
         } else {
             None
         };

@@ -127,11 +127,11 @@ impl Scheduler {
         if self.hosts[host].down.is_some() {
             return None;
         }
-        let others_alive = self.alive().any(|h| h != host);
-        let position = self
-            .pending
-            .iter()
-            .position(|&t| !others_alive || !self.tasks[t].failed_on.contains(&host));
+        // Not a task that failed here, while a host it has not failed on is left.
+        let position = self.pending.iter().position(|&t| {
+            let failed_on = &self.tasks[t].failed_on;
+            !failed_on.contains(&host) || self.alive().all(|h| h == host || failed_on.contains(&h))
+        });
         let (task, speculative) = match position {
             Some(p) => (self.pending.remove(p)?, false),
             None => (self.copy_for(host, now)?, true),
@@ -373,6 +373,23 @@ mod tests {
             &Status::Failed("exit 1 (failed 2 times)".into())
         );
         assert!(s.finished());
+    }
+
+    #[test]
+    fn with_more_retries_than_hosts_a_task_comes_back_to_a_host_it_failed_on() {
+        let now = Instant::now();
+        let mut s = Scheduler::new(&[1.0], 2, 2, false);
+        let a = s.next(0, now).unwrap();
+        s.failed(0, 0, a.attempt, "exit 1");
+        let b = s.next(1, now).unwrap();
+        s.failed(0, 1, b.attempt, "exit 1");
+        let c = s.next(0, now).unwrap();
+        assert_eq!(c.attempt, 3);
+        s.failed(0, 0, c.attempt, "exit 1");
+        assert_eq!(
+            s.status(0),
+            &Status::Failed("exit 1 (failed 3 times)".into())
+        );
     }
 
     #[test]

@@ -37,7 +37,7 @@ struct PoolOptions {
     /// used; default $ROOST_CATALOG, else $CATALOG_HOST, else localhost:9097).
     #[arg(long = "catalog", short = 'c', value_name = "HOST[:PORT]")]
     catalogs: Vec<String>,
-    /// Run on this server instead of asking a catalog, HOST:PORT (repeatable).
+    /// Run on this server, HOST:PORT (repeatable); without --catalog no catalog is asked.
     #[arg(long = "server", value_name = "HOST:PORT")]
     servers: Vec<String>,
     /// Tasks at once on each --server.
@@ -71,7 +71,7 @@ struct PoolOptions {
 #[command(after_help = "\
 A task file has one task a line, OUTPUTS : INPUTS : COMMAND (# starts a comment):
   counts/a.count : data/a.txt : wc -l < a.txt > counts/a.count
-  out=b.sorted   : data/b.txt=in ./sortit : ./sortit < in > out
+  b.sorted=out   : data/b.txt=in ./sortit : ./sortit < in > out
 Files are blank-separated words, LOCAL or LOCAL=TASK (TASK: the name in the task's
 sandbox, by default LOCAL when relative without .., else its last component); quote names
 with blanks, ':' or '=' in \"...\". Inputs are read relative to the current directory and
