@@ -81,6 +81,13 @@ pub fn choose(records: &[Value], most: Option<usize>) -> Vec<Host> {
             .then_with(|| a.name.cmp(&b.name))
     });
     hosts.dedup_by(|a, b| a.authority == b.authority);
+    // Hosts that report the same name (namespaces, containers) are told apart by address.
+    let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
+    for h in &mut hosts {
+        if names.iter().filter(|n| **n == h.name).count() > 1 {
+            h.name = h.authority.clone();
+        }
+    }
     if let Some(most) = most {
         hosts.truncate(most);
     }
@@ -122,5 +129,12 @@ mod tests {
         assert_eq!(hosts[2].slots, 1);
         assert!((hosts[2].headroom - 0.4).abs() < 1e-9);
         assert_eq!(choose(&records, Some(1)).len(), 1);
+        let twins = [
+            record(r#"{"type":"chirp","address":"10.0.0.1","name":"vm","port":9094,"jobs":1}"#),
+            record(r#"{"type":"chirp","address":"10.0.0.2","name":"vm","port":9094,"jobs":1}"#),
+            record(r#"{"type":"chirp","address":"10.0.0.3","name":"other","port":9094,"jobs":1}"#),
+        ];
+        let names: Vec<String> = choose(&twins, None).into_iter().map(|h| h.name).collect();
+        assert_eq!(names, ["10.0.0.1:9094", "10.0.0.2:9094", "other:9094"]);
     }
 }

@@ -223,7 +223,7 @@ pub fn run(tasks: &[Task], config: &Config) -> report::Report {
         }
     });
     let scheduler = shared.lock();
-    report::Report::new(tasks, config, &scheduler, started.elapsed())
+    report::Report::new(tasks, config, &scheduler, started)
 }
 
 /// The exit status a run earns: 0 when every task is done, 1 otherwise.

@@ -6,7 +6,7 @@ use crate::taskfile::Task;
 use crate::Config;
 use roost_catalog::json::Value;
 use std::fmt::Write as _;
-use std::time::Duration;
+use std::time::Instant;
 
 /// One task's fate.
 #[derive(Clone, Debug)]
@@ -25,6 +25,9 @@ pub struct HostReport {
     pub headroom: f64,
     pub slots: usize,
     pub stats: HostStats,
+    /// Seconds from the run's start to this host's first attempt and to its last task done.
+    pub first_start: Option<f64>,
+    pub last_done: Option<f64>,
 }
 
 /// A finished run.
@@ -38,7 +41,8 @@ pub struct Report {
 }
 
 impl Report {
-    pub(crate) fn new(tasks: &[Task], config: &Config, s: &Scheduler, took: Duration) -> Report {
+    pub(crate) fn new(tasks: &[Task], config: &Config, s: &Scheduler, started: Instant) -> Report {
+        let since = |t: Option<Instant>| t.map(|t| t.duration_since(started).as_secs_f64());
         let hosts: Vec<HostReport> = config
             .hosts
             .iter()
@@ -48,6 +52,8 @@ impl Report {
                 headroom: h.headroom,
                 slots: h.slots,
                 stats: s.host(i).clone(),
+                first_start: since(s.host(i).first_start),
+                last_done: since(s.host(i).last_done),
             })
             .collect();
         Report {
@@ -62,7 +68,7 @@ impl Report {
                 })
                 .collect(),
             hosts,
-            seconds: took.as_secs_f64(),
+            seconds: started.elapsed().as_secs_f64(),
             unit: "tasks".into(),
         }
     }
@@ -182,6 +188,8 @@ impl Report {
                         f(st.done_cost / self.seconds.max(1e-9)),
                     ),
                     ("down".into(), st.down.as_deref().map_or(Value::Null, s)),
+                    ("first_start".into(), h.first_start.map_or(Value::Null, f)),
+                    ("last_done".into(), h.last_done.map_or(Value::Null, f)),
                 ])
             })
             .collect();

@@ -113,7 +113,9 @@ struct RunArgs {
 
 /// Options of `roost pool complib`.
 #[derive(Args)]
-#[command(after_help = "\
+#[command(
+    args_override_self = true,
+    after_help = "\
 complib, the Legion paper's benchmark: the query library (20 sequences, 4,478 residues)
 against the target library (10,716 sequences, 3,647,403 residues), both generated
 reproducibly (roost-align generate), scored by Smith-Waterman with BLOSUM62 and gaps open 10,
@@ -127,7 +129,8 @@ The scores are gathered into WORK/complib.scores and --verify of them are recomp
 with the scalar reference.
 
 Exit status: 0 when every task is done and every checked score matches; 1 otherwise; 2 for
-bad options.")]
+bad options."
+)]
 struct ComplibArgs {
     #[command(flatten)]
     pool: PoolOptions,

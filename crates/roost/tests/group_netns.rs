@@ -6,149 +6,42 @@
 //! Needs root and `ip` (iproute2); as another user the test says so and does nothing.
 
 mod group_support;
+mod netns_support;
 mod serve_support;
 
 use group_support::{alice_options, USER};
+use netns_support::{can_make_namespaces, ip, Hosts};
 use roost_client::ChirpUrl;
 use roost_group::api::{gopen_members, GroupData, GroupOptions, MemberSpec, O_BESTEFFORT};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn ip(args: &[&str]) {
-    let status = Command::new("ip").args(args).status().expect("run ip");
-    assert!(status.success(), "ip {}", args.join(" "));
-}
-
-/// Namespaces `roost-PID-K` with veth links `rgPIDhK` on bridge `rgPIDb`, addresses
-/// 10.SUBNET.0.(10+K); the bridge holds 10.SUBNET.0.1. Dropping it removes everything.
-struct Hosts {
-    tag: String,
-    subnet: u32,
-    count: usize,
-    servers: Vec<Child>,
-}
-
-impl Hosts {
-    fn create(count: usize) -> Hosts {
-        let pid = std::process::id();
-        let hosts = Hosts {
-            tag: format!("{}", pid % 100_000),
-            subnet: 100 + pid % 150,
-            count,
-            servers: Vec::new(),
-        };
-        let bridge = hosts.bridge();
-        ip(&["link", "add", &bridge, "type", "bridge"]);
-        ip(&[
-            "addr",
-            "add",
-            &format!("10.{}.0.1/24", hosts.subnet),
-            "dev",
-            &bridge,
-        ]);
-        ip(&["link", "set", &bridge, "up"]);
-        for k in 0..count {
-            let (ns, host_end) = (hosts.ns(k), hosts.link(k));
-            let ns_end = format!("rg{}n{k}", hosts.tag);
-            ip(&["netns", "add", &ns]);
-            ip(&[
-                "link", "add", &host_end, "type", "veth", "peer", "name", &ns_end,
-            ]);
-            ip(&["link", "set", &ns_end, "netns", &ns]);
-            ip(&["link", "set", &host_end, "master", &bridge, "up"]);
-            let addr = format!("{}/24", hosts.addr(k));
-            ip(&["-n", &ns, "addr", "add", &addr, "dev", &ns_end]);
-            ip(&["-n", &ns, "link", "set", &ns_end, "up"]);
-            ip(&["-n", &ns, "link", "set", "lo", "up"]);
-        }
-        hosts
-    }
-
-    fn bridge(&self) -> String {
-        format!("rg{}b", self.tag)
-    }
-
-    fn ns(&self, k: usize) -> String {
-        format!("roost-{}-{k}", self.tag)
-    }
-
-    fn link(&self, k: usize) -> String {
-        format!("rg{}h{k}", self.tag)
-    }
-
-    fn addr(&self, k: usize) -> String {
-        format!("10.{}.0.{}", self.subnet, 10 + k)
-    }
-
-    /// Starts `roost serve` in host `k`'s namespace on port 9094, exporting `dir`.
-    fn serve(&mut self, k: usize, dir: &std::path::Path, key: &std::path::Path) {
-        let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns(k),
-                env!("CARGO_BIN_EXE_roost"),
-                "serve",
-            ])
-            .arg(dir)
-            .args([
-                "--listen",
-                &self.addr(k),
-                "--port",
-                "9094",
-                "--log-level",
-                "error",
-            ])
-            .arg("--key")
-            .arg(format!("{USER}={}", key.display()))
-            .args(["--acl", &format!("hmac:{USER}=rwl")])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start roost serve in a namespace");
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        assert!(first.contains("listening"), "{first}");
-        self.servers.push(child);
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        for child in &mut self.servers {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        for k in 0..self.count {
-            let _ = Command::new("ip")
-                .args(["netns", "del", &self.ns(k)])
-                .status();
-            let _ = Command::new("ip")
-                .args(["link", "del", &self.link(k)])
-                .status();
-        }
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.bridge()])
-            .status();
-    }
-}
 
 #[test]
 fn groups_span_hosts_in_network_namespaces() {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("group_netns: skipped, network namespaces need root");
+    if !can_make_namespaces("group_netns") {
         return;
     }
-    let mut hosts = Hosts::create(4);
+    let mut hosts = Hosts::create(4, 0);
     let keys = tempfile::tempdir().unwrap();
     let key = keys.path().join("alice.key");
     std::fs::write(&key, USER.chars().rev().collect::<String>()).unwrap();
     let exports: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
     for (k, dir) in exports.iter().enumerate() {
         std::fs::write(dir.path().join("log"), format!("boot ok\nhost {k}\n")).unwrap();
-        hosts.serve(k, dir.path(), &key);
+        let args = [
+            "serve".to_string(),
+            dir.path().display().to_string(),
+            "--listen".into(),
+            hosts.addr(k),
+            "--port".into(),
+            "9094".into(),
+            "--log-level".into(),
+            "error".into(),
+            "--key".into(),
+            format!("{USER}={}", key.display()),
+            "--acl".into(),
+            format!("hmac:{USER}=rwl"),
+        ];
+        hosts.start_roost(k, &args);
     }
     let members: Vec<MemberSpec> = (0..4)
         .map(|k| MemberSpec {

@@ -3,6 +3,7 @@
 //! command finding them in the catalog, staging inputs, running tasks and fetching outputs;
 //! a server killed in the middle of a run; complib's scores against the scalar reference.
 
+mod netns_support;
 mod run_support;
 mod serve_support;
 
@@ -421,4 +422,117 @@ fn complib_on_the_pool_scores_as_the_scalar_reference() {
     assert!(standalone
         .iter()
         .all(|s| s.as_f64().is_some_and(|v| v > 0.0)));
+}
+
+#[test]
+fn eight_hosts_in_network_namespaces_and_one_cut_off_mid_run() {
+    if !netns_support::can_make_namespaces("pool_run") {
+        return;
+    }
+    let mut hosts = netns_support::Hosts::create(8, 77);
+    let outside = hosts.outside();
+    let mut cmd = roost();
+    cmd.args(["catalog", "--port", "0", "--listen", &outside]);
+    let (_catalog, catalog_port) = start_announcing(cmd);
+    let catalog = format!("{outside}:{catalog_port}");
+    let exports: Vec<_> = (0..8).map(|_| tempfile::tempdir().unwrap()).collect();
+    let job_roots: Vec<_> = (0..8)
+        .map(|_| {
+            let d = tempfile::tempdir().unwrap();
+            std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+            d
+        })
+        .collect();
+    for k in 0..8 {
+        let args: Vec<String> = [
+            "serve",
+            &exports[k].path().display().to_string(),
+            "--listen",
+            &hosts.addr(k),
+            "--port",
+            "9094",
+            "--jobs",
+            "--job-dir",
+            &job_roots[k].path().join("jobs").display().to_string(),
+            "--acl",
+            &format!("address:{outside}=rwldax"),
+            "--catalog",
+            &catalog,
+            "--catalog-interval",
+            "1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        hosts.start_roost(k, &args);
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let records = roost_catalog::query(&outside, catalog_port, Duration::from_secs(5))
+            .unwrap_or_default();
+        let up: Vec<String> = records
+            .iter()
+            .filter(|r| r.get("jobs").is_some())
+            .filter_map(|r| r.get("address").map(Value::to_plain))
+            .collect();
+        if up.len() == 8 {
+            assert!(up.contains(&hosts.addr(7)), "{up:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "only {up:?} in the catalog");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let work = tempfile::tempdir().unwrap();
+    bag(work.path(), 24, "0.4");
+    let child = roost()
+        .current_dir(work.path())
+        .args([
+            "pool",
+            "run",
+            "--auth",
+            "address",
+            "--quiet",
+            "--timeout",
+            "3",
+        ])
+        .args(["--catalog", &catalog, "tasks", "--json", "--no-speculate"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Cut host 5 off while it runs a task: its packets vanish, so only the client's timeout
+    // tells it the host is gone.
+    let victim = 5;
+    let sandboxes = job_roots[victim].path().join("jobs/sandboxes");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_dir(&sandboxes).map_or(true, |mut d| d.next().is_none()) {
+        assert!(
+            Instant::now() < deadline,
+            "no task ever ran on host {victim}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    netns_support::ip(&["link", "set", &hosts.link(victim), "down"]);
+    let out = child.wait_with_output().unwrap();
+    succeeded(&out);
+    check_outputs(work.path(), 24);
+    let r = report(&out);
+    let done = done_by_host(&r);
+    assert_eq!(done.len(), 8);
+    assert_eq!(done.iter().map(|h| h.1).sum::<i64>(), 24);
+    let cut = array(&r, "hosts")
+        .iter()
+        .find(|h| {
+            h.get("host")
+                .unwrap()
+                .to_plain()
+                .starts_with(&hosts.addr(victim))
+        })
+        .unwrap_or_else(|| panic!("no {} in {}", hosts.addr(victim), r.to_json()));
+    assert!(int(cut, "lost") >= 1, "{}", cut.to_json());
+    assert!(
+        matches!(cut.get("down"), Some(Value::String(_))),
+        "{}",
+        cut.to_json()
+    );
 }
