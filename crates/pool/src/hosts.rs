@@ -75,12 +75,6 @@ impl Host {
 /// name), at most `most` of them.
 pub fn choose(records: &[Value], most: Option<usize>) -> Vec<Host> {
     let mut hosts: Vec<Host> = records.iter().filter_map(Host::from_record).collect();
-    hosts.sort_by(|a, b| {
-        b.headroom
-            .total_cmp(&a.headroom)
-            .then_with(|| a.name.cmp(&b.name))
-    });
-    hosts.dedup_by(|a, b| a.authority == b.authority);
     // Hosts that report the same name (namespaces, containers) are told apart by address.
     let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
     for h in &mut hosts {
@@ -88,6 +82,12 @@ pub fn choose(records: &[Value], most: Option<usize>) -> Vec<Host> {
             h.name = h.authority.clone();
         }
     }
+    hosts.sort_by(|a, b| {
+        b.headroom
+            .total_cmp(&a.headroom)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    hosts.dedup_by(|a, b| a.authority == b.authority);
     if let Some(most) = most {
         hosts.truncate(most);
     }
