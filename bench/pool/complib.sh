@@ -42,7 +42,9 @@ HERE=127.0.0.1
 IN_HOST=()
 if [ "$NETNS" = 1 ]; then
   HERE=$NET.0.1
-  ip link add "${TAG}br" type bridge
+  # A fixed MAC: a bridge otherwise takes its lowest port's, which changes as hosts are
+  # added, and hosts that learned the old one cannot reach the catalog for half a minute.
+  ip link add "${TAG}br" address 02:00:0a:4f:00:01 type bridge
   ip addr add "$HERE/16" dev "${TAG}br"
   ip link set "${TAG}br" up
 fi

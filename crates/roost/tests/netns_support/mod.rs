@@ -41,7 +41,11 @@ impl Hosts {
             children: Vec::new(),
         };
         let bridge = hosts.bridge();
-        ip(&["link", "add", &bridge, "type", "bridge"]);
+        // A fixed MAC: a bridge otherwise takes its lowest port's, which changes as hosts are
+        // added, and a host that learned the old one cannot reach the outside for half a
+        // minute (its ARP entry must expire first).
+        let mac = format!("02:00:0a:{:02x}:00:01", hosts.subnet);
+        ip(&["link", "add", &bridge, "address", &mac, "type", "bridge"]);
         ip(&[
             "addr",
             "add",
