@@ -273,8 +273,8 @@ impl Worker<'_> {
                     Ok(())
                 }
                 Err(Gather::Host(e)) => {
-                    self.shared
-                        .failed(a, self.index, "fetching its outputs failed");
+                    // Lost with its host, not failed: it runs again elsewhere.
+                    self.shared.lost(a, self.index);
                     Err(HostLost(phrase(client, "fetching outputs", &e)))
                 }
                 Err(Gather::Local(why)) => {
