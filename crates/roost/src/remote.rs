@@ -499,9 +499,11 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
                     options,
                     Last::Keep,
                 )?,
-                Err(_) => return Err(Failure(format!(
+                Err(_) => {
+                    return Err(Failure(format!(
                     "{target}: a hard link needs an absolute path or a chirp:// URL (or use ln -s)"
-                ))),
+                )))
+                }
             };
             if to.url.authority() != r.url.authority() {
                 return Err(Failure(format!(
