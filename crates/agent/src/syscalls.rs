@@ -528,6 +528,7 @@ pub const ON_DESCRIPTORS: &[(&str, &[usize])] = &[
     ("fchmod", &[0]),
     ("fchown", &[0]),
     ("fcntl", &[0]),
+    ("flock", &[0]),
     ("dup", &[0]),
     ("dup2", &[0]),
     ("dup3", &[0]),

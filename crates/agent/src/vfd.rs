@@ -28,6 +28,9 @@ pub struct VFile {
     /// `O_RDONLY`, `O_WRONLY` or `O_RDWR`.
     pub access: i32,
     pub state: Mutex<State>,
+    /// This descriptor's open of the file's lock object, on which the program's advisory
+    /// locks are taken (`notify::locks`), opened on the first lock; released with it.
+    pub locks: Mutex<Option<std::fs::File>>,
     /// roost's end of the socket pair.
     end: OwnedFd,
     /// The inode of the program's end, which names this file in `/proc/PID/fd/N`.
@@ -163,6 +166,7 @@ impl Vfds {
                 nonblock: flags & libc::O_NONBLOCK != 0,
                 ..State::default()
             }),
+            locks: Mutex::new(None),
             end,
             ino,
         });

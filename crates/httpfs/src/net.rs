@@ -1059,6 +1059,12 @@ impl Driver for HttpNet {
         let (authority, rest) = self.server(path)?;
         self.list(&authority, &rest)
     }
+    fn lock_object(&self, path: &[u8]) -> Result<std::fs::File, Errno> {
+        let (authority, rest) = self.server(path)?;
+        let key = Cache::key(&format!("{}://{authority}", self.scheme), &rest);
+        self.cache.lock_object(&key)
+    }
+
     /// A file of at least the block threshold whose index has block hashes, and that the
     /// cache does not hold whole, read in place block by block ([`partial`]); ENOSYS for
     /// any other, which is used through a local copy.

@@ -786,6 +786,98 @@ print(out)
     assert_eq!(std::fs::read(r.root().join("by-cp")).unwrap(), data);
 }
 
+const LOCKS: &str = r#"
+import errno, fcntl, os, signal, sys, time
+f = sys.argv[1]
+out = []
+a = os.open(f, os.O_RDWR)
+b = os.open(f, os.O_RDWR)
+fcntl.flock(a, fcntl.LOCK_EX)
+try:
+    fcntl.flock(b, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    out.append("second open locked too")
+except OSError as e:
+    out.append("second open " + errno.errorcode[e.errno])
+fcntl.flock(a, fcntl.LOCK_UN)
+fcntl.flock(b, fcntl.LOCK_EX | fcntl.LOCK_NB)
+fcntl.flock(b, fcntl.LOCK_UN)
+fcntl.lockf(a, fcntl.LOCK_EX, 10, 0)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    c = os.open(f, os.O_RDWR)
+    res = []
+    try:
+        fcntl.lockf(c, fcntl.LOCK_EX | fcntl.LOCK_NB, 5, 5)
+        res.append("overlap locked")
+    except OSError as e:
+        res.append("overlap " + errno.errorcode[e.errno])
+    fcntl.lockf(c, fcntl.LOCK_EX | fcntl.LOCK_NB, 5, 20)
+    res.append("disjoint locked")
+    t = time.time()
+    fcntl.lockf(c, fcntl.LOCK_EX, 5, 5)
+    res.append("waited" if time.time() - t > 0.2 else "did not wait")
+    def alarm(*_):
+        raise InterruptedError
+    signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(1)
+    try:
+        fcntl.flock(os.open(f, os.O_RDONLY), fcntl.LOCK_EX)
+        res.append("not interrupted")
+    except InterruptedError:
+        res.append("interrupted")
+    os.write(w, " ".join(res).encode())
+    os._exit(0)
+time.sleep(0.5)
+fcntl.lockf(a, fcntl.LOCK_UN, 10, 0)
+fcntl.flock(b, fcntl.LOCK_EX)
+os.waitpid(pid, 0)
+os.close(w)
+out.append(os.read(r, 200).decode())
+print(out)
+"#;
+
+/// flock and fcntl record locks on direct-mode files lock against other opens of the file,
+/// in the same process, another process, and another run on this host; a waiting lock
+/// is released when the holder unlocks and interrupted by a signal.
+#[test]
+fn advisory_locks_on_direct_mode_files_hold_between_opens_processes_and_runs() {
+    let r = Remote::start();
+    r.write("f", b"locked\n");
+    let url = r.url("/f");
+    let o = r.run(&[], &[], &["python3", "-c", LOCKS, &url]);
+    assert_eq!(
+        stdout(&o).trim(),
+        "['second open EAGAIN', 'overlap EAGAIN disjoint locked waited interrupted']",
+        "{}",
+        stderr(&o)
+    );
+    // Another run, sharing the cache directory (and so the lock objects): flock(1) holds
+    // the file in one, the other cannot take it until the first lets go.
+    let marker = r.cache.path().join("held");
+    let holder = format!("flock -x {url} -c 'touch {}; sleep 2'", marker.display());
+    let mut first = roost()
+        .arg("run")
+        .arg("--cache")
+        .arg(r.cache.path())
+        .args(["--", "sh", "-c", &holder])
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !marker.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the first run never locked"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let busy = r.run(&[], &[], &["flock", "-n", &url, "true"]);
+    assert_eq!(busy.status.code(), Some(1), "{}", stderr(&busy));
+    assert!(first.wait().unwrap().success());
+    let free = r.run(&[], &[], &["flock", "-n", &url, "true"]);
+    assert!(free.status.success(), "{}", stderr(&free));
+}
+
 #[test]
 fn a_stat_right_after_close_sees_what_was_written() {
     let r = Remote::start();

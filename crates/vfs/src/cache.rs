@@ -347,6 +347,22 @@ impl Cache {
         self.fill(&dir, &path, version, fetch).map(OnceObject)
     }
 
+    /// The lock object of `key` ([`crate::Driver::lock_object`]): `DIR/locks/KEY`, made
+    /// on first use.
+    pub fn lock_object(&self, key: &str) -> Result<File, Errno> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = self.objects.with_file_name("locks");
+        std::fs::create_dir_all(&dir).map_err(errno_of)?;
+        File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(dir.join(key))
+            .map_err(errno_of)
+    }
+
     /// Whether the object of `key` at `version` is here, whole.
     pub fn holds(&self, key: &str, version: Version) -> bool {
         let path = self.objects.join(key).join(version.name());

@@ -420,6 +420,12 @@ impl Driver for ChirpNet {
         let (server, rest) = self.server(path)?;
         server.readlink(&rest)
     }
+    fn lock_object(&self, path: &[u8]) -> Result<std::fs::File, Errno> {
+        let (server, rest) = self.server(path)?;
+        self.cache
+            .lock_object(&Cache::key(&server.authority, &rest))
+    }
+
     fn lstat(&self, path: &[u8]) -> Result<Stat, Errno> {
         if Self::is_root(path) {
             return Ok(Self::root_stat());

@@ -260,6 +260,13 @@ pub trait Driver: Send + Sync {
     fn open_file(&self, _path: &[u8], _how: OpenMode) -> Result<Box<dyn OpenFile>, Errno> {
         Err(libc::ENOSYS)
     }
+    /// A local file standing for `path` in advisory locks (`flock`, `fcntl`) taken on
+    /// descriptors of files used in place: one per remote file, shared by every run of the
+    /// user on this host, so that two opens of one file lock against each other. ENOLCK:
+    /// this driver has none.
+    fn lock_object(&self, _path: &[u8]) -> Result<std::fs::File, Errno> {
+        Err(libc::ENOLCK)
+    }
     /// The local directory under which [`Driver::localize`] places its copies (`mirror +
     /// path`), so a kernel path there (a descriptor's, the cwd's) names its object again.
     fn mirror(&self) -> Option<&[u8]> {

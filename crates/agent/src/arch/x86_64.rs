@@ -136,6 +136,7 @@ pub const NUMBERS: &[(&str, i64)] = &[
     ("execve", 59),
     ("uname", 63),
     ("fcntl", 72),
+    ("flock", 73),
     ("fsync", 74),
     ("fdatasync", 75),
     ("truncate", 76),

@@ -5,6 +5,8 @@
 //! served with requests to the server, their data copied between the program's buffers
 //! and the requests. A call on any other descriptor of the range is let through.
 
+use super::fifo::GroupStops;
+use super::locks;
 use super::open::{hand_over, replace_then_continue};
 use super::{Notification, Reply, CONTINUE};
 use crate::arch::Regs;
@@ -98,6 +100,7 @@ pub fn answer(
     (name, fd_args): (&str, &[usize]),
     (tid, regs): (i32, &Regs),
     n: Notification,
+    stops: &GroupStops,
 ) -> Reply {
     let Some((fd, vf)) = fd_args.iter().find_map(|&arg| {
         let fd = regs.arg(arg) as i32;
@@ -118,7 +121,11 @@ pub fn answer(
         "fsync" | "fdatasync" | "sync_file_range" => done(vf.file.fsync()),
         "fchmod" => done(vf.file.fchmod(regs.arg(1) as u32)),
         "fchown" => done(vf.file.fchown(regs.arg(1) as u32, regs.arg(2) as u32)),
+        "fcntl" if locks::is_record_lock(regs.arg(1) as i32) => {
+            locks::record_lock(&vf, (regs.arg(1) as i32, regs.arg(2)), (tid, n, stops))
+        }
         "fcntl" => fcntl(vfds, &vf, fd, (tid, regs), n),
+        "flock" => locks::flock(&vf, regs.arg(1) as i32, (tid, n, stops)),
         "dup" => match lowest_standard_free(tid, 0) {
             Some(low) => copy_low(&vf, low, false, n),
             None => copy_high(vfds, fd, false, tid, n),

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 /// The kernel's "restart this call" code (never seen by programs).
-const ERESTARTSYS: i32 = 512;
+pub(super) const ERESTARTSYS: i32 = 512;
 /// How often the caller is looked at while it waits.
 const TICK: Duration = Duration::from_millis(10);
 
@@ -95,7 +95,7 @@ impl GroupStops {
 
 /// What the waiting caller is doing.
 #[derive(Clone, Copy, PartialEq)]
-enum Caller {
+pub(super) enum Caller {
     Waiting = 0,
     /// A signal is pending for it, or its process is stopping: its call must be restarted
     /// to take the signal or the stop.
@@ -104,7 +104,9 @@ enum Caller {
     Gone = 2,
 }
 
-fn look_at(tid: i32, n: Notification, stops: &GroupStops) -> Caller {
+/// Whether thread `tid`, waiting for the answer to `n`, still waits, must take a signal or a
+/// stop first, or is gone.
+pub(super) fn look_at(tid: i32, n: Notification, stops: &GroupStops) -> Caller {
     if n.ensure_waiting().is_err() {
         return Caller::Gone;
     }

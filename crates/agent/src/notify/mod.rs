@@ -12,6 +12,7 @@ mod change;
 mod direct;
 mod fifo;
 pub(crate) mod identity;
+mod locks;
 mod lookup;
 mod open;
 
@@ -270,7 +271,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     };
     if let (Some(vfds), Some(call)) = (&shared.vfds, table.on_descriptor(nr)) {
         let regs = Regs::from_args(&req.data.args);
-        return direct::answer(vfds, call, (tid, &regs), n);
+        return direct::answer(vfds, call, (tid, &regs), n, &shared.stops);
     }
     let Some(entry) = table.entry(nr) else {
         return CONTINUE;
