@@ -290,6 +290,12 @@ impl Client {
         }
     }
 
+    /// Up to `length` bytes of the server's accounting ledger from byte `offset`, whole
+    /// records only, empty at the end (a roost extension; needs the `a` right on `/`).
+    pub fn ledger(&mut self, offset: u64, length: u64) -> Result<Vec<u8>> {
+        self.data(Request::Ledger { offset, length }, length)
+    }
+
     /// The subject this server has when it connects to `host`.
     pub fn whoareyou(&mut self, host: &str) -> Result<String> {
         let max = 1024;

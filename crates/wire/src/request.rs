@@ -384,6 +384,10 @@ rpcs! {
     /// roost extension: apply the operation described by the `length` bytes that follow to
     /// every member of group `gid`; the reply data is the subtree's merged answer.
     GroupOp = "group_op" { gid: i64, length: u64 } => P::Inline(*length), B::Data;
+    /// roost extension: up to `length` bytes of the server's accounting ledger from byte
+    /// `offset`, whole records only (empty at the end); needs the `a` right on `/` (see
+    /// `docs/pool.md`, Accounting).
+    Ledger = "ledger" { offset: u64, length: u64 } => P::None, B::Data;
 }
 
 impl Request {

@@ -184,6 +184,10 @@ fn samples() -> Vec<Request> {
         Request::Explain {},
         Request::GroupOpen { length: 12 },
         Request::GroupOp { gid: 3, length: 40 },
+        Request::Ledger {
+            offset: 4096,
+            length: 1 << 20,
+        },
         Request::JobCreate { length: 120 },
         Request::JobCommit { length: 3 },
         Request::JobKill { length: 3 },
