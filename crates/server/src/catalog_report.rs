@@ -21,6 +21,8 @@ pub struct ReportConfig {
     pub listen: SocketAddr,
     /// The exported directory, whose file system's size is reported.
     pub export: PathBuf,
+    /// The host's owner (`roost serve --owner`, default the server's unix user).
+    pub owner: String,
     /// Set when the server runs jobs.
     pub jobs: Option<JobsReport>,
 }
@@ -103,7 +105,6 @@ pub fn report(config: &ReportConfig, started: i64) -> Value {
     let (mem_total, mem_avail) = memory();
     let load = load_average();
     let (sysname, release) = uname();
-    let owner = crate::auth::user_name(unsafe { libc::geteuid() }).unwrap_or_default();
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1);
     let s = |v: &str| Value::String(v.to_string());
     let i = |v: u64| Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
@@ -111,7 +112,7 @@ pub fn report(config: &ReportConfig, started: i64) -> Value {
         ("type".into(), s("chirp")),
         ("name".into(), s(&name)),
         ("port".into(), Value::Int(port.into())),
-        ("owner".into(), s(&owner)),
+        ("owner".into(), s(&config.owner)),
         ("url".into(), s(&format!("chirp://{name}:{port}"))),
         ("total".into(), i(total)),
         ("avail".into(), i(avail)),
@@ -224,6 +225,7 @@ mod tests {
             listen: "127.0.0.1:9094".parse().unwrap(),
             export: dir.clone(),
             jobs: None,
+            owner: "alice".into(),
         };
         let text = report(&config, 7).to_json();
         assert!(text.len() < 1200, "fits one datagram uncompressed: {text}");

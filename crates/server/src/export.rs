@@ -347,7 +347,9 @@ impl Export {
                         mode & PERMISSION_BITS,
                     )
                 })?;
-                Ok(unsafe { File::from_raw_fd(fd) })
+                let file = unsafe { File::from_raw_fd(fd) };
+                crate::accounting::storage::mark(&file, subject);
+                Ok(file)
             }
             Err(e) if e.errno == libc::ENOENT => {
                 let name = self.name(path)?;
@@ -728,6 +730,7 @@ impl Export {
             )
         })?;
         let file = unsafe { File::from_raw_fd(fd) };
+        crate::accounting::storage::mark(&file, subject);
         Ok(Upload {
             file,
             dir_fd: name.dir_fd,
@@ -1037,9 +1040,12 @@ fn child_names(dir: &OwnedFd) -> io::Result<Vec<CString>> {
 }
 
 /// Clients may set and remove only `user.` attributes: `trusted.`, `security.` (file
-/// capabilities!) and `system.` ones would act with the server's privileges.
+/// capabilities!) and `system.` ones would act with the server's privileges; `user.roost.`
+/// ones are the server's own (the accounting's creator of a file), which a client could
+/// otherwise forge to charge its storage to somebody else.
 pub fn user_attribute(attr: &CStr) -> OpResult<()> {
-    if attr.to_bytes().starts_with(b"user.") {
+    let name = attr.to_bytes();
+    if name.starts_with(b"user.") && !name.starts_with(crate::accounting::storage::RESERVED) {
         Ok(())
     } else {
         Err(OpError::errno(libc::EPERM))

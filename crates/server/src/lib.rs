@@ -9,7 +9,10 @@
 //! - [`relay`]: group file operations (`group_open`, `group_op`), relayed down a tree.
 //! - [`catalog_report`]: reporting this server to pool catalogs (`--catalog`).
 //! - [`jobs`]: the Chirp job RPCs (`--jobs`): programs run in sandboxes on this host.
+//! - [`thermostat`]: the owner's limits on jobs; [`accounting`]: the ledger of what users
+//!   consumed and owners offered, and the balances made from ledgers and prices.
 
+pub mod accounting;
 pub mod acl;
 pub mod auth;
 pub mod catalog_report;

@@ -43,6 +43,8 @@ pub struct Shared {
     pub export: Arc<Export>,
     /// The job RPCs' state, with `--jobs`.
     pub jobs: Option<crate::jobs::Jobs>,
+    /// The meter and ledger.
+    pub accounting: Option<Arc<crate::accounting::Accounting>>,
     pub auth: AuthConfig,
     pub limits: Limits,
     connections: AtomicUsize,
@@ -86,6 +88,7 @@ impl Server {
         let shared = Arc::new(Shared {
             export: Arc::new(export),
             jobs: None,
+            accounting: None,
             auth,
             limits,
             connections: AtomicUsize::new(0),
@@ -97,7 +100,23 @@ impl Server {
     /// `config.dir`. Call before [`Server::run`].
     pub fn enable_jobs(&mut self, config: crate::jobs::JobConfig) -> Result<(), String> {
         let shared = Arc::get_mut(&mut self.shared).ok_or("the server is already running")?;
-        shared.jobs = Some(crate::jobs::Jobs::open(shared.export.clone(), config)?);
+        let jobs =
+            crate::jobs::Jobs::open(shared.export.clone(), config, shared.accounting.clone())?;
+        if let Some(accounting) = &shared.accounting {
+            accounting.offer(jobs.offer_source());
+        }
+        shared.jobs = Some(jobs);
+        Ok(())
+    }
+
+    /// Meters every session into `accounting`'s ledger and serves it (`ledger`). Call
+    /// before [`Server::enable_jobs`], so jobs are metered too, and before [`Server::run`].
+    pub fn enable_accounting(
+        &mut self,
+        accounting: Arc<crate::accounting::Accounting>,
+    ) -> Result<(), String> {
+        let shared = Arc::get_mut(&mut self.shared).ok_or("the server is already running")?;
+        shared.accounting = Some(accounting);
         Ok(())
     }
 

@@ -257,6 +257,10 @@ pub trait ResourceLimits: Send + Sync {
     fn verdict(&self, _job: i64) -> Option<String> {
         None
     }
+    /// What guest jobs may take now (what the owner offers, for the ledger).
+    fn current(&self) -> crate::thermostat::schedule::Limits {
+        crate::thermostat::schedule::Limits::UNLIMITED
+    }
 }
 
 /// No limits: a server without `--thermostat`. Jobs are bounded only by

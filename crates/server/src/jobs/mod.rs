@@ -113,6 +113,8 @@ struct Inner {
     /// Signalled whenever a job ends (for `job_wait`).
     ended: Condvar,
     limits: Box<dyn ResourceLimits>,
+    /// Where each job's CPU time is recorded when it ends.
+    accounting: Option<Arc<crate::accounting::Accounting>>,
 }
 
 struct Table {
@@ -126,7 +128,11 @@ impl Jobs {
     /// Opens the job directory and takes up where a previous server left off: jobs it was
     /// running are reported ERRORED (their leftover processes killed), committed ones will
     /// run. Fails when the directory cannot be used or the job user is unusable.
-    pub fn open(export: Arc<Export>, config: JobConfig) -> Result<Jobs, String> {
+    pub fn open(
+        export: Arc<Export>,
+        config: JobConfig,
+        accounting: Option<Arc<crate::accounting::Accounting>>,
+    ) -> Result<Jobs, String> {
         let identity = Identity::resolve(config.user.as_deref())?;
         let dir = &config.dir;
         let (store, jobs, next_id) =
@@ -193,12 +199,19 @@ impl Jobs {
             table: Mutex::new(table),
             ended: Condvar::new(),
             limits,
+            accounting,
         });
         {
             let mut table = inner.lock();
             dispatch(&inner, &mut table);
         }
         Ok(Jobs { inner })
+    }
+
+    /// What the owner offers guest jobs from now on: the thermostat's limits, for the ledger.
+    pub fn offer_source(&self) -> crate::accounting::OfferSource {
+        let inner = self.inner.clone();
+        Box::new(move || inner.limits.current())
     }
 
     /// `job_create`: checks the description and the subject's rights; the new job's id.

@@ -56,7 +56,8 @@ enum Stop {
 /// Runs job `id` (already marked STARTED) to its end.
 pub(super) fn run(inner: &Arc<Inner>, id: i64) {
     let sandbox_path = inner.store.sandbox_path(id);
-    let outcome = run_job(inner, id);
+    let mut cpu_us = 0;
+    let outcome = run_job(inner, id, &mut cpu_us);
     if let Err(e) = Sandbox::remove(&sandbox_path) {
         log::event(
             Level::Error,
@@ -70,6 +71,9 @@ pub(super) fn run(inner: &Arc<Inner>, id: i64) {
     }
     let mut table = inner.lock();
     table.running -= 1;
+    if let (Some(accounting), Some(job)) = (&inner.accounting, table.jobs.get(&id)) {
+        accounting.job(&job.subject, id, cpu_us);
+    }
     if let (Some(outcome), Some(job)) = (outcome, table.jobs.get_mut(&id)) {
         if job.status == Status::Started {
             job.end(outcome.status, outcome.error);
@@ -112,8 +116,9 @@ fn still_started(inner: &Inner, id: i64) -> bool {
 }
 
 /// Everything between STARTED and the end; `None` when the job was killed (its record
-/// already says so).
-fn run_job(inner: &Arc<Inner>, id: i64) -> Option<Outcome> {
+/// already says so). `cpu_us` becomes the CPU time the program and the descendants it
+/// waited for used.
+fn run_job(inner: &Arc<Inner>, id: i64, cpu_us: &mut u64) -> Option<Outcome> {
     let (subject, description) = {
         let table = inner.lock();
         let job = table.jobs.get(&id)?;
@@ -128,7 +133,7 @@ fn run_job(inner: &Arc<Inner>, id: i64) -> Option<Outcome> {
     if let Err(e) = sandbox.bind_inputs(&inner.export, &subject, &description.files) {
         return Some(Outcome::errored(e.message));
     }
-    let mut child = match start(inner, id, &subject, &description, &sandbox) {
+    let child = match start(inner, id, &subject, &description, &sandbox) {
         Ok(child) => child,
         Err(e) => return Some(Outcome::errored(e.message)),
     };
@@ -150,14 +155,15 @@ fn run_job(inner: &Arc<Inner>, id: i64) -> Option<Outcome> {
         &[("id", &id), ("pid", &pgid), ("user", &identity.name)],
     );
     let admitted = inner.limits.admit(id, pgid);
-    let (status, stop) = match admitted {
-        Ok(()) => watch(inner, id, &mut child, pgid),
+    let ((status, used), stop) = match admitted {
+        Ok(()) => watch(inner, id, &child, pgid),
         Err(ref e) => {
             log::event(Level::Error, "job-limits", &[("id", &id), ("error", e)]);
             stop_group(pgid, libc::SIGKILL);
-            (child.wait().ok(), Some(Stop::Killed))
+            (reap(&child), Some(Stop::Killed))
         }
     };
+    *cpu_us = used;
     let verdict = inner.limits.verdict(id);
     inner.limits.release(id);
     if let Err(e) = admitted {
@@ -298,9 +304,9 @@ fn start(
 fn watch(
     inner: &Inner,
     id: i64,
-    child: &mut Child,
+    child: &Child,
     pgid: i32,
-) -> (Option<std::process::ExitStatus>, Option<Stop>) {
+) -> ((Option<std::process::ExitStatus>, u64), Option<Stop>) {
     let deadline = Instant::now() + inner.config.time_limit;
     let mut stop: Option<(Stop, Instant)> = None;
     loop {
@@ -308,7 +314,7 @@ fn watch(
             // Until the leader is reaped its number cannot be reused: what is left of its
             // group is killed first, so the signal cannot reach a stranger.
             stop_group(pgid, libc::SIGKILL);
-            return (child.wait().ok(), stop.map(|(s, _)| s));
+            return (reap(child), stop.map(|(s, _)| s));
         }
         match stop {
             None => {
@@ -328,6 +334,24 @@ fn watch(
             Some(_) => {}
         }
         std::thread::sleep(POLL);
+    }
+}
+
+/// Reaps `child` (which has ended or been killed): how it ended, and the CPU time (user and
+/// system, microseconds) it and the descendants it waited for used, from `wait4`.
+fn reap(child: &Child) -> (Option<std::process::ExitStatus>, u64) {
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        let r = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+        if r > 0 {
+            let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+            let cpu = micros(usage.ru_utime) + micros(usage.ru_stime);
+            return (Some(std::process::ExitStatus::from_raw(status)), cpu);
+        }
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return (None, 0);
+        }
     }
 }
 

@@ -54,6 +54,7 @@ impl Session<'_> {
             if let Some(n) = regular_span(&open.file, offset, length).filter(|&n| n > 0) {
                 let file = open.file.as_raw_fd();
                 self.send_result(n as i64)?;
+                self.meter.read(n);
                 return self.send_file_bytes(file, offset, n);
             }
         }
@@ -73,6 +74,7 @@ impl Session<'_> {
             Some(e) if done == 0 => self.send_failure(&e.into()),
             _ => {
                 self.send_result(done as i64)?;
+                self.meter.read(done as u64);
                 self.writer.write_all(&self.buffer[..done])?;
                 Ok(())
             }
@@ -81,6 +83,7 @@ impl Session<'_> {
 
     /// Answers a write that stored `done` bytes: the count, unless it failed before any.
     fn send_written(&mut self, done: u64, failure: Option<io::Error>) -> Step {
+        self.meter.written(done);
         match failure {
             Some(e) if done == 0 => self.send_failure(&e.into()),
             _ => self.send_result(done as i64),

@@ -192,6 +192,10 @@ impl Session<'_> {
                     Err(code) => self.send_error(code),
                 }
             }
+            Request::Ledger { offset, length } => {
+                let result = self.ledger(*offset, *length);
+                self.send_data(result)
+            }
             Request::Whoareyou { host, length } => {
                 let result = whoareyou(host).map(|mut me| {
                     me.truncate(usize::try_from(*length).unwrap_or(usize::MAX));
@@ -326,6 +330,26 @@ impl Session<'_> {
         }
     }
 }
+
+impl Session<'_> {
+    /// `ledger`: a page of the accounting ledger, for subjects with the `a` right on `/`.
+    fn ledger(&self, offset: u64, length: u64) -> OpResult<Vec<u8>> {
+        self.export
+            .require(&self.subject, &JailPath::root(), Rights::ADMIN)?;
+        let accounting = self
+            .shared
+            .accounting
+            .as_ref()
+            .ok_or(OpError::errno(libc::ENOSYS))?;
+        let length = length
+            .min(self.shared.limits.max_message)
+            .min(LEDGER_PAGE_MAX);
+        Ok(accounting.read_at(offset, length as usize)?)
+    }
+}
+
+/// The largest page of the ledger one `ledger` request returns.
+const LEDGER_PAGE_MAX: u64 = 16 << 20;
 
 /// The subject this server is given by the Chirp server at `host` (`host[:port]`), found by
 /// connecting to it as a client: what a third party needs to write an ACL for this server.

@@ -89,6 +89,8 @@ struct Session<'a> {
     pipe: Option<crate::splice::Pipe>,
     /// Group file operations open on this connection.
     groups: crate::relay::Groups,
+    /// This subject's requests and bytes, for the ledger.
+    meter: crate::accounting::Meter,
 }
 
 /// Serves one connection to the end.
@@ -130,6 +132,7 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
         &[("peer", &peer), ("subject", &subject)],
     );
     summary.subject = Some(subject.clone());
+    let meter = crate::accounting::Meter::new(shared.accounting.clone(), &subject);
     let mut session = Session {
         export: &shared.export,
         shared,
@@ -141,6 +144,7 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
         last_refusal: None,
         pipe: None,
         groups: Default::default(),
+        meter,
     };
     let stop = session.run(&mut summary.requests);
     let _ = session.writer.flush();
@@ -159,6 +163,7 @@ impl Session<'_> {
                 if let Err(e) = self.writer.flush() {
                     return e.into();
                 }
+                self.meter.idle();
                 // About to wait for the client: give back a scratch buffer a large request
                 // grew, so idle connections stay small.
                 if self.buffer.capacity() > KEEP_BUFFER {
@@ -172,6 +177,7 @@ impl Session<'_> {
                 Err(stop) => return stop,
             }
             *requests += 1;
+            self.meter.request();
             let started = Instant::now();
             let request = Request::parse(&line);
             // Full-sized fills again, unless this request splices a payload (see `Input`).

@@ -50,6 +50,7 @@ impl Session<'_> {
         };
         let size = stat.st_size as u64;
         self.send_result(size as i64)?;
+        self.meter.read(size);
         self.send_file_bytes(file.as_raw_fd(), 0, size)
     }
 
@@ -81,6 +82,7 @@ impl Session<'_> {
             drop(upload);
             return self.send_failure(&e.into());
         }
+        self.meter.written(length);
         match upload.commit(self.export) {
             Ok(()) => self.send_result(length as i64),
             Err(e) => self.send_failure(&e),
@@ -93,7 +95,8 @@ impl Session<'_> {
             Err(e) => return self.send_failure(&e),
         };
         self.send_result(0)?;
-        self.writer.send_file(file.as_raw_fd(), 0, u64::MAX)?;
+        let sent = self.writer.send_file(file.as_raw_fd(), 0, u64::MAX)?;
+        self.meter.read(sent);
         Err(Stop::Closed)
     }
 
@@ -104,7 +107,8 @@ impl Session<'_> {
         };
         self.send_result(0)?;
         self.writer.flush()?;
-        io::copy(&mut self.reader, &mut upload.file)?;
+        let received = io::copy(&mut self.reader, &mut upload.file)?;
+        self.meter.written(received);
         match upload.commit(self.export) {
             Ok(()) => Err(Stop::Closed),
             Err(e) => Err(Stop::Broken(format!(

@@ -273,6 +273,10 @@ impl ResourceLimits for Thermostat {
         }
     }
 
+    fn current(&self) -> Limits {
+        self.lock().limits
+    }
+
     fn verdict(&self, job: i64) -> Option<String> {
         let mut s = self.lock();
         if let Some(why) = s.verdicts.get(&job) {

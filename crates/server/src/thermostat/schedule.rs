@@ -189,7 +189,7 @@ fn parse_days(text: &str) -> Result<u8, String> {
     Ok(mask)
 }
 
-fn parse_hours(text: &str) -> Result<u32, String> {
+pub(crate) fn parse_hours(text: &str) -> Result<u32, String> {
     if text == "*" {
         return Ok((1 << 24) - 1);
     }
@@ -259,14 +259,13 @@ impl Schedule {
 
     /// The limits now, by local time.
     pub fn now(&self) -> Limits {
-        let (weekday, hour) = local_weekday_hour();
+        let (weekday, hour) = local_weekday_hour(unsafe { libc::time(std::ptr::null_mut()) });
         self.at(weekday, hour)
     }
 }
 
-/// The local weekday (0 = Monday) and hour.
-fn local_weekday_hour() -> (u32, u32) {
-    let t = unsafe { libc::time(std::ptr::null_mut()) };
+/// The local weekday (0 = Monday) and hour at Unix time `t`.
+pub fn local_weekday_hour(t: libc::time_t) -> (u32, u32) {
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
         return (0, 0);
