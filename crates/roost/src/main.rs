@@ -1,5 +1,6 @@
 //! The `roost` command: thin subcommands over the roost libraries.
 
+mod accounting;
 mod background;
 mod group_cmds;
 mod identity;
@@ -11,7 +12,9 @@ mod progress;
 mod remote;
 mod run;
 mod serve;
+mod signals;
 mod size;
+mod supervise;
 mod thermostat;
 
 use clap::{Parser, Subcommand};
@@ -55,6 +58,9 @@ enum Command {
     Thermostat(thermostat::ThermostatArgs),
     /// Run a bag of tasks across the pool (`run`), or complib, its Smith-Waterman example.
     Pool(pool_run::PoolArgs),
+    /// Gather servers' ledgers and print what each user consumed, what each owner
+    /// contributed, and each account's surplus or deficit, by a price file.
+    Accounting(accounting::AccountingArgs),
     #[command(flatten)]
     Remote(remote::RemoteCommand),
     #[command(flatten)]
@@ -71,6 +77,7 @@ fn main() -> ExitCode {
         Command::Job(args) => job::main(args),
         Command::Thermostat(args) => thermostat::main(args),
         Command::Pool(args) => pool_run::main(args),
+        Command::Accounting(args) => accounting::main(args),
         Command::Remote(command) => remote::main(command),
         Command::Group(command) => group_cmds::main(command),
     }

@@ -182,8 +182,23 @@ pub fn status_main(args: StatusArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Where a catalog record's server listens: `address:port` (IPv6 in brackets), else its
+/// address or name.
+pub(crate) fn record_host(r: &Value) -> String {
+    let port = r.get("port").and_then(Value::as_i64);
+    match (r.get("address").and_then(Value::as_str), port) {
+        (Some(a), Some(p)) if a.contains(':') => format!("[{a}]:{p}"),
+        (Some(a), Some(p)) => format!("{a}:{p}"),
+        (Some(a), None) => a.to_string(),
+        (None, _) => r
+            .get("name")
+            .map(Value::to_plain)
+            .unwrap_or_else(|| "-".into()),
+    }
+}
+
 /// Bytes in binary units: 512, 1.5K, 20G.
-fn human(bytes: Option<i64>) -> String {
+pub(crate) fn human(bytes: Option<i64>) -> String {
     let Some(b) = bytes.filter(|&b| b >= 0) else {
         return "-".into();
     };
@@ -231,12 +246,7 @@ fn table(records: &[Value], now: i64) -> String {
     for r in records {
         let text = |k: &str| r.get(k).map(Value::to_plain).unwrap_or_else(|| "-".into());
         let int = |k: &str| r.get(k).and_then(Value::as_i64);
-        let host = match (r.get("address").and_then(Value::as_str), int("port")) {
-            (Some(a), Some(p)) if a.contains(':') => format!("[{a}]:{p}"),
-            (Some(a), Some(p)) => format!("{a}:{p}"),
-            (Some(a), None) => a.to_string(),
-            (None, _) => text("name"),
-        };
+        let host = record_host(r);
         let load = r
             .get("load1")
             .and_then(Value::as_f64)
@@ -262,8 +272,19 @@ fn table(records: &[Value], now: i64) -> String {
             ago(seen),
         ]);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+    columns(rows)
+}
+
+/// Rows of cells as lined-up columns, two spaces apart; the first row is the header.
+pub(crate) fn columns(rows: Vec<Vec<String>>) -> String {
+    let count = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..count)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r.get(c).map_or(0, |cell| cell.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for row in rows {

@@ -1,6 +1,7 @@
 //! `roost serve`: exports a directory over the Chirp protocol.
 
 use clap::Args;
+use roost_server::accounting::{Accounting, Config as AccountingConfig};
 use roost_server::acl::Acl;
 use roost_server::auth::{self, AuthConfig, Method};
 use roost_server::catalog_report;
@@ -108,9 +109,46 @@ pub struct ServeArgs {
     /// (SIGSTOP/SIGCONT and a memory watchdog over the jobs' processes).
     #[arg(long, default_value = "auto", value_name = "MECHANISM")]
     pub thermostat_mechanism: String,
+    /// The accounting ledger: what each user consumed here and what the owner offered
+    /// (see docs/pool.md "Accounting"). Default: /var/lib/roost/ledger/NAME as root, else
+    /// $XDG_STATE_HOME (~/.local/state)/roost/ledger/NAME, NAME made from DIR's path.
+    #[arg(long, value_name = "FILE")]
+    pub ledger: Option<PathBuf>,
+    /// Who is credited for what this host offers, in the ledger and the catalog (default:
+    /// the server's unix user).
+    #[arg(long, value_name = "NAME")]
+    pub owner: Option<String>,
+    /// This host's class, by which `roost accounting` prices what is done here.
+    #[arg(long, default_value = "default", value_name = "CLASS")]
+    pub host_class: String,
+    /// Seconds between the ledger's records of requests, bytes and offered CPU.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub accounting_interval: u64,
+    /// Seconds between samples of the storage each user's files hold (each sample walks
+    /// the export).
+    #[arg(long, default_value_t = 600, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub storage_interval: u64,
+    /// Run the server as a child process and restart it whenever it dies, after a delay
+    /// that doubles with each quick crash (see --restart-delay); SIGTERM or SIGINT stops
+    /// both. The same port, export, ACLs, job directory and ledger are used again.
+    #[arg(long)]
+    pub supervise: bool,
+    /// With --supervise: seconds to wait before the first restart after a crash.
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+    pub restart_delay: f64,
+    /// With --supervise: the longest wait between restarts.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub restart_max_delay: f64,
+    /// With --supervise: a server that ran this long before dying was healthy; the next
+    /// restart waits only --restart-delay again.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub healthy_after: f64,
 }
 
 pub fn main(args: ServeArgs) -> ExitCode {
+    if args.supervise && std::env::var_os(crate::supervise::SUPERVISED).is_none() {
+        return crate::supervise::main(&args);
+    }
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -154,7 +192,14 @@ fn run(args: ServeArgs) -> Result<(), String> {
             args.dir.display()
         );
     }
-    let addr = SocketAddr::new(args.listen, args.port);
+    // A restarted server listens where the first one did (see supervise).
+    let port = match std::env::var(crate::supervise::SUPERVISED_PORT) {
+        Ok(p) => p
+            .parse()
+            .map_err(|_| format!("bad {}", crate::supervise::SUPERVISED_PORT))?,
+        Err(_) => args.port,
+    };
+    let addr = SocketAddr::new(args.listen, port);
     let mut server = Server::bind(addr, export, auth, limits).map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
             " (choose another --port, or 0 for any)"
@@ -166,6 +211,24 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let bound = server.local_addr().map_err(|e| e.to_string())?;
     let dir = std::fs::canonicalize(&args.dir).unwrap_or(args.dir.clone());
     let thermostat = thermostat_config(&args)?;
+    let owner = match &args.owner {
+        Some(name) => one_word("--owner", name)?,
+        None => auth::user_name(unsafe { libc::geteuid() })
+            .ok_or("the server's own user has no name (give --owner)")?,
+    };
+    let accounting = Accounting::open(AccountingConfig {
+        ledger: args
+            .ledger
+            .clone()
+            .unwrap_or_else(|| default_state_path("ledger", &dir)),
+        host: format!("{}:{}", catalog_report::host_name(), bound.port()),
+        owner: owner.clone(),
+        class: one_word("--host-class", &args.host_class)?,
+        interval: Duration::from_secs(args.accounting_interval),
+        storage_interval: Duration::from_secs(args.storage_interval),
+        export: dir.clone(),
+    })?;
+    server.enable_accounting(accounting.clone())?;
     if args.jobs {
         let config = JobConfig {
             dir: args
@@ -182,6 +245,10 @@ fn run(args: ServeArgs) -> Result<(), String> {
     } else if args.job_user.is_some() || args.job_dir.is_some() || args.thermostat.is_some() {
         return Err("--job-user, --job-dir and --thermostat need --jobs".into());
     }
+    accounting
+        .start()
+        .map_err(|e| format!("cannot start the accounting: {e}"))?;
+    stop_on_signals(accounting)?;
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{}", roost_server::announcement(bound, &dir));
     let _ = stdout.flush();
@@ -204,10 +271,40 @@ fn run(args: ServeArgs) -> Result<(), String> {
                     .clone()
                     .unwrap_or_else(|| default_job_dir(&dir)),
             }),
+            owner,
         })
         .map_err(|e| format!("cannot start reporting to the catalog: {e}"))?;
     }
     server.run().map_err(|e| e.to_string())
+}
+
+/// A SIGTERM, SIGINT or SIGHUP stops the server cleanly: what the meter counted is written
+/// to the ledger, and the server exits with status 0.
+fn stop_on_signals(accounting: std::sync::Arc<Accounting>) -> Result<(), String> {
+    let signals = crate::signals::StopSignals::catch()
+        .map_err(|e| format!("cannot catch stop signals: {e}"))?;
+    std::thread::Builder::new()
+        .name("stop".into())
+        .spawn(move || {
+            let signal = signals.wait();
+            accounting.flush();
+            log::event(
+                Level::Info,
+                "stop",
+                &[("signal", &roost_server::jobs::record::signal_name(signal))],
+            );
+            std::process::exit(0);
+        })
+        .map_err(|e| format!("cannot start the stop thread: {e}"))?;
+    Ok(())
+}
+
+/// `value` of option `option` if it is one word.
+fn one_word(option: &str, value: &str) -> Result<String, String> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!("{option} {value:?}: expected one word"));
+    }
+    Ok(value.to_string())
 }
 
 /// The thermostat's configuration from `--thermostat` and `--thermostat-mechanism`.
@@ -226,10 +323,15 @@ fn thermostat_config(args: &ServeArgs) -> Result<Option<ThermostatConfig>, Strin
     }))
 }
 
-/// The default job directory for the export `dir`: under /var/lib/roost/jobs as root, else
-/// under the user's state directory, named after the export's path (its `/` made `-`, and a
-/// short hash so that `/a-b` and `/a/b` differ).
+/// The default job directory for the export `dir` (see [`default_state_path`]).
 pub fn default_job_dir(dir: &std::path::Path) -> PathBuf {
+    default_state_path("jobs", dir)
+}
+
+/// Where the server of export `dir` keeps state of `kind` (`jobs`, `ledger`) by default:
+/// under /var/lib/roost/KIND as root, else under the user's state directory, named after the
+/// export's path (its `/` made `-`, and a short hash so that `/a-b` and `/a/b` differ).
+pub fn default_state_path(kind: &str, dir: &std::path::Path) -> PathBuf {
     let text = dir.to_string_lossy();
     let readable: String = text
         .trim_start_matches('/')
@@ -256,7 +358,7 @@ pub fn default_job_dir(dir: &std::path::Path) -> PathBuf {
                 .join(".local/state/roost"),
         }
     };
-    base.join("jobs").join(name)
+    base.join(kind).join(name)
 }
 
 /// Each client holds a socket and its open files: lift the soft descriptor limit to the hard

@@ -252,6 +252,7 @@ mod tests {
                 concurrency: 3,
                 job_dir: job_dir.clone(),
             }),
+            owner: "alice".into(),
         };
         let v = report(&config, 7);
         assert_eq!(v.get("jobs"), Some(&Value::Int(3)));
