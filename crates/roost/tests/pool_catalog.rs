@@ -1,8 +1,10 @@
 //! The pool catalog with real processes on 127.0.0.1: `roost catalog`, `roost serve --catalog`,
 //! `roost status`, and cctools' chirp_server, chirp_status and catalog_server on either side.
 
+mod pool_support;
 mod run_support;
 
+use pool_support::{catalog_records, start_catalog, wait_for};
 use roost_catalog::json::{self, Value};
 use run_support::{
     cctools_chirp_server, give_to_nobody, have, is_root, read_port_file, roost, start_announcing,
@@ -14,13 +16,6 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn start_catalog(extra: &[&str]) -> (Proc, u16) {
-    let mut cmd = roost();
-    cmd.args(["catalog", "--port", "0", "--listen", "127.0.0.1"])
-        .args(extra);
-    start_announcing(cmd)
-}
-
 fn start_server(dir: &Path, port: u16, catalog: u16) -> (Proc, u16) {
     let mut cmd = roost();
     cmd.arg("serve")
@@ -28,7 +23,8 @@ fn start_server(dir: &Path, port: u16, catalog: u16) -> (Proc, u16) {
         .args(["--listen", "127.0.0.1", "--port", &port.to_string()])
         .args(["--acl", "address:127.0.0.1=rl"])
         .args(["--catalog", &format!("127.0.0.1:{catalog}")])
-        .args(["--catalog-interval", "1"]);
+        .args(["--catalog-interval", "1"])
+        .stderr(Stdio::null());
     start_announcing(cmd)
 }
 
@@ -40,21 +36,9 @@ fn status(catalog: u16, extra: &[&str]) -> Output {
         .unwrap()
 }
 
-/// The records `roost status --json` prints.
+/// The records `roost status --json --all` prints.
 fn records(catalog: u16) -> Vec<Value> {
-    let out = status(catalog, &["--json", "--all"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    match json::parse(&out.stdout) {
-        Ok(Value::Array(records)) => records,
-        other => panic!(
-            "not a JSON array: {other:?}\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        ),
-    }
+    catalog_records(catalog)
 }
 
 /// The state ("up"/"down") of the server on `port`, if listed.
@@ -63,17 +47,6 @@ fn state_of(records: &[Value], port: u16) -> Option<String> {
         .iter()
         .find(|r| r.get("port").and_then(Value::as_i64) == Some(port.into()))
         .map(|r| r.get("state").map(Value::to_plain).unwrap_or_default())
-}
-
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    loop {
-        if ok() {
-            return start.elapsed();
-        }
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 #[test]

@@ -299,12 +299,14 @@ impl Drop for Proc {
 
 /// Starts a roost command and reads the port from its first line ("... listening on ADDR:PORT ...").
 pub fn start_announcing(mut cmd: Command) -> (Proc, u16) {
+    cmd.stderr(Stdio::null());
+    announced(cmd)
+}
+
+/// [`start_announcing`] with standard error where the caller sent it (a log file).
+pub fn announced(mut cmd: Command) -> (Proc, u16) {
     use std::io::BufRead;
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start roost");
+    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("start roost");
     let mut line = String::new();
     std::io::BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)

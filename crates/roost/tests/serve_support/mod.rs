@@ -25,10 +25,15 @@ impl TestServer {
 
     pub fn start_in(dir: tempfile::TempDir, args: &[&str]) -> TestServer {
         let log = dir.path().with_extension("log");
+        // The ledger beside the log, not in the state directory, unless the test names one.
+        let ledger = dir.path().with_extension("ledger");
+        let own_ledger = !args.contains(&"--ledger");
         let mut child = Command::new(env!("CARGO_BIN_EXE_roost"))
             .arg("serve")
             .arg(dir.path())
             .args(["--listen", "127.0.0.1", "--port", "0"])
+            .args(own_ledger.then_some("--ledger"))
+            .args(own_ledger.then_some(&ledger))
             .args(args)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).expect("log file"))
@@ -102,6 +107,7 @@ impl Drop for TestServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.log);
+        let _ = std::fs::remove_file(self.dir.path().with_extension("ledger"));
     }
 }
 

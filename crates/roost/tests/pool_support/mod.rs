@@ -1,0 +1,78 @@
+//! Test support for the pool: a catalog and its records, hmac keys and clients, waiting.
+//! Needs `run_support` beside it (processes that announce where they listen).
+#![allow(dead_code)]
+
+use roost_catalog::json::{self, Value};
+use roost_client::{Client, Credentials, HmacKey, Method, Options};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::run_support::{roost, start_announcing, Proc};
+
+pub fn start_catalog(extra: &[&str]) -> (Proc, u16) {
+    let mut cmd = roost();
+    cmd.args(["catalog", "--port", "0", "--listen", "127.0.0.1"])
+        .args(extra);
+    start_announcing(cmd)
+}
+
+/// The records `roost status --json --all` prints.
+pub fn catalog_records(catalog: u16) -> Vec<Value> {
+    let out = roost()
+        .args(["status", "--catalog", &format!("127.0.0.1:{catalog}")])
+        .args(["--json", "--all"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match json::parse(&out.stdout) {
+        Ok(Value::Array(records)) => records,
+        other => panic!(
+            "not a JSON array: {other:?}\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        ),
+    }
+}
+
+/// Waits until `ok`, at most `timeout`; how long it took.
+pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    loop {
+        if ok() {
+            return start.elapsed();
+        }
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Writes key files for `names` (each secret the name reversed, as serve_support does) and
+/// returns the `--key NAME=FILE` arguments.
+pub fn keys(dir: &Path, names: &[&str]) -> Vec<String> {
+    let mut args = Vec::new();
+    for name in names {
+        let file = key_file(dir, name);
+        std::fs::write(&file, name.chars().rev().collect::<String>()).unwrap();
+        args.push("--key".to_string());
+        args.push(format!("{name}={}", file.display()));
+    }
+    args
+}
+
+pub fn key_file(dir: &Path, name: &str) -> std::path::PathBuf {
+    dir.join(format!("{name}.key"))
+}
+
+/// A client of the server on `port` logged in with the hmac key `name`.
+pub fn hmac_client(port: u16, name: &str) -> Client {
+    let secret: String = name.chars().rev().collect();
+    let options = Options {
+        credentials: Credentials::only(&[Method::Hmac])
+            .with_key(HmacKey::new(name, secret.as_bytes()).unwrap()),
+        ..Options::default()
+    };
+    Client::connect(&format!("127.0.0.1:{port}"), &options).expect("connect")
+}
