@@ -240,7 +240,7 @@ mod tests {
         )
         .unwrap();
         let hour = 3_600_000_000; // a CPU-hour in microseconds
-        let a = vec![
+        let a = [
             start("alice", "fast"),
             at(
                 10,
@@ -277,7 +277,7 @@ mod tests {
                 },
             ),
         ];
-        let b = vec![
+        let b = [
             start("carol", "slow"),
             at(
                 1,
@@ -317,7 +317,7 @@ mod tests {
     #[test]
     fn an_offer_left_unused_earns_the_offered_price() {
         let prices = Prices::parse("* * offered 2\n* 00-12 offered 1\n").unwrap();
-        let records = vec![
+        let records = [
             start("dave", "default"),
             at(
                 13,
