@@ -16,7 +16,7 @@
 //! last matching line wins, and a resource no line prices costs nothing. See [`Resource`]
 //! for the units.
 
-use crate::thermostat::schedule::parse_hours;
+use crate::thermostat::schedule::{parse_hours, rule_lines};
 
 /// What can be priced, with its unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -104,13 +104,8 @@ impl Prices {
     /// Parses a price file's text; an error names the line (`line 3: ...`).
     pub fn parse(text: &str) -> Result<Prices, String> {
         let mut rules = Vec::new();
-        for (n, raw) in text.lines().enumerate() {
-            let line = raw.split('#').next().unwrap_or("");
-            let words: Vec<&str> = line.split_whitespace().collect();
-            if words.is_empty() {
-                continue;
-            }
-            let at = |e: String| format!("line {}: {e}", n + 1);
+        for (n, line, words) in rule_lines(text) {
+            let at = |e: String| format!("line {n}: {e}");
             let [class, hours, resource, price] = words[..] else {
                 return Err(at(format!(
                     "{:?}: expected CLASS HOURS RESOURCE PRICE, e.g. \"* 09-17 cpu 2.5\"",

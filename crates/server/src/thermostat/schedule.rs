@@ -208,18 +208,23 @@ pub(crate) fn parse_hours(text: &str) -> Result<u32, String> {
     Ok(mask)
 }
 
+/// The lines of a rule file (the schedule, the price file) that hold words: each line's
+/// number (from 1), its text before any `#`, and its words.
+pub(crate) fn rule_lines(text: &str) -> impl Iterator<Item = (usize, &str, Vec<&str>)> {
+    text.lines().enumerate().filter_map(|(n, raw)| {
+        let line = raw.split('#').next().unwrap_or("");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        (!words.is_empty()).then_some((n + 1, line, words))
+    })
+}
+
 impl Schedule {
     /// Parses a schedule file's text; an error names the line (`line 3: ...`).
     pub fn parse(text: &str) -> Result<Schedule, String> {
         let mut schedule = Schedule::default();
         let mut default_seen = false;
-        for (n, raw) in text.lines().enumerate() {
-            let line = raw.split('#').next().unwrap_or("");
-            let words: Vec<&str> = line.split_whitespace().collect();
-            if words.is_empty() {
-                continue;
-            }
-            let at = |e: String| format!("line {}: {e}", n + 1);
+        for (n, line, words) in rule_lines(text) {
+            let at = |e: String| format!("line {n}: {e}");
             if words[0] == "default" {
                 if default_seen {
                     return Err(at("a second default line".into()));
