@@ -30,7 +30,9 @@ use std::process::ExitCode;
     after_help = "\
 Exit status: 0 on success. Client commands (ls ... whoami): 1 when the operation failed
 (a bad location, no connection, or the server refused: the message names host, path and
-cause), 2 for bad --auth/--key options. roost serve: 2 when it cannot start. pgrep: 0
+cause), 2 for bad --auth/--key options. roost serve: 0 after a clean stop (SIGTERM,
+SIGINT, SIGHUP), 2 when it cannot start. roost accounting: 1 when a server could not be
+read or a ledger holds corrupt records, 2 for bad options or prices. pgrep: 0
 when a line matched, 1 when none did, 2 on errors; the other group tools: 1 when a member
 failed. roost run: see `roost run --help`."
 )]

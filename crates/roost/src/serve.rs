@@ -31,11 +31,21 @@ p put (create new files only), a admin (change the ACL), x execute.
 With --jobs, clients with the x right on / run programs on this host through the Chirp job
 RPCs (roost job, or cctools' chirp job_create ...), each in a sandbox as an unprivileged user.
 
+Every server keeps a ledger (--ledger) of each subject's requests, bytes read and written,
+job CPU time and storage, and of what the owner offered guest jobs; subjects with the a
+right on / read it with `roost accounting`. With --supervise, a supervisor restarts the
+server whenever it dies (logging the cause), waiting --restart-delay, doubled after each
+quick death up to --restart-max-delay.
+
+Exit status: 0 after SIGTERM, SIGINT or SIGHUP (the ledger written first); 2 when the server
+cannot start (with --supervise: the server's status when its first start fails).
+
 Examples:
   roost serve /srv/data --acl 'address:127.0.0.1=rwldpa'
   roost serve /srv/data --jobs --job-concurrency 4 --acl 'unix:alice=rwlx'
   roost serve --port 0 --key build=/etc/roost/build.key --acl hmac:build=rwl /srv/data
-  roost serve /srv/data --catalog catalog.example.org --catalog-interval 30")]
+  roost serve /srv/data --catalog catalog.example.org --catalog-interval 30
+  roost serve /srv/data --supervise --owner alice --host-class fast --jobs")]
 pub struct ServeArgs {
     /// The directory to export; clients see it as `/` and can never leave it.
     pub dir: PathBuf,
@@ -129,19 +139,19 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 600, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub storage_interval: u64,
     /// Run the server as a child process and restart it whenever it dies, after a delay
-    /// that doubles with each quick crash (see --restart-delay); SIGTERM or SIGINT stops
-    /// both. The same port, export, ACLs, job directory and ledger are used again.
+    /// that doubles with each quick crash (see --restart-delay); SIGTERM, SIGINT or SIGHUP
+    /// stops both. The same port, export, ACLs, job directory and ledger are used again.
     #[arg(long)]
     pub supervise: bool,
     /// With --supervise: seconds to wait before the first restart after a crash.
-    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS", requires = "supervise")]
     pub restart_delay: f64,
     /// With --supervise: the longest wait between restarts.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", requires = "supervise")]
     pub restart_max_delay: f64,
     /// With --supervise: a server that ran this long before dying was healthy; the next
     /// restart waits only --restart-delay again.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", requires = "supervise")]
     pub healthy_after: f64,
 }
 

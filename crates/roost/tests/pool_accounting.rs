@@ -232,6 +232,7 @@ fn io_and_jobs_of_two_users_are_ledgered_as_they_happened() {
         v.to_json()
     );
     let cpu = float(a, "cpu_seconds");
+    eprintln!("the busy job measured {measured:.3} s of CPU; the ledger says {cpu:.6} s");
     assert!(
         (cpu - measured).abs() <= 0.1 + 0.05 * measured,
         "the ledger says {cpu} s of CPU, the job measured {measured} s"
@@ -476,6 +477,7 @@ fn accounting_over_three_servers_prices_by_class_and_hour() {
     let mut args = vec!["--prices", prices.to_str().unwrap()];
     args.extend(servers.iter().map(String::as_str));
     let table = text(&accounting(dir.path(), &args).stdout);
+    eprintln!("{table}");
     let line = table.lines().find(|l| l.starts_with("alice ")).unwrap();
     assert!(
         line.contains("-0.0029") && line.ends_with("deficit"),

@@ -63,11 +63,12 @@ pub struct Balances {
 
 impl Balances {
     pub fn consumed(&self) -> f64 {
-        self.users.values().map(|u| u.cost).sum()
+        // (A float sum of nothing is -0.0; adding 0.0 makes it 0.)
+        self.users.values().map(|u| u.cost).sum::<f64>() + 0.0
     }
 
     pub fn contributed(&self) -> f64 {
-        self.owners.values().map(|o| o.credit).sum()
+        self.owners.values().map(|o| o.credit).sum::<f64>() + 0.0
     }
 
     /// The system's surplus: what users paid beyond what owners earned (the spread between
@@ -289,6 +290,10 @@ mod tests {
             ),
         ];
         let result = balances([("a", &a[..]), ("b", &b[..])], &prices);
+        assert!(
+            balances([], &prices).surplus().is_sign_positive(),
+            "no -0 for nothing"
+        );
         let bob = &result.users["hmac:bob"];
         assert_eq!((bob.jobs, bob.cpu_us), (2, hour + hour / 2));
         // 1 CPU-hour at 30 (fast, 10:00) + 0.5 at 10 (20:00) + 2 GiB-hours at 4.
