@@ -144,14 +144,29 @@ pub struct ServeArgs {
     #[arg(long)]
     pub supervise: bool,
     /// With --supervise: seconds to wait before the first restart after a crash.
-    #[arg(long, default_value_t = 1.0, value_name = "SECONDS", requires = "supervise")]
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "SECONDS",
+        requires = "supervise"
+    )]
     pub restart_delay: f64,
     /// With --supervise: the longest wait between restarts.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", requires = "supervise")]
+    #[arg(
+        long,
+        default_value_t = 60.0,
+        value_name = "SECONDS",
+        requires = "supervise"
+    )]
     pub restart_max_delay: f64,
     /// With --supervise: a server that ran this long before dying was healthy; the next
     /// restart waits only --restart-delay again.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", requires = "supervise")]
+    #[arg(
+        long,
+        default_value_t = 60.0,
+        value_name = "SECONDS",
+        requires = "supervise"
+    )]
     pub healthy_after: f64,
 }
 

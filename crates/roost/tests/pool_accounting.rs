@@ -6,7 +6,7 @@
 mod pool_support;
 mod run_support;
 
-use pool_support::{hmac_client, key_file, keys, wait_for};
+use pool_support::{catalog_records, hmac_client, key_file, keys, start_catalog, wait_for};
 use roost_catalog::json::{self, Value};
 use roost_client::{Client, OpenFlags};
 use roost_server::accounting::ledger;
@@ -497,4 +497,54 @@ fn accounting_over_three_servers_prices_by_class_and_hour() {
         text(&out.stderr)
     );
     assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn accounting_from_the_catalog_skips_the_hosts_it_shows_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let exports: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let (_catalog, catalog) = start_catalog(&["--down-after", "1"]);
+    let report = format!("127.0.0.1:{catalog}");
+    let reporting = ["--catalog", &report, "--catalog-interval", "1"];
+    let live = serve(dir.path(), "live", exports[0].path(), &reporting);
+    let mut dead = serve(dir.path(), "dead", exports[1].path(), &reporting);
+    hmac_client(live.port, "alice")
+        .putfile("/x", 0o644, 3, &mut &b"abc"[..])
+        .unwrap();
+    wait_for("alice's usage", Duration::from_secs(10), || {
+        written_in(&live.ledger, "hmac:alice") == 3
+    });
+    let state = |port: u16| {
+        catalog_records(catalog)
+            .iter()
+            .find(|r| r.get("port").and_then(Value::as_i64) == Some(port.into()))
+            .and_then(|r| r.get("state").map(Value::to_plain))
+    };
+    wait_for("both listed", Duration::from_secs(5), || {
+        state(live.port).is_some() && state(dead.port).is_some()
+    });
+    dead.proc.0.kill().unwrap();
+    dead.proc.0.wait().unwrap();
+    wait_for("the dead one shown down", Duration::from_secs(10), || {
+        state(dead.port).as_deref() == Some("down")
+    });
+    let out = accounting(dir.path(), &["--json", "--catalog", &report]);
+    assert_eq!(out.status.code(), Some(1), "a host down is a host not read");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "127.0.0.1:{}: down in the catalog, skipped",
+            dead.port
+        )),
+        "{stderr}"
+    );
+    let v = parsed(&out);
+    assert_eq!(
+        int(entry(&v, "users", "user", "hmac:alice"), "written_bytes"),
+        3
+    );
+    match v.get("servers") {
+        Some(Value::Array(servers)) => assert_eq!(servers.len(), 1, "{}", v.to_json()),
+        other => panic!("{other:?}"),
+    }
 }

@@ -56,6 +56,8 @@ enum Stop {
 /// Runs job `id` (already marked STARTED) to its end.
 pub(super) fn run(inner: &Arc<Inner>, id: i64) {
     let sandbox_path = inner.store.sandbox_path(id);
+    // Taken now: a killed job may be reaped, and forgotten, before its runner ends.
+    let subject = inner.lock().jobs.get(&id).map(|j| j.subject.clone());
     let mut cpu_us = 0;
     let outcome = run_job(inner, id, &mut cpu_us);
     if let Err(e) = Sandbox::remove(&sandbox_path) {
@@ -71,8 +73,8 @@ pub(super) fn run(inner: &Arc<Inner>, id: i64) {
     }
     let mut table = inner.lock();
     table.running -= 1;
-    if let (Some(accounting), Some(job)) = (&inner.accounting, table.jobs.get(&id)) {
-        accounting.job(&job.subject, id, cpu_us);
+    if let (Some(accounting), Some(subject)) = (&inner.accounting, &subject) {
+        accounting.job(subject, id, cpu_us);
     }
     if let (Some(outcome), Some(job)) = (outcome, table.jobs.get_mut(&id)) {
         if job.status == Status::Started {
