@@ -68,6 +68,7 @@ while [ "$i" -lt "$NS" ]; do
         cp /etc/services "$d/services"
         ip netns exec "$TAG-$i" "$ROOST" serve "$d" --listen "$NET.1.$((10 + i))" \
             --port $((9100 + j)) --key "$KEY" --acl hmac:bench=rwl --log-level error \
+            --ledger "$d.ledger" \
             >/dev/null 2>&1 &
         echo $! >>"$WORK/pids"
         name=$(printf 'n%02d-%02d' "$i" "$j")

@@ -27,7 +27,8 @@ while [ "$i" -le "$N" ]; do
     mkdir "$WORK/srv$i"
     cp /etc/services "$WORK/srv$i/services"
     "$ROOST" serve "$WORK/srv$i" --listen 127.0.0.1 --port $((BASE + i)) \
-        --key "$KEY" --acl hmac:bench=rwl --log-level error >/dev/null 2>&1 &
+        --key "$KEY" --acl hmac:bench=rwl --log-level error --ledger "$WORK/srv$i.ledger" \
+        >/dev/null 2>&1 &
     echo $! >>"$WORK/pids"
     ln -s "chirp://127.0.0.1:$((BASE + i))/services" "$WORK/group/node$i"
     ln -s "chirp://127.0.0.1:$((BASE + i))/copy" "$WORK/copy/node$i"
