@@ -87,6 +87,8 @@ impl Ledger {
 
     /// Up to `length` bytes of the ledger from `offset`, ending after the last whole line
     /// among them (so a record being appended is never handed out half), empty at the end.
+    /// A full page without a whole line (`length` shorter than a record) is `InvalidInput`,
+    /// never an empty page that would look like the end.
     pub fn read_at(&self, offset: u64, length: usize) -> io::Result<Vec<u8>> {
         let mut buf = vec![0u8; length];
         let mut done = 0;
@@ -100,6 +102,12 @@ impl Ledger {
         }
         buf.truncate(done);
         let whole = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        if whole == 0 && done == length && length > 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the page is shorter than the record at this offset",
+            ));
+        }
         buf.truncate(whole);
         Ok(buf)
     }
@@ -255,8 +263,22 @@ mod tests {
         let reading = read(&bytes);
         assert_eq!(reading.records, samples());
         assert!(reading.torn.is_none() && reading.corrupt.is_empty());
-        let page = ledger.read_at(0, 100).unwrap();
-        assert!(page.ends_with(b"\n") && page.len() <= 100);
+        // Read in pages as roost accounting does, the pages make up the file.
+        let mut paged = Vec::new();
+        loop {
+            let page = ledger.read_at(paged.len() as u64, 150).unwrap();
+            if page.is_empty() {
+                break;
+            }
+            assert!(page.ends_with(b"\n") && page.len() <= 150);
+            paged.extend_from_slice(&page);
+        }
+        assert_eq!(paged, bytes);
+        let short = ledger.read_at(0, 10).unwrap_err();
+        assert_eq!(short.kind(), io::ErrorKind::InvalidInput);
+        // A record being appended (no newline yet) at the end is not handed out.
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"t=17640 h=1 use").unwrap();
         assert_eq!(ledger.read_at(bytes.len() as u64, 100).unwrap(), b"");
     }
 

@@ -344,7 +344,12 @@ impl Session<'_> {
         let length = length
             .min(self.shared.limits.max_message)
             .min(LEDGER_PAGE_MAX);
-        Ok(accounting.read_at(offset, length as usize)?)
+        accounting
+            .read_at(offset, length as usize)
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::InvalidInput => OpError::errno(libc::EINVAL),
+                _ => e.into(),
+            })
     }
 }
 
