@@ -28,7 +28,7 @@ struct Host {
 }
 
 /// Starts `roost serve` on `export` with keys for alice, bob and acct (the accountant, who
-/// may read the ledger), metering every second.
+/// may read the ledger), metering every second unless `extra` says otherwise.
 fn serve(dir: &Path, name: &str, export: &Path, extra: &[&str]) -> Host {
     let ledger = dir.join(format!("{name}.ledger"));
     let log = dir.join(format!("{name}.log"));
@@ -38,7 +38,13 @@ fn serve(dir: &Path, name: &str, export: &Path, extra: &[&str]) -> Host {
         .args(["--listen", "127.0.0.1", "--port", "0", "--auth", "hmac"])
         .args(keys(dir, &["alice", "bob", "acct"]))
         .args(["--acl", "hmac:alice=rwldx", "--acl", "hmac:bob=rwldx"])
-        .args(["--acl", "hmac:acct=la", "--accounting-interval", "1"])
+        .args(["--acl", "hmac:acct=la"])
+        .args(
+            (!extra.contains(&"--accounting-interval"))
+                .then_some(["--accounting-interval", "1"])
+                .into_iter()
+                .flatten(),
+        )
         .arg("--ledger")
         .arg(&ledger)
         .args(extra)
@@ -547,4 +553,93 @@ fn accounting_from_the_catalog_skips_the_hosts_it_shows_down() {
         Some(Value::Array(servers)) => assert_eq!(servers.len(), 1, "{}", v.to_json()),
         other => panic!("{other:?}"),
     }
+}
+
+/// The `offer` records of a ledger file: (time, secs, cores, cpu_pct).
+fn offers_in(ledger_path: &Path) -> Vec<(i64, u64, u64, u64)> {
+    let bytes = std::fs::read(ledger_path).unwrap_or_default();
+    ledger::read(&bytes)
+        .records
+        .iter()
+        .filter_map(|r| match r.kind {
+            Kind::Offer {
+                secs,
+                cores,
+                cpu_pct,
+                ..
+            } => Some((r.time, secs, cores, cpu_pct)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_thermostat_s_limits_are_the_owner_s_offer() {
+    let dir = tempfile::tempdir().unwrap();
+    let export = tempfile::tempdir().unwrap();
+    let jobs = job_dir(dir.path());
+    let schedule = dir.path().join("schedule");
+    std::fs::write(&schedule, "default cpu 50%\n").unwrap();
+    let host = serve(
+        dir.path(),
+        "t",
+        export.path(),
+        &[
+            "--jobs",
+            "--job-dir",
+            &jobs,
+            "--thermostat",
+            schedule.to_str().unwrap(),
+            "--thermostat-mechanism",
+            "loop",
+            "--accounting-interval",
+            "3",
+        ],
+    );
+    wait_for("an offer at 50%", Duration::from_secs(10), || {
+        offers_in(&host.ledger).iter().any(|o| o.3 == 50)
+    });
+    let set = roost()
+        .args(["thermostat", "set", "30%", "--job-dir", &jobs])
+        .output()
+        .unwrap();
+    assert!(set.status.success(), "{}", text(&set.stderr));
+    // The change closes the 50% period at once (within the thermostat's and the meter's
+    // rereads, 2 s), not at the end of the 3 s interval.
+    let before = offers_in(&host.ledger).len();
+    let took = wait_for("the 50% period closed", Duration::from_secs(3), || {
+        offers_in(&host.ledger).len() > before
+    });
+    wait_for("an offer at 30%", Duration::from_secs(10), || {
+        offers_in(&host.ledger).iter().any(|o| o.3 == 30)
+    });
+    let offers = offers_in(&host.ledger);
+    eprintln!("the 50% period was closed {took:?} after `roost thermostat set`: {offers:?}");
+    let pcts: Vec<u64> = offers.iter().map(|o| o.3).collect();
+    let first_30 = pcts.iter().position(|&p| p == 30).unwrap();
+    assert!(pcts[..first_30].iter().all(|&p| p == 50) && pcts[first_30..].iter().all(|&p| p == 30));
+    // The periods follow each other without a gap from the server's start.
+    let bytes = std::fs::read(&host.ledger).unwrap();
+    let start = ledger::read(&bytes).records[0].time;
+    let covered: u64 = offers.iter().map(|o| o.1).sum();
+    let last = offers.last().unwrap().0;
+    assert!(
+        ((last - start) as u64).abs_diff(covered) <= 1,
+        "{start} {last} {covered}"
+    );
+    // roost accounting turns them into offered core-hours, all idle (no job ran).
+    let out = accounting(dir.path(), &["--json", &format!("127.0.0.1:{}", host.port)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = parsed(&out);
+    let owners = match v.get("owners") {
+        Some(Value::Array(o)) => o.clone(),
+        other => panic!("{other:?}"),
+    };
+    let reported = float(&owners[0], "offered_core_hours") * 3600.0;
+    let expected: f64 = offers
+        .iter()
+        .map(|o| o.1 as f64 * o.2 as f64 * o.3 as f64 / 100.0)
+        .sum();
+    assert!((reported - expected).abs() < 1e-6, "{reported} {expected}");
+    assert!((float(&owners[0], "idle_core_hours") * 3600.0 - expected).abs() < 1e-6);
 }
