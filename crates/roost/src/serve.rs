@@ -132,7 +132,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "default", value_name = "CLASS")]
     pub host_class: String,
     /// Seconds between the ledger's records of requests, bytes and offered CPU.
-    #[arg(long, default_value_t = 10, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, default_value_t = 60, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub accounting_interval: u64,
     /// Seconds between samples of the storage each user's files hold (each sample walks
     /// the export).

@@ -177,7 +177,7 @@ fn a_killed_server_comes_back_with_its_files_acls_and_ledger() {
     );
 
     // Usage after the restart reaches the ledger when the supervisor is stopped, well
-    // before the interval (10 s) is up.
+    // before the interval (60 s) is up.
     alice
         .putfile("/more", 0o644, 555, &mut &[b'm'; 555][..])
         .unwrap();
