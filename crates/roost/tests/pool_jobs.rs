@@ -501,10 +501,13 @@ fn ended_jobs_survive_a_restart_and_a_job_running_then_is_errored() {
         ])
         .arg("--job-dir")
         .arg(&job_dir)
+        .arg("--ledger")
+        .arg(s.job_root.path().join("second.ledger"))
         .output()
         .unwrap();
     assert_eq!(second.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&second.stderr).contains("another server"));
+    assert!(String::from_utf8_lossy(&second.stderr)
+        .contains("another server is using this job directory"));
     // SIGKILL: the server dies without any chance to clean up.
     let JobServer { server, job_root } = s;
     drop(server);

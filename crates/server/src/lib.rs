@@ -22,6 +22,7 @@ pub mod input;
 pub mod jail;
 pub mod jobs;
 pub mod listener;
+pub mod lock;
 pub mod log;
 pub mod output;
 pub mod relay;

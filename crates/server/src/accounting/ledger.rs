@@ -18,7 +18,6 @@
 use super::record::{Record, LINE_MAX};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -48,17 +47,7 @@ impl Ledger {
             .create(true)
             .mode(0o600)
             .open(path)?;
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = io::Error::last_os_error();
-            return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                io::Error::new(
-                    io::ErrorKind::WouldBlock,
-                    "another server is using this ledger (give each server its own --ledger)",
-                )
-            } else {
-                e
-            });
-        }
+        crate::lock::hold(&file, "this ledger (give each server its own --ledger)")?;
         let opened = Opened {
             torn: cut_torn_tail(&mut file)?,
         };

@@ -13,7 +13,6 @@ use super::record::Job;
 use crate::log::{self, Level};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -66,17 +65,7 @@ impl Store {
             .truncate(false)
             .mode(0o600)
             .open(dir.join("lock"))?;
-        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = io::Error::last_os_error();
-            return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    "another server is using this job directory",
-                )
-            } else {
-                e
-            });
-        }
+        crate::lock::hold(&lock, "this job directory")?;
         let state = dir.join("state");
         let sandboxes = dir.join("sandboxes");
         make_dir(&state, 0o700)?;
