@@ -238,8 +238,11 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let thermostat = thermostat_config(&args)?;
     let owner = match &args.owner {
         Some(name) => one_word("--owner", name)?,
-        None => auth::user_name(unsafe { libc::geteuid() })
-            .ok_or("the server's own user has no name (give --owner)")?,
+        // A user without a name (an empty chroot) is known by its number.
+        None => {
+            let euid = unsafe { libc::geteuid() };
+            auth::user_name(euid).unwrap_or_else(|| euid.to_string())
+        }
     };
     let accounting = Accounting::open(AccountingConfig {
         ledger: args

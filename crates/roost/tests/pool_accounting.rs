@@ -190,6 +190,14 @@ fn io_and_jobs_of_two_users_are_ledgered_as_they_happened() {
     let mut buf = [0u8; 1000];
     assert_eq!(bob.pread(fd, &mut buf, 100).unwrap(), 1000);
     bob.close(fd).unwrap();
+    // Bob can neither charge his file to alice nor see whom it is charged to.
+    let creator = "user.roost.creator";
+    assert!(bob.setxattr("/b.dat", creator, b"hmac:alice", 0).is_err());
+    assert!(bob.getxattr("/b.dat", creator).is_err());
+    assert!(!bob
+        .listxattr("/b.dat")
+        .unwrap()
+        .contains(&creator.as_bytes().to_vec()));
     // A known busy loop, which measures its own CPU time with sh's `times`.
     let busy = "i=0; while [ $i -lt 1000000 ]; do i=$((i+1)); done; times > t.out";
     run_job(&mut alice, busy, "/times.alice");
@@ -199,11 +207,11 @@ fn io_and_jobs_of_two_users_are_ledgered_as_they_happened() {
         times_total(&std::fs::read_to_string(export.path().join("times.alice")).unwrap());
     assert!(measured > 0.3, "the busy loop ran only {measured} s");
     // Alice made at least 5 requests (putfile, getfile, job_create, job_commit, job_wait),
-    // Bob at least 7 (open, pwrite, pread, close and the job's).
+    // Bob at least 10 (open, pwrite, pread, close, three on attributes and the job's).
     wait_for("the usage to be written", Duration::from_secs(10), || {
         let a = totals_in(&host.ledger, "hmac:alice");
         let b = totals_in(&host.ledger, "hmac:bob");
-        a.0 >= 5 && b.0 >= 7 && (a.1, b.1) == (100_000, 12_345)
+        a.0 >= 5 && b.0 >= 10 && (a.1, b.1) == (100_000, 12_345)
     });
     // Storage is sampled every second: wait for a sample that saw both users' files.
     wait_for("a storage sample", Duration::from_secs(10), || {
@@ -233,7 +241,7 @@ fn io_and_jobs_of_two_users_are_ledgered_as_they_happened() {
     );
     assert_eq!((int(a, "jobs"), int(b, "jobs")), (1, 1));
     assert!(
-        int(a, "rpcs") >= 5 && int(b, "rpcs") >= 7,
+        int(a, "rpcs") >= 5 && int(b, "rpcs") >= 10,
         "{}",
         v.to_json()
     );

@@ -802,13 +802,16 @@ impl Export {
     ) -> OpResult<Vec<u8>> {
         let _names = self.reading();
         let obj = self.checked(subject, path, follow, Rights::READ)?;
+        if crate::accounting::storage::reserved(attr.to_bytes()) {
+            return Err(OpError::errno(libc::ENODATA));
+        }
         xattr_get(&obj.proc_path(), attr)
     }
 
     pub fn listxattr(&self, subject: &str, path: &JailPath, follow: bool) -> OpResult<Vec<u8>> {
         let _names = self.reading();
         let obj = self.checked(subject, path, follow, Rights::READ)?;
-        xattr_list(&obj.proc_path())
+        xattr_list(&obj.proc_path()).map(crate::accounting::storage::visible)
     }
 
     pub fn setxattr(
@@ -1045,7 +1048,7 @@ fn child_names(dir: &OwnedFd) -> io::Result<Vec<CString>> {
 /// otherwise forge to charge its storage to somebody else.
 pub fn user_attribute(attr: &CStr) -> OpResult<()> {
     let name = attr.to_bytes();
-    if name.starts_with(b"user.") && !name.starts_with(crate::accounting::storage::RESERVED) {
+    if name.starts_with(b"user.") && !crate::accounting::storage::reserved(name) {
         Ok(())
     } else {
         Err(OpError::errno(libc::EPERM))

@@ -47,7 +47,7 @@ impl Ledger {
             .create(true)
             .mode(0o600)
             .open(path)?;
-        crate::lock::hold(&file, "this ledger (give each server its own --ledger)")?;
+        crate::lock::hold(&file, "this ledger")?;
         let opened = Opened {
             torn: cut_torn_tail(&mut file)?,
         };

@@ -106,8 +106,12 @@ pub fn local_hour(t: i64) -> u8 {
 impl Accounting {
     /// Opens the ledger (cutting off a torn last record, logged) and writes a `start` record.
     pub fn open(config: Config) -> Result<Arc<Accounting>, String> {
-        let (mut ledger, opened) = Ledger::open(&config.ledger)
-            .map_err(|e| format!("ledger {}: {e}", config.ledger.display()))?;
+        let (mut ledger, opened) = Ledger::open(&config.ledger).map_err(|e| {
+            format!(
+                "ledger {}: {e} (choose another with --ledger FILE)",
+                config.ledger.display()
+            )
+        })?;
         if let Some((bytes, line)) = opened.torn {
             log::event(
                 Level::Info,

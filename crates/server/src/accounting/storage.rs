@@ -20,8 +20,26 @@ use std::path::Path;
 
 /// The attribute naming a file's creator.
 pub const CREATOR: &str = "user.roost.creator";
-/// The prefix of attributes clients may not change.
+/// The prefix of the server's own attributes: clients may not change them, and do not see
+/// them (listings leave them out, reading one finds nothing), as they do not see ACL files.
 pub const RESERVED: &[u8] = b"user.roost.";
+
+/// Whether the attribute `name` is the server's own.
+pub fn reserved(name: &[u8]) -> bool {
+    name.starts_with(RESERVED)
+}
+
+/// An attribute listing (NUL-terminated names) without the server's own attributes.
+pub fn visible(list: Vec<u8>) -> Vec<u8> {
+    if !list.windows(RESERVED.len()).any(|w| w == RESERVED) {
+        return list;
+    }
+    list.split_inclusive(|&b| b == 0)
+        .filter(|name| !reserved(name))
+        .flatten()
+        .copied()
+        .collect()
+}
 
 fn creator_name() -> CString {
     CString::new(CREATOR).expect("no NUL")
@@ -116,6 +134,14 @@ pub fn usage(root: &Path) -> BTreeMap<String, u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listings_leave_the_server_s_attributes_out() {
+        let list = b"user.a\0user.roost.creator\0user.roost\0user.b\0".to_vec();
+        assert_eq!(visible(list), b"user.a\0user.roost\0user.b\0");
+        assert_eq!(visible(b"user.roost.creator\0".to_vec()), b"");
+        assert_eq!(visible(Vec::new()), b"");
+    }
 
     #[test]
     fn marked_files_are_added_up_by_creator() {

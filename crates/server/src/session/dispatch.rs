@@ -382,6 +382,9 @@ fn xattr_name(name: &[u8]) -> OpResult<CString> {
 }
 
 fn fd_xattr_get(f: &OpenFile, name: &CString) -> OpResult<Vec<u8>> {
+    if crate::accounting::storage::reserved(name.as_bytes()) {
+        return Err(OpError::errno(libc::ENODATA));
+    }
     let fd = f.file.as_raw_fd();
     let mut buf = vec![0u8; 64 * 1024];
     let n = unsafe { libc::fgetxattr(fd, name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
@@ -400,5 +403,5 @@ fn fd_xattr_list(f: &OpenFile) -> OpResult<Vec<u8>> {
         return Err(io::Error::last_os_error().into());
     }
     buf.truncate(n as usize);
-    Ok(buf)
+    Ok(crate::accounting::storage::visible(buf))
 }
