@@ -105,10 +105,10 @@ fn run(args: AccountingArgs) -> Result<ExitCode, String> {
     }
     let mut failed = false;
     if !args.catalogs.is_empty() {
-        let catalogs = catalogs(&args.catalogs)?;
+        let catalogs = catalog_addresses(&args.catalogs)?;
         let timeout = Duration::from_secs(args.connect.timeout.max(1));
         let records =
-            query_first(&catalogs, timeout, "roost accounting").ok_or("no catalog answered")?;
+            query_first("roost accounting", &catalogs, timeout).ok_or("no catalog answered")?;
         for r in records
             .iter()
             .filter(|r| r.get("type").and_then(Value::as_str) == Some("chirp"))

@@ -14,7 +14,7 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn start_server(dir: &Path, port: u16, catalog: u16) -> (Proc, u16) {
     let mut cmd = roost();

@@ -7,13 +7,11 @@
 mod pool_support;
 mod run_support;
 
-use pool_support::{
-    catalog_records, hmac_client, key_file, keys, start_announcing, start_catalog, wait_for, Proc,
-};
+use pool_support::{catalog_records, hmac_client, key_file, keys, start_catalog, wait_for};
 use roost_catalog::json::Value;
 use roost_server::accounting::ledger;
 use roost_server::accounting::record::Kind;
-use run_support::roost;
+use run_support::{announced, roost, Proc};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -32,7 +30,7 @@ fn supervised(dir: &Path, export: &Path, log: &Path, extra: &[&str]) -> (Proc, u
         .arg(dir.join("ledger"))
         .args(extra)
         .stderr(std::fs::File::create(log).unwrap());
-    start_announcing(cmd)
+    announced(cmd)
 }
 
 /// The processes whose parent is `parent`.
