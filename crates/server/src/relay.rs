@@ -47,13 +47,15 @@ impl LocalOpener for ExportOpener<'_> {
     }
 }
 
-/// How a relay authenticates to its children: any method but `hmac` (it holds no user
-/// secret); the delegation token inside `group_open` decides whom the files open for.
-/// `address` comes first: it costs nothing, where `unix` creates and removes a file and
+/// How a relay authenticates to its children, and waits for them without polling: any
+/// method but `hmac` (it holds no user secret); the delegation token inside `group_open`
+/// decides whom the files open for. `address` comes first: it costs nothing, where `unix` creates and removes a file and
 /// `hostname` looks names up, for each of the thousands of children of a large group.
 fn relay_options() -> Options {
     Options {
         credentials: Credentials::only(&[Method::Address, Method::Unix, Method::Hostname]),
+        // A server's CPU is its owner's: a relay sleeps while it waits for its children.
+        spin: std::time::Duration::ZERO,
         ..Options::default()
     }
 }
