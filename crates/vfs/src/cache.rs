@@ -122,7 +122,14 @@ fn remove_abandoned(agents: &Path, own: &Path) {
     };
     for e in entries.flatten() {
         let path = e.path();
-        if path != own && matches!(lock_dir(&path), Ok(Some(_))) {
+        // A live agent makes its mirror before it locks it: one whose process is alive
+        // is never taken for abandoned, locked or not.
+        let pid = e
+            .file_name()
+            .to_str()
+            .and_then(|n| n.split('.').next()?.parse::<i32>().ok());
+        let alive = pid.is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        if path != own && !alive && matches!(lock_dir(&path), Ok(Some(_))) {
             let _ = std::fs::remove_dir_all(&path);
         }
     }
@@ -1036,11 +1043,19 @@ mod tests {
         let dir = tmp("abandoned");
         let live = Cache::new(&dir, DEFAULT_LIMIT, false);
         live.show_dir(b"/h:1", &[]).unwrap();
-        let dead = dir.join("agents/12345.0.0");
+        // No process has this id (above any pid_max).
+        let dead = dir.join(format!("agents/{}.0.0", i32::MAX));
         std::fs::create_dir_all(dead.join("h:1")).unwrap();
+        // An agent of a live process that has made its mirror and not yet locked it.
+        let starting = dir.join(format!("agents/{}.1.99", std::process::id()));
+        std::fs::create_dir_all(&starting).unwrap();
         let other = Cache::new(&dir, DEFAULT_LIMIT, false);
         other.show_dir(b"/h:1", &[]).unwrap();
-        assert!(!dead.exists(), "an unlocked mirror is removed");
+        assert!(
+            !dead.exists(),
+            "an unlocked mirror of a dead process is removed"
+        );
+        assert!(starting.exists(), "a live process's unlocked mirror stays");
         assert!(
             bytes_path(live.mirror()).exists(),
             "a live agent's mirror stays"
