@@ -1,20 +1,28 @@
-//! The HTTP client of an agent: `ureq` agents (rustls, the system's CA store, no async
+//! The HTTP client of an agent: `ureq` 3 agents (rustls, the system's CA store, no async
 //! runtime), one for each route a request can take: each proxy, then the origin server
-//! directly. Each agent's pool keeps connections alive and reuses them across files.
-//! Redirects are not followed: a directory asked for without its trailing slash answers
-//! 3xx, which is how an unindexed directory is told from a file.
+//! directly. Each agent's pool keeps connections alive and reuses them across files, to
+//! proxies as to origins. Redirects are not followed: a directory asked for without its
+//! trailing slash answers 3xx, which is how an unindexed directory is told from a file.
 //!
 //! Proxies (the CDF paper's shared caching proxies): the agent starts at one picked at
 //! random, so jobs spread their load, and keeps using it; a proxy that fails (no answer,
 //! or a 5xx it gives where a later route answers) is left for the next, and after the last
 //! for the origin, said once on stderr.
 
+mod agent;
+mod errors;
+mod forward;
+mod proxy_url;
+
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::io::Read;
 use std::net::IpAddr;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
+
+use proxy_url::ProxyUrl;
 
 /// How a request failed.
 #[derive(Debug)]
@@ -54,12 +62,12 @@ pub struct Answer {
     pub status: u16,
     /// The route that answered (see [`Client::request`]).
     pub route: usize,
-    pub response: ureq::Response,
+    response: ureq::http::Response<ureq::Body>,
 }
 
 impl Answer {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.response.header(name)
+        self.response.headers().get(name)?.to_str().ok()
     }
 
     /// The length the server announced.
@@ -70,8 +78,7 @@ impl Answer {
     /// The whole body, up to `limit` bytes (more is an error, not a transport failure).
     pub fn body(self, limit: u64) -> Result<Vec<u8>, Body> {
         let mut out = Vec::new();
-        self.response
-            .into_reader()
+        self.into_reader()
             .take(limit + 1)
             .read_to_end(&mut out)
             .map_err(|e| Body::Cut(e.to_string()))?;
@@ -79,6 +86,11 @@ impl Answer {
             return Err(Body::TooLarge(limit));
         }
         Ok(out)
+    }
+
+    /// The body, to read as it arrives.
+    pub fn into_reader(self) -> impl Read {
+        self.response.into_body().into_reader()
     }
 }
 
@@ -210,9 +222,10 @@ struct Route {
     proxy: Option<String>,
     /// The proxy as ureq takes it.
     via: Option<ureq::Proxy>,
-    /// Made on first use: building one loads the system's CA store (~150 files), which a
-    /// run that reaches no web server should not pay.
-    agent: std::sync::OnceLock<ureq::Agent>,
+    /// Its agents for plain http and for https, each made on first use: one for https
+    /// loads the system's CA store (~150 files), which a run that reaches no https server
+    /// should not pay.
+    agents: [OnceLock<ureq::Agent>; 2],
     timeout: Duration,
     /// Whether servers' certificates go unchecked (`--http-insecure`).
     insecure: bool,
@@ -221,27 +234,35 @@ struct Route {
 }
 
 impl Route {
-    /// The ureq agent of this route, made on first use.
-    fn agent(&self) -> &ureq::Agent {
-        self.agent.get_or_init(|| {
-            let builder = ureq::AgentBuilder::new()
-                .redirects(0)
-                .timeout_connect(self.timeout.min(Duration::from_secs(15)))
-                .timeout_read(self.timeout)
-                .timeout_write(self.timeout)
-                .max_idle_connections(64)
-                .max_idle_connections_per_host(8)
-                .user_agent(concat!("roost/", env!("CARGO_PKG_VERSION")));
-            let builder = match &self.via {
-                Some(p) => builder.proxy(p.clone()),
-                None => builder,
-            };
-            match self.insecure {
-                true => builder.tls_config(insecure_tls()),
-                false => builder,
-            }
-            .build()
-        })
+    /// The route through `via` (or directly).
+    fn new(proxy: Option<ProxyUrl>, timeout: Duration, insecure: bool) -> Route {
+        let (proxy, via) = proxy.map(|p| (p.shown, p.proxy)).unzip();
+        Route {
+            proxy,
+            via,
+            agents: Default::default(),
+            timeout,
+            insecure,
+            left: AtomicBool::new(false),
+        }
+    }
+
+    /// `method` on `url` (with a `Range` header if given), answered whatever its status.
+    fn send(
+        &self,
+        method: &str,
+        url: &str,
+        range: Option<&str>,
+    ) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+        let tls = url.starts_with("https://");
+        let agent = self.agents[tls as usize].get_or_init(|| {
+            agent::agent(self.via.clone(), self.timeout, tls, self.insecure)
+        });
+        let mut request = ureq::http::Request::builder().method(method).uri(url);
+        if let Some(range) = range {
+            request = request.header("Range", range);
+        }
+        agent.run(request.body(())?)
     }
 }
 
@@ -252,16 +273,6 @@ pub struct Client {
     list: ProxyList,
     /// The route in use: only grows, as proxies fail.
     current: AtomicUsize,
-}
-
-/// A proxy URL as shown: without its credentials.
-fn shown(proxy: &str) -> String {
-    match proxy.split_once("://") {
-        Some((scheme, rest)) => format!("{scheme}://{}", rest.rsplit('@').next().unwrap_or("")),
-        None => format!("http://{}", proxy.rsplit('@').next().unwrap_or("")),
-    }
-    .trim_end_matches('/')
-    .to_string()
 }
 
 /// A number no other agent is likely to draw (std's hasher keys are random per process).
@@ -277,38 +288,16 @@ impl Client {
     /// `http://[USER:PASSWORD@]HOST[:PORT]` is an error.
     /// With `insecure`, https servers' certificates are not checked (TLS still is).
     pub fn new(timeout: Duration, list: ProxyList, insecure: bool) -> Result<Client, String> {
-        let mut routes = Vec::new();
-        for url in &list.proxies {
-            let bad = || format!("proxy {url}: expected http://[USER:PASSWORD@]HOST[:PORT]");
-            let scheme_ok = url.split_once("://").map_or(true, |(s, _)| s == "http");
-            let proxy = ureq::Proxy::new(url).map_err(|_| bad())?;
-            let shown = shown(url);
-            let authority = shown.trim_start_matches("http://");
-            // ureq takes neither a path nor a bracketed IPv6 address.
-            if !scheme_ok || !crate::net::valid_authority(authority) || authority.starts_with('[') {
-                return Err(bad());
-            }
-            routes.push(Route {
-                proxy: Some(shown),
-                via: Some(proxy),
-                agent: std::sync::OnceLock::new(),
-                timeout,
-                insecure,
-                left: AtomicBool::new(false),
-            });
-        }
+        let mut routes = list
+            .proxies
+            .iter()
+            .map(|url| Ok(Route::new(Some(ProxyUrl::parse(url)?), timeout, insecure)))
+            .collect::<Result<Vec<_>, String>>()?;
         if !routes.is_empty() {
             let first = (random() % routes.len() as u64) as usize;
             routes.rotate_left(first);
         }
-        routes.push(Route {
-            proxy: None,
-            via: None,
-            agent: std::sync::OnceLock::new(),
-            timeout,
-            insecure,
-            left: AtomicBool::new(false),
-        });
+        routes.push(Route::new(None, timeout, insecure));
         Ok(Client {
             routes,
             list,
@@ -425,7 +414,9 @@ impl Client {
         eprintln!("roost: proxy {proxy} failed ({why}); using {next} instead");
     }
 
-    /// One request by one route (with a `Range` header if given).
+    /// One request by one route (with a `Range` header if given). ureq 3 does not ask
+    /// again (ureq 2 did, for GET and HEAD on a connection from its pool): a kept-alive
+    /// connection the server closed as the request went out is asked again once here.
     fn call(
         &self,
         route: usize,
@@ -433,146 +424,30 @@ impl Client {
         url: &str,
         range: Option<&str>,
     ) -> Result<Answer, Failure> {
-        let mut request = self.routes[route].agent().request(method, url);
-        if let Some(range) = range {
-            request = request.set("Range", range);
+        let by = &self.routes[route];
+        let response = match by.send(method, url, range) {
+            Err(e) if errors::closed_early(&e) => by.send(method, url, range),
+            sent => sent,
         }
-        match request.call() {
-            Ok(response) => Ok(Answer {
-                status: response.status(),
-                route,
-                response,
-            }),
+        .map_err(|e| errors::failure(&e, url))?;
+        let status = response.status().as_u16();
+        match status {
+            100..=399 => {}
             // An answer about the file (shorter than the range), not a failure.
-            Err(ureq::Error::Status(416, response)) if range.is_some() => Ok(Answer {
-                status: 416,
-                route,
-                response,
-            }),
-            Err(ureq::Error::Status(code, response)) => {
+            416 if range.is_some() => {}
+            _ => {
                 // Read the error page to its end, so the connection goes back to the pool.
-                let _ = std::io::copy(
-                    &mut response.into_reader().take(1 << 20),
-                    &mut std::io::sink(),
-                );
-                Err(Failure::Status(code))
-            }
-            Err(ureq::Error::Transport(t)) => {
-                // ureq's own text repeats the URL, which the caller says already, and
-                // its source may repeat the kind.
-                let kind = t.kind().to_string();
-                let mut text = kind.clone();
-                for part in [t.message().map(str::to_string), source_of(&t)]
-                    .into_iter()
-                    .flatten()
-                {
-                    let part = part.strip_prefix(&format!("{kind}: ")).unwrap_or(&part);
-                    text = format!("{text}: {part}");
-                }
-                if let Some((why, fix)) = certificate_refused(&t) {
-                    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-                    let authority = rest.split('/').next().unwrap_or("");
-                    return Err(Failure::Certificate(format!(
-                        "TLS: the certificate of {authority} is refused ({why}); if the server \
-                         is the one meant, {fix}, or run with --http-insecure to not check \
-                         {scheme} certificates"
-                    )));
-                }
-                Err(Failure::Transport(text))
+                let mut page = response.into_body().into_reader().take(1 << 20);
+                let _ = std::io::copy(&mut page, &mut std::io::sink());
+                return Err(Failure::Status(status));
             }
         }
+        Ok(Answer {
+            status,
+            route,
+            response,
+        })
     }
-}
-
-/// Why rustls refused the server's certificate and what would make it pass, if that is
-/// what failed.
-fn certificate_refused(t: &ureq::Transport) -> Option<(String, &'static str)> {
-    use rustls::CertificateError as C;
-    let io = std::error::Error::source(t)?.downcast_ref::<std::io::Error>()?;
-    let e = io.get_ref()?.downcast_ref::<rustls::Error>()?;
-    let rustls::Error::InvalidCertificate(why) = e else {
-        return None;
-    };
-    let fix = match why {
-        C::UnknownIssuer | C::BadSignature => {
-            "add its CA to the trusted ones (SSL_CERT_FILE=BUNDLE.pem with the system's CAs \
-             and it)"
-        }
-        C::NotValidForName | C::NotValidForNameContext { .. } => "name it as its certificate does",
-        _ => "have its certificate fixed",
-    };
-    Some((e.to_string(), fix))
-}
-
-/// The TLS configuration of `--http-insecure`: rustls with ureq's protocol versions and
-/// crypto provider, taking any certificate as the server's. The handshake's signatures are
-/// still checked against the certificate's key (by rustls), so the connection is encrypted
-/// to whoever holds that key, only nothing says who that is.
-fn insecure_tls() -> std::sync::Arc<rustls::ClientConfig> {
-    use std::sync::Arc;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(&[&rustls::version::TLS12, &rustls::version::TLS13])
-        .expect("ring supports TLS 1.2 and 1.3")
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
-        .with_no_client_auth();
-    Arc::new(config)
-}
-
-/// A certificate verifier that takes any certificate (`--http-insecure`), checking the
-/// handshake's signatures with rustls' own functions.
-#[derive(Debug)]
-struct AnyCertificate(std::sync::Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// What caused a transport failure (a TLS or I/O error), if it says.
-fn source_of(t: &ureq::Transport) -> Option<String> {
-    std::error::Error::source(t).map(|e| e.to_string())
 }
 
 /// The URL of `path` (bytes, absolute) on `scheme://authority`: every byte but unreserved
