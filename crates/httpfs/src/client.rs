@@ -18,8 +18,8 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::io::Read;
 use std::net::IpAddr;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use proxy_url::ProxyUrl;
@@ -62,12 +62,12 @@ pub struct Answer {
     pub status: u16,
     /// The route that answered (see [`Client::request`]).
     pub route: usize,
-    response: ureq::http::Response<ureq::Body>,
+    pub response: Response,
 }
 
 impl Answer {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.response.headers().get(name)?.to_str().ok()
+        self.response.0.headers().get(name)?.to_str().ok()
     }
 
     /// The length the server announced.
@@ -78,7 +78,8 @@ impl Answer {
     /// The whole body, up to `limit` bytes (more is an error, not a transport failure).
     pub fn body(self, limit: u64) -> Result<Vec<u8>, Body> {
         let mut out = Vec::new();
-        self.into_reader()
+        self.response
+            .into_reader()
             .take(limit + 1)
             .read_to_end(&mut out)
             .map_err(|e| Body::Cut(e.to_string()))?;
@@ -87,10 +88,15 @@ impl Answer {
         }
         Ok(out)
     }
+}
 
+/// A response whose head has arrived.
+pub struct Response(ureq::http::Response<ureq::Body>);
+
+impl Response {
     /// The body, to read as it arrives.
     pub fn into_reader(self) -> impl Read {
-        self.response.into_body().into_reader()
+        self.0.into_body().into_reader()
     }
 }
 
@@ -255,9 +261,8 @@ impl Route {
         range: Option<&str>,
     ) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
         let tls = url.starts_with("https://");
-        let agent = self.agents[tls as usize].get_or_init(|| {
-            agent::agent(self.via.clone(), self.timeout, tls, self.insecure)
-        });
+        let agent = self.agents[tls as usize]
+            .get_or_init(|| agent::agent(self.via.clone(), self.timeout, tls, self.insecure));
         let mut request = ureq::http::Request::builder().method(method).uri(url);
         if let Some(range) = range {
             request = request.header("Range", range);
@@ -445,7 +450,7 @@ impl Client {
         Ok(Answer {
             status,
             route,
-            response,
+            response: Response(response),
         })
     }
 }

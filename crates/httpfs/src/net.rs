@@ -758,7 +758,7 @@ impl HttpNet {
             std::io::Seek::rewind(file).map_err(errno)?;
             let mut sha256 = sha2::Sha256::new();
             let mut sha1 = sha1::Sha1::new();
-            let mut reader = answer.into_reader();
+            let mut reader = answer.response.into_reader();
             let mut buf = vec![0u8; 256 * 1024];
             loop {
                 let n = match std::io::Read::read(&mut reader, &mut buf) {

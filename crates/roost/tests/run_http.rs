@@ -1049,6 +1049,55 @@ fn reads_go_through_a_caching_proxy() {
 }
 
 #[test]
+fn files_fetched_through_a_proxy_share_one_kept_alive_connection() {
+    let s = Site::new();
+    populate(&s, "t");
+    s.index("t");
+    let web = Web::python(s.root());
+    let proxy = Web::caching_proxy(&[]);
+    let files = ["top.txt", "sub/g.txt", "sub/deep/f", "big", "run.sh"];
+    let script = files
+        .iter()
+        .map(|f| format!("md5sum {}/{f}", web.url("/t")))
+        .collect::<Vec<_>>()
+        .join(" && ");
+    for mode in MODES {
+        let skip = proxy.log().lines().count();
+        let o = s.run(
+            mode,
+            &["--http-proxy", &proxy.proxy()],
+            &["sh", "-c", &script],
+        );
+        assert!(o.status.success(), "{mode:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o).lines().count(), files.len(), "{mode:?}");
+        // nginx's log: `CONNECTION REQUESTS "REQUEST" ...`, one line a request.
+        let log = proxy.log();
+        let run: Vec<(&str, usize)> = log
+            .lines()
+            .skip(skip)
+            .map(|l| {
+                let mut fields = l.split(' ');
+                let connection = fields.next().unwrap();
+                (connection, fields.next().unwrap().parse().unwrap())
+            })
+            .collect();
+        // Each directory's index, then each file (the cache is the site's own, so the
+        // second mode fetches only indexes again).
+        assert!(run.len() >= 4, "{mode:?}: {log}");
+        assert!(
+            run.iter().all(|(c, _)| *c == run[0].0),
+            "{mode:?}: not all on one connection: {log}"
+        );
+        let counts: Vec<usize> = run.iter().map(|r| r.1).collect();
+        assert_eq!(
+            counts,
+            (1..=run.len()).collect::<Vec<_>>(),
+            "{mode:?}: {log}"
+        );
+    }
+}
+
+#[test]
 fn a_proxy_that_is_down_is_left_for_the_next_and_then_for_the_origin() {
     let s = Site::new();
     populate(&s, "t");

@@ -115,8 +115,15 @@ mod tests {
             ErrorKind::InvalidData,
             rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType),
         ));
-        assert!(reason(&tls).starts_with("Connection Failed: tls: "), "{}", reason(&tls));
-        assert!(closed_early(&io(ErrorKind::UnexpectedEof, "Peer disconnected")));
+        assert!(
+            reason(&tls).starts_with("Connection Failed: tls: "),
+            "{}",
+            reason(&tls)
+        );
+        assert!(closed_early(&io(
+            ErrorKind::UnexpectedEof,
+            "Peer disconnected"
+        )));
         assert!(!closed_early(&refused));
     }
 
@@ -137,7 +144,10 @@ mod tests {
             unknown.starts_with("TLS: the certificate of h:8443 is refused (invalid peer certificate: UnknownIssuer); if the server is the one meant, add its CA"),
             "{unknown}"
         );
-        assert!(unknown.ends_with("to not check https certificates"), "{unknown}");
+        assert!(
+            unknown.ends_with("to not check https certificates"),
+            "{unknown}"
+        );
         let expired = refused(rustls::CertificateError::Expired);
         assert!(expired.contains("have its certificate fixed"), "{expired}");
     }

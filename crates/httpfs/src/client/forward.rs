@@ -15,11 +15,11 @@
 //! ureq version is pinned to 3.5 in Cargo.toml.
 
 use base64::Engine;
-use ureq::Error;
 use ureq::http::uri::Scheme;
 use ureq::unversioned::transport::{
     Buffers, ConnectionDetails, Connector, NextTimeout, TcpConnector, Transport,
 };
+use ureq::Error;
 
 /// The first connector of a route's chain: connects `http` requests through a proxy
 /// (see the module's documentation); passes on everything else.
@@ -205,7 +205,10 @@ mod tests {
     #[test]
     fn what_is_no_request_or_does_not_fit_is_refused() {
         let e = rewritten("GET * HTTP/1.1\r\n\r\n", "", 100).unwrap_err();
-        assert!(e.contains("\"GET * HTTP/1.1\"") && e.contains("no absolute path"), "{e}");
+        assert!(
+            e.contains("\"GET * HTTP/1.1\"") && e.contains("no absolute path"),
+            "{e}"
+        );
         let e = rewritten("GET /x HTTP/1.1", "", 100).unwrap_err();
         assert!(e.contains("no end of the request line"), "{e}");
         let e = rewritten("GET /x HTTP/1.1\r\n\r\n", "", 5).unwrap_err();
@@ -242,7 +245,8 @@ mod tests {
         let mut t = AbsoluteForm::new(Box::new(kept), "http://o", Some("u:p"));
         let send = |t: &mut AbsoluteForm, text: &[u8]| {
             t.buffers().output()[..text.len()].copy_from_slice(text);
-            t.transmit_output(text.len(), NextTimeout::default()).unwrap();
+            t.transmit_output(text.len(), NextTimeout::default())
+                .unwrap();
         };
         send(&mut t, b"GET /1 HTTP/1.1\r\n");
         send(&mut t, b"Host: o\r\n\r\n");

@@ -74,7 +74,9 @@ mod tests {
             "http://h:0",
             "",
         ] {
-            let e = ProxyUrl::parse(bad).err().unwrap_or_else(|| panic!("{bad}"));
+            let e = ProxyUrl::parse(bad)
+                .err()
+                .unwrap_or_else(|| panic!("{bad}"));
             assert!(e.starts_with(&format!("proxy {bad}: expected")), "{e}");
         }
     }

@@ -290,7 +290,7 @@ impl Job<'_> {
                 self.size
             )));
         }
-        let mut reader = answer.into_reader();
+        let mut reader = answer.response.into_reader();
         let mut sha256 = sha2::Sha256::new();
         let mut at = first;
         let mut buf = vec![0u8; 256 * 1024];
