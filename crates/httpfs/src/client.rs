@@ -617,23 +617,36 @@ mod tests {
         assert_eq!(first.len(), 3, "{first:?}");
     }
 
+    /// The requests a server received: the number of its connection (from 0) and the
+    /// request's head, without its blank line.
+    type Heard = std::sync::Arc<std::sync::Mutex<Vec<(usize, String)>>>;
+
     /// A server on 127.0.0.1 answering every request with `status` (an empty body), for
     /// as long as the test runs.
     fn answering(status: &'static str) -> String {
+        recording(status).0
+    }
+
+    /// [`answering`], and the requests it heard.
+    fn recording(status: &'static str) -> (String, Heard) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
+        let heard = Heard::default();
+        let kept = heard.clone();
         std::thread::spawn(move || {
-            for mut c in listener.incoming().flatten() {
+            for (n, mut c) in listener.incoming().flatten().enumerate() {
+                let heard = kept.clone();
                 std::thread::spawn(move || {
                     let mut reader = std::io::BufReader::new(c.try_clone().unwrap());
                     loop {
-                        let mut line = String::new();
+                        let (mut head, mut line) = (String::new(), String::new());
                         while std::io::BufRead::read_line(&mut reader, &mut line).unwrap_or(0) > 2 {
-                            line.clear();
+                            head.push_str(&std::mem::take(&mut line));
                         }
                         if line.is_empty() {
                             return;
                         }
+                        heard.lock().unwrap().push((n, head));
                         let answer = format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n");
                         if std::io::Write::write_all(&mut c, answer.as_bytes()).is_err() {
                             return;
@@ -642,7 +655,60 @@ mod tests {
                 });
             }
         });
-        format!("127.0.0.1:{port}")
+        (format!("127.0.0.1:{port}"), heard)
+    }
+
+    #[test]
+    fn a_proxy_is_asked_in_absolute_form_with_its_credentials_on_one_connection() {
+        let (proxy, heard) = recording("200 OK");
+        let list = ProxyList {
+            proxies: vec![format!("http://u:p@{proxy}")],
+            no_proxy: Vec::new(),
+        };
+        let c = Client::new(Duration::from_secs(5), list, false).unwrap();
+        for path in ["/a", "/b%20c"] {
+            let a = c
+                .request(0, "GET", &format!("http://origin.test:81{path}"))
+                .unwrap();
+            assert_eq!((a.status, a.route), (200, 0));
+        }
+        let heard = heard.lock().unwrap().clone();
+        assert_eq!(heard.len(), 2, "{heard:?}");
+        for ((connection, head), path) in heard.iter().zip(["/a", "/b%20c"]) {
+            assert_eq!(*connection, 0, "{heard:?}");
+            let lines: Vec<&str> = head.lines().collect();
+            assert_eq!(
+                lines[0],
+                format!("GET http://origin.test:81{path} HTTP/1.1")
+            );
+            assert!(lines.contains(&"Proxy-Authorization: Basic dTpw"), "{head}");
+            assert!(lines.contains(&"host: origin.test:81"), "{head}");
+        }
+    }
+
+    #[test]
+    fn https_goes_through_a_proxy_by_connect_with_its_credentials() {
+        let (proxy, heard) = recording("407 Proxy Authentication Required");
+        let list = ProxyList {
+            proxies: vec![format!("http://u:p@{proxy}")],
+            no_proxy: Vec::new(),
+        };
+        let c = Client::new(Duration::from_secs(5), list, false).unwrap();
+        let failed = c.request(c.origin(), "GET", "https://127.0.0.1:1/f");
+        assert!(matches!(failed, Err(Failure::Transport(_))));
+        assert!(heard.lock().unwrap().is_empty());
+        let failed = c.request(0, "GET", "https://origin.test:8443/f");
+        assert!(matches!(failed, Err(Failure::Transport(_))));
+        let heard = heard.lock().unwrap().clone();
+        let head = &heard[0].1;
+        assert!(
+            head.starts_with("CONNECT origin.test:8443 HTTP/1.1\r\n"),
+            "{head}"
+        );
+        assert!(
+            head.contains("\r\nProxy-Authorization: Basic dTpw\r\n"),
+            "{head}"
+        );
     }
 
     #[test]
