@@ -94,9 +94,9 @@ impl Answer {
 pub struct Response(ureq::http::Response<ureq::Body>);
 
 impl Response {
-    /// The body, to read as it arrives.
+    /// The body, to read as it arrives (its errors worded as a request's are).
     pub fn into_reader(self) -> impl Read {
-        self.0.into_body().into_reader()
+        errors::Reworded(self.0.into_body().into_reader())
     }
 }
 

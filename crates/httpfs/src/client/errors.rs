@@ -32,6 +32,23 @@ pub fn closed_early(e: &ureq::Error) -> bool {
     ))
 }
 
+/// A body being read, whose errors say what failed as [`failure`] does.
+pub struct Reworded<R>(pub R);
+
+impl<R: std::io::Read> std::io::Read for Reworded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf).map_err(|e| {
+            match e
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+            {
+                Some(ureq) => std::io::Error::new(e.kind(), reason(ureq)),
+                None => e,
+            }
+        })
+    }
+}
+
 /// The reason `e` says, as `WHAT: DETAIL`.
 fn reason(e: &ureq::Error) -> String {
     use ureq::{Error as E, Timeout as T};
@@ -98,6 +115,15 @@ fn certificate_refused(e: &ureq::Error) -> Option<(String, &'static str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader that fails with its error (once).
+    struct FailingRead(Option<std::io::Error>);
+
+    impl std::io::Read for FailingRead {
+        fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+            Err(self.0.take().expect("read again after failing"))
+        }
+    }
 
     #[test]
     fn reasons_name_what_failed() {
