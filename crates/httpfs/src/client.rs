@@ -658,14 +658,19 @@ mod tests {
         (format!("127.0.0.1:{port}"), heard)
     }
 
+    /// A client through the proxy at `authority` as user `u` with password `p`.
+    fn with_credentials(authority: &str) -> Client {
+        let list = ProxyList {
+            proxies: vec![format!("http://u:p@{authority}")],
+            no_proxy: Vec::new(),
+        };
+        Client::new(Duration::from_secs(5), list, false).unwrap()
+    }
+
     #[test]
     fn a_proxy_is_asked_in_absolute_form_with_its_credentials_on_one_connection() {
         let (proxy, heard) = recording("200 OK");
-        let list = ProxyList {
-            proxies: vec![format!("http://u:p@{proxy}")],
-            no_proxy: Vec::new(),
-        };
-        let c = Client::new(Duration::from_secs(5), list, false).unwrap();
+        let c = with_credentials(&proxy);
         for path in ["/a", "/b%20c"] {
             let a = c
                 .request(0, "GET", &format!("http://origin.test:81{path}"))
@@ -689,11 +694,7 @@ mod tests {
     #[test]
     fn https_goes_through_a_proxy_by_connect_with_its_credentials() {
         let (proxy, heard) = recording("407 Proxy Authentication Required");
-        let list = ProxyList {
-            proxies: vec![format!("http://u:p@{proxy}")],
-            no_proxy: Vec::new(),
-        };
-        let c = Client::new(Duration::from_secs(5), list, false).unwrap();
+        let c = with_credentials(&proxy);
         let failed = c.request(c.origin(), "GET", "https://127.0.0.1:1/f");
         assert!(matches!(failed, Err(Failure::Transport(_))));
         assert!(heard.lock().unwrap().is_empty());
