@@ -126,6 +126,23 @@ mod tests {
     }
 
     #[test]
+    fn a_body_cut_short_says_why_as_a_request_does() {
+        let timed_out = std::io::Error::other(ureq::Error::Timeout(ureq::Timeout::RecvBody));
+        let mut body = Reworded(std::io::Read::chain(
+            &b"ab"[..],
+            FailingRead(Some(timed_out)),
+        ));
+        let mut read = Vec::new();
+        let e = std::io::Read::read_to_end(&mut body, &mut read).unwrap_err();
+        assert_eq!(read, b"ab");
+        assert_eq!(e.to_string(), "Network Error: timed out reading the answer");
+        let other = std::io::Error::new(ErrorKind::ConnectionReset, "reset, not by ureq");
+        let mut body = Reworded(FailingRead(Some(other)));
+        let e = std::io::Read::read(&mut body, &mut [0; 4]).unwrap_err();
+        assert_eq!(e.to_string(), "reset, not by ureq");
+    }
+
+    #[test]
     fn reasons_name_what_failed() {
         let io = |kind: ErrorKind, text: &str| ureq::Error::Io(std::io::Error::new(kind, text));
         let refused = io(ErrorKind::ConnectionRefused, "Connection refused");
