@@ -240,7 +240,7 @@ struct Route {
 }
 
 impl Route {
-    /// The route through `via` (or directly).
+    /// The route through `proxy`, or directly with `None`.
     fn new(proxy: Option<ProxyUrl>, timeout: Duration, insecure: bool) -> Route {
         let (proxy, via) = proxy.map(|p| (p.shown, p.proxy)).unzip();
         Route {
