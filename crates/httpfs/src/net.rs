@@ -290,6 +290,7 @@ impl HttpNet {
         send: impl FnOnce() -> Result<client::Answer, Failure>,
     ) -> Result<client::Answer, Failure> {
         self.requests.fetch_add(1, Ordering::Relaxed);
+        roost_vfs::about_to_block();
         let answer = send();
         let mut down = self.down.lock().expect("down lock");
         match &answer {

@@ -795,6 +795,7 @@ impl Server {
         path: &[u8],
         mut attempt: impl FnMut(bool) -> Result<T, Failure>,
     ) -> Result<T, Errno> {
+        crate::about_to_block();
         let started = Instant::now();
         let deadline = started + self.options.timeout;
         let mut delay = Duration::from_millis(50);

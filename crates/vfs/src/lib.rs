@@ -24,6 +24,27 @@ pub use resolve::{KernelProc, LinkTarget, Located, Namespace, ProcLinks, Remote,
 /// An errno value (positive), as returned by failed operations.
 pub type Errno = i32;
 
+thread_local! {
+    /// What this thread does before a driver call that may block for long.
+    static BEFORE_BLOCKING: std::cell::Cell<Option<fn()>> = const { std::cell::Cell::new(None) };
+}
+
+/// Installs `hook`, which drivers call on this thread before a request to a server (which
+/// may take as long as the server or the network makes it): the agent's notification
+/// threads use it to let another thread take the next calls meanwhile.
+pub fn before_blocking(hook: fn()) {
+    BEFORE_BLOCKING.with(|h| h.set(Some(hook)));
+}
+
+/// Says that this thread is about to send a request to a server: drivers call it.
+pub fn about_to_block() {
+    BEFORE_BLOCKING.with(|h| {
+        if let Some(hook) = h.get() {
+            hook()
+        }
+    });
+}
+
 /// The errno of the last failed libc call.
 pub(crate) fn last_errno() -> Errno {
     std::io::Error::last_os_error()

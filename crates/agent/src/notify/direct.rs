@@ -147,12 +147,7 @@ pub fn answer(
         "fadvise64" | "readahead" => Reply::value(0),
         // No room is reserved on a Chirp server ahead of writes.
         "fallocate" => Reply::errno(libc::EOPNOTSUPP),
-        // The kernel would move the placeholder's bytes: refused as by a file system that
-        // cannot splice, so programs fall back to read and write (cp, shutil, sendfile
-        // users do).
-        "sendfile" | "splice" | "tee" | "vmsplice" | "copy_file_range" => {
-            Reply::errno(libc::EINVAL)
-        }
+        _ if refused(name) => Reply::errno(libc::EINVAL),
         _ => CONTINUE,
     }
 }
@@ -444,6 +439,16 @@ fn copy_high(vfds: &Vfds, fd: i32, cloexec: bool, tid: i32, n: Notification) -> 
         Ok(ours) => hand_over_high(vfds, tid, n, ours, cloexec),
         Err(e) => Reply::errno(e),
     }
+}
+
+/// The calls that would move the placeholder's bytes in the kernel: refused as by a file
+/// system that cannot splice, so programs fall back to read and write (cp, shutil,
+/// sendfile users do).
+fn refused(name: &str) -> bool {
+    matches!(
+        name,
+        "sendfile" | "splice" | "tee" | "vmsplice" | "copy_file_range"
+    )
 }
 
 /// Installs `fd` at the highest free number of the range in the caller's table.

@@ -59,7 +59,10 @@ fn until_taken(
             Err(e) => return Reply::errno(e),
         }
         match look_at(tid, n, stops) {
-            Caller::Waiting => std::thread::sleep(RETRY),
+            Caller::Waiting => {
+                super::pool::may_block();
+                std::thread::sleep(RETRY)
+            }
             Caller::Signalled => return Reply::errno(ERESTARTSYS),
             Caller::Gone => return Reply::Answered,
         }

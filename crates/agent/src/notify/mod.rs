@@ -5,7 +5,7 @@
 //! call that may pass is let through (`CONTINUE`), one on a mapped path is performed here on
 //! its physical path ([`lookup`], [`open`]) and failures are answered with their errno. These
 //! threads never call ptrace; there are more than one only while calls wait on a slow
-//! server ([`Pool`]).
+//! server ([`pool`]).
 
 mod attrs;
 mod change;
@@ -15,6 +15,7 @@ pub(crate) mod identity;
 mod locks;
 mod lookup;
 mod open;
+mod pool;
 
 use crate::arch::Regs;
 use crate::handlers::{self, path, procfs, Action, Arg, Ctx, Decision};
@@ -26,7 +27,7 @@ pub use identity::{as_caller, tgid, Identity};
 use roost_vfs::Namespace;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Threads whose root directory is no longer roost's (they, or a thread they share their
@@ -89,78 +90,7 @@ pub fn start(listener: OwnedFd, shared: Arc<Shared>) {
             SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
         )
     };
-    let pool = Arc::new(Pool {
-        listener,
-        shared,
-        idle: AtomicUsize::new(0),
-        threads: AtomicUsize::new(0),
-    });
-    Pool::add_thread(&pool);
-}
-
-/// The threads that answer notifications. One is enough while calls come one at a time;
-/// when a call keeps every thread busy — a Chirp server that is slow, stopped or cut off
-/// blocks its callers until `--io-timeout` — one more is started, so that the program's
-/// other processes and threads carry on meanwhile (up to [`MAX_THREADS`]). The kernel
-/// hands each notification to one waiting thread.
-struct Pool {
-    listener: OwnedFd,
-    shared: Arc<Shared>,
-    /// Threads waiting for a notification, and threads in all.
-    idle: AtomicUsize,
-    threads: AtomicUsize,
-}
-
-/// The most threads answering notifications at once.
-const MAX_THREADS: usize = 32;
-
-impl Pool {
-    /// Starts one more thread, unless there are [`MAX_THREADS`] already.
-    fn add_thread(pool: &Arc<Pool>) {
-        if pool.threads.fetch_add(1, Ordering::AcqRel) >= MAX_THREADS {
-            pool.threads.fetch_sub(1, Ordering::AcqRel);
-            return;
-        }
-        pool.idle.fetch_add(1, Ordering::AcqRel);
-        let me = Arc::clone(pool);
-        let spawned = std::thread::Builder::new()
-            .name("roost-notify".into())
-            .spawn(move || {
-                // A private umask (and cwd) for this thread: opens that create files apply
-                // the caller's umask here without touching the rest of roost.
-                // SAFETY: unsharing the fs attributes of this thread only.
-                if unsafe { libc::unshare(libc::CLONE_FS) } != 0 {
-                    eprintln!("roost: cannot unshare the notification thread's umask");
-                }
-                me.serve()
-            });
-        if spawned.is_err() {
-            // The threads there are go on answering.
-            pool.idle.fetch_sub(1, Ordering::AcqRel);
-            pool.threads.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
-
-    fn serve(self: Arc<Pool>) {
-        let table = Table::new();
-        let fd = self.listener.as_raw_fd();
-        loop {
-            // SAFETY: the kernel fills the plain-data struct.
-            let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
-            if unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut req) } != 0 {
-                match std::io::Error::last_os_error().raw_os_error() {
-                    Some(libc::EINTR) | Some(libc::ENOENT) => continue,
-                    _ => return, // the last traced process is gone
-                }
-            }
-            if self.idle.fetch_sub(1, Ordering::AcqRel) == 1 {
-                Pool::add_thread(&self); // nobody else would be listening
-            }
-            let reply = answer(&table, &self.shared, fd, &req);
-            send(fd, req.id, reply);
-            self.idle.fetch_add(1, Ordering::AcqRel);
-        }
-    }
+    pool::Pool::start(listener, shared);
 }
 
 /// Answers notification `id` unless that happened already.
