@@ -20,7 +20,7 @@ use crate::Errno;
 use sha2::Digest;
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::Seek;
+use std::io::{Seek, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -398,6 +398,30 @@ impl Cache {
         }
     }
 
+    /// Records beside `object` the server's change time (ctime) of the file when the copy
+    /// was made or last found to hold its content: a small file `OBJECT.ctime` (not an
+    /// extended attribute of the copy, which programs reading it would see and copy).
+    pub fn stamp(&self, object: &Path, ctime: i64) {
+        let Some(dir) = object.parent() else {
+            return;
+        };
+        if let Ok((tmp, mut f)) = temporary(dir) {
+            let written = f.write_all(ctime.to_string().as_bytes());
+            if written.is_err() || std::fs::rename(&tmp, stamp_path(object)).is_err() {
+                let _ = std::fs::remove_file(tmp);
+            }
+        }
+    }
+
+    /// The change time recorded beside `object` by [`Cache::stamp`].
+    pub fn stamp_of(&self, object: &Path) -> Option<i64> {
+        std::fs::read_to_string(stamp_path(object))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     /// Removes an object found stale (its content is no longer the server's, although
     /// its version is); a program holding it open keeps reading it.
     pub fn discard(&self, object: &Path) {
@@ -740,6 +764,13 @@ impl Cache {
     }
 }
 
+/// Where [`Cache::stamp`] keeps an object's change time.
+fn stamp_path(object: &Path) -> PathBuf {
+    let mut p = object.as_os_str().to_owned();
+    p.push(".ctime");
+    PathBuf::from(p)
+}
+
 /// Numbers the names copies are staged under before they are shown.
 static SHOWN: AtomicU64 = AtomicU64::new(0);
 
@@ -749,7 +780,8 @@ static SHOWN: AtomicU64 = AtomicU64::new(0);
 fn drop_older_versions(dir: &Path, current: &Path) {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
-            if e.path() != current && !e.file_name().as_bytes().starts_with(b".tmp") {
+            let kept = e.path() == current || e.path() == stamp_path(current);
+            if !kept && !e.file_name().as_bytes().starts_with(b".tmp") {
                 let _ = std::fs::remove_file(e.path());
             }
         }

@@ -177,10 +177,17 @@ impl ChirpNet {
                 fetch_into(f)
             })?;
             if fetched_now.get() {
+                self.cache.stamp(&object, st.ctime);
                 self.checked.fetched(&object);
                 return Ok(Fetched::Kept(object));
             }
+            // The file's change time moves with every change to its content (and with
+            // chmod, chown, link): unchanged since the copy was made, nothing to check.
+            if self.cache.stamp_of(&object) == Some(st.ctime) {
+                return Ok(Fetched::Kept(object));
+            }
             if self.same_content(server, rest, &object)? {
+                self.cache.stamp(&object, st.ctime);
                 return Ok(Fetched::Kept(object));
             }
             eprintln!(
@@ -189,6 +196,7 @@ impl ChirpNet {
             );
             self.cache.discard(&object);
             let object = self.cache.object((&key, &name), version, fetch_into)?;
+            self.cache.stamp(&object, st.ctime);
             self.checked.fetched(&object);
             Ok(Fetched::Kept(object))
         };

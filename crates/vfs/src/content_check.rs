@@ -1,14 +1,15 @@
-//! Checking a cached copy against the server's content digest, once per copy and run.
+//! Checking a cached copy against the server's content digest.
 //!
 //! A cached copy is found by the remote file's (inode, size, mtime). Those can stay the same
 //! while the content changes: a file rewritten in place at the same size whose mtime is set
-//! back (`touch -d`, `cp --preserve`, a tar or rsync run onto the export), or rewritten
-//! twice within the same second before roost saw the first version. So the first time a run
-//! uses a copy it did not fetch itself, it asks the server for the file's SHA-256 (the
-//! `hash` RPC, one round trip; the server reads the file to answer) and compares it with
-//! the copy's. Later opens in the same run rely on the version alone. A server that does
-//! not answer `hash` (cctools' `chirp_server` before it had one) is trusted on the version,
-//! as Parrot trusts the size.
+//! back (`touch -d`, `cp --preserve`, a tar or rsync run onto the export). Its change time
+//! (ctime) cannot be set back: the driver records the ctime a copy was made at beside it
+//! ([`crate::cache::Cache::stamp`]), and a copy whose file's ctime has moved since is
+//! checked here before it is used: the server's SHA-256 of the file (the `hash` RPC, one
+//! round trip; the server reads the file to answer) against the copy's. The same content
+//! (a chmod, a chown, a new link) keeps the copy under the new ctime; another content has
+//! it fetched again. A copy is checked at most once a run. A server that does not answer
+//! `hash` (cctools' `chirp_server`) is trusted on the version, as Parrot trusts the size.
 
 use crate::Errno;
 use sha2::{Digest, Sha256};
