@@ -527,6 +527,18 @@ fn a_cached_copy_whose_content_changed_under_the_same_version_is_fetched_again()
         let said = stderr(&again).contains("differs from the server's content");
         assert_eq!(said, run == 0, "run {run}: {}", stderr(&again));
     }
+    // A chmod changes the file's ctime, not its content: the copy is checked by digest
+    // and kept, not fetched again.
+    let mode = std::fs::metadata(&f).unwrap().permissions().mode();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode ^ 0o004)).unwrap();
+    std::thread::sleep(Duration::from_millis(3100));
+    let after_chmod = r.run(CACHED, &["-v"], &argv);
+    let err = stderr(&after_chmod);
+    assert_eq!(stdout(&after_chmod), "content two\n", "{err}");
+    assert!(
+        err.contains("cache hit") && !err.contains("cache miss"),
+        "{err}"
+    );
 }
 
 #[test]
