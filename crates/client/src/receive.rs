@@ -32,6 +32,40 @@ pub fn spin_from_env() -> Duration {
         .map_or(DEFAULT_SPIN, Duration::from_micros)
 }
 
+/// How long a reply may take before the thread's slow-reply hook is called.
+pub const SLOW_AFTER: Duration = Duration::from_millis(1);
+
+thread_local! {
+    /// What this thread does when a reply is slow in coming ([`when_slow`]).
+    static WHEN_SLOW: std::cell::Cell<Option<fn()>> = const { std::cell::Cell::new(None) };
+}
+
+/// Installs `hook`, called on this thread when a reply has not come within [`SLOW_AFTER`]
+/// (before the thread goes on waiting for it): a thread that answers for others (the
+/// agent's notification threads) lets another take over meanwhile. A reply that comes
+/// sooner costs one `poll` more.
+pub fn when_slow(hook: fn()) {
+    WHEN_SLOW.with(|h| h.set(Some(hook)));
+}
+
+/// Waits up to [`SLOW_AFTER`] for `fd` to be readable; calls the thread's slow-reply
+/// hook if it is not.
+fn wait_or_say_slow(fd: i32) {
+    let Some(hook) = WHEN_SLOW.with(|h| h.get()) else {
+        return;
+    };
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let ready = unsafe { libc::poll(&mut pfd, 1, SLOW_AFTER.as_millis() as i32) };
+    if ready == 0 {
+        hook();
+    }
+}
+
 /// The receiving half of a connection.
 pub struct Receiver {
     stream: TcpStream,
@@ -89,10 +123,12 @@ impl Receiver {
 impl Read for Receiver {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() || self.budget.is_zero() {
+            wait_or_say_slow(self.stream.as_raw_fd());
             return self.stream.read(buf);
         }
         if self.resting > 0 {
             self.resting -= 1;
+            wait_or_say_slow(self.stream.as_raw_fd());
             let n = self.stream.read(buf);
             if self.resting == 0 {
                 // Try polling again on the next read; a miss then rests twice as long.
@@ -107,6 +143,7 @@ impl Read for Receiver {
             }
             None => {
                 self.resting = self.rest_after_miss;
+                wait_or_say_slow(self.stream.as_raw_fd());
                 self.stream.read(buf)
             }
         }
@@ -178,6 +215,29 @@ mod tests {
         let mut buf = [0u8; 4];
         assert_eq!(r.read(&mut buf).unwrap(), 0);
         assert_eq!(r.resting, 0);
+    }
+
+    #[test]
+    fn a_slow_reply_calls_the_threads_hook_and_a_quick_one_does_not() {
+        static CALLED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        fn hook() {
+            CALLED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let (a, mut b) = pair();
+        when_slow(hook);
+        let mut r = Receiver::new(a, Duration::ZERO);
+        let mut buf = [0u8; 8];
+        b.write_all(b"quick").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(r.read(&mut buf).unwrap(), 5);
+        assert_eq!(CALLED.load(std::sync::atomic::Ordering::Relaxed), 0);
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            b.write_all(b"slow").unwrap();
+        });
+        assert_eq!(r.read(&mut buf).unwrap(), 4);
+        writer.join().unwrap();
+        assert_eq!(CALLED.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 
     #[test]

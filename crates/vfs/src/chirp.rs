@@ -726,6 +726,9 @@ impl Server {
         if let Some(c) = self.pool.lock().expect("pool lock").pop() {
             return Ok(c);
         }
+        // Connecting may take up to the connect timeout (a reply that is slow to come
+        // says so by itself: `roost_client::receive::when_slow`).
+        crate::about_to_block();
         let c = Client::connect(&self.authority, &self.options.client)?;
         let was_reached = self.reached.swap(true, Ordering::Relaxed);
         let was_down = self.said_down.swap(false, Ordering::Relaxed);
@@ -803,7 +806,6 @@ impl Server {
         path: &[u8],
         mut attempt: impl FnMut(bool) -> Result<T, Failure>,
     ) -> Result<T, Errno> {
-        crate::about_to_block();
         let started = Instant::now();
         let deadline = started + self.options.timeout;
         let mut delay = Duration::from_millis(50);

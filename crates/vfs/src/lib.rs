@@ -29,14 +29,17 @@ thread_local! {
     static BEFORE_BLOCKING: std::cell::Cell<Option<fn()>> = const { std::cell::Cell::new(None) };
 }
 
-/// Installs `hook`, which drivers call on this thread before a request to a server (which
-/// may take as long as the server or the network makes it): the agent's notification
-/// threads use it to let another thread take the next calls meanwhile.
+/// Installs `hook`, which this thread calls when a driver call may block for long: before
+/// a new connection or an HTTP request, and when a Chirp server's reply has not come within
+/// a millisecond ([`roost_client::receive::when_slow`]). The agent's notification threads
+/// use it to let another thread take the next calls meanwhile.
 pub fn before_blocking(hook: fn()) {
     BEFORE_BLOCKING.with(|h| h.set(Some(hook)));
+    roost_client::receive::when_slow(hook);
 }
 
-/// Says that this thread is about to send a request to a server: drivers call it.
+/// Says that this thread is about to do something that may block for long (connect to a
+/// server, send an HTTP request): drivers call it.
 pub fn about_to_block() {
     BEFORE_BLOCKING.with(|h| {
         if let Some(hook) = h.get() {

@@ -3,10 +3,11 @@
 //! there for each notification, so two waiting threads would cost a useless wake-up and
 //! a switch on every call. The listener takes a call and answers it; calls on the local
 //! file system take microseconds and meanwhile the next caller simply waits. A call that
-//! may take long first calls [`may_block`] — every request a driver sends to a server
-//! does (`roost_vfs::about_to_block`), and so does a lock that must wait — which hands the
-//! listening over to another thread (a parked one, or a new one, up to [`MAX_THREADS`]),
-//! so a call stalled on a slow, stopped or cut-off server holds up only its own caller. A thread done with its call goes back to listening
+//! may take long calls [`may_block`] — a Chirp reply not there within a millisecond
+//! (`roost_client::receive::when_slow`), a new connection or an HTTP request
+//! (`roost_vfs::about_to_block`), a lock that must wait — which hands the listening over
+//! to another thread (a parked one, or a new one, up to [`MAX_THREADS`]), so a call
+//! stalled on a slow, stopped or cut-off server holds up only its own caller. A thread done with its call goes back to listening
 //! if nobody listens, and parks otherwise.
 
 use super::{answer, send, Shared};
