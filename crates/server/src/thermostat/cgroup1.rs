@@ -1,7 +1,8 @@
 //! Enforcement by cgroup v1 where its `cpu` and `memory` hierarchies are writable (a root
 //! server on a v1 or hybrid machine): one group per server in each, beneath the server's own
 //! group, named after its job directory (`roost-<hash>`), holding the limits for all guests
-//! together (`cpu.cfs_quota_us` over `cpu.cfs_period_us`, `memory.limit_in_bytes` and
+//! together (`cpu.cfs_quota_us` over `cpu.cfs_period_us`, `cpu.shares` in proportion to the
+//! limit, `memory.limit_in_bytes` and
 //! `memory.memsw.limit_in_bytes`), and a group per job inside it (`job-ID`), so that every
 //! process a job starts is in it and the kernel's OOM kills are counted per job
 //! (`memory.oom_control`'s `oom_kill`). The kernel kills only one process when the guests
@@ -13,6 +14,14 @@ use std::path::{Path, PathBuf};
 
 /// The period the CPU quota is measured over, in microseconds.
 const PERIOD_US: u64 = 100_000;
+
+/// The guests' weight when the CPUs are contended (`cpu.shares`): in proportion to their
+/// limit, so that several servers' guests on one machine get the CPU in the ratio of their
+/// owners' limits rather than equally, and never above the default weight (1024) of the
+/// group the owner's own processes run in: under contention the owner comes first.
+fn shares(cpu_percent: u32) -> u64 {
+    (1024 * u64::from(cpu_percent.min(100)) / 100).max(2)
+}
 
 /// The guests' groups.
 pub struct Cgroup1 {
@@ -124,6 +133,7 @@ impl Cgroup1 {
             (u64::from(limits.cpu_percent) * self.cores * PERIOD_US / 100).to_string()
         };
         write(&self.cpu.join("cpu.cfs_quota_us"), &quota)?;
+        write(&self.cpu.join("cpu.shares"), &shares(limits.cpu_percent).to_string())?;
         let mem = limits.mem_bytes.map_or("-1".to_string(), |b| b.to_string());
         let plain = self.mem.join("memory.limit_in_bytes");
         let swap = self.mem.join("memory.memsw.limit_in_bytes");
@@ -262,6 +272,16 @@ impl Cgroup1 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guests_weigh_in_proportion_to_their_limit_and_never_above_the_owner() {
+        assert_eq!(shares(15), 153);
+        assert_eq!(shares(10), 102);
+        assert_eq!(shares(100), 1024);
+        assert_eq!(shares(250), 1024);
+        assert_eq!(shares(0), 2);
+        assert!(shares(30) * 2 == shares(60) || shares(30) * 2 + 1 == shares(60));
+    }
 
     #[test]
     fn own_groups_are_found_when_v1_is_mounted() {
