@@ -133,7 +133,10 @@ impl Cgroup1 {
             (u64::from(limits.cpu_percent) * self.cores * PERIOD_US / 100).to_string()
         };
         write(&self.cpu.join("cpu.cfs_quota_us"), &quota)?;
-        write(&self.cpu.join("cpu.shares"), &shares(limits.cpu_percent).to_string())?;
+        write(
+            &self.cpu.join("cpu.shares"),
+            &shares(limits.cpu_percent).to_string(),
+        )?;
         let mem = limits.mem_bytes.map_or("-1".to_string(), |b| b.to_string());
         let plain = self.mem.join("memory.limit_in_bytes");
         let swap = self.mem.join("memory.memsw.limit_in_bytes");
