@@ -257,12 +257,14 @@ fn run(args: ServeArgs) -> Result<(), String> {
         export: dir.clone(),
     })?;
     server.enable_accounting(accounting.clone())?;
-    if args.jobs {
+    let job_dir = args.jobs.then(|| {
+        args.job_dir
+            .clone()
+            .unwrap_or_else(|| default_job_dir(&dir))
+    });
+    if let Some(job_dir) = &job_dir {
         let config = JobConfig {
-            dir: args
-                .job_dir
-                .clone()
-                .unwrap_or_else(|| default_job_dir(&dir)),
+            dir: job_dir.clone(),
             concurrency: args.job_concurrency as usize,
             time_limit: Duration::from_secs(args.job_time_limit),
             user: args.job_user.clone(),
@@ -276,7 +278,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
     accounting
         .start()
         .map_err(|e| format!("cannot start the accounting: {e}"))?;
-    stop_on_signals(accounting)?;
+    stop_on_signals(accounting, job_dir)?;
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{}", roost_server::announcement(bound, &dir));
     let _ = stdout.flush();
@@ -307,8 +309,13 @@ fn run(args: ServeArgs) -> Result<(), String> {
 }
 
 /// A SIGTERM, SIGINT or SIGHUP stops the server cleanly: what the meter counted is written
-/// to the ledger, and the server exits with status 0.
-fn stop_on_signals(accounting: std::sync::Arc<Accounting>) -> Result<(), String> {
+/// to the ledger, the thermostat's cgroups that hold no job any more are removed (a
+/// machine's owner should not find one left by every server that ever ran there), and the
+/// server exits with status 0.
+fn stop_on_signals(
+    accounting: std::sync::Arc<Accounting>,
+    job_dir: Option<PathBuf>,
+) -> Result<(), String> {
     let signals = crate::signals::StopSignals::catch()
         .map_err(|e| format!("cannot catch stop signals: {e}"))?;
     std::thread::Builder::new()
@@ -316,6 +323,9 @@ fn stop_on_signals(accounting: std::sync::Arc<Accounting>) -> Result<(), String>
         .spawn(move || {
             let signal = signals.wait();
             accounting.flush();
+            if let Some(job_dir) = &job_dir {
+                roost_server::thermostat::cgroup1::Cgroup1::remove_leftovers(job_dir);
+            }
             log::event(
                 Level::Info,
                 "stop",

@@ -366,3 +366,47 @@ fn malformed_schedules_are_refused_with_exit_2_and_the_line() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(2));
 }
+
+/// The guests' cgroup directories of the machine whose CPU quota is `quota` (µs per 100 ms).
+fn guest_groups_with_quota(quota: u64) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/sys/fs/cgroup/cpu").unwrap().flatten() {
+        let dir = e.path();
+        let named = e.file_name().to_string_lossy().starts_with("roost-");
+        let q = std::fs::read_to_string(dir.join("cpu.cfs_quota_us")).unwrap_or_default();
+        if named && q.trim() == quota.to_string() {
+            found.push(dir);
+        }
+    }
+    found
+}
+
+/// A server stopped by SIGTERM removes its guests' cgroups (none of its jobs runs), and
+/// they weigh in proportion to their limit while it runs.
+#[test]
+fn a_stopped_server_leaves_no_cgroup_behind() {
+    if !cgroup1_here() {
+        return;
+    }
+    let cores = std::thread::available_parallelism().unwrap().get() as u64;
+    // A limit no other test uses, to find this server's group among theirs.
+    let quota = 37 * cores * 1000;
+    let g = Guarded::start("default cpu 37%\n", "cgroup1");
+    let start = Instant::now();
+    let groups = loop {
+        let groups = guest_groups_with_quota(quota);
+        if !groups.is_empty() || start.elapsed() > Duration::from_secs(10) {
+            break groups;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    let shares = std::fs::read_to_string(groups[0].join("cpu.shares")).unwrap();
+    assert_eq!(shares.trim(), (1024 * 37 / 100).to_string());
+    unsafe { libc::kill(g.server.pid() as i32, libc::SIGTERM) };
+    let start = Instant::now();
+    while groups[0].exists() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!groups[0].exists(), "{} left behind", groups[0].display());
+}
