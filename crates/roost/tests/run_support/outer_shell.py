@@ -12,6 +12,14 @@ FIRST, SECOND = f"2.{os.getpid()}", f"3.{os.getpid()}"
 term = Terminal(["/bin/bash", "--norc", "--noprofile", "-i"])
 
 
+def said(what, ok):
+    """Prints an observation; when it failed, what the terminal showed last goes to stderr
+    (the test prints it), so a failure says what the shell saw."""
+    print(what, ok)
+    if not ok:
+        sys.stderr.write(f"{what}: the terminal's last output: {term.out[-800:]!r}\n")
+
+
 def run_job(duration):
     """Starts the job and waits until its program runs (on a loaded machine roost may take
     longer than any fixed pause to start it)."""
@@ -28,12 +36,12 @@ def run_job(duration):
 term.read_until(b"$ ", 10)
 run_job(FIRST)
 term.write(b"\x1a")
-print("ctrl-z stops the job", term.read_until(b"Stopped", 10))
+said("ctrl-z stops the job", term.read_until(b"Stopped", 10))
 term.write(b"fg\necho status $?\n")
-print("fg finishes it", term.read_until(b"status 0", 15))
+said("fg finishes it", term.read_until(b"status 0", 15))
 run_job(SECOND)
 subprocess.run(["pkill", "-STOP", "-f", f"^sleep {SECOND}$"])
-print("a stopped program stops the job", term.read_until(b"Stopped", 10))
+said("a stopped program stops the job", term.read_until(b"Stopped", 10))
 term.write(b"fg\necho status $?\n")
-print("fg finishes it", term.read_until(b"status 0", 15))
+said("fg finishes it", term.read_until(b"status 0", 15))
 term.write(b"exit\n")
