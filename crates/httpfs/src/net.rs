@@ -253,6 +253,11 @@ impl HttpNet {
         Ok((authority.to_string(), roost_vfs::path::normalize(rest)))
     }
 
+    /// The cache's key of `path` on `authority` (scheme, server and path).
+    fn cache_key(&self, authority: &str, path: &[u8]) -> String {
+        Cache::key(&format!("{}://{authority}", self.scheme), path)
+    }
+
     fn url(&self, authority: &str, path: &[u8]) -> String {
         client::url(self.scheme, authority, path)
     }
@@ -806,7 +811,7 @@ impl HttpNet {
     /// origin gave is fetched again with the index fetched again from the origin, up to
     /// [`ATTEMPTS`] times from there, then refused.
     fn localize_file(&self, full: &[u8], authority: &str, path: &[u8]) -> Result<Vec<u8>, Errno> {
-        let key = Cache::key(&format!("{}://{authority}", self.scheme), path);
+        let key = self.cache_key(authority, path);
         let url = self.url(authority, path);
         let origin = self.client.origin();
         // Where the next copy and the index come from (the origin once its copy failed).
@@ -1062,7 +1067,7 @@ impl Driver for HttpNet {
     }
     fn lock_object(&self, path: &[u8]) -> Result<std::fs::File, Errno> {
         let (authority, rest) = self.server(path)?;
-        let key = Cache::key(&format!("{}://{authority}", self.scheme), &rest);
+        let key = self.cache_key(&authority, &rest);
         self.cache.lock_object(&key)
     }
 
@@ -1082,7 +1087,7 @@ impl Driver for HttpNet {
         let (Some(blocks), Some(version)) = (found.blocks, found.version) else {
             return Err(libc::ENOSYS);
         };
-        let key = Cache::key(&format!("{}://{authority}", self.scheme), &rest);
+        let key = self.cache_key(&authority, &rest);
         if st.mode & libc::S_IFMT != libc::S_IFREG
             || st.size < self.options.block_threshold
             || self.cache.holds(&key, version)

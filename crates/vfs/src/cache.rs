@@ -266,8 +266,7 @@ impl Cache {
         let dir = self.objects.join(key);
         let path = dir.join(version.name());
         // A copy cut short (by a crash: objects are not synced) is fetched again.
-        let whole = std::fs::metadata(&path).is_ok_and(|m| m.len() == version.size);
-        if whole {
+        if self.holds(key, version) {
             self.hits.fetch_add(1, Ordering::Relaxed);
             if self.verbose {
                 eprintln!("roost: cache hit: {name}");
@@ -370,7 +369,7 @@ impl Cache {
             .map_err(errno_of)
     }
 
-    /// Whether the object of `key` at `version` is here, whole.
+    /// Whether the object of `key` at `version` is here, whole (not cut short).
     pub fn holds(&self, key: &str, version: Version) -> bool {
         let path = self.objects.join(key).join(version.name());
         std::fs::metadata(path).is_ok_and(|m| m.len() == version.size)
