@@ -450,19 +450,12 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
         }
         RemoteCommand::Mv { url, to, .. } => {
             let mut r = Remote::open(&url, options, Last::Keep)?;
-            let to = match ChirpUrl::parse(&to) {
-                Ok(other) => other,
-                Err(_) if to.starts_with('/') => ChirpUrl {
-                    path: to.clone(),
-                    ..r.url.clone()
-                },
-                Err(_) => {
-                    return Err(Failure(format!(
-                        "{to}: expected an absolute path or a chirp:// URL"
-                    )))
-                }
+            let Some(to) = location(&to, &url) else {
+                return Err(Failure(format!(
+                    "{to}: expected an absolute path or a chirp:// URL"
+                )));
             };
-            let mut dest = Remote::open(&to.to_string(), options, Last::Keep)?;
+            let mut dest = Remote::open(&to, options, Last::Keep)?;
             let path = r.path().to_vec();
             if dest.url.authority() == r.url.authority() {
                 let target = dest.path().to_vec();
@@ -488,23 +481,12 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
                     .symlink(text.as_bytes(), &path)
                     .map_err(|e| r.fail(&path, e));
             }
-            let to = match ChirpUrl::parse(&target) {
-                Ok(_) => Remote::open(&target, options, Last::Keep)?,
-                Err(_) if target.starts_with('/') => Remote::open(
-                    &ChirpUrl {
-                        path: target.clone(),
-                        ..r.url.clone()
-                    }
-                    .to_string(),
-                    options,
-                    Last::Keep,
-                )?,
-                Err(_) => {
-                    return Err(Failure(format!(
+            let Some(existing) = location(&target, &link) else {
+                return Err(Failure(format!(
                     "{target}: a hard link needs an absolute path or a chirp:// URL (or use ln -s)"
-                )))
-                }
+                )));
             };
+            let to = Remote::open(&existing, options, Last::Keep)?;
             if to.url.authority() != r.url.authority() {
                 return Err(Failure(format!(
                     "{}: a hard link cannot reach another server ({}); use ln -s",
@@ -657,6 +639,22 @@ fn default_local_name(path: &[u8]) -> PathBuf {
 }
 
 use std::os::unix::ffi::OsStrExt;
+
+/// A second location given to `mv` or `ln`: a chirp URL as it is, or an absolute path on
+/// the server `first` (a URL) names; `None` for anything else.
+fn location(text: &str, first: &str) -> Option<String> {
+    if ChirpUrl::parse(text).is_ok() {
+        return Some(text.to_string());
+    }
+    let base = ChirpUrl::parse(first).ok()?;
+    text.starts_with('/').then(|| {
+        ChirpUrl {
+            path: text.to_string(),
+            ..base
+        }
+        .to_string()
+    })
+}
 
 /// `mv` to another server: the file or tree is copied there through a local temporary
 /// copy (with progress), then removed here; the copy there is complete before anything
