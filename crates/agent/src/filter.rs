@@ -38,6 +38,12 @@ pub enum Verdict {
         arg: usize,
         bits: u32,
     },
+    /// A notification, unless the low half of argument `arg` is `value`: then a ptrace stop
+    /// (an exec roost sent back to be rewritten).
+    NotifyUnlessIs {
+        arg: usize,
+        value: u32,
+    },
     /// A ptrace stop when the `int` argument `arg` has one of `bits` set, else allowed (a
     /// clone asking for an untraced child).
     TraceIf {
@@ -74,6 +80,7 @@ fn ret(v: Verdict) -> libc::sock_filter {
             Verdict::Trace => RET_TRACE,
             Verdict::Notify => libc::SECCOMP_RET_USER_NOTIF,
             Verdict::NotifyUnless { .. }
+            | Verdict::NotifyUnlessIs { .. }
             | Verdict::TraceIf { .. }
             | Verdict::NotifyIfFdFrom { .. } => {
                 unreachable!("expanded by build")
@@ -102,10 +109,21 @@ pub fn build(rules: &[(u32, Verdict)], foreign: Verdict) -> Vec<libc::sock_filte
         // Only these syscalls' branches look at an argument: every other number stays
         // answerable from the syscall number alone.
         let by_arg = match verdict {
-            Verdict::NotifyUnless { arg, bits } => {
-                Some((arg, bits, RET_TRACE, libc::SECCOMP_RET_USER_NOTIF))
-            }
-            Verdict::TraceIf { arg, bits } => Some((arg, bits, RET_TRACE, RET_ALLOW)),
+            Verdict::NotifyUnless { arg, bits } => Some((
+                arg,
+                BPF_JSET_K,
+                bits,
+                RET_TRACE,
+                libc::SECCOMP_RET_USER_NOTIF,
+            )),
+            Verdict::NotifyUnlessIs { arg, value } => Some((
+                arg,
+                BPF_JEQ_K,
+                value,
+                RET_TRACE,
+                libc::SECCOMP_RET_USER_NOTIF,
+            )),
+            Verdict::TraceIf { arg, bits } => Some((arg, BPF_JSET_K, bits, RET_TRACE, RET_ALLOW)),
             _ => None,
         };
         if let Verdict::NotifyIfFdFrom { args, from } = verdict {
@@ -118,10 +136,10 @@ pub fn build(rules: &[(u32, Verdict)], foreign: Verdict) -> Vec<libc::sock_filte
                 p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF));
             }
             p.push(stmt(BPF_RET_K, RET_ALLOW));
-        } else if let Some((arg, bits, if_set, otherwise)) = by_arg {
+        } else if let Some((arg, test, k, if_set, otherwise)) = by_arg {
             p.push(jump(BPF_JEQ_K, nr, 0, 4));
             p.push(stmt(BPF_LD_W_ABS, offset_arg_low(arg)));
-            p.push(jump(BPF_JSET_K, bits, 0, 1));
+            p.push(jump(test, k, 0, 1));
             p.push(stmt(BPF_RET_K, if_set));
             p.push(stmt(BPF_RET_K, otherwise));
         } else {
@@ -317,6 +335,31 @@ mod tests {
         // The numbers after the argument checks are still matched on the number alone.
         assert_eq!(run_with(&p, a, 4, with_path), notify);
         assert_eq!(run_with(&p, a, 39, with_path), RET_ALLOW);
+    }
+
+    #[test]
+    fn a_marked_exec_takes_a_stop() {
+        let mark = crate::syscalls::EXEC_BY_PTRACE;
+        let p = build(
+            &[(
+                59,
+                Verdict::NotifyUnlessIs {
+                    arg: 5,
+                    value: mark,
+                },
+            )],
+            Verdict::Errno(libc::ENOSYS),
+        );
+        let a = arch::AUDIT_ARCH;
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        assert_eq!(run_with(&p, a, 59, [1, 2, 3, 0, 0, 0]), notify);
+        assert_eq!(
+            run_with(&p, a, 59, [1, 2, 3, 0, 0, mark as u64 + 1]),
+            notify
+        );
+        let marked = [1, 2, 3, 0, 0, (7 << 32) | mark as u64];
+        assert_eq!(run_with(&p, a, 59, marked), RET_TRACE);
+        assert_eq!(run_with(&p, a, 39, marked), RET_ALLOW);
     }
 
     #[test]

@@ -47,13 +47,17 @@ impl fmt::Display for SpawnError {
 
 impl std::error::Error for SpawnError {}
 
-const OPTIONS: libc::c_int = libc::PTRACE_O_EXITKILL
+/// The ptrace options every tracee has. With notifications, execs are let through by the
+/// supervisor and need no exec event ([`crate::execs`]): [`EXEC_EVENTS`] is then set only on
+/// a thread whose exec takes a ptrace stop.
+pub const OPTIONS: libc::c_int = libc::PTRACE_O_EXITKILL
     | libc::PTRACE_O_TRACESECCOMP
     | libc::PTRACE_O_TRACEFORK
     | libc::PTRACE_O_TRACEVFORK
     | libc::PTRACE_O_TRACECLONE
-    | libc::PTRACE_O_TRACEEXEC
     | libc::PTRACE_O_TRACESYSGOOD;
+/// The exec event.
+pub const EXEC_EVENTS: libc::c_int = libc::PTRACE_O_TRACEEXEC;
 
 fn pipe() -> io::Result<[libc::c_int; 2]> {
     let mut fds = [0; 2];
@@ -109,7 +113,8 @@ pub struct Spawned {
 }
 
 /// Forks, filters and seizes `program` (run with `argv`); returns once it is traced and
-/// released to exec. With `listener`, the filter's notification fd comes back too.
+/// released to exec. With `listener`, the filter's notification fd comes back too, and
+/// exec events are left off ([`OPTIONS`]).
 pub fn spawn(
     program: &CString,
     argv: &[CString],
@@ -152,8 +157,13 @@ pub fn spawn(
         let errno = u32::from_ne_bytes(report[4..].try_into().expect("4")) as i32;
         return Err(SpawnError::Filter("prctl", errno));
     }
+    let options = if listener {
+        OPTIONS
+    } else {
+        OPTIONS | EXEC_EVENTS
+    };
     // SAFETY: plain ptrace request on our child.
-    if unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, OPTIONS as libc::c_ulong) } < 0 {
+    if unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options as libc::c_ulong) } < 0 {
         let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
         kill();
         close(go_w);

@@ -413,17 +413,42 @@ pub enum Performed {
     Change,
     /// A call made with the caller's buffers copied in and out (xattrs, statfs, utime).
     Attr,
+    /// An exec let through when nothing in it is mapped (`notify::exec`); one that must be
+    /// rewritten is sent back to take a ptrace stop.
+    Exec,
+}
+
+/// Marks an exec that must take a ptrace stop: the low half of its sixth argument register,
+/// which execve and execveat ignore ("rost"). roost sets it when it sends an exec back from
+/// its notification to a stop; a program that sets it itself only takes the stop.
+pub const EXEC_BY_PTRACE: u32 = 0x726f_7374;
+
+/// When a notified call takes a ptrace stop instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unless {
+    /// The `int` argument `arg` has one of `bits` set.
+    AnyBit { arg: usize, bits: u32 },
+    /// The low half of argument `arg` is `value`.
+    Is { arg: usize, value: u32 },
 }
 
 /// How a trapped call reaches the agent when notifications are in use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Notified {
     pub performed: Performed,
-    /// A ptrace stop instead when the `int` argument `.0` has one of the bits `.1` set: an
-    /// O_PATH open (the kernel will not hand such a descriptor to another process) or a
-    /// linkat with AT_EMPTY_PATH (it names the caller's descriptor).
-    pub unless: Option<(usize, u32)>,
+    /// When a ptrace stop comes instead: an O_PATH open (the kernel will not hand such a
+    /// descriptor to another process), a linkat with AT_EMPTY_PATH (it names the caller's
+    /// descriptor), an exec marked [`EXEC_BY_PTRACE`].
+    pub unless: Option<Unless>,
 }
+
+const BY_NOTIFICATION_UNLESS_MARKED: Notified = Notified {
+    performed: Performed::Exec,
+    unless: Some(Unless::Is {
+        arg: 5,
+        value: EXEC_BY_PTRACE,
+    }),
+};
 
 const fn notified(performed: Performed) -> Notified {
     Notified {
@@ -435,9 +460,11 @@ const fn notified(performed: Performed) -> Notified {
 /// The calls delivered as seccomp notifications, and what the supervisor does with them.
 /// Every other trapped call takes a ptrace stop: openat2 keeps its flags in memory the
 /// filter cannot read; the *xattrat calls have struct arguments; inotify/fanotify marks and
-/// name_to_handle_at act on the caller's descriptors; chdir, getcwd, chroot, exec and the
-/// socket calls need ptrace.
+/// name_to_handle_at act on the caller's descriptors; chdir, getcwd, chroot and the socket
+/// calls need ptrace, and so does an exec roost must rewrite.
 pub const NOTIFIED: &[(&str, Notified)] = &[
+    ("execve", BY_NOTIFICATION_UNLESS_MARKED),
+    ("execveat", BY_NOTIFICATION_UNLESS_MARKED),
     ("stat", notified(Performed::Lookup)),
     ("lstat", notified(Performed::Lookup)),
     ("newfstatat", notified(Performed::Lookup)),
@@ -452,14 +479,20 @@ pub const NOTIFIED: &[(&str, Notified)] = &[
         "open",
         Notified {
             performed: Performed::Open,
-            unless: Some((1, libc::O_PATH as u32)),
+            unless: Some(Unless::AnyBit {
+                arg: 1,
+                bits: libc::O_PATH as u32,
+            }),
         },
     ),
     (
         "openat",
         Notified {
             performed: Performed::Open,
-            unless: Some((2, libc::O_PATH as u32)),
+            unless: Some(Unless::AnyBit {
+                arg: 2,
+                bits: libc::O_PATH as u32,
+            }),
         },
     ),
     ("mkdir", notified(Performed::Change)),
@@ -477,7 +510,10 @@ pub const NOTIFIED: &[(&str, Notified)] = &[
         "linkat",
         Notified {
             performed: Performed::Change,
-            unless: Some((4, AT_EMPTY_PATH as u32)),
+            unless: Some(Unless::AnyBit {
+                arg: 4,
+                bits: AT_EMPTY_PATH as u32,
+            }),
         },
     ),
     ("symlink", notified(Performed::Change)),
@@ -567,6 +603,16 @@ pub struct Table {
 }
 
 impl Table {
+    /// Whether call `nr`, when notifications deliver it, must never end in EINTR: every
+    /// notified call but the opens (a FIFO's open is interrupted natively), and the id
+    /// queries.
+    pub fn restarts_when_notified(&self, nr: i64) -> bool {
+        self.entry(nr).is_some_and(|e| match e.notified {
+            Some(n) => n.performed != Performed::Open,
+            None => matches!(e.kind, Kind::Identity),
+        })
+    }
+
     pub fn new() -> Table {
         let mut by_nr = vec![None; 1024];
         for &(name, kind) in SPECS {
@@ -668,6 +714,11 @@ mod tests {
             Performed::Change
         );
         let exec = crate::arch::number("execve").unwrap();
-        assert_eq!(t.entry(exec).unwrap().notified, None);
+        assert_eq!(
+            t.entry(exec).unwrap().notified.unwrap().performed,
+            Performed::Exec
+        );
+        let chdir = crate::arch::number("chdir").unwrap();
+        assert_eq!(t.entry(chdir).unwrap().notified, None);
     }
 }

@@ -198,8 +198,8 @@ pub struct Task {
     pub mm: Rc<RefCell<AddrSpace>>,
     /// The exit stop this thread waits for, if any.
     pub in_flight: Option<InFlight>,
-    /// The logical executable of an execve in progress.
-    pub pending_exe: Option<Vec<u8>>,
+    /// The process's exec count (`crate::execs`) its address space is known for.
+    pub execs_seen: u64,
     /// Created from a fork event; its first (PTRACE_EVENT_STOP) stop is still to come.
     pub awaiting_first_stop: bool,
     /// The thread's last rewritten call: its number and the arguments roost set.
@@ -212,7 +212,7 @@ impl Task {
             fs,
             mm,
             in_flight: None,
-            pending_exe: None,
+            execs_seen: 0,
             awaiting_first_stop: false,
             last_rewrite: None,
         }

@@ -9,10 +9,10 @@ use crate::filter::{self, Verdict};
 use crate::handlers::virtual_ids::{self, VirtualIds};
 use crate::handlers::{self, embedded, exec, path, procfs, socket, Action, Arg, Ctx, Decision};
 use crate::memory;
-use crate::notify::{self, Shared};
+use crate::notify::{self, exec as notify_exec, Shared};
 use crate::remote;
 use crate::spawn::{self, SpawnError};
-use crate::syscalls::{Kind, Table, CHROOT_PATH};
+use crate::syscalls::{Kind, Table, Unless, CHROOT_PATH};
 use crate::task::{AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_SIZE, SLOT_SIZE};
 use crate::trace::{Record, Tracer};
 use crate::vfd::Vfds;
@@ -23,7 +23,7 @@ use std::ffi::CString;
 use std::io::{self, Write};
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// How a `roost run` session is set up.
@@ -117,6 +117,12 @@ struct Agent {
     /// Told when the program stops.
     on_program_stop: Option<Box<dyn FnMut(i32)>>,
     tracer: Tracer,
+    /// Trapped calls come as notifications too; execs are let through by them, with no
+    /// exec event but for execs that stop.
+    notifications: bool,
+    /// Threads interrupted to take their exec as a ptrace stop, and whether their
+    /// notification was answered with ERESTARTNOINTR (so the call restarts).
+    interrupted: HashMap<i32, bool>,
 }
 
 fn ptrace(req: libc::c_uint, pid: i32, data: usize) -> io::Result<()> {
@@ -139,6 +145,34 @@ fn event_msg(pid: i32) -> u64 {
         )
     };
     msg
+}
+
+/// Waits for the next stop or exit of any tracee; `None` when [`notify_exec::WAKE_SIGNAL`]
+/// interrupted the wait (an exec the supervisor sends back).
+fn wait_any() -> io::Result<Option<(i32, i32)>> {
+    let mut status = 0;
+    // SAFETY: plain waitpid.
+    let r = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+    if r >= 0 {
+        return Ok(Some((r, status)));
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EINTR) {
+        return Ok(None);
+    }
+    Err(e)
+}
+
+/// Lets [`notify_exec::WAKE_SIGNAL`] interrupt the tracer's waits (and do nothing else).
+fn catch_wake_signal() {
+    extern "C" fn nothing(_: libc::c_int) {}
+    // SAFETY: a handler that does nothing, installed without SA_RESTART so waitpid returns.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = nothing as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(notify_exec::WAKE_SIGNAL, &sa, std::ptr::null_mut());
+    }
 }
 
 fn wait(pid: i32) -> io::Result<(i32, i32)> {
@@ -184,7 +218,8 @@ fn rules(table: &Table, full: bool, notify: bool, ids: bool) -> Vec<(u32, Verdic
             Kind::Clone => None,
             _ if notify && entry.notified.is_some() => {
                 let verdict = match entry.notified.and_then(|n| n.unless) {
-                    Some((arg, bits)) => Verdict::NotifyUnless { arg, bits },
+                    Some(Unless::AnyBit { arg, bits }) => Verdict::NotifyUnless { arg, bits },
+                    Some(Unless::Is { arg, value }) => Verdict::NotifyUnlessIs { arg, value },
                     None => Verdict::Notify,
                 };
                 Some((nr, verdict))
@@ -269,6 +304,10 @@ pub fn run(
         r => r?,
     };
     let pid = spawned.pid;
+    let notifications = spawned.listener.is_some();
+    if notifications {
+        catch_wake_signal();
+    }
     let vfds = match (vfd_range, &spawned.listener) {
         (Some((from, to)), Some(_)) => match Vfds::start(from, to) {
             Ok(v) => Some(v),
@@ -282,7 +321,10 @@ pub fn run(
     let shared = Arc::new(Shared {
         vfds,
         ns,
-        exes: Mutex::new(HashMap::new()),
+        execs: Default::default(),
+        // SAFETY: gettid has no arguments.
+        sent_back: notifications
+            .then(|| notify_exec::SentBack::new(unsafe { libc::syscall(libc::SYS_gettid) } as i32)),
         credentials_changed: AtomicBool::new(false),
         stops: Arc::default(),
         rerooted: Default::default(),
@@ -318,6 +360,8 @@ pub fn run(
         on_program_exit: options.on_program_exit,
         on_program_stop: options.on_program_stop,
         tracer,
+        notifications,
+        interrupted: HashMap::new(),
     };
     agent.tasks.insert(
         pid,
@@ -351,11 +395,72 @@ impl Agent {
 
     fn run_loop(&mut self) {
         loop {
-            let (pid, status) = match wait(-1) {
-                Ok(x) => x,
-                Err(_) => return, // ECHILD: every tracee is gone
+            self.take_sent_back();
+            let (pid, status) = match wait_any() {
+                Ok(Some(x)) => x,
+                Ok(None) => continue, // woken to take execs sent back
+                Err(_) => return,     // ECHILD: every tracee is gone
             };
             self.dispatch(pid, status);
+        }
+    }
+
+    /// Interrupts each thread whose exec the supervisor sent back and answers its
+    /// notification with ERESTARTNOINTR: at the interrupt's stop the call is marked to take
+    /// a ptrace stop when it restarts ([`Agent::mark_exec`]).
+    fn take_sent_back(&mut self) {
+        let Some(sent_back) = &self.shared.sent_back else {
+            return;
+        };
+        for s in sent_back.take() {
+            let reply = if ptrace(libc::PTRACE_INTERRUPT, s.tid, 0).is_ok() {
+                (0, -notify_exec::ERESTARTNOINTR)
+            } else {
+                // Not traced (a clone3 child with CLONE_UNTRACED): nothing can rewrite it.
+                handlers::report_untranslatable("execve", None);
+                (0, -libc::ENOSYS)
+            };
+            let mut resp = libc::seccomp_notif_resp {
+                id: s.id,
+                val: reply.0,
+                error: reply.1,
+                flags: 0,
+            };
+            // SAFETY: a plain-data reply on the live listener.
+            let sent =
+                unsafe { libc::ioctl(s.listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) } == 0;
+            if reply.1 == -notify_exec::ERESTARTNOINTR {
+                self.interrupted.insert(s.tid, sent);
+            }
+        }
+    }
+
+    /// At the stop of a thread interrupted for its exec: if the exec is about to restart,
+    /// marks it so the filter sends it to a ptrace stop.
+    fn mark_exec(&mut self, pid: i32) -> io::Result<()> {
+        let mut regs = Regs::get(pid)?;
+        let exec = [arch::number("execve"), arch::number("execveat")];
+        if regs.ret() == -(notify_exec::ERESTARTNOINTR as i64) && exec.contains(&Some(regs.nr())) {
+            let marked = (regs.arg(5) & !0xffff_ffff) | u64::from(notify_exec::EXEC_BY_PTRACE);
+            regs.set_arg(5, marked);
+            regs.set(pid)?;
+        }
+        Ok(())
+    }
+
+    /// Gives `pid` a fresh address space if its process exec'd since roost last looked (an
+    /// exec a notification let through has no stop of its own; see `crate::execs`).
+    fn refresh_after_exec(&mut self, pid: i32) {
+        let count = self.shared.execs.count(pid);
+        let Some(task) = self.tasks.get_mut(&pid) else {
+            return;
+        };
+        if task.execs_seen != count {
+            task.execs_seen = count;
+            task.last_rewrite = None;
+            task.mm.borrow_mut().release(pid);
+            let exe = self.shared.execs.exe(pid, pid);
+            task.mm = Rc::new(RefCell::new(AddrSpace::new(exe)));
         }
     }
 
@@ -363,7 +468,8 @@ impl Agent {
         if let Some(t) = self.tasks.remove(&pid) {
             t.mm.borrow_mut().release(pid);
         }
-        self.shared.exes.lock().expect("exes lock").remove(&pid);
+        self.shared.execs.gone(pid);
+        self.interrupted.remove(&pid);
         self.shared.stops.gone(pid);
         self.shared.rerooted.remove(pid);
         self.parked.remove(&pid);
@@ -399,7 +505,7 @@ impl Agent {
             (libc::SIGTRAP, libc::PTRACE_EVENT_EXEC) => self.on_exec(pid),
             (s, libc::PTRACE_EVENT_STOP) => self.on_event_stop(pid, s),
             (libc::SIGTRAP, e) if e != 0 => ptrace(libc::PTRACE_CONT, pid, 0),
-            (s, _) => ptrace(libc::PTRACE_CONT, pid, s as usize),
+            (s, _) => self.on_signal(pid, s),
         };
         match outcome {
             // ESRCH: the thread was killed meanwhile; its exit status follows.
@@ -427,6 +533,14 @@ impl Agent {
     }
 
     fn on_event_stop(&mut self, pid: i32, sig: i32) -> io::Result<()> {
+        if let Some(answered) = self.interrupted.remove(&pid) {
+            if answered {
+                self.mark_exec(pid)?;
+            }
+            if !STOP_SIGNALS.contains(&sig) {
+                return ptrace(libc::PTRACE_CONT, pid, 0);
+            }
+        }
         match self.tasks.get_mut(&pid) {
             None => {
                 // A new thread stopped before its parent's fork event: hold it until then.
@@ -446,6 +560,26 @@ impl Agent {
                 ptrace(libc::PTRACE_CONT, pid, 0)
             }
         }
+    }
+
+    /// A signal is about to be delivered to `pid`: it gets it. A call waiting for roost's
+    /// answer to its notification that the signal interrupted before roost took it comes
+    /// back with ERESTARTSYS, which a handler without SA_RESTART would turn into EINTR —
+    /// from a stat, an exec, a mkdir, which natively never fail so; such a call is made to
+    /// restart after the handler whatever its flags (ERESTARTNOINTR). Opens are left alone:
+    /// natively a FIFO's open is interrupted, and so is one roost waits on for its FIFO.
+    fn on_signal(&mut self, pid: i32, sig: i32) -> io::Result<()> {
+        if self.notifications {
+            if let Ok(mut regs) = Regs::get(pid) {
+                if regs.ret() == -(notify::ERESTARTSYS as i64)
+                    && self.table.restarts_when_notified(regs.nr())
+                {
+                    regs.set_ret(-(notify_exec::ERESTARTNOINTR as i64));
+                    regs.set(pid)?;
+                }
+            }
+        }
+        ptrace(libc::PTRACE_CONT, pid, sig as usize)
     }
 
     /// Holds a thread that reported its process's group stop (for `sig`) until SIGCONT.
@@ -472,6 +606,7 @@ impl Agent {
 
     fn on_new_thread(&mut self, pid: i32) -> io::Result<()> {
         let child = event_msg(pid) as i32;
+        self.refresh_after_exec(pid);
         let flags = match Regs::get(pid) {
             Ok(regs) => match regs.nr() {
                 n if Some(n) == arch::number("clone") => regs.arg(0),
@@ -517,6 +652,9 @@ impl Agent {
         if self.shared.rerooted.contains(pid) {
             self.shared.rerooted.add(child); // a new thread or process keeps its parent's root
         }
+        if flags & libc::CLONE_THREAD as u64 == 0 {
+            self.shared.execs.forked(pid, child);
+        }
         let first_stop = self.parked.remove(&child);
         if first_stop.is_none() {
             task.awaiting_first_stop = true;
@@ -545,16 +683,17 @@ impl Agent {
             }
             self.shared.rerooted.remove(former);
         }
+        if self.notifications {
+            // Exec events were asked for this exec only.
+            let _ = ptrace(libc::PTRACE_SETOPTIONS, pid, spawn::OPTIONS as usize);
+        }
         if let Some(task) = self.tasks.get_mut(&pid) {
             task.last_rewrite = None;
             task.mm.borrow_mut().release(former);
-            let exe = task.pending_exe.take();
-            let mut exes = self.shared.exes.lock().expect("exes lock");
-            match &exe {
-                Some(e) => exes.insert(pid, e.clone()),
-                None => exes.remove(&pid),
-            };
-            drop(exes);
+            let execs = &self.shared.execs;
+            execs.succeeded(former, pid);
+            task.execs_seen = execs.count(pid);
+            let exe = execs.exe(pid, pid);
             task.mm = Rc::new(RefCell::new(AddrSpace::new(exe)));
             if let Some(f) = task.in_flight.take() {
                 // A successful exec has no exit stop once resumed with PTRACE_CONT.
@@ -750,8 +889,17 @@ impl Agent {
             }
             return ptrace(libc::PTRACE_CONT, pid, 0);
         };
+        self.refresh_after_exec(pid);
         if self.restarted_rewrite(pid, &regs) {
             return ptrace(libc::PTRACE_CONT, pid, 0);
+        }
+        if self.notifications && matches!(kind, Kind::Exec { .. }) {
+            // An exec taking a stop (rewritten, or a thread's): its event tells the outcome.
+            ptrace(
+                libc::PTRACE_SETOPTIONS,
+                pid,
+                (spawn::OPTIONS | spawn::EXEC_EVENTS) as usize,
+            )?;
         }
         let mut d = self.decide(pid, &regs, (name, kind));
         if let Action::Remote(call) = d.action {
@@ -853,8 +1001,8 @@ impl Agent {
             }
         }
         let task = self.tasks.get_mut(&pid).expect("task exists after decide");
-        if d.exe.is_some() {
-            task.pending_exe = d.exe;
+        if matches!(kind, Kind::Exec { .. }) {
+            self.shared.execs.expect_event(pid, d.exe.take());
         }
         if let Some(result) = immediate {
             if self.tracer.wants_results() {

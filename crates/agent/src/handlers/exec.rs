@@ -91,7 +91,8 @@ const HEADS_KEPT: usize = 4096;
 /// The head of the regular file at `physical` (`None` for anything else, or one roost cannot
 /// read: the kernel then decides), read once per version of the file. A program exec'd
 /// again and again (every `sed` and `cc1` of a build) then costs a stat, not an open and
-/// three reads. Only the tracer thread execs, so the cache is its own.
+/// three reads. Each thread deciding execs (the tracer, the notification threads) keeps its
+/// own cache, with no lock to take.
 fn head_of(physical: &[u8]) -> Option<Head> {
     use std::os::unix::{ffi::OsStrExt, fs::MetadataExt};
     thread_local! {

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 /// The kernel's "restart this call" code (never seen by programs).
-pub(super) const ERESTARTSYS: i32 = 512;
+pub const ERESTARTSYS: i32 = 512;
 /// How often the caller is looked at while it waits.
 const TICK: Duration = Duration::from_millis(10);
 

@@ -10,6 +10,7 @@
 mod attrs;
 mod change;
 mod direct;
+pub mod exec;
 mod fifo;
 pub(crate) mod identity;
 mod locks;
@@ -22,10 +23,10 @@ use crate::handlers::{self, path, procfs, Action, Arg, Ctx, Decision};
 use crate::memory;
 use crate::syscalls::{Kind, PathArg, Performed, Table};
 use crate::task::Fs;
-pub use fifo::GroupStops;
+pub use fifo::{GroupStops, ERESTARTSYS};
 pub use identity::{as_caller, tgid, Identity};
 use roost_vfs::Namespace;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,8 +60,10 @@ pub struct Shared {
     pub ns: Namespace,
     /// The open files of direct-mode mounts (None: no such mount, or no notifications).
     pub vfds: Option<Arc<crate::vfd::Vfds>>,
-    /// Logical executables by thread-group id, when roost resolved them at exec.
-    pub exes: Mutex<HashMap<i32, Vec<u8>>>,
+    /// Each process's program and exec count.
+    pub execs: crate::execs::Execs,
+    /// Execs the supervisor sends back to take a ptrace stop (None: no notifications).
+    pub sent_back: Option<exec::SentBack>,
     /// Set once any tracee changed its credentials: from then on, opens performed here
     /// take on the caller's file-system identity.
     pub credentials_changed: AtomicBool,
@@ -224,6 +227,10 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             _ => CONTINUE,
         };
     }
+    if performed == Some(Performed::Exec) {
+        let regs = Regs::from_args(&req.data.args);
+        return exec::answer(shared, (name, kind), tid, &regs, n);
+    }
     if shared.rerooted.contains(tid) {
         let ns = &shared.ns;
         let regs = Regs::from_args(&req.data.args);
@@ -261,7 +268,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         // Only `/proc/.../exe` needs the logical executable (a /proc read to find it).
         let exe = match kind {
             Kind::Readlink { .. } if needs_cwd => {
-                identity::tgid(tid).and_then(|g| shared.exes.lock().expect("exes").get(&g).cloned())
+                identity::tgid(tid).and_then(|g| shared.execs.exe(g, tid))
             }
             _ => None,
         };

@@ -1,0 +1,175 @@
+//! execve / execveat delivered as notifications. Most execs name nothing mapped (`/bin/sh`,
+//! `/usr/bin/cc`, a failed try along `PATH`): roost lets them through (`CONTINUE`) and
+//! records the program in [`crate::execs`], so a fork + exec costs the tracer no stop but
+//! the fork's own two. An exec roost must rewrite (a mapped program, interpreter or loader)
+//! is *sent back*: the tracer interrupts the caller (`PTRACE_INTERRUPT`) and answers the
+//! notification with `ERESTARTNOINTR`; at the interrupt's stop it marks the call
+//! ([`EXEC_BY_PTRACE`] in the sixth argument register, which exec ignores) and the kernel
+//! restarts it, now taking a ptrace stop where the usual exec handler rewrites it.
+//! A thread that is not its process's leader is always sent back: its exec changes its id,
+//! which only the exec event tells.
+
+use super::{Notification, Reply, Shared, CONTINUE};
+use crate::arch::Regs;
+use crate::handlers::{self, exec, Action, Ctx};
+use crate::memory;
+use crate::task::Fs;
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+pub use crate::syscalls::EXEC_BY_PTRACE;
+
+/// The kernel's "restart this call, signal or not" result.
+pub const ERESTARTNOINTR: i32 = 513;
+
+/// A notification the tracer must answer (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SendBack {
+    pub tid: i32,
+    pub id: u64,
+    pub listener: i32,
+}
+
+/// Execs on their way from the supervisor to the tracer.
+pub struct SentBack {
+    queue: Mutex<Vec<SendBack>>,
+    taken: Condvar,
+    /// The tracer thread (woken with [`WAKE_SIGNAL`]).
+    tracer: i32,
+}
+
+/// Interrupts the tracer's wait for the next stop (its handler does nothing).
+pub const WAKE_SIGNAL: i32 = libc::SIGURG;
+
+impl SentBack {
+    /// For the tracer thread `tracer`, whose waits [`WAKE_SIGNAL`] interrupts.
+    pub fn new(tracer: i32) -> SentBack {
+        SentBack {
+            queue: Mutex::new(Vec::new()),
+            taken: Condvar::new(),
+            tracer,
+        }
+    }
+
+    /// Hands `s` to the tracer and returns once it took it. The tracer is woken again every
+    /// millisecond: a wake-up that came while it was busy leaves it asleep in its next wait.
+    fn send(&self, s: SendBack) {
+        super::pool::may_block();
+        let mut queue = self.queue.lock().expect("sent-back lock");
+        queue.push(s);
+        while queue.contains(&s) {
+            // SAFETY: a signal to a thread of this process, whose handler does nothing.
+            unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), self.tracer, WAKE_SIGNAL) };
+            queue = self
+                .taken
+                .wait_timeout(queue, Duration::from_millis(1))
+                .expect("sent-back lock")
+                .0;
+        }
+    }
+
+    /// Everything sent back since the last call (the tracer's side).
+    pub fn take(&self) -> Vec<SendBack> {
+        let mut queue = self.queue.lock().expect("sent-back lock");
+        if queue.is_empty() {
+            return Vec::new();
+        }
+        let all = std::mem::take(&mut *queue);
+        self.taken.notify_all();
+        all
+    }
+}
+
+/// Whether `tid` leads its thread group (a signal-0 check, no /proc read).
+fn is_leader(tid: i32) -> bool {
+    // SAFETY: signal 0 only checks that thread `tid` is in thread group `tid`.
+    unsafe { libc::syscall(libc::SYS_tgkill, tid, tid, 0) == 0 }
+}
+
+/// Answers an exec notification (`kind` is `Kind::Exec`).
+pub fn answer(
+    shared: &Shared,
+    (name, kind): (&'static str, crate::syscalls::Kind),
+    tid: i32,
+    regs: &Regs,
+    n: Notification,
+) -> Reply {
+    let crate::syscalls::Kind::Exec {
+        dirfd,
+        path,
+        argv,
+        flags,
+    } = kind
+    else {
+        unreachable!("an exec")
+    };
+    let back = || {
+        if let Some(sent_back) = &shared.sent_back {
+            sent_back.send(SendBack {
+                tid,
+                id: n.id,
+                listener: n.listener,
+            });
+            Reply::Answered
+        } else {
+            Reply::errno(libc::ENOSYS)
+        }
+    };
+    // After chroot the kernel resolves on its own; only the exec event tells what ran.
+    if !is_leader(tid) || shared.rerooted.contains(tid) {
+        return back();
+    }
+    let given = match memory::read_cstr(tid, regs.arg(path), memory::PATH_MAX) {
+        Ok(p) => p,
+        Err(e) => return Reply::errno(memory::errno(e)),
+    };
+    let needs_cwd =
+        given.first() != Some(&b'/') || given.starts_with(b"/proc") || given.starts_with(b"/dev");
+    let physical_cwd = if needs_cwd {
+        std::fs::read_link(format!("/proc/{tid}/cwd"))
+            .map(|p| p.into_os_string().into_encoded_bytes())
+            .unwrap_or_else(|_| b"/".to_vec())
+    } else {
+        Vec::new()
+    };
+    let ns = &shared.ns;
+    let fs = Fs {
+        logical: ns.logical_cwd(&physical_cwd),
+        physical: physical_cwd,
+    };
+    let exe = needs_cwd.then(|| shared.execs.exe(tid, tid)).flatten();
+    let known = [(regs.arg(path), given)];
+    let mut ctx = Ctx {
+        pid: tid,
+        name,
+        regs,
+        ns,
+        fs: &fs,
+        exe: exe.as_deref(),
+        known_paths: &known,
+    };
+    let d = exec::handle(&mut ctx, dirfd, path, argv, flags);
+    match d.action {
+        Action::Pass => {
+            let expected = match (d.exe, d.physical) {
+                (Some(exe), Some(physical)) => shared.execs.expect(tid, exe, &physical),
+                _ => false,
+            };
+            if !expected {
+                // Nothing to identify the program by (a memfd, a deleted file): the exec
+                // event will tell.
+                return back();
+            }
+            if n.ensure_waiting().is_err() {
+                return Reply::Answered;
+            }
+            CONTINUE
+        }
+        Action::Fail(libc::ENOSYS) => {
+            handlers::report_untranslatable(name, d.logical.as_deref());
+            Reply::errno(libc::ENOSYS)
+        }
+        Action::Fail(e) => Reply::errno(e),
+        Action::Rewrite { .. } | Action::Emulate { .. } | Action::Remote(_) => back(),
+    }
+}
