@@ -22,9 +22,19 @@ use std::sync::Mutex;
 struct Pending {
     /// The logical name of the program, when roost resolved it.
     exe: Option<Vec<u8>>,
-    /// (device, inode) of the file `/proc/PID/exe` names once it succeeded; None for an
-    /// exec whose event tells.
-    file: Option<(u64, u64)>,
+    outcome: Outcome,
+}
+
+/// How a pending exec's success shows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Outcome {
+    /// Its exec event comes before the thread's next stop; none came: it failed.
+    Event,
+    /// `/proc/PID/exe` names this file, (device, inode).
+    Runs((u64, u64)),
+    /// `/proc/PID/exe` no longer names this file, the one that ran before (an exec of a
+    /// file roost could not find, which fails unless the file appears meanwhile).
+    Replaces(Option<(u64, u64)>),
 }
 
 #[derive(Clone, Debug, Default)]
@@ -64,34 +74,38 @@ impl Execs {
         let Some(pending) = p.pending.take() else {
             return;
         };
-        if pending.file.is_some() && file_id(format!("/proc/{tid}/exe").as_bytes()) == pending.file
-        {
+        let running = || file_id(format!("/proc/{tid}/exe").as_bytes());
+        let succeeded = match pending.outcome {
+            Outcome::Event => false,
+            Outcome::Runs(file) => running() == Some(file),
+            Outcome::Replaces(before) => running() != before,
+        };
+        if succeeded {
             p.exe = pending.exe;
             p.count += 1;
         }
     }
 
     /// An exec by thread-group leader `tid` of `physical` (logically `exe`) is let through
-    /// with no stop after it. Returns false when the file cannot be identified (the exec
-    /// should then take a stop instead).
-    pub fn expect(&self, tid: i32, exe: Vec<u8>, physical: &[u8]) -> bool {
-        let Some(file) = file_id(physical) else {
-            return false;
+    /// with no stop after it.
+    pub fn expect(&self, tid: i32, exe: Vec<u8>, physical: &[u8]) {
+        let outcome = match file_id(physical) {
+            Some(file) => Outcome::Runs(file),
+            None => Outcome::Replaces(file_id(format!("/proc/{tid}/exe").as_bytes())),
         };
-        self.pend(tid, Some(exe), Some(file));
-        true
+        self.pend(tid, Some(exe), outcome);
     }
 
     /// An exec by thread `tid` of `exe` takes a ptrace stop and will have an exec event if
     /// it succeeds.
     pub fn expect_event(&self, tid: i32, exe: Option<Vec<u8>>) {
-        self.pend(tid, exe, None);
+        self.pend(tid, exe, Outcome::Event);
     }
 
-    fn pend(&self, tid: i32, exe: Option<Vec<u8>>, file: Option<(u64, u64)>) {
+    fn pend(&self, tid: i32, exe: Option<Vec<u8>>, outcome: Outcome) {
         self.with(|programs| {
             Execs::resolve(programs, tid);
-            programs.entry(tid).or_default().pending = Some(Pending { exe, file });
+            programs.entry(tid).or_default().pending = Some(Pending { exe, outcome });
         });
     }
 
@@ -158,19 +172,21 @@ mod tests {
         let running = running.as_os_str().as_encoded_bytes().to_vec();
         assert_eq!(execs.count(me), 0);
         // An exec of another file: not what runs, so it failed.
-        assert!(execs.expect(me, b"/logical/sh".to_vec(), b"/bin/sh"));
+        execs.expect(me, b"/logical/sh".to_vec(), b"/bin/sh");
         assert_eq!(execs.count(me), 0);
         assert_eq!(execs.exe(me, me), None);
         // An exec of the file that runs: it succeeded.
-        assert!(execs.expect(me, b"/logical/me".to_vec(), &running));
+        execs.expect(me, b"/logical/me".to_vec(), &running);
         assert_eq!(execs.exe(me, me), Some(b"/logical/me".to_vec()));
         assert_eq!(execs.count(me), 1);
         // Another thread of the process asking does not resolve it for the leader.
-        assert!(execs.expect(me, b"/logical/again".to_vec(), &running));
+        execs.expect(me, b"/logical/again".to_vec(), &running);
         assert_eq!(execs.exe(me, me + 1), Some(b"/logical/me".to_vec()));
         assert_eq!(execs.count(me), 2);
-        // A file that does not exist cannot be expected.
-        assert!(!execs.expect(me, b"/x".to_vec(), b"/nonexistent/x"));
+        // A file that does not exist: the exec failed while the same program runs.
+        execs.expect(me, b"/x".to_vec(), b"/nonexistent/x");
+        assert_eq!(execs.count(me), 2);
+        assert_eq!(execs.exe(me, me), Some(b"/logical/again".to_vec()));
         execs.expect_event(me, Some(b"/by/ptrace".to_vec()));
         execs.succeeded(me, me);
         assert_eq!(execs.count(me), 3);

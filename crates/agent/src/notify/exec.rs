@@ -151,15 +151,12 @@ pub fn answer(
     let d = exec::handle(&mut ctx, dirfd, path, argv, flags);
     match d.action {
         Action::Pass => {
-            let expected = match (d.exe, d.physical) {
-                (Some(exe), Some(physical)) => shared.execs.expect(tid, exe, &physical),
-                _ => false,
-            };
-            if !expected {
-                // Nothing to identify the program by (a memfd, a deleted file): the exec
-                // event will tell.
+            let (Some(exe), Some(physical)) = (d.exe, d.physical) else {
+                // No name to know the program by (a memfd, a deleted file): the exec event
+                // will tell.
                 return back();
-            }
+            };
+            shared.execs.expect(tid, exe, &physical);
             if n.ensure_waiting().is_err() {
                 return Reply::Answered;
             }
