@@ -604,12 +604,12 @@ pub struct Table {
 
 impl Table {
     /// Whether call `nr`, when notifications deliver it, must never end in EINTR: every
-    /// notified call but the opens (a FIFO's open is interrupted natively), and the id
-    /// queries.
+    /// notified call but the opens (a FIFO's open is interrupted natively), the id queries
+    /// and the id changes.
     pub fn restarts_when_notified(&self, nr: i64) -> bool {
         self.entry(nr).is_some_and(|e| match e.notified {
             Some(n) => n.performed != Performed::Open,
-            None => matches!(e.kind, Kind::Identity),
+            None => matches!(e.kind, Kind::Identity | Kind::Credentials),
         })
     }
 

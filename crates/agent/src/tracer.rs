@@ -202,7 +202,7 @@ fn rules(table: &Table, full: bool, notify: bool, ids: bool) -> Vec<(u32, Verdic
             // cannot hand their tracees a different identity).
             // SAFETY: a plain id query.
             Kind::Credentials if notify && unsafe { libc::geteuid() } == 0 => {
-                Some((nr, Verdict::Trace))
+                Some((nr, Verdict::Notify))
             }
             Kind::Credentials => None,
             Kind::Identity if ids && notify => Some((nr, Verdict::Notify)),
@@ -866,12 +866,8 @@ impl Agent {
             }
             Kind::Bpf => embedded::bpf(&mut ctx),
             Kind::PerfEventOpen => embedded::perf_event_open(&mut ctx),
-            Kind::Credentials => {
-                self.shared
-                    .credentials_changed
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
-                Decision::pass()
-            }
+            // Trapped only as notifications (see `rules`).
+            Kind::Credentials => Decision::pass(),
             Kind::Refuse(e) => Decision::fail(e),
             Kind::Identity => unreachable!("answered before the namespace is locked"),
         }

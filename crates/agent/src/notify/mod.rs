@@ -211,6 +211,11 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     };
     let (name, kind) = (entry.name, entry.kind);
     let performed = entry.notified.map(|n| n.performed);
+    if let Kind::Credentials = kind {
+        // From now on roost acts with each caller's own identity (see `identity`).
+        shared.credentials_changed.store(true, Ordering::Relaxed);
+        return CONTINUE;
+    }
     if let Kind::Identity = kind {
         let regs = Regs::from_args(&req.data.args);
         let decision = handlers::virtual_ids::answer(name, &regs, &shared.ids);
