@@ -15,6 +15,8 @@
 #   usage: bench/agent/process_heavy.sh [RUNS]      (default 5)
 #   PROOT: the proot to compare with (default: /opt/proot-upstream/proot, upstream with
 #   seccomp, if present, else proot on PATH). ROOST: the agent (default target/release/roost).
+#   BASE: another roost binary (an earlier commit's build) to add as `roost-base`, so a
+#   change is measured against its base in the same rounds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${1:-5}
@@ -55,12 +57,17 @@ git gc -q
 EOF
 
 ORDER="native roost roost-ptrace proot"
+if [ -n "${BASE:-}" ]; then
+  BASE=$(realpath "$BASE")
+  ORDER="native roost-base roost roost-ptrace proot"
+fi
 # inside CONFIG TREE CMD: run the shell command CMD from inside TREE, which is /w under the agents.
 inside() {
   local c=$1 tree=$2 cmd=$3
   case $c in
     native) sh -c "cd $tree && $cmd" ;;
     roost) "$ROOST" run --mount "/w=$tree" -- sh -c "cd /w && $cmd" ;;
+    roost-base) "$BASE" run --mount "/w=$tree" -- sh -c "cd /w && $cmd" ;;
     roost-ptrace) "$ROOST" run --no-notify --mount "/w=$tree" -- sh -c "cd /w && $cmd" ;;
     proot) "$PROOT" -b "$tree:/w" sh -c "cd /w && $cmd" ;;
   esac

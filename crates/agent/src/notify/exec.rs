@@ -13,7 +13,6 @@ use super::{Notification, Reply, Shared, CONTINUE};
 use crate::arch::Regs;
 use crate::handlers::{self, exec, Action, Ctx};
 use crate::memory;
-use crate::task::Fs;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -125,18 +124,8 @@ pub fn answer(
     };
     let needs_cwd =
         given.first() != Some(&b'/') || given.starts_with(b"/proc") || given.starts_with(b"/dev");
-    let physical_cwd = if needs_cwd {
-        std::fs::read_link(format!("/proc/{tid}/cwd"))
-            .map(|p| p.into_os_string().into_encoded_bytes())
-            .unwrap_or_else(|_| b"/".to_vec())
-    } else {
-        Vec::new()
-    };
     let ns = &shared.ns;
-    let fs = Fs {
-        logical: ns.logical_cwd(&physical_cwd),
-        physical: physical_cwd,
-    };
+    let fs = super::caller_fs(ns, tid, needs_cwd);
     let exe = needs_cwd.then(|| shared.execs.exe(tid, tid)).flatten();
     let known = [(regs.arg(path), given)];
     let mut ctx = Ctx {

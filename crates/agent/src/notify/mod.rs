@@ -257,19 +257,9 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         || paths
             .iter()
             .any(|(_, p)| p.first() != Some(&b'/') || p.starts_with(b"/proc"));
-    let physical_cwd = if needs_cwd {
-        std::fs::read_link(format!("/proc/{tid}/cwd"))
-            .map(|p| p.into_os_string().into_encoded_bytes())
-            .unwrap_or_else(|_| b"/".to_vec())
-    } else {
-        Vec::new()
-    };
     let mut decision = {
         let ns = &shared.ns;
-        let fs = Fs {
-            logical: ns.logical_cwd(&physical_cwd),
-            physical: physical_cwd,
-        };
+        let fs = caller_fs(ns, tid, needs_cwd);
         // Only `/proc/.../exe` needs the logical executable (a /proc read to find it).
         let exe = match kind {
             Kind::Readlink { .. } if needs_cwd => {
@@ -380,6 +370,22 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             }
             Reply::from(lookup::emulate(name, &regs, tid, &p, who.as_ref()))
         }
+    }
+}
+
+/// The caller's working directory, physical (what the kernel holds) and logical, when
+/// `needed` (a /proc read); empty otherwise.
+fn caller_fs(ns: &Namespace, tid: i32, needed: bool) -> Fs {
+    let physical = if needed {
+        std::fs::read_link(format!("/proc/{tid}/cwd"))
+            .map(|p| p.into_os_string().into_encoded_bytes())
+            .unwrap_or_else(|_| b"/".to_vec())
+    } else {
+        Vec::new()
+    };
+    Fs {
+        logical: ns.logical_cwd(&physical),
+        physical,
     }
 }
 
