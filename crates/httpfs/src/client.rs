@@ -10,9 +10,12 @@
 //! for the origin, said once on stderr.
 
 mod agent;
+mod conditional;
 mod errors;
 mod forward;
 mod proxy_url;
+
+pub use conditional::Validators;
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -56,8 +59,8 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// An answer: its status (2xx or 3xx; or 416 to a Range request), the route it came by and
-/// the response to read the body from.
+/// An answer: its status (2xx or 3xx, 304 included; or 416 to a Range request), the route
+/// it came by and the response to read the body from.
 pub struct Answer {
     pub status: u16,
     /// The route that answered (see [`Client::request`]).
@@ -68,6 +71,20 @@ pub struct Answer {
 impl Answer {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.response.0.headers().get(name)?.to_str().ok()
+    }
+
+    /// The validators of its content, to ask for it again conditionally (see
+    /// [`Validators::of`]).
+    pub fn validators(&self) -> Option<Validators> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        Validators::of(
+            self.header("ETag"),
+            self.header("Last-Modified"),
+            self.header("Date"),
+            now,
+        )
     }
 
     /// The length the server announced.
@@ -253,19 +270,19 @@ impl Route {
         }
     }
 
-    /// `method` on `url` (with a `Range` header if given), answered whatever its status.
+    /// `method` on `url` with `headers`, answered whatever its status.
     fn send(
         &self,
         method: &str,
         url: &str,
-        range: Option<&str>,
+        headers: &[(&str, &str)],
     ) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
         let tls = url.starts_with("https://");
         let agent = self.agents[tls as usize]
             .get_or_init(|| agent::agent(self.via.clone(), self.timeout, tls, self.insecure));
         let mut request = ureq::http::Request::builder().method(method).uri(url);
-        if let Some(range) = range {
-            request = request.header("Range", range);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
         }
         agent.run(request.body(())?)
     }
@@ -325,7 +342,19 @@ impl Client {
     /// answer or asks for credentials (407), or answers 5xx where a later route does not,
     /// is left for the next route (and for every later request).
     pub fn request(&self, from: usize, method: &str, url: &str) -> Result<Answer, Failure> {
-        self.send(from, method, url, None)
+        self.send(from, method, url, &[])
+    }
+
+    /// A GET of `url` by routes as [`Client::request`], made conditional on `validators`
+    /// (from an earlier answer for it): 304 when the server's content is still the one
+    /// they describe, 200 with the content otherwise.
+    pub fn get_unless(
+        &self,
+        from: usize,
+        url: &str,
+        validators: &Validators,
+    ) -> Result<Answer, Failure> {
+        self.send(from, "GET", url, &validators.headers())
     }
 
     /// A GET of bytes `first` to `last` (included) of `url`, by routes as
@@ -338,16 +367,17 @@ impl Client {
         url: &str,
         (first, last): (u64, u64),
     ) -> Result<Answer, Failure> {
-        self.send(from, "GET", url, Some(&format!("bytes={first}-{last}")))
+        let range = format!("bytes={first}-{last}");
+        self.send(from, "GET", url, &[("Range", &range)])
     }
 
-    /// [`Client::request`], with a `Range` header if given.
+    /// [`Client::request`], with `headers`.
     fn send(
         &self,
         from: usize,
         method: &str,
         url: &str,
-        range: Option<&str>,
+        headers: &[(&str, &str)],
     ) -> Result<Answer, Failure> {
         let origin = self.origin();
         let authority = url
@@ -362,7 +392,7 @@ impl Client {
         // may be the origin's fault, passed on).
         let mut failed: Vec<(usize, String, bool)> = Vec::new();
         loop {
-            let answer = self.call(route, method, url, range);
+            let answer = self.call(route, method, url, headers);
             let failure = match &answer {
                 Err(Failure::Transport(t)) => Some((t.clone(), false)),
                 // The proxy's own: it wants credentials it was not given.
@@ -419,19 +449,19 @@ impl Client {
         eprintln!("roost: proxy {proxy} failed ({why}); using {next} instead");
     }
 
-    /// One request by one route (with a `Range` header if given). ureq 3 does not ask
-    /// again (ureq 2 did, for GET and HEAD on a connection from its pool): a kept-alive
-    /// connection the server closed as the request went out is asked again once here.
+    /// One request by one route, with `headers`. ureq 3 does not ask again (ureq 2 did,
+    /// for GET and HEAD on a connection from its pool): a kept-alive connection the server
+    /// closed as the request went out is asked again once here.
     fn call(
         &self,
         route: usize,
         method: &str,
         url: &str,
-        range: Option<&str>,
+        headers: &[(&str, &str)],
     ) -> Result<Answer, Failure> {
         let by = &self.routes[route];
-        let response = match by.send(method, url, range) {
-            Err(e) if errors::closed_early(&e) => by.send(method, url, range),
+        let response = match by.send(method, url, headers) {
+            Err(e) if errors::closed_early(&e) => by.send(method, url, headers),
             sent => sent,
         }
         .map_err(|e| errors::failure(&e, url))?;
@@ -439,7 +469,7 @@ impl Client {
         match status {
             100..=399 => {}
             // An answer about the file (shorter than the range), not a failure.
-            416 if range.is_some() => {}
+            416 if headers.iter().any(|(name, _)| *name == "Range") => {}
             _ => {
                 // Read the error page to its end, so the connection goes back to the pool.
                 let mut page = response.into_body().into_reader().take(1 << 20);
