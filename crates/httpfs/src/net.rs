@@ -132,13 +132,6 @@ type Probed = (Result<Found, Errno>, Instant);
 /// Answers by (server, path on it).
 type ByPath<T> = Mutex<HashMap<(String, Vec<u8>), T>>;
 
-/// A GROW-FS tree loaded from `ROOT/.growfsdir`, with when.
-struct Grown {
-    root: Vec<u8>,
-    tree: Arc<growfs::Tree>,
-    at: Instant,
-}
-
 /// Every web server of one scheme, as one driver.
 pub struct HttpNet {
     /// This driver, for the files it opens in place.
@@ -150,9 +143,9 @@ pub struct HttpNet {
     /// The servers this run has used, as the entries of `/http`.
     servers: Mutex<BTreeSet<String>>,
     /// Directories by (server, path).
-    dirs: ByPath<(Known, Instant)>,
+    dirs: ByPath<directories::Dir>,
     probes: ByPath<Probed>,
-    grown: Mutex<HashMap<String, Vec<Grown>>>,
+    grown: Mutex<HashMap<String, Vec<directories::Grown>>>,
     /// The lines said once on stderr (unlistable and refused directories).
     said: Mutex<HashSet<String>>,
     /// Servers whose failure to answer was said and not yet followed by an answer.
@@ -162,12 +155,13 @@ pub struct HttpNet {
     distrusted: Mutex<HashSet<usize>>,
     uid: u32,
     gid: u32,
-    /// Requests, bytes of files fetched, blocks fetched by Range requests and refused
-    /// contents (and blocks), for `--summary`.
+    /// Requests, bytes of files fetched, blocks fetched by Range requests, refused
+    /// contents (and blocks) and indexes found unchanged (304), for `--summary`.
     requests: AtomicU64,
     fetched: AtomicU64,
     blocks: AtomicU64,
     refused: AtomicU64,
+    unchanged: AtomicU64,
 }
 
 /// Whether `authority` is `HOST[:PORT]` (a name, an IPv4 address or a bracketed IPv6 one).
@@ -229,6 +223,7 @@ impl HttpNet {
             fetched: AtomicU64::new(0),
             blocks: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            unchanged: AtomicU64::new(0),
         }))
     }
 
@@ -740,13 +735,14 @@ impl Driver for HttpNet {
         let c = &self.cache;
         Some(format!(
             "{} ({}): {} requests, {} bytes of files fetched ({} blocks by Range requests), \
-             {} contents refused; cache: {} hits, {} misses\n",
+             {} contents refused, {} indexes unchanged (304); cache: {} hits, {} misses\n",
             self.scheme,
             names.join(", "),
             self.requests.load(Ordering::Relaxed),
             self.fetched.load(Ordering::Relaxed),
             self.blocks.load(Ordering::Relaxed),
             self.refused.load(Ordering::Relaxed),
+            self.unchanged.load(Ordering::Relaxed),
             c.hits.load(Ordering::Relaxed),
             c.misses.load(Ordering::Relaxed),
         ))

@@ -1,45 +1,98 @@
 //! What the driver knows of directories: each directory's `.roostindex` (with its
 //! signature when keys are pinned) or the GROW-FS tree that holds it, fetched when first
 //! needed and kept in memory for the TTL; forgotten when a file's content shows the index
-//! may be out of date.
+//! may be out of date. Once the TTL is over, an index or tree is asked for again
+//! conditionally (`If-None-Match`, `If-Modified-Since`, from the answer it came in): a 304
+//! keeps what was parsed, and its signature's verdict, for another TTL.
 
-use super::{Grown, HttpNet, Known};
-use crate::client::{Body, Failure};
+use super::{HttpNet, Known};
+use crate::client::{Body, Failure, Validators};
 use crate::growfs;
 use crate::index::INDEX_NAME;
 use crate::listing::Listing;
 use crate::sign;
 use roost_vfs::Errno;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 /// The largest index or GROW-FS listing fetched.
 const INDEX_LIMIT: u64 = 256 << 20;
 
+/// What is known of a directory, since when, and how to ask whether its index changed.
+pub(super) struct Dir {
+    known: Known,
+    at: Instant,
+    validators: Option<Validators>,
+}
+
+/// A GROW-FS tree loaded from `ROOT/.growfsdir`, with when, and how to ask whether it
+/// changed.
+#[derive(Clone)]
+pub(super) struct Grown {
+    root: Vec<u8>,
+    tree: Arc<growfs::Tree>,
+    at: Instant,
+    validators: Option<Validators>,
+}
+
+/// What a GET of an index (or a GROW-FS listing, or a signature) found.
+enum Got {
+    /// The server has none there.
+    Absent,
+    /// Unchanged since the answer the validators sent came with (304).
+    Unchanged,
+    /// Its content, the route that gave it, and how to ask for it again.
+    Text {
+        text: Vec<u8>,
+        route: usize,
+        validators: Option<Validators>,
+    },
+}
+
 impl HttpNet {
-    /// A small file's content (an index) and the route that gave it, `None` when the
-    /// server has none there; one cut short through a proxy is asked for again by the
-    /// next route.
+    /// A small file's content (an index), asked for unless it is still what `unless`
+    /// describes; one cut short through a proxy is asked for again by the next route.
     fn get_small(
         &self,
         authority: &str,
         mut from: usize,
         url: &str,
-    ) -> Result<Option<(Vec<u8>, usize)>, Errno> {
+        unless: Option<&Validators>,
+    ) -> Result<Got, Errno> {
         loop {
-            let answer = match self.request(authority, from, "GET", url) {
+            let asked = match unless {
+                Some(v) => self.noted(authority, url, || self.client.get_unless(from, url, v)),
+                None => self.request(authority, from, "GET", url),
+            };
+            let answer = match asked {
+                Ok(a) if a.status == 304 && unless.is_some() => {
+                    let route = a.route;
+                    // An empty body, read so that the connection goes back to the pool.
+                    let _ = a.body(0);
+                    self.unchanged.fetch_add(1, Ordering::Relaxed);
+                    if self.options.verbose {
+                        eprintln!("roost: {url} unchanged (304){}", self.by(route));
+                    }
+                    return Ok(Got::Unchanged);
+                }
                 Ok(a) if a.status == 200 => a,
-                Ok(_) => return Ok(None),
-                Err(Failure::Status(s)) if (400..500).contains(&s) => return Ok(None),
+                Ok(_) => return Ok(Got::Absent),
+                Err(Failure::Status(s)) if (400..500).contains(&s) => return Ok(Got::Absent),
                 Err(e) => return Err(e.errno()),
             };
             let route = answer.route;
+            let validators = answer.validators();
             match answer.body(INDEX_LIMIT) {
-                Ok(body) => {
+                Ok(text) => {
                     if self.options.verbose {
                         eprintln!("roost: fetched {url}{}", self.by(route));
                     }
-                    return Ok(Some((body, route)));
+                    return Ok(Got::Text {
+                        text,
+                        route,
+                        validators,
+                    });
                 }
                 Err(Body::Cut(e)) if self.client.proxy(route).is_some() => {
                     from = self.client.cut(route, &e).unwrap_or(route);
@@ -53,7 +106,8 @@ impl HttpNet {
     }
 
     /// What is known of directory `dir` on `authority`: asked again once the TTL is over
-    /// (by the route in use or, if later, `from`).
+    /// (by the route in use or, if later, `from`), conditionally when its index came with
+    /// validators.
     pub(super) fn directory(
         &self,
         authority: &str,
@@ -61,84 +115,125 @@ impl HttpNet {
         from: usize,
     ) -> Result<Known, Errno> {
         let key = (authority.to_string(), dir.to_vec());
-        if let Some((known, at)) = self.dirs.lock().expect("dirs lock").get(&key) {
-            if at.elapsed() < self.options.ttl {
-                return Ok(known.clone());
-            }
-        }
-        let known = self.load_directory(authority, dir, from)?;
+        let before = match self.dirs.lock().expect("dirs lock").get(&key) {
+            Some(d) if d.at.elapsed() < self.options.ttl => return Ok(d.known.clone()),
+            Some(Dir {
+                known,
+                validators: Some(v),
+                ..
+            }) => Some((v.clone(), known.clone())),
+            _ => None,
+        };
+        let (known, validators) = self.load_directory(authority, dir, from, before)?;
         let mut dirs = self.dirs.lock().expect("dirs lock");
         if dirs.len() > 1 << 16 {
             dirs.clear();
         }
-        dirs.insert(key, (known.clone(), Instant::now()));
+        let at = Instant::now();
+        let kept = known.clone();
+        dirs.insert(
+            key,
+            Dir {
+                known: kept,
+                at,
+                validators,
+            },
+        );
         Ok(known)
     }
 
-    /// Fetches what is known of `dir`: from the GROW-FS tree that holds it (fetched again
-    /// once the TTL is over), else its `.roostindex`, else a `.growfsdir` rooted there.
-    fn load_directory(&self, authority: &str, dir: &[u8], from: usize) -> Result<Known, Errno> {
-        if let Some((root, tree, fresh)) = self.tree_holding(authority, dir) {
+    /// Fetches what is known of `dir`: from the GROW-FS tree that holds it (fetched again,
+    /// conditionally, once the TTL is over), else its `.roostindex` (conditionally on
+    /// `before`'s validators, keeping `before`'s listing when it is unchanged), else a
+    /// `.growfsdir` rooted there. Returns it with the validators of its index.
+    fn load_directory(
+        &self,
+        authority: &str,
+        dir: &[u8],
+        from: usize,
+        before: Option<(Validators, Known)>,
+    ) -> Result<(Known, Option<Validators>), Errno> {
+        if let Some((held, fresh)) = self.tree_holding(authority, dir) {
             let tree = if fresh {
-                Some(tree)
+                Some(Arc::clone(&held.tree))
             } else {
-                self.load_tree(authority, &root, from)?
+                self.load_tree(authority, &held.root, from, Some(&held))?
             };
             if let Some(tree) = tree {
-                let below = roost_vfs::path::strip_prefix(dir, &root).unwrap_or(b"");
+                let below = roost_vfs::path::strip_prefix(dir, &held.root).unwrap_or(b"");
                 let rel = if below.is_empty() { &b"/"[..] } else { below };
                 return match tree.dirs.get(rel) {
-                    Some(entries) => Ok(Known::Indexed(Arc::new(Listing::new(entries.clone())))),
+                    Some(entries) => Ok((
+                        Known::Indexed(Arc::new(Listing::new(entries.clone()))),
+                        None,
+                    )),
                     None => Err(libc::ENOENT),
                 };
             }
         }
-        if let Some((text, url)) = self.fetch_index(authority, dir, from)? {
-            return match crate::index::parse(&text) {
-                Ok(entries) => Ok(Known::Indexed(Arc::new(Listing::new(entries)))),
-                Err(e) => {
-                    eprintln!("roost: {url}: malformed index: {e}");
-                    Err(libc::EIO)
-                }
-            };
+        let url = self.url(authority, &crate::join(dir, INDEX_NAME.as_bytes()));
+        match self.fetch_index(authority, dir, from, before.as_ref().map(|b| &b.0))? {
+            Got::Unchanged => {
+                let (validators, known) = before.expect("asked with validators");
+                return Ok((known, Some(validators)));
+            }
+            Got::Text {
+                text, validators, ..
+            } => {
+                return match crate::index::parse(&text) {
+                    Ok(entries) => {
+                        Ok((Known::Indexed(Arc::new(Listing::new(entries))), validators))
+                    }
+                    Err(e) => {
+                        eprintln!("roost: {url}: malformed index: {e}");
+                        Err(libc::EIO)
+                    }
+                };
+            }
+            Got::Absent => {}
         }
-        Ok(match self.load_tree(authority, dir, from)? {
+        Ok(match self.load_tree(authority, dir, from, None)? {
             Some(tree) => {
                 let entries = tree.dirs.get(&b"/"[..]).cloned().unwrap_or_default();
-                Known::Indexed(Arc::new(Listing::new(entries)))
+                (Known::Indexed(Arc::new(Listing::new(entries))), None)
             }
-            None => Known::Unindexed,
+            None => (Known::Unindexed, None),
         })
     }
 
-    /// The text of `dir`'s `.roostindex` and its URL, `None` when it has none; with pinned
-    /// keys, only with a signature that one of them verifies for `dir` (fetched by the
-    /// same route). A wrong or missing signature a proxy gave is asked for again through
-    /// the next proxy, then from the origin; the origin's refuses the directory (EIO, said
-    /// once).
+    /// `dir`'s `.roostindex`, asked for unless it is still what `unless` describes; with
+    /// pinned keys, only with a signature that one of them verifies for `dir` (fetched by
+    /// the same route; an unchanged index keeps the verdict its signature had). A wrong or
+    /// missing signature a proxy gave is asked for again through the next proxy, then
+    /// from the origin; the origin's refuses the directory (EIO, said once).
     fn fetch_index(
         &self,
         authority: &str,
         dir: &[u8],
         mut from: usize,
-    ) -> Result<Option<(Vec<u8>, String)>, Errno> {
+        unless: Option<&Validators>,
+    ) -> Result<Got, Errno> {
         let url = self.url(authority, &crate::join(dir, INDEX_NAME.as_bytes()));
         loop {
-            let Some((text, route)) = self.get_small(authority, from, &url)? else {
-                return Ok(None);
+            let got = self.get_small(authority, from, &url, unless)?;
+            let Got::Text { text, route, .. } = &got else {
+                return Ok(got);
             };
             let keys = &self.options.keys;
             if keys.is_empty() {
-                return Ok(Some((text, url)));
+                return Ok(got);
             }
             let sig_url = self.url(authority, &crate::join(dir, sign::SIG_NAME.as_bytes()));
-            let sig = self.get_small(authority, route, &sig_url)?;
-            let why = match sign::check(sig.as_ref().map(|s| s.0.as_slice()), &text, dir, keys) {
-                Ok(()) => return Ok(Some((text, url))),
+            let (sig, sig_route) = match self.get_small(authority, *route, &sig_url, None)? {
+                Got::Text { text, route, .. } => (Some(text), route),
+                _ => (None, *route),
+            };
+            let why = match sign::check(sig.as_deref(), text, dir, keys) {
+                Ok(()) => return Ok(got),
                 Err(why) => why,
             };
             // The later of the two routes (the route in use only grows).
-            let route = sig.map_or(route, |s| s.1.max(route));
+            let route = sig_route.max(*route);
             if route < self.client.origin() {
                 self.distrust(route, || {
                     format!("roost: {url}: {why}{}; fetching it again", self.by(route))
@@ -151,34 +246,32 @@ impl HttpNet {
         }
     }
 
-    /// The GROW-FS tree loaded on `authority` that holds `dir`: its root, the tree, and
-    /// whether it is within its TTL.
-    fn tree_holding(
-        &self,
-        authority: &str,
-        dir: &[u8],
-    ) -> Option<(Vec<u8>, Arc<growfs::Tree>, bool)> {
+    /// The GROW-FS tree loaded on `authority` that holds `dir`, and whether it is within
+    /// its TTL.
+    fn tree_holding(&self, authority: &str, dir: &[u8]) -> Option<(Grown, bool)> {
         let grown = self.grown.lock().expect("grown lock");
         grown.get(authority)?.iter().find_map(|g| {
             roost_vfs::path::strip_prefix(dir, &g.root)?;
-            let fresh = g.at.elapsed() < self.options.ttl;
-            Some((g.root.clone(), Arc::clone(&g.tree), fresh))
+            Some((g.clone(), g.at.elapsed() < self.options.ttl))
         })
     }
 
-    /// Fetches the GROW-FS tree rooted at `root` (`None` when there is none) and keeps it.
+    /// Fetches the GROW-FS tree rooted at `root` (`None` when there is none) and keeps it;
+    /// `held` (the tree loaded before) is kept for another TTL if its listing is unchanged.
     fn load_tree(
         &self,
         authority: &str,
         root: &[u8],
         from: usize,
+        held: Option<&Grown>,
     ) -> Result<Option<Arc<growfs::Tree>>, Errno> {
         let url = self.url(
             authority,
             &crate::join(root, growfs::GROWFS_NAME.as_bytes()),
         );
-        let text = self.get_small(authority, from, &url)?.map(|(text, _)| text);
-        if text.is_some() && !self.options.keys.is_empty() {
+        let unless = held.and_then(|h| h.validators.as_ref());
+        let got = self.get_small(authority, from, &url, unless)?;
+        if !matches!(got, Got::Absent) && !self.options.keys.is_empty() {
             self.say_once(format!(
                 "roost: {url}: a GROW-FS tree cannot be signed; refused (keys are pinned \
                  with --http-key: index the tree with `roost index --sign`)"
@@ -188,8 +281,19 @@ impl HttpNet {
         let mut grown = self.grown.lock().expect("grown lock");
         let trees = grown.entry(authority.to_string()).or_default();
         trees.retain(|g| g.root != root);
-        let Some(text) = text else {
-            return Ok(None);
+        let (text, validators) = match got {
+            Got::Absent => return Ok(None),
+            Got::Unchanged => {
+                let held = held.expect("asked with validators");
+                trees.push(Grown {
+                    at: Instant::now(),
+                    ..held.clone()
+                });
+                return Ok(Some(Arc::clone(&held.tree)));
+            }
+            Got::Text {
+                text, validators, ..
+            } => (text, validators),
         };
         let tree = Arc::new(growfs::parse(&text).map_err(|e| {
             eprintln!("roost: {url}: malformed GROW-FS listing: {e}");
@@ -199,12 +303,13 @@ impl HttpNet {
             root: root.to_vec(),
             tree: Arc::clone(&tree),
             at: Instant::now(),
+            validators,
         });
         Ok(Some(tree))
     }
 
     /// Forgets what is known of `dir` and what lies in it (its index will be fetched
-    /// again).
+    /// again, whole).
     pub(super) fn forget(&self, authority: &str, dir: &[u8]) {
         self.dirs
             .lock()
