@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 mod directories;
 mod partial;
+mod prefetch;
 mod ranged;
 
 /// How many times a file whose content does not match its index is fetched from the
@@ -66,7 +67,17 @@ pub struct HttpOptions {
     pub streams: usize,
     /// Take any certificate from https servers (`--http-insecure`).
     pub insecure: bool,
+    /// When an open misses the cache, the other files of its directory are fetched in the
+    /// background, up to this many bytes a directory (0: never; see [`prefetch`]).
+    pub prefetch: u64,
+    /// The largest file prefetched.
+    pub prefetch_max: u64,
 }
+
+/// The default of [`HttpOptions::prefetch`]: bytes prefetched per directory.
+pub const DEFAULT_PREFETCH: u64 = 16 << 20;
+/// The default of [`HttpOptions::prefetch_max`].
+pub const DEFAULT_PREFETCH_MAX: u64 = 1 << 20;
 
 impl Default for HttpOptions {
     fn default() -> HttpOptions {
@@ -79,6 +90,8 @@ impl Default for HttpOptions {
             block_threshold: crate::blocks::DEFAULT_THRESHOLD,
             streams: 4,
             insecure: false,
+            prefetch: DEFAULT_PREFETCH,
+            prefetch_max: DEFAULT_PREFETCH_MAX,
         }
     }
 }
@@ -124,6 +137,8 @@ struct Vouch<'a> {
 struct Copy {
     route: usize,
     mismatch: Option<String>,
+    /// A prefetch's: given up once the run is over.
+    background: bool,
 }
 
 /// What a path without an index in its directory answered, with when.
@@ -162,6 +177,8 @@ pub struct HttpNet {
     blocks: AtomicU64,
     refused: AtomicU64,
     unchanged: AtomicU64,
+    /// Files of a directory fetched before the program opens them.
+    prefetch: Arc<prefetch::Prefetch>,
 }
 
 /// Whether `authority` is `HOST[:PORT]` (a name, an IPv4 address or a bracketed IPv6 one).
@@ -188,6 +205,16 @@ pub fn valid_authority(authority: &str) -> bool {
     host_ok && port.map_or(true, |p| p.parse::<u16>().is_ok_and(|p| p != 0))
 }
 
+/// The version of an index entry's content, for the cache (its size, time and the first
+/// 64 bits of its hash); `None` without a hash.
+fn version_of(e: &Entry) -> Option<Version> {
+    e.digest.map(|d| Version {
+        ino: u64::from_le_bytes(d.bytes()[..8].try_into().expect("8 bytes")),
+        size: e.size,
+        mtime: e.mtime,
+    })
+}
+
 /// A stable inode number for a path (`find` and `cp` tell files apart by it).
 fn inode_of(key: &str) -> u64 {
     let h = sha2::Sha256::digest(key.as_bytes());
@@ -203,6 +230,8 @@ impl HttpNet {
         options: HttpOptions,
     ) -> Result<Arc<HttpNet>, String> {
         let client = Client::new(options.timeout, options.proxies.clone(), options.insecure)?;
+        let prefetch =
+            prefetch::Prefetch::new(options.prefetch, options.prefetch_max, options.streams);
         Ok(Arc::new_cyclic(|me| HttpNet {
             me: me.clone(),
             scheme,
@@ -224,11 +253,14 @@ impl HttpNet {
             blocks: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             unchanged: AtomicU64::new(0),
+            prefetch: Arc::new(prefetch),
         }))
     }
 
-    /// Removes this agent's local copies (the run is over).
+    /// Stops prefetching (waiting up to a second for fetches in progress to give up) and
+    /// removes this agent's local copies (the run is over).
     pub fn close(&self) {
+        self.prefetch.stop(Duration::from_secs(1));
         self.cache.close();
     }
 
@@ -411,11 +443,7 @@ impl HttpNet {
         match self.entry(authority, path, from)? {
             Some(e) => Ok(Found {
                 stat: self.stat_of(authority, path, &e),
-                version: e.digest.map(|d| Version {
-                    ino: u64::from_le_bytes(d.bytes()[..8].try_into().expect("8 bytes")),
-                    size: e.size,
-                    mtime: e.mtime,
-                }),
+                version: version_of(&e),
                 digest: e.digest,
                 blocks: e.blocks,
             }),
@@ -568,6 +596,9 @@ impl HttpNet {
             let mut reader = answer.response.into_reader();
             let mut buf = vec![0u8; 256 * 1024];
             loop {
+                if copy.background && self.prefetch.stopping() {
+                    return Err(libc::ECANCELED);
+                }
                 let n = match std::io::Read::read(&mut reader, &mut buf) {
                     Ok(0) => break,
                     Ok(n) => n,
@@ -639,9 +670,15 @@ impl HttpNet {
                     .filter(|_| st.size >= self.options.block_threshold)
                     .map(|b| (b, st.size)),
             };
+            if attempts == 0 && digest.is_some() && !self.cache.holds(&key, version) {
+                // A miss: its prefetch in progress is waited for (else it is fetched here),
+                // and the other files of its directory are prefetched meanwhile.
+                self.prefetch_around(authority, path, &key);
+            }
             let mut copy = Copy {
                 route: origin,
                 mismatch: None,
+                background: false,
             };
             let object = self.cache.object((&key, &url), version, |f| {
                 self.download(authority, from, &url, f, vouch, &mut copy)
@@ -735,7 +772,8 @@ impl Driver for HttpNet {
         let c = &self.cache;
         Some(format!(
             "{} ({}): {} requests, {} bytes of files fetched ({} blocks by Range requests), \
-             {} contents refused, {} indexes unchanged (304); cache: {} hits, {} misses\n",
+             {} contents refused, {} indexes unchanged (304), {} files prefetched ({} dropped); \
+             cache: {} hits, {} misses\n",
             self.scheme,
             names.join(", "),
             self.requests.load(Ordering::Relaxed),
@@ -743,6 +781,8 @@ impl Driver for HttpNet {
             self.blocks.load(Ordering::Relaxed),
             self.refused.load(Ordering::Relaxed),
             self.unchanged.load(Ordering::Relaxed),
+            self.prefetch.prefetched.load(Ordering::Relaxed),
+            self.prefetch.dropped.load(Ordering::Relaxed),
             c.hits.load(Ordering::Relaxed),
             c.misses.load(Ordering::Relaxed),
         ))

@@ -22,8 +22,8 @@ use std::time::Duration;
 Exit status: the program's own; 128+N when it dies of signal N (as a shell reports it);
 127 when the program is not found, 126 when it cannot be executed; 2 for a bad option (a
 --mount, --mount-file, --trace, --auth, --key, --cache-size, --http-proxy, --http-key,
---http-block-threshold, --http-streams or identity option, or a key file that cannot be
-read); 125 when roost cannot trace at all (e.g. ptrace forbidden).
+--http-block-threshold, --http-streams, --http-prefetch, --http-prefetch-max or identity
+option, or a key file that cannot be read); 125 when roost cannot trace at all (e.g. ptrace forbidden).
 roost returns when the program exits; processes it left running stay traced (and inside the
 namespace) until they exit. With --trace or --summary roost waits for them, to report on them.
 
@@ -38,7 +38,10 @@ too (--mount /sw=/http/h:8080/sw or http://h:8080/sw). Files are fetched whole i
 same cache and checked against the index's SHA-256; those over --http-block-threshold
 with block hashes in their index are fetched as parallel Range requests, checked block by
 block, and a program that opens one reads it in place: each read fetches only the blocks
-it covers (and, reading on, the next ones).
+it covers (and, reading on, the next ones). When an open misses the cache, the other small
+files of its directory are fetched in the background (--http-prefetch), so a program that
+opens many (Python importing a package) finds them there. An index whose TTL is over is
+asked for again conditionally (If-None-Match, If-Modified-Since): unchanged, it is kept.
 Requests go through the --http-proxy proxies (else those of http_proxy / https_proxy,
 except for the hosts no_proxy lists), starting at one picked at random; a proxy that
 fails is left for the next, then for the origin server (said once), and a file whose
@@ -129,6 +132,14 @@ pub struct RunArgs {
     /// How many blocks of one such file are fetched at once (1 to 16; one connection each).
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub http_streams: usize,
+    /// When an open of a /http or /https file misses the cache, fetch the other files of
+    /// its directory in the background (on up to --http-streams connections), up to SIZE
+    /// bytes a directory (K, M, G suffixes); 0: never.
+    #[arg(long, default_value = "16M", value_name = "SIZE")]
+    pub http_prefetch: String,
+    /// The largest file --http-prefetch fetches.
+    #[arg(long, default_value = "1M", value_name = "SIZE")]
+    pub http_prefetch_max: String,
     /// Take any certificate from /https servers: still TLS, but nothing checks that the
     /// server is the one named (anyone on the path can pose as it). Without it, a
     /// certificate the system's CAs (or $SSL_CERT_FILE's) do not vouch for is refused.
@@ -232,6 +243,8 @@ fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
         ));
     }
     let block_threshold = parse_size("--http-block-threshold", &args.http_block_threshold)?;
+    let prefetch = parse_size("--http-prefetch", &args.http_prefetch)?;
+    let prefetch_max = parse_size("--http-prefetch-max", &args.http_prefetch_max)?;
     let keys = args
         .http_keys
         .iter()
@@ -275,6 +288,8 @@ fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
             block_threshold,
             streams: args.http_streams,
             insecure: args.http_insecure,
+            prefetch,
+            prefetch_max,
         };
         let driver = match HttpNet::new(scheme, cache_of(args)?, options.clone()) {
             Ok(driver) => driver,

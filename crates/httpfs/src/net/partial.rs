@@ -92,6 +92,7 @@ impl PartialFile {
         let mut copy = Copy {
             route: net.client.origin(),
             mismatch: None,
+            background: false,
         };
         let fetched = net.fetch_some_blocks(
             (&self.authority, &self.url),
