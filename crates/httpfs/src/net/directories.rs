@@ -115,14 +115,22 @@ impl HttpNet {
         from: usize,
     ) -> Result<Known, Errno> {
         let key = (authority.to_string(), dir.to_vec());
-        let before = match self.dirs.lock().expect("dirs lock").get(&key) {
-            Some(d) if d.at.elapsed() < self.options.ttl => return Ok(d.known.clone()),
-            Some(Dir {
-                known,
-                validators: Some(v),
-                ..
-            }) => Some((v.clone(), known.clone())),
-            _ => None,
+        let before = {
+            let dirs = self.dirs.lock().expect("dirs lock");
+            match dirs.get(&key) {
+                Some(d) if d.at.elapsed() < self.options.ttl => return Ok(d.known.clone()),
+                Some(Dir {
+                    known,
+                    validators: Some(v),
+                    ..
+                }) => Some((v.clone(), known.clone())),
+                _ => {
+                    if let Some(e) = self.unlisted(&dirs, authority, dir) {
+                        return Err(e);
+                    }
+                    None
+                }
+            }
         };
         let (known, validators) = self.load_directory(authority, dir, from, before)?;
         let mut dirs = self.dirs.lock().expect("dirs lock");
@@ -140,6 +148,36 @@ impl HttpNet {
             },
         );
         Ok(known)
+    }
+
+    /// ENOENT when the index of `dir`'s parent (in `dirs`, within its TTL) does not list
+    /// it, ENOTDIR when it lists it as a regular file: no request is made for what lies
+    /// below a directory the index says is not there (Python looks for `__pycache__/M.pyc`
+    /// beside every module). `None` when the parent is not known so, or lists `dir` as a
+    /// directory or a symlink.
+    fn unlisted(
+        &self,
+        dirs: &std::collections::HashMap<(String, Vec<u8>), Dir>,
+        authority: &str,
+        dir: &[u8],
+    ) -> Option<Errno> {
+        if dir == b"/" {
+            return None;
+        }
+        let parent = roost_vfs::path::parent(dir);
+        let name = dir.rsplit(|&b| b == b'/').next().unwrap_or(b"");
+        let d = dirs.get(&(authority.to_string(), parent.to_vec()))?;
+        let Known::Indexed(listing) = &d.known else {
+            return None;
+        };
+        if d.at.elapsed() >= self.options.ttl {
+            return None;
+        }
+        match listing.get(name).map(|e| e.kind) {
+            None => Some(libc::ENOENT),
+            Some(crate::index::Kind::File) => Some(libc::ENOTDIR),
+            Some(_) => None,
+        }
     }
 
     /// Fetches what is known of `dir`: from the GROW-FS tree that holds it (fetched again,
