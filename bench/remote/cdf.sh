@@ -11,8 +11,10 @@
 # from a local dir); roost-http-warm (/sw mounted from python's http.server on loopback,
 # through a cache warmed by an untimed run before the rounds); and for the start-up figure
 # (app.py --import-only: the imports and no work) also roost-http-cold (a cache fresh in
-# each run, so every file is fetched). Each run is timed whole (roost's start-up and exit
-# included); a run that fails or prints other than native's output reads nan ("failed").
+# each run, so every file is fetched; the files of a directory are prefetched in parallel
+# once one of them is opened) and roost-http-cold-noprefetch (the same with --http-prefetch
+# 0: each file fetched when Python opens it, one at a time). Each run is timed whole
+# (roost's start-up and exit included); a run that fails or prints other than native's output reads nan ("failed").
 # Prints the medians of RUNS rounds and ratios to native as markdown tables, then the
 # issue's targets (the job over HTTP, warm, within 2% of native; with the tree local within
 # 1%) as met or missed.
@@ -127,6 +129,7 @@ done
 LOCAL=("$ROOST" run --mount "/sw=$T" --)
 WARM=("$ROOST" run --cache "$WORK/cache-warm" --mount "/sw=/http/127.0.0.1:$PORT" --)
 COLD=("$ROOST" run --cache "$WORK/cache-cold" --mount "/sw=/http/127.0.0.1:$PORT" --)
+COLD_SERIAL=("$ROOST" run --cache "$WORK/cache-cold" --http-prefetch 0 --mount "/sw=/http/127.0.0.1:$PORT" --)
 # command_of CONFIG ARGS...: the command line of CONFIG running app.py with ARGS, in CMD.
 command_of() {
   local c=$1; shift
@@ -135,6 +138,7 @@ command_of() {
     roost-local) CMD=("${LOCAL[@]}" "$PY" /sw/app.py "$@") ;;
     roost-http-warm) CMD=("${WARM[@]}" "$PY" /sw/app.py "$@") ;;
     roost-http-cold) rm -rf "$WORK/cache-cold"; CMD=("${COLD[@]}" "$PY" /sw/app.py "$@") ;;
+    roost-http-cold-noprefetch) rm -rf "$WORK/cache-cold"; CMD=("${COLD_SERIAL[@]}" "$PY" /sw/app.py "$@") ;;
   esac
 }
 # timed CONFIG METRIC SCALE UNIT EXPECTED ARGS...: runs app.py ARGS once as CONFIG, wall
@@ -164,7 +168,7 @@ IMPORT_OUT=$("$PY" "$T/app.py" --import-only)
   { echo "cdf.sh: the job prints other output over HTTP" >&2; exit 1; }
 
 JOB_ORDER="native roost-local roost-http-warm"
-START_ORDER="native roost-local roost-http-cold roost-http-warm"
+START_ORDER="native roost-local roost-http-cold-noprefetch roost-http-cold roost-http-warm"
 # RUNS rounds, each running every configuration once, so drift hits all alike.
 : >"$WORK/results"
 for run in $(seq "$RUNS"); do
@@ -187,7 +191,7 @@ echo
 python3 bench/agent/table.py "$WORK/results" "$START_ORDER" start-up native
 
 # The spread of each configuration's runs, and the issue's targets against native's median.
-python3 - "$WORK/results" "$JOB_ORDER" <<'PY'
+python3 - "$WORK/results" "$JOB_ORDER" "$START_ORDER" <<'PY'
 import math, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -197,6 +201,8 @@ for line in open(sys.argv[1]):
 med = lambda c, m="job": statistics.median(rows[(c, m)]) if rows.get((c, m)) else None
 print("\njob runs (s), lowest to highest: " + "; ".join(
     f"{c} " + " ".join(f"{v:.2f}" for v in sorted(rows.get((c, "job"), []))) for c in sys.argv[2].split()))
+print("start-up runs (ms), lowest to highest: " + "; ".join(
+    f"{c} " + " ".join(f"{v:.0f}" for v in sorted(rows.get((c, "start-up"), []))) for c in sys.argv[3].split()))
 native, local, warm = med("native"), med("roost-local"), med("roost-http-warm")
 if native and local and warm:
     print(f"roost-http-warm / roost-local (HTTP's own part): {warm / local:.3f}x")
