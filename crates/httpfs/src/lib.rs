@@ -2,8 +2,10 @@
 //! per-directory index and its writer ([`index`], used by `roost index`), cctools' GROW-FS
 //! whole-tree listing ([`growfs`]), the HTTP client every agent shares ([`client`]), and the
 //! driver that serves `/http/HOST[:PORT]/PATH` and `/https/...` to `roost run` ([`net`]),
-//! which refuses indexes not signed by a pinned key when it is given some ([`sign`]) and
-//! fetches large files as parallel Range requests checked block by block ([`blocks`]).
+//! which refuses indexes not signed by a pinned key when it is given some ([`sign`]),
+//! fetches large files as parallel Range requests checked block by block ([`blocks`]),
+//! prefetches the other files of a directory a program opens one of, and asks for indexes
+//! again conditionally once their TTL is over.
 
 pub mod blocks;
 pub mod client;

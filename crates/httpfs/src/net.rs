@@ -19,6 +19,11 @@
 //! them makes ([`crate::sign`]); a directory whose signature is missing or wrong is not
 //! served (one a proxy gave is fetched again as a file's content is), nor are GROW-FS
 //! trees or files that no index lists.
+//!
+//! Indexes are kept in memory for the TTL, then asked for again conditionally: an
+//! unchanged one (304) is kept as parsed ([`directories`]). When an open misses the cache,
+//! the other small files of its directory are fetched in the background meanwhile
+//! ([`prefetch`]).
 
 use crate::blocks::Blocks;
 use crate::client::{self, Client, Failure, ProxyList};

@@ -150,6 +150,15 @@ impl HttpNet {
         Ok(known)
     }
 
+    /// The listing of `dir` as last fetched, whatever its age (no request).
+    pub(super) fn listing_in_memory(&self, authority: &str, dir: &[u8]) -> Option<Arc<Listing>> {
+        let dirs = self.dirs.lock().expect("dirs lock");
+        match &dirs.get(&(authority.to_string(), dir.to_vec()))?.known {
+            Known::Indexed(listing) => Some(Arc::clone(listing)),
+            Known::Unindexed => None,
+        }
+    }
+
     /// ENOENT when the index of `dir`'s parent (in `dirs`, within its TTL) does not list
     /// it, ENOTDIR when it lists it as a regular file: no request is made for what lies
     /// below a directory the index says is not there (Python looks for `__pycache__/M.pyc`

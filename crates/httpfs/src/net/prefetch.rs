@@ -21,7 +21,7 @@
 //! [`HttpOptions::prefetch`]: super::HttpOptions::prefetch
 //! [`HttpOptions::streams`]: super::HttpOptions::streams
 
-use super::{Copy, HttpNet, Known, Vouch, ANY};
+use super::{Copy, HttpNet, Vouch, ANY};
 use crate::index::{Digest, Kind};
 use crate::listing::Listing;
 use roost_vfs::cache::Version;
@@ -87,6 +87,38 @@ struct Job {
     key: String,
     version: Version,
     digest: Digest,
+}
+
+/// How a prefetch ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Outcome {
+    Fetched,
+    /// The cache had it meanwhile (another run, or an open, fetched it).
+    Held,
+    /// Not fetched, or not matching its index: dropped.
+    Dropped,
+}
+
+/// A running prefetch thread, counted out when it ends however it ends (a panic in a
+/// fetch included), so that [`Prefetch::stop`] does not wait for it.
+struct Running<'a>(&'a Prefetch);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.locked().threads -= 1;
+        self.0.finished.notify_all();
+    }
+}
+
+/// A file a thread is fetching, released when it is done however it ends, so that no
+/// open waits for it forever.
+struct Taken<'a>(&'a Prefetch, &'a str);
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        self.0.locked().pending.remove(self.1);
+        self.0.finished.notify_all();
+    }
 }
 
 /// A file a directory's scan found worth fetching.
@@ -157,7 +189,7 @@ impl Prefetch {
     /// Before an open fetches the file of cache key `key` itself: waits for its prefetch
     /// if one is in progress, or takes it off the queue.
     pub(super) fn take_over(&self, key: &str) {
-        let mut st = self.state.lock().expect("prefetch lock");
+        let mut st = self.locked();
         match st.pending.get(key) {
             None => return,
             Some(Pending::Queued(_)) => {
@@ -168,16 +200,16 @@ impl Prefetch {
         }
         drop(st);
         roost_vfs::about_to_block();
-        let mut st = self.state.lock().expect("prefetch lock");
+        let mut st = self.locked();
         while st.pending.get(key) == Some(&Pending::Fetching) {
-            st = self.finished.wait(st).expect("prefetch lock");
+            st = self.finished.wait(st).unwrap_or_else(|e| e.into_inner());
         }
     }
 
     /// Whether `listing` of `dir` on `authority` is yet to be scanned (and notes that it
     /// is being scanned now).
     fn first_scan(&self, authority: &str, dir: &[u8], listing: &Arc<Listing>) -> bool {
-        let mut st = self.state.lock().expect("prefetch lock");
+        let mut st = self.locked();
         let key = (authority.to_string(), dir.to_vec());
         if st
             .scanned
@@ -199,7 +231,7 @@ impl Prefetch {
         if self.stopping() || files.is_empty() {
             return;
         }
-        let mut st = self.state.lock().expect("prefetch lock");
+        let mut st = self.locked();
         st.add(authority, files);
         let wanted = self.streams.min(st.queue.len());
         while st.threads < wanted {
@@ -220,28 +252,28 @@ impl Prefetch {
     /// A prefetch thread: fetches queued files until there are none for [`IDLE`], the
     /// driver is gone, or the run is over.
     fn work(&self, net: &Weak<HttpNet>) {
+        let _running = Running(self);
         while let Some(job) = self.next_job() {
-            let fetched = net.upgrade().map(|net| net.prefetch_one(&job));
-            let counter = match fetched {
-                Some(true) => &self.prefetched,
-                _ => &self.dropped,
+            let _taken = Taken(self, &job.key);
+            let counter = match net.upgrade().map(|net| net.prefetch_one(&job)) {
+                Some(Outcome::Fetched) => &self.prefetched,
+                Some(Outcome::Held) => continue,
+                Some(Outcome::Dropped) | None => &self.dropped,
             };
             counter.fetch_add(1, Ordering::Relaxed);
-            self.state
-                .lock()
-                .expect("prefetch lock")
-                .pending
-                .remove(&job.key);
-            self.finished.notify_all();
         }
-        self.state.lock().expect("prefetch lock").threads -= 1;
-        self.finished.notify_all();
+    }
+
+    /// The state, even if a thread panicked while holding it (what it holds stays
+    /// consistent: every change is one statement).
+    fn locked(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The next file to fetch (marked as being fetched); `None` once idle for [`IDLE`] or
     /// stopping.
     fn next_job(&self) -> Option<Job> {
-        let mut st = self.state.lock().expect("prefetch lock");
+        let mut st = self.locked();
         let mut idle_since = Instant::now();
         loop {
             if self.stopping() {
@@ -257,7 +289,7 @@ impl Prefetch {
             let (guard, timeout) = self
                 .wake
                 .wait_timeout(st, IDLE - waited)
-                .expect("prefetch lock");
+                .unwrap_or_else(|e| e.into_inner());
             st = guard;
             if !timeout.timed_out() {
                 idle_since = Instant::now();
@@ -270,7 +302,7 @@ impl Prefetch {
     pub(super) fn stop(&self, within: Duration) {
         self.stopping.store(true, Ordering::Relaxed);
         let deadline = Instant::now() + within;
-        let mut st = self.state.lock().expect("prefetch lock");
+        let mut st = self.locked();
         st.queue.clear();
         st.pending.retain(|_, p| *p == Pending::Fetching);
         self.wake.notify_all();
@@ -282,7 +314,7 @@ impl Prefetch {
             st = self
                 .finished
                 .wait_timeout(st, left)
-                .expect("prefetch lock")
+                .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
     }
@@ -297,8 +329,10 @@ impl HttpNet {
             return;
         }
         self.prefetch.take_over(key);
+        // The listing the open's lookup just used (no request of its own, even with a TTL
+        // of 0).
         let dir = roost_vfs::path::parent(path);
-        let Ok(Known::Indexed(listing)) = self.directory(authority, dir, ANY) else {
+        let Some(listing) = self.listing_in_memory(authority, dir) else {
             return;
         };
         if !self.prefetch.first_scan(authority, dir, &listing) {
@@ -360,11 +394,11 @@ impl HttpNet {
         out
     }
 
-    /// Fetches one queued file into the cache, checked as an open's fetch is; false when
-    /// it was not (dropped: the program's open fetches it again, and says why).
-    fn prefetch_one(&self, job: &Job) -> bool {
+    /// Fetches one queued file into the cache, checked as an open's fetch is (dropped when
+    /// it does not match: the program's open fetches it again, and says why).
+    fn prefetch_one(&self, job: &Job) -> Outcome {
         if self.cache.holds(&job.key, job.version) {
-            return true;
+            return Outcome::Held;
         }
         let url = self.url(&job.authority, &job.path);
         let mut copy = Copy {
@@ -384,7 +418,7 @@ impl HttpNet {
                 if self.options.verbose {
                     eprintln!("roost: prefetched {url}{}", self.by(copy.route));
                 }
-                true
+                Outcome::Fetched
             }
             Err(e) => {
                 if self.options.verbose {
@@ -396,7 +430,7 @@ impl HttpNet {
                         self.by(copy.route)
                     );
                 }
-                false
+                Outcome::Dropped
             }
         }
     }
