@@ -361,3 +361,18 @@ fn indexes_are_asked_for_again_conditionally_once_their_ttl_is_over() {
         web.log()
     );
 }
+
+#[test]
+fn a_bad_prefetch_size_is_refused_at_start() {
+    for option in ["--http-prefetch", "--http-prefetch-max"] {
+        let o = roost()
+            .args(["run", option, "16Q", "--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{option}");
+        assert_eq!(
+            stderr(&o),
+            format!("roost run: {option} 16Q: expected a number with K, M or G\n")
+        );
+    }
+}
