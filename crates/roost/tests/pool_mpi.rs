@@ -98,12 +98,8 @@ fn an_mpi_job_runs_unmodified_on_pool_data_in_both_modes() {
         std::fs::create_dir(export.join(&outdir)).unwrap();
         let mount = format!("/pool=/chirp/127.0.0.1:{}/{mode}", server.port);
         let argv = mpirun("/pool/mpi_sum", "/pool/numbers", &format!("/pool/{outdir}"));
-        let o = roost()
-            .arg("run")
-            .arg("--cache")
-            .arg(cache.path())
-            .args(["--mount", &mount, "--", "timeout", "120"])
-            .args(&argv)
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let o = run_with_cache(cache.path(), &[], &["--mount", &mount], &argv)
             .output()
             .unwrap();
         assert!(o.status.success(), "{mode}: {}", stderr(&o));

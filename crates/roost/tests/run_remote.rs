@@ -48,15 +48,7 @@ impl Remote {
 
     /// `roost run --cache DIR [mode] OPTIONS -- ARGV`.
     fn run(&self, mode: &[&str], options: &[&str], argv: &[&str]) -> Output {
-        roost()
-            .arg("run")
-            .arg("--cache")
-            .arg(self.cache.path())
-            .args(mode)
-            .args(options)
-            .arg("--")
-            .args(["timeout", "60"])
-            .args(argv)
+        run_with_cache(self.cache.path(), mode, options, argv)
             .output()
             .unwrap()
     }

@@ -127,6 +127,20 @@ pub fn compiled(name: &str) -> PathBuf {
     out
 }
 
+/// `roost run --cache CACHE MODE... OPTIONS... -- timeout 60 ARGV...`, to be run.
+pub fn run_with_cache(cache: &Path, mode: &[&str], options: &[&str], argv: &[&str]) -> Command {
+    let mut c = roost();
+    c.arg("run")
+        .arg("--cache")
+        .arg(cache)
+        .args(mode)
+        .args(options)
+        .arg("--")
+        .args(["timeout", "60"])
+        .args(argv);
+    c
+}
+
 /// Runs `roost run ARGS...` and returns its output.
 pub fn run(args: &[&str]) -> Output {
     roost().arg("run").args(args).output().expect("run roost")

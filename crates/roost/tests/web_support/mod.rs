@@ -239,7 +239,7 @@ impl Site {
 
     /// The command `run` runs, with no proxy from the environment.
     pub fn command(&self, mode: &[&str], options: &[&str], argv: &[&str]) -> Command {
-        let mut c = roost();
+        let mut c = run_with_cache(self.cache.path(), mode, options, argv);
         for v in PROXY_VARIABLES
             .iter()
             .chain(&["SSL_CERT_FILE", "SSL_CERT_DIR"])
@@ -247,14 +247,6 @@ impl Site {
             c.env_remove(v);
         }
         c.envs(self.env.iter().cloned());
-        c.arg("run")
-            .arg("--cache")
-            .arg(self.cache.path())
-            .args(mode)
-            .args(options)
-            .arg("--")
-            .args(["timeout", "60"])
-            .args(argv);
         c
     }
 
