@@ -413,24 +413,27 @@ impl Agent {
             return;
         };
         for s in sent_back.take() {
-            let reply = if ptrace(libc::PTRACE_INTERRUPT, s.tid, 0).is_ok() {
-                (0, -notify_exec::ERESTARTNOINTR)
+            let interrupted = ptrace(libc::PTRACE_INTERRUPT, s.tid, 0).is_ok();
+            let error = if interrupted {
+                -notify_exec::ERESTARTNOINTR
             } else {
-                // Not traced (a clone3 child with CLONE_UNTRACED): nothing can rewrite it.
-                handlers::report_untranslatable("execve", None);
-                (0, -libc::ENOSYS)
+                -libc::ENOSYS
             };
             let mut resp = libc::seccomp_notif_resp {
                 id: s.id,
-                val: reply.0,
-                error: reply.1,
+                val: 0,
+                error,
                 flags: 0,
             };
             // SAFETY: a plain-data reply on the live listener.
             let sent =
                 unsafe { libc::ioctl(s.listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) } == 0;
-            if reply.1 == -notify_exec::ERESTARTNOINTR {
+            if interrupted {
                 self.interrupted.insert(s.tid, sent);
+            } else if sent {
+                // Alive but not traced (a clone3 child with CLONE_UNTRACED): nothing can
+                // rewrite its exec. (A caller gone meanwhile is not worth a word.)
+                handlers::report_untranslatable("execve", None);
             }
         }
     }
