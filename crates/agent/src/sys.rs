@@ -83,8 +83,13 @@ pub fn open_by_handle(mount: &impl AsRawFd, handle: &[u8], flags: i32) -> Result
 /// Copies descriptor `fd` of process `pid` (a thread-group leader) into this process
 /// (pidfd_open + pidfd_getfd).
 pub fn take_fd(pid: i32, fd: i32) -> Result<OwnedFd, Errno> {
+    take_fd_with(pid, fd, 0)
+}
+
+/// [`take_fd`] with `pidfd_open` flags (`PIDFD_THREAD`: `pid` may be any thread's id).
+pub fn take_fd_with(pid: i32, fd: i32, flags: libc::c_uint) -> Result<OwnedFd, Errno> {
     // SAFETY: raw calls with integer arguments returning new descriptors.
-    let pidfd = owned(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
+    let pidfd = owned(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) })?;
     // SAFETY: as above.
     owned(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) })
 }

@@ -413,6 +413,9 @@ pub enum Performed {
     Change,
     /// A call made with the caller's buffers copied in and out (xattrs, statfs, utime).
     Attr,
+    /// A socket's name asked of roost's copy of the descriptor, written logically when it
+    /// names a mapped path (getsockname, getpeername; `notify::sockname`).
+    Name,
     /// An exec let through when nothing in it is mapped (`notify::exec`); one that must be
     /// rewritten is sent back to take a ptrace stop.
     Exec,
@@ -461,9 +464,11 @@ const fn notified(performed: Performed) -> Notified {
 /// Every other trapped call takes a ptrace stop: openat2 keeps its flags in memory the
 /// filter cannot read; the *xattrat calls have struct arguments; inotify/fanotify marks and
 /// name_to_handle_at act on the caller's descriptors; chdir, getcwd, chroot and the socket
-/// calls need ptrace, and so does an exec roost must rewrite.
+/// calls that send an address need ptrace, and so does an exec roost must rewrite.
 pub const NOTIFIED: &[(&str, Notified)] = &[
     ("execve", BY_NOTIFICATION_UNLESS_MARKED),
+    ("getsockname", notified(Performed::Name)),
+    ("getpeername", notified(Performed::Name)),
     ("execveat", BY_NOTIFICATION_UNLESS_MARKED),
     ("stat", notified(Performed::Lookup)),
     ("lstat", notified(Performed::Lookup)),

@@ -180,7 +180,7 @@ pub fn sockname(ctx: &mut Ctx<'_>, addr_arg: usize, len_arg: usize, peer: bool) 
     d
 }
 
-fn read_u32(pid: i32, at: u64) -> Option<u32> {
+pub(crate) fn read_u32(pid: i32, at: u64) -> Option<u32> {
     let b = memory::read(pid, at, 4).ok()?;
     Some(u32::from_ne_bytes(b.as_slice().try_into().ok()?))
 }
@@ -212,24 +212,37 @@ pub fn logical_sockname(
     } else {
         memory::read(pid, addr, len as usize).ok()
     };
-    let Some(sa) = sa else {
-        return;
-    };
-    let Some(physical) = unix_path(&sa) else {
-        return;
-    };
+    if let Some(logical) = sa.and_then(|sa| logical_address(ns, &sa)) {
+        let _ = write_address(pid, (addr, len_at, room), logical);
+    }
+}
+
+/// The logical form of socket address `sa` when it is an AF_UNIX pathname address whose
+/// name differs logically (`None`: the program may see it as it is).
+pub fn logical_address(ns: &Namespace, sa: &[u8]) -> Option<Vec<u8>> {
+    let physical = unix_path(sa)?;
     if physical.first() != Some(&b'/') {
-        return; // bound by a relative name: the kernel keeps it as given
+        return None; // bound by a relative name: the kernel keeps it as given
     }
     let logical = ns.table().reverse(physical);
     if logical == physical {
-        return;
+        return None;
     }
     let mut out = sa[..2].to_vec();
     out.extend_from_slice(&logical);
     out.push(0);
-    let whole = out.len() as u32;
-    out.truncate(room as usize);
-    let _ = memory::write(pid, addr, &out);
-    let _ = memory::write(pid, len_at, &whole.to_ne_bytes());
+    Some(out)
+}
+
+/// Writes address `sa` into the program's buffer at `addr` as the kernel would: at most
+/// `room` bytes of it, the whole length at `len_at`.
+pub fn write_address(
+    pid: i32,
+    (addr, len_at, room): (u64, u64, u32),
+    mut sa: Vec<u8>,
+) -> Result<(), i32> {
+    let whole = sa.len() as u32;
+    sa.truncate(room as usize);
+    memory::write(pid, addr, &sa).map_err(|_| libc::EFAULT)?;
+    memory::write(pid, len_at, &whole.to_ne_bytes()).map_err(|_| libc::EFAULT)
 }

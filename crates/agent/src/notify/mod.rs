@@ -17,6 +17,7 @@ mod locks;
 mod lookup;
 mod open;
 mod pool;
+mod sockname;
 
 use crate::arch::Regs;
 use crate::handlers::{self, path, procfs, Action, Arg, Ctx, Decision};
@@ -245,6 +246,9 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         };
     }
     let regs = Regs::from_args(&req.data.args);
+    if let Kind::SockName { addr, len, peer } = kind {
+        return sockname::answer(&shared.ns, tid, &regs, (addr, len, peer), n);
+    }
     if let Some(vfds) = &shared.vfds {
         if let Some(reply) = direct::on_descriptor_itself(vfds, name, (tid, &regs), n) {
             return reply;
