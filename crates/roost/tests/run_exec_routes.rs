@@ -75,16 +75,16 @@ fn a_mapped_program_runs_under_its_logical_name_by_every_route() {
 
 #[test]
 fn execs_and_lookups_interrupted_by_signals_run_once_and_whole() {
-    // A 50 us timer whose handler has no SA_RESTART interrupts each call while roost decides
-    // it (or before it took it): execs of a mapped program (sent back to a stop) and of an
-    // unmapped one (let through), and lookups, must neither fail with EINTR nor run twice.
-    // Only notifications have that window (a ptrace stop is not interrupted), and a timer
-    // that fast makes ptrace stops crawl: the stress runs with notifications alone.
+    // A 200 us timer whose handler has no SA_RESTART interrupts calls while roost decides
+    // them (or before it took them): execs of a mapped program (sent back to a stop) and of
+    // an unmapped one (let through), and lookups, must neither fail with EINTR nor run
+    // twice. Only notifications have that window (a ptrace stop is not interrupted), and a
+    // timer that fast makes ptrace stops crawl: the stress runs with notifications alone.
     let t = tree("exec-signals");
     let native = compiled("exec_paths");
     let script = format!(
         "for i in $(seq 40); do /m/bin/exec_paths timer /m/bin/exec_paths self; \
-         {n} timer {n} self; done | sort | uniq -c; /m/bin/exec_paths stat /m/bin 3000",
+         {n} timer {n} self; done | sort | uniq -c; /m/bin/exec_paths stat /m/bin 5000",
         n = native.display()
     );
     let mount = format!("/m={}", t.s());

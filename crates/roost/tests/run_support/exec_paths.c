@@ -3,7 +3,7 @@
  *   exec_paths try PROG... -- ARGS    execv each PROG in turn (failures printed), then
  *                                     print /proc/self/exe if none ran
  *   exec_paths thread PROG ARGS...    execv from a thread that is not the main one
- *   exec_paths timer PROG ARGS...     execv with a 50 us POSIX timer whose handler (no
+ *   exec_paths timer PROG ARGS...     execv with a 200 us POSIX timer whose handler (no
  *                                     SA_RESTART) keeps interrupting (exec deletes it)
  *   exec_paths stat PATH N            N stats of PATH under the same timer; prints how many
  *                                     failed with EINTR (natively none)
@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
         ev.sigev_signo = SIGUSR1;
         timer_t timer;
         timer_create(CLOCK_MONOTONIC, &ev, &timer);
-        struct itimerspec it = {{0, 50000}, {0, 50000}};
+        struct itimerspec it = {{0, 200000}, {0, 200000}};
         timer_settime(timer, 0, &it, NULL);
         while (ticks < 3) {
         }
