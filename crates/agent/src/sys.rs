@@ -86,8 +86,20 @@ pub fn take_fd(pid: i32, fd: i32) -> Result<OwnedFd, Errno> {
     take_fd_with(pid, fd, 0)
 }
 
-/// [`take_fd`] with `pidfd_open` flags (`PIDFD_THREAD`: `pid` may be any thread's id).
-pub fn take_fd_with(pid: i32, fd: i32, flags: libc::c_uint) -> Result<OwnedFd, Errno> {
+/// `pidfd_open`'s flag for a pidfd of one thread (Linux 6.9).
+const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+
+/// [`take_fd`] for thread `tid` (any thread of its process): by a pidfd of the thread, or
+/// on older kernels of its process (a /proc read for its id).
+pub fn take_thread_fd(tid: i32, fd: i32) -> Result<OwnedFd, Errno> {
+    take_fd_with(tid, fd, PIDFD_THREAD).or_else(|_| {
+        let tgid = crate::notify::identity::tgid(tid).ok_or(libc::ESRCH)?;
+        take_fd(tgid, fd)
+    })
+}
+
+/// [`take_fd`] with `pidfd_open` flags.
+fn take_fd_with(pid: i32, fd: i32, flags: libc::c_uint) -> Result<OwnedFd, Errno> {
     // SAFETY: raw calls with integer arguments returning new descriptors.
     let pidfd = owned(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) })?;
     // SAFETY: as above.

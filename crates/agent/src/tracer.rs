@@ -147,12 +147,12 @@ fn event_msg(pid: i32) -> u64 {
     msg
 }
 
-/// Waits for the next stop or exit of any tracee; `None` when [`notify_exec::WAKE_SIGNAL`]
-/// interrupted the wait (an exec the supervisor sends back).
-fn wait_any() -> io::Result<Option<(i32, i32)>> {
+/// Waits for the next stop or exit of tracee `pid` (-1: any); `None` when a signal
+/// interrupted the wait ([`notify_exec::WAKE_SIGNAL`]: an exec the supervisor sends back).
+fn wait_or_woken(pid: i32) -> io::Result<Option<(i32, i32)>> {
     let mut status = 0;
     // SAFETY: plain waitpid.
-    let r = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
     if r >= 0 {
         return Ok(Some((r, status)));
     }
@@ -175,17 +175,11 @@ fn catch_wake_signal() {
     }
 }
 
+/// Waits for the next stop or exit of tracee `pid`, whatever signals come meanwhile.
 fn wait(pid: i32) -> io::Result<(i32, i32)> {
-    let mut status = 0;
     loop {
-        // SAFETY: plain waitpid.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
-        if r >= 0 {
-            return Ok((r, status));
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINTR) {
-            return Err(e);
+        if let Some(x) = wait_or_woken(pid)? {
+            return Ok(x);
         }
     }
 }
@@ -396,7 +390,7 @@ impl Agent {
     fn run_loop(&mut self) {
         loop {
             self.take_sent_back();
-            let (pid, status) = match wait_any() {
+            let (pid, status) = match wait_or_woken(-1) {
                 Ok(Some(x)) => x,
                 Ok(None) => continue, // woken to take execs sent back
                 Err(_) => return,     // ECHILD: every tracee is gone
@@ -442,8 +436,8 @@ impl Agent {
     /// marks it so the filter sends it to a ptrace stop.
     fn mark_exec(&mut self, pid: i32) -> io::Result<()> {
         let mut regs = Regs::get(pid)?;
-        let exec = [arch::number("execve"), arch::number("execveat")];
-        if regs.ret() == -(notify_exec::ERESTARTNOINTR as i64) && exec.contains(&Some(regs.nr())) {
+        let is_exec = matches!(self.table.get(regs.nr()), Some((_, Kind::Exec { .. })));
+        if regs.ret() == -(notify_exec::ERESTARTNOINTR as i64) && is_exec {
             let marked = (regs.arg(5) & !0xffff_ffff) | u64::from(notify_exec::EXEC_BY_PTRACE);
             regs.set_arg(5, marked);
             regs.set(pid)?;

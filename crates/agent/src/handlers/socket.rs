@@ -185,11 +185,11 @@ pub(crate) fn read_u32(pid: i32, at: u64) -> Option<u32> {
     Some(u32::from_ne_bytes(b.as_slice().try_into().ok()?))
 }
 
-/// The whole address of socket `fd` of thread `pid` (when the program's buffer held only
-/// part of it), asked by roost on a copy of the descriptor.
-fn whole_address(pid: i32, fd: i32, peer: bool) -> Option<Vec<u8>> {
-    let tgid = crate::notify::identity::tgid(pid).unwrap_or(pid);
-    let sock = crate::sys::take_fd(tgid, fd).ok()?;
+/// The whole address (or, with `peer`, the peer's) of socket `fd` of thread `pid`, asked by
+/// roost on a copy of the descriptor (`None` for any error: not a socket, not connected, a
+/// descriptor gone).
+pub fn whole_address(pid: i32, fd: i32, peer: bool) -> Option<Vec<u8>> {
+    let sock = crate::sys::take_thread_fd(pid, fd).ok()?;
     crate::sys::socket_name(&sock, peer).ok()
 }
 

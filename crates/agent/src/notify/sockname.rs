@@ -6,24 +6,10 @@
 //! let through. (A ptrace stop and its exit stop each, before; bash asks `getpeername` of
 //! its stdin at every start.)
 
-use super::{identity, Notification, Reply, CONTINUE};
+use super::{Notification, Reply, CONTINUE};
 use crate::arch::Regs;
 use crate::handlers::socket;
-use crate::sys;
 use roost_vfs::Namespace;
-use std::os::fd::OwnedFd;
-
-/// `pidfd_open`'s flag for a pidfd of one thread (Linux 6.9).
-const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
-
-/// A copy of descriptor `fd` of thread `tid`.
-fn caller_descriptor(tid: i32, fd: i32) -> Option<OwnedFd> {
-    if let Ok(sock) = sys::take_fd_with(tid, fd, PIDFD_THREAD) {
-        return Some(sock);
-    }
-    // Older kernels: by the process (a /proc read for its id).
-    sys::take_fd(identity::tgid(tid)?, fd).ok()
-}
 
 /// Answers getsockname (`peer` false) or getpeername of `tid`.
 pub fn answer(
@@ -37,11 +23,8 @@ pub fn answer(
     let Some(room) = socket::read_u32(tid, len_at) else {
         return CONTINUE; // the kernel's EFAULT
     };
-    let Some(sock) = caller_descriptor(tid, regs.arg(0) as i32) else {
-        return CONTINUE; // the kernel's EBADF
-    };
-    let Some(logical) = sys::socket_name(&sock, peer)
-        .ok()
+    // Any error (EBADF, ENOTSOCK, ENOTCONN) is the kernel's to give.
+    let Some(logical) = socket::whole_address(tid, regs.arg(0) as i32, peer)
         .and_then(|sa| socket::logical_address(ns, &sa))
     else {
         return CONTINUE;
