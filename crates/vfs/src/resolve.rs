@@ -11,7 +11,7 @@
 use crate::mount::{Mapped, MountTable};
 use crate::path::components;
 use crate::{Driver, Errno};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -164,6 +164,10 @@ pub struct Namespace {
     /// Working directories some thread entered by a logical name other than their physical
     /// path (`cd /data` with `/data` mapped): physical → logical.
     entered: Mutex<HashMap<Vec<u8>, Vec<u8>>>,
+    /// (device, inode) of the directories in `entered`: one renamed since (its entry names
+    /// its old path) is still known to have been entered through a mapping, and is named by
+    /// reverse mapping its new path.
+    entered_dirs: Mutex<HashSet<(u64, u64)>>,
     /// Lookups answered from the cache, and by asking a driver.
     hits: AtomicU64,
     misses: AtomicU64,
@@ -183,6 +187,7 @@ impl Namespace {
             generation: AtomicU64::new(0),
             ttl: TTL,
             entered: Mutex::new(HashMap::new()),
+            entered_dirs: Mutex::new(HashSet::new()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             descriptor_names: std::sync::OnceLock::new(),
@@ -220,14 +225,21 @@ impl Namespace {
     /// Notes that a thread made the directory the kernel holds at `physical` its working
     /// directory under the name `logical` (see [`Namespace::logical_cwd`]).
     pub fn entered(&self, physical: &[u8], logical: &[u8]) {
+        let id = dir_id(physical);
         let mut entered = self.entered.lock().expect("entered lock");
+        let mut dirs = self.entered_dirs.lock().expect("entered lock");
         if physical == logical {
             entered.remove(physical);
+            if let Some(id) = id {
+                dirs.remove(&id);
+            }
         } else {
             if entered.len() >= CACHE_LIMIT {
                 entered.clear();
+                dirs.clear();
             }
             entered.insert(physical.to_vec(), logical.to_vec());
+            dirs.extend(id);
         }
     }
 
@@ -250,7 +262,11 @@ impl Namespace {
                 return logical;
             }
         }
-        if self.table.in_mirror(physical) {
+        let renamed = || {
+            let dirs = self.entered_dirs.lock().expect("entered lock");
+            !dirs.is_empty() && dir_id(physical).is_some_and(|id| dirs.contains(&id))
+        };
+        if self.table.in_mirror(physical) || renamed() {
             return self.table.reverse(physical);
         }
         if maps_to(physical) || physical.ends_with(b" (deleted)") {
@@ -519,6 +535,13 @@ impl Namespace {
     }
 }
 
+/// (device, inode) of the directory at `physical`.
+fn dir_id(physical: &[u8]) -> Option<(u64, u64)> {
+    use std::os::unix::{ffi::OsStrExt, fs::MetadataExt};
+    let meta = std::fs::metadata(std::ffi::OsStr::from_bytes(physical)).ok()?;
+    Some((meta.dev(), meta.ino()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -775,6 +798,26 @@ mod tests {
         ns.entered(b"/tmp/r2/b", b"/m/b");
         assert_eq!(ns.logical_cwd(b"/tmp/r2/b"), b"/tmp/r2/b");
         assert_eq!(ns.logical_cwd(b"/gone (deleted)"), b"/gone (deleted)");
+    }
+
+    #[test]
+    fn a_cwd_entered_through_a_mapping_keeps_the_mapping_when_renamed() {
+        let phys = tmpdir("renamed-cwd");
+        std::fs::create_dir_all(phys.join("d")).unwrap();
+        let mut t = MountTable::new();
+        t.add(b"/m", Target::local(bytes(&phys)));
+        let ns = Namespace::new(t);
+        let d = bytes(&phys.join("d"));
+        ns.entered(&d, b"/m/d");
+        std::fs::rename(phys.join("d"), phys.join("e")).unwrap();
+        let e = bytes(&phys.join("e"));
+        assert_eq!(ns.logical_cwd(&e), b"/m/e");
+        // Entered by its physical name since: physical it stays.
+        ns.entered(&e, &e);
+        std::fs::rename(phys.join("e"), phys.join("f")).unwrap();
+        let f = bytes(&phys.join("f"));
+        assert_eq!(ns.logical_cwd(&f), f);
+        std::fs::remove_dir_all(phys).unwrap();
     }
 
     #[test]
