@@ -41,6 +41,9 @@ enum Outcome {
 struct Program {
     /// The logical executable, when roost resolved it at an exec.
     exe: Option<Vec<u8>>,
+    /// (device, inode) of the file that exec ran: a process that runs another file is not
+    /// the one this record is about (its pid was reused after that one exited unseen).
+    runs: Option<(u64, u64)>,
     /// Execs seen to succeed.
     count: u64,
     pending: Option<Pending>,
@@ -50,7 +53,14 @@ struct Program {
 #[derive(Default)]
 pub struct Execs {
     programs: Mutex<HashMap<i32, Program>>,
+    /// How many records make the next prune (0: [`PRUNE_AT`]).
+    prune_at: std::sync::atomic::AtomicUsize,
 }
+
+/// Records kept before those of processes that are gone are dropped (processes roost does
+/// not trace exit unseen): the first prune comes at this many, the next at twice as many as
+/// were left.
+const PRUNE_AT: usize = 4096;
 
 /// (device, inode) of a file, following symlinks (as `/proc/PID/exe` is followed).
 fn file_id(path: &[u8]) -> Option<(u64, u64)> {
@@ -74,14 +84,15 @@ impl Execs {
         let Some(pending) = p.pending.take() else {
             return;
         };
-        let running = || file_id(format!("/proc/{tid}/exe").as_bytes());
+        let running = file_id(format!("/proc/{tid}/exe").as_bytes());
         let succeeded = match pending.outcome {
             Outcome::Event => false,
-            Outcome::Runs(file) => running() == Some(file),
-            Outcome::Replaces(before) => running() != before,
+            Outcome::Runs(file) => running == Some(file),
+            Outcome::Replaces(before) => running != before,
         };
         if succeeded {
             p.exe = pending.exe;
+            p.runs = running;
             p.count += 1;
         }
     }
@@ -105,6 +116,12 @@ impl Execs {
     fn pend(&self, tid: i32, exe: Option<Vec<u8>>, outcome: Outcome) {
         self.with(|programs| {
             Execs::resolve(programs, tid);
+            let relaxed = std::sync::atomic::Ordering::Relaxed;
+            let prune_at = self.prune_at.load(relaxed).max(PRUNE_AT);
+            if !programs.contains_key(&tid) && programs.len() >= prune_at {
+                programs.retain(|pid, _| std::path::Path::new(&format!("/proc/{pid}")).exists());
+                self.prune_at.store(2 * programs.len(), relaxed);
+            }
             programs.entry(tid).or_default().pending = Some(Pending { exe, outcome });
         });
     }
@@ -120,6 +137,7 @@ impl Execs {
             let p = programs.entry(tid).or_default();
             p.pending = None;
             p.exe = pending.and_then(|pending| pending.exe);
+            p.runs = file_id(format!("/proc/{tid}/exe").as_bytes());
             p.count += 1;
         });
     }
@@ -140,7 +158,9 @@ impl Execs {
             if caller == tgid {
                 Execs::resolve(programs, tgid);
             }
-            programs.get(&tgid).and_then(|p| p.exe.clone())
+            let p = programs.get(&tgid)?;
+            let current = || p.runs == file_id(format!("/proc/{tgid}/exe").as_bytes());
+            p.exe.clone().filter(|_| p.runs.is_none() || current())
         })
     }
 
@@ -148,8 +168,11 @@ impl Execs {
     pub fn forked(&self, parent: i32, child: i32) {
         self.with(|programs| {
             Execs::resolve(programs, parent);
-            if let Some(exe) = programs.get(&parent).and_then(|p| p.exe.clone()) {
-                programs.entry(child).or_default().exe = Some(exe);
+            if let Some(p) = programs.get(&parent) {
+                let (exe, runs) = (p.exe.clone(), p.runs);
+                let child = programs.entry(child).or_default();
+                child.exe = exe;
+                child.runs = runs;
             }
         });
     }
@@ -201,8 +224,48 @@ mod tests {
         assert_eq!(execs.exe(me, me), Some(b"/from/a/thread".to_vec()));
         assert_eq!(execs.count(me + 5), 0);
         execs.forked(me, 77);
-        assert_eq!(execs.exe(77, 77), Some(b"/from/a/thread".to_vec()));
+        let inherited = execs.with(|p| p.get(&77).map(|p| (p.exe.clone(), p.runs)));
+        let ours = execs.with(|p| p.get(&me).map(|p| p.runs)).flatten();
+        assert_eq!(
+            inherited,
+            Some((Some(b"/from/a/thread".to_vec()), ours)),
+            "pid 77 runs no such file: the record is kept, not shown"
+        );
         execs.gone(me);
         assert_eq!(execs.count(me), 0);
+    }
+
+    #[test]
+    fn a_record_of_a_file_the_process_does_not_run_names_nothing() {
+        let me = std::process::id() as i32;
+        let running = std::fs::read_link("/proc/self/exe").unwrap();
+        let running = running.as_os_str().as_encoded_bytes().to_vec();
+        let execs = Execs::default();
+        // As left by an earlier process with this pid, which exited unseen.
+        execs.with(|p| {
+            p.insert(
+                me,
+                Program {
+                    exe: Some(b"/old".to_vec()),
+                    runs: Some((0, 1)),
+                    ..Program::default()
+                },
+            )
+        });
+        assert_eq!(execs.exe(me, me), None);
+        execs.expect(me, b"/new".to_vec(), &running);
+        assert_eq!(execs.exe(me, me), Some(b"/new".to_vec()));
+    }
+
+    #[test]
+    fn records_of_processes_that_are_gone_are_dropped() {
+        let execs = Execs::default();
+        // Pids above the kernel's limit: no such process.
+        for pid in 0..PRUNE_AT as i32 {
+            execs.expect_event(i32::MAX - pid, None);
+        }
+        let me = std::process::id() as i32;
+        execs.expect_event(me, None);
+        assert_eq!(execs.with(|p| p.len()), 1);
     }
 }
