@@ -20,6 +20,11 @@ const OFFSET_ARCH: u32 = 4;
 const fn offset_arg_low(i: usize) -> u32 {
     16 + 8 * i as u32
 }
+/// The high 32 bits of argument `i`, which the kernel ignores where the argument is an
+/// `int` or unused.
+const fn offset_arg_high(i: usize) -> u32 {
+    offset_arg_low(i) + 4
+}
 
 pub const RET_ALLOW: u32 = 0x7fff_0000;
 pub const RET_TRACE: u32 = 0x7ff0_0000;
@@ -38,8 +43,8 @@ pub enum Verdict {
         arg: usize,
         bits: u32,
     },
-    /// A notification, unless the low half of argument `arg` is `value`: then a ptrace stop
-    /// (an exec roost sent back to be rewritten).
+    /// A notification, unless the high half of argument `arg` is `value`: then a ptrace stop
+    /// (a call roost sent back to take one).
     NotifyUnlessIs {
         arg: usize,
         value: u32,
@@ -101,29 +106,35 @@ pub fn build(rules: &[(u32, Verdict)], foreign: Verdict) -> Vec<libc::sock_filte
         stmt(BPF_LD_W_ABS, OFFSET_NR),
         jump(BPF_JGE_K, arch::FOREIGN_SYSCALL_BIT, 0, 1),
         ret(foreign),
-        // Newer than roost knows: the tracer fails it with ENOSYS and says so once.
+        // Newer than roost knows: failed with ENOSYS, said once (by the notification thread
+        // when there is one, else by the tracer).
         jump(BPF_JGE_K, arch::REVIEWED_MAX + 1, 0, 1),
-        ret(Verdict::Trace),
+        ret(match foreign {
+            Verdict::Notify => Verdict::Notify,
+            _ => Verdict::Trace,
+        }),
     ];
     for &(nr, verdict) in rules {
         // Only these syscalls' branches look at an argument: every other number stays
         // answerable from the syscall number alone.
         let by_arg = match verdict {
             Verdict::NotifyUnless { arg, bits } => Some((
-                arg,
+                offset_arg_low(arg),
                 BPF_JSET_K,
                 bits,
                 RET_TRACE,
                 libc::SECCOMP_RET_USER_NOTIF,
             )),
             Verdict::NotifyUnlessIs { arg, value } => Some((
-                arg,
+                offset_arg_high(arg),
                 BPF_JEQ_K,
                 value,
                 RET_TRACE,
                 libc::SECCOMP_RET_USER_NOTIF,
             )),
-            Verdict::TraceIf { arg, bits } => Some((arg, BPF_JSET_K, bits, RET_TRACE, RET_ALLOW)),
+            Verdict::TraceIf { arg, bits } => {
+                Some((offset_arg_low(arg), BPF_JSET_K, bits, RET_TRACE, RET_ALLOW))
+            }
             _ => None,
         };
         if let Verdict::NotifyIfFdFrom { args, from } = verdict {
@@ -136,9 +147,9 @@ pub fn build(rules: &[(u32, Verdict)], foreign: Verdict) -> Vec<libc::sock_filte
                 p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF));
             }
             p.push(stmt(BPF_RET_K, RET_ALLOW));
-        } else if let Some((arg, test, k, if_set, otherwise)) = by_arg {
+        } else if let Some((offset, test, k, if_set, otherwise)) = by_arg {
             p.push(jump(BPF_JEQ_K, nr, 0, 4));
-            p.push(stmt(BPF_LD_W_ABS, offset_arg_low(arg)));
+            p.push(stmt(BPF_LD_W_ABS, offset));
             p.push(jump(test, k, 0, 1));
             p.push(stmt(BPF_RET_K, if_set));
             p.push(stmt(BPF_RET_K, otherwise));
@@ -244,7 +255,14 @@ mod tests {
                     acc = match i.k {
                         OFFSET_NR => nr,
                         OFFSET_ARCH => arch,
-                        k => args[(k as usize - 16) / 8] as u32,
+                        k => {
+                            let arg = args[(k as usize - 16) / 8];
+                            if k % 8 == 4 {
+                                (arg >> 32) as u32
+                            } else {
+                                arg as u32
+                            }
+                        }
                     }
                 }
                 BPF_JEQ_K | BPF_JGE_K | BPF_JSET_K => {
@@ -339,7 +357,7 @@ mod tests {
 
     #[test]
     fn a_marked_exec_takes_a_stop() {
-        let mark = crate::syscalls::EXEC_BY_PTRACE;
+        let mark = crate::syscalls::BY_PTRACE;
         let p = build(
             &[(
                 59,
@@ -353,11 +371,12 @@ mod tests {
         let a = arch::AUDIT_ARCH;
         let notify = libc::SECCOMP_RET_USER_NOTIF;
         assert_eq!(run_with(&p, a, 59, [1, 2, 3, 0, 0, 0]), notify);
+        assert_eq!(run_with(&p, a, 59, [1, 2, 3, 0, 0, mark as u64]), notify);
         assert_eq!(
-            run_with(&p, a, 59, [1, 2, 3, 0, 0, mark as u64 + 1]),
+            run_with(&p, a, 59, [1, 2, 3, 0, 0, (mark as u64 + 1) << 32]),
             notify
         );
-        let marked = [1, 2, 3, 0, 0, (7 << 32) | mark as u64];
+        let marked = [1, 2, 3, 0, 0, ((mark as u64) << 32) | 7];
         assert_eq!(run_with(&p, a, 59, marked), RET_TRACE);
         assert_eq!(run_with(&p, a, 39, marked), RET_ALLOW);
     }

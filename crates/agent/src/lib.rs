@@ -8,6 +8,7 @@
 //! lookups delivered as seccomp notifications), `trace` (--trace/--summary).
 
 pub mod arch;
+pub mod attach;
 pub mod execs;
 pub mod filter;
 pub mod handlers;

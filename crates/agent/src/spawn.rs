@@ -20,6 +20,10 @@ pub enum SpawnError {
     /// The seccomp notification listener could not be obtained (old kernel, restricted
     /// pidfd_getfd); the caller may start again without notifications.
     Listener(io::Error),
+    /// Another filter of this process already hands calls to a supervisor (roost run inside
+    /// roost run): the kernel allows one, and that one would answer the program's calls
+    /// before roost saw them.
+    Nested,
 }
 
 impl fmt::Display for SpawnError {
@@ -27,6 +31,12 @@ impl fmt::Display for SpawnError {
         match self {
             SpawnError::Fork(e) => write!(f, "cannot fork: {e}"),
             SpawnError::Listener(e) => write!(f, "cannot take the seccomp listener: {e}"),
+            SpawnError::Nested => write!(
+                f,
+                "roost run cannot run under another seccomp supervisor (roost run inside roost \
+                 run, or a container's seccomp agent): the kernel gives one supervisor the \
+                 calls of a process, and here the outer one would answer them first"
+            ),
             SpawnError::Filter(step, errno) => write!(
                 f,
                 "cannot install the seccomp filter ({step}: {}); roost run needs seccomp-bpf \
@@ -76,7 +86,12 @@ unsafe fn child(
     argv: &[*const libc::c_char],
     bpf: &[libc::sock_filter],
     listener: bool,
+    untraced: bool,
 ) -> ! {
+    if untraced {
+        // Exit-kill will not take it with roost: it dies with the agent all the same.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    }
     // [failed, errno or listener fd]
     let mut report = [0u8; 8];
     match filter::install(bpf, listener) {
@@ -114,12 +129,14 @@ pub struct Spawned {
 
 /// Forks, filters and seizes `program` (run with `argv`); returns once it is traced and
 /// released to exec. With `listener`, the filter's notification fd comes back too, and
-/// exec events are left off ([`OPTIONS`]).
+/// exec events are left off ([`OPTIONS`]). With `untraced` (attaching on demand,
+/// `crate::attach`), roost lets go of it again before it execs.
 pub fn spawn(
     program: &CString,
     argv: &[CString],
     bpf: &[libc::sock_filter],
     listener: bool,
+    untraced: bool,
 ) -> Result<Spawned, SpawnError> {
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
@@ -132,7 +149,7 @@ pub fn spawn(
     }
     if pid == 0 {
         // SAFETY: see `child`.
-        unsafe { child(status_w, go_r, program, &ptrs, bpf, listener) }
+        unsafe { child(status_w, go_r, program, &ptrs, bpf, listener, untraced) }
     }
     let close = |fd| {
         // SAFETY: closing descriptors this function opened.
@@ -155,6 +172,9 @@ pub fn spawn(
         kill();
         close(go_w);
         let errno = u32::from_ne_bytes(report[4..].try_into().expect("4")) as i32;
+        if listener && errno == libc::EBUSY {
+            return Err(SpawnError::Nested);
+        }
         return Err(SpawnError::Filter("prctl", errno));
     }
     let options = if listener {
@@ -182,8 +202,33 @@ pub fn spawn(
     } else {
         None
     };
+    if untraced {
+        if let Err(e) = let_go(pid) {
+            kill();
+            close(go_w);
+            return Err(SpawnError::Ptrace(e.raw_os_error().unwrap_or(0)));
+        }
+    }
     // SAFETY: writing one byte to our pipe.
     unsafe { libc::write(go_w, [1u8].as_ptr().cast(), 1) };
     close(go_w);
     Ok(Spawned { pid, listener })
+}
+
+/// Detaches from the child, seized only to prove ptrace works: it must be stopped first.
+fn let_go(pid: i32) -> io::Result<()> {
+    // SAFETY: plain ptrace requests and a wait on our own child.
+    unsafe {
+        if libc::ptrace(libc::PTRACE_INTERRUPT, pid, 0, 0) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut status = 0;
+        if libc::waitpid(pid, &mut status, libc::__WALL) != pid {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::ptrace(libc::PTRACE_DETACH, pid, 0, 0) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }

@@ -421,17 +421,32 @@ pub enum Performed {
     Exec,
 }
 
-/// Marks an exec that must take a ptrace stop: the low half of its sixth argument register,
-/// which execve and execveat ignore ("rost"). roost sets it when it sends an exec back from
-/// its notification to a stop; a program that sets it itself only takes the stop.
-pub const EXEC_BY_PTRACE: u32 = 0x726f_7374;
+/// Marks a call that must take a ptrace stop: the high half of an argument register the
+/// kernel reads as an `int` or not at all ("rost", [`mark_arg`]). roost sets it when it sends a call back from its notification to a
+/// stop (`notify::send_back`); it stays while the call runs (the kernel runs the filter
+/// again after the stop) and the exit stop puts the register back as the program had it. A
+/// program that sets it itself takes the stop, or, in a process roost does not trace, fails
+/// with ENOSYS.
+pub const BY_PTRACE: u32 = 0x726f_7374;
+
+/// The argument of call `nr` whose high half carries [`BY_PTRACE`]: the sixth, unused or an
+/// `int` for every trapped call but setxattrat and getxattrat, which read it as a size
+/// (their first, a dirfd, is an `int`).
+pub fn mark_arg(nr: i64) -> usize {
+    let xattrat = ["setxattrat", "getxattrat"].map(crate::arch::number);
+    if xattrat.contains(&Some(nr)) {
+        0
+    } else {
+        5
+    }
+}
 
 /// When a notified call takes a ptrace stop instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unless {
     /// The `int` argument `arg` has one of `bits` set.
     AnyBit { arg: usize, bits: u32 },
-    /// The low half of argument `arg` is `value`.
+    /// The high half of argument `arg` is `value`.
     Is { arg: usize, value: u32 },
 }
 
@@ -441,7 +456,7 @@ pub struct Notified {
     pub performed: Performed,
     /// When a ptrace stop comes instead: an O_PATH open (the kernel will not hand such a
     /// descriptor to another process), a linkat with AT_EMPTY_PATH (it names the caller's
-    /// descriptor), an exec marked [`EXEC_BY_PTRACE`].
+    /// descriptor), an exec marked [`BY_PTRACE`].
     pub unless: Option<Unless>,
 }
 
@@ -449,7 +464,7 @@ const BY_NOTIFICATION_UNLESS_MARKED: Notified = Notified {
     performed: Performed::Exec,
     unless: Some(Unless::Is {
         arg: 5,
-        value: EXEC_BY_PTRACE,
+        value: BY_PTRACE,
     }),
 };
 

@@ -11,7 +11,14 @@ use std::time::Instant;
 pub const SCRATCH_SIZE: u64 = 16 << 20;
 /// Each thread writes into its own slot of the scratch area.
 pub const SLOT_SIZE: u64 = 64 << 10;
-const SLOTS: usize = (SCRATCH_SIZE / SLOT_SIZE) as usize;
+/// The last slot holds only [`SCRATCH_MARK`].
+const SLOTS: usize = (SCRATCH_SIZE / SLOT_SIZE) as usize - 1;
+/// Written at the end of every scratch area roost maps, so that a process roost starts
+/// tracing late (`crate::attach`) is found to have one already: inherited at fork, or
+/// mapped at an earlier attachment.
+pub const SCRATCH_MARK: &[u8; 16] = b"roost scratch v1";
+/// Where [`SCRATCH_MARK`] lies in the area.
+pub const SCRATCH_MARK_AT: u64 = SCRATCH_SIZE - SCRATCH_MARK.len() as u64;
 
 /// The working directory, logical and physical (what the kernel holds).
 #[derive(Clone, Debug)]
@@ -86,6 +93,9 @@ impl AddrSpace {
                         self.next += 1;
                         self.next - 1
                     }
+                    // Threads roost saw only in passing do not report their exit: their
+                    // slots are taken back once they are gone.
+                    None if self.reclaim() => self.free.pop().expect("reclaimed a slot"),
                     // More concurrent threads than slots: share one (rare; documented).
                     None => tid as usize % self.limit.max(1),
                 };
@@ -140,6 +150,20 @@ impl AddrSpace {
     /// Forgets a recorded write (after a failed write).
     pub fn forget(&mut self, slot: u64) {
         self.written.remove(&(slot as usize));
+    }
+
+    /// Frees the slots of threads that no longer exist; whether one was freed.
+    fn reclaim(&mut self) -> bool {
+        let gone: Vec<i32> = self
+            .slots
+            .keys()
+            .copied()
+            .filter(|tid| !std::path::Path::new(&format!("/proc/{tid}")).exists())
+            .collect();
+        for tid in gone {
+            self.release(tid);
+        }
+        !self.free.is_empty()
     }
 
     /// Frees `tid`'s slot and reservation when the thread is gone (or has exec'd).
@@ -204,6 +228,10 @@ pub struct Task {
     pub awaiting_first_stop: bool,
     /// The thread's last rewritten call: its number and the arguments roost set.
     pub last_rewrite: Option<(i64, Vec<(usize, u64)>)>,
+    /// The call roost sent back to take a ptrace stop: the argument carrying
+    /// [`crate::syscalls::BY_PTRACE`] and its value as the program gave it, put back at the
+    /// call's exit stop.
+    pub marked: Option<(usize, u64)>,
 }
 
 impl Task {
@@ -215,6 +243,7 @@ impl Task {
             execs_seen: 0,
             awaiting_first_stop: false,
             last_rewrite: None,
+            marked: None,
         }
     }
 }
@@ -246,24 +275,29 @@ mod tests {
         mm.scratch = Some(base);
         let first = mm.slot(1).unwrap();
         let big = mm.reserve(7, 3 * SLOT_SIZE + 1).unwrap();
-        assert_eq!(big, base + SCRATCH_SIZE - 4 * SLOT_SIZE);
+        assert_eq!(
+            big,
+            base + (SLOTS as u64 - 4) * SLOT_SIZE,
+            "below the mark's slot"
+        );
         assert!(mm.reserve(8, SCRATCH_SIZE).is_none(), "more than is left");
         for tid in 2..(SLOTS as i32 - 4) {
             let s = mm.slot(tid).unwrap();
             assert!(s < big && s != first);
         }
-        // The area is full: further threads share slots below the reservation.
+        // The area is full: slots of threads that no longer exist are taken back (or, with
+        // none gone, shared), always below the reservation.
         assert!(mm.slot(9999).unwrap() < big);
         // Given back when the thread execs or exits; a second one from the same thread
         // replaces its first.
         mm.release(7);
         assert_eq!(
             mm.reserve(8, SLOT_SIZE).unwrap(),
-            base + SCRATCH_SIZE - SLOT_SIZE
+            base + (SLOTS as u64 - 1) * SLOT_SIZE
         );
         assert_eq!(
             mm.reserve(8, SLOT_SIZE).unwrap(),
-            base + SCRATCH_SIZE - SLOT_SIZE
+            base + (SLOTS as u64 - 1) * SLOT_SIZE
         );
     }
 }

@@ -5,20 +5,24 @@
 //! re-inject their signal and group-stops are held with PTRACE_LISTEN so job control works.
 
 use crate::arch::{self, Regs};
+use crate::attach;
 use crate::filter::{self, Verdict};
 use crate::handlers::virtual_ids::{self, VirtualIds};
 use crate::handlers::{self, embedded, exec, path, procfs, socket, Action, Arg, Ctx, Decision};
 use crate::memory;
-use crate::notify::{self, exec as notify_exec, Shared};
+use crate::notify::{self, send_back, Shared};
 use crate::remote;
 use crate::spawn::{self, SpawnError};
 use crate::syscalls::{Kind, Table, Unless, CHROOT_PATH};
-use crate::task::{AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_SIZE, SLOT_SIZE};
+use crate::task::{
+    AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_MARK, SCRATCH_MARK_AT, SCRATCH_SIZE,
+    SLOT_SIZE,
+};
 use crate::trace::{Record, Tracer};
 use crate::vfd::Vfds;
 use roost_vfs::Namespace;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::io::{self, Write};
 use std::rc::Rc;
@@ -38,6 +42,10 @@ pub struct Options {
     pub pin: bool,
     /// `--no-notify`: deliver every trapped call as a ptrace stop (no seccomp notifications).
     pub no_notify: bool,
+    /// `--attach all`: trace every process from its fork, as without notifications, instead
+    /// of attaching to a process only for the calls that need a ptrace stop
+    /// ([`crate::attach`]).
+    pub attach_all: bool,
     /// Called with the program's exit code as soon as the program itself exits; [`run`]
     /// returns only when every process it left running has exited too.
     pub on_program_exit: Option<Box<dyn FnOnce(i32)>>,
@@ -120,9 +128,15 @@ struct Agent {
     /// Trapped calls come as notifications too; execs are let through by them, with no
     /// exec event but for execs that stop.
     notifications: bool,
-    /// Threads interrupted to take their exec as a ptrace stop, and whether their
-    /// notification was answered with ERESTARTNOINTR (so the call restarts).
-    interrupted: HashMap<i32, bool>,
+    /// Threads interrupted to take a sent-back call as a ptrace stop.
+    interrupted: HashSet<i32>,
+    /// Forks are not followed: threads are attached for the calls that need it and detached
+    /// after ([`crate::attach`]).
+    lazy: bool,
+    /// With `lazy`, the address spaces of the processes attached to so far.
+    spaces: attach::Spaces,
+    /// Processes roost could not attach to (said once each).
+    untraceable: HashSet<i32>,
 }
 
 fn ptrace(req: libc::c_uint, pid: i32, data: usize) -> io::Result<()> {
@@ -147,12 +161,13 @@ fn event_msg(pid: i32) -> u64 {
     msg
 }
 
-/// Waits for the next stop or exit of tracee `pid` (-1: any); `None` when a signal
-/// interrupted the wait ([`notify_exec::WAKE_SIGNAL`]: an exec the supervisor sends back).
-fn wait_or_woken(pid: i32) -> io::Result<Option<(i32, i32)>> {
+/// Waits for the next stop or exit of tracee `pid` (-1: any), with `flags` besides
+/// `__WALL`; `None` when a signal interrupted the wait ([`send_back::WAKE_SIGNAL`]: a call
+/// the supervisor sends back, or a request to end).
+fn wait_or_woken(pid: i32, flags: libc::c_int) -> io::Result<Option<(i32, i32)>> {
     let mut status = 0;
     // SAFETY: plain waitpid.
-    let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL | flags) };
     if r >= 0 {
         return Ok(Some((r, status)));
     }
@@ -163,7 +178,7 @@ fn wait_or_woken(pid: i32) -> io::Result<Option<(i32, i32)>> {
     Err(e)
 }
 
-/// Lets [`notify_exec::WAKE_SIGNAL`] interrupt the tracer's waits (and do nothing else).
+/// Lets [`send_back::WAKE_SIGNAL`] interrupt the tracer's waits (and do nothing else).
 fn catch_wake_signal() {
     extern "C" fn nothing(_: libc::c_int) {}
     // SAFETY: a handler that does nothing, installed without SA_RESTART so waitpid returns.
@@ -171,14 +186,64 @@ fn catch_wake_signal() {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = nothing as extern "C" fn(libc::c_int) as usize;
         libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(notify_exec::WAKE_SIGNAL, &sa, std::ptr::null_mut());
+        libc::sigaction(send_back::WAKE_SIGNAL, &sa, std::ptr::null_mut());
     }
+}
+
+/// Argument register `arg` with roost's mark in its high half (see
+/// [`crate::syscalls::mark_arg`]).
+fn marked(arg: u64) -> u64 {
+    (arg & 0xffff_ffff) | (u64::from(crate::syscalls::BY_PTRACE) << 32)
+}
+
+/// The signal that asked the agent to end (0: none yet).
+static ENDING: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// With lazy attachment, SIGTERM and SIGHUP (which the front passes on) end the agent only
+/// after it killed the program's processes, which exit-kill no longer takes with it.
+fn catch_end_signals() {
+    extern "C" fn note(sig: libc::c_int) {
+        ENDING.store(sig, std::sync::atomic::Ordering::Relaxed);
+    }
+    // SAFETY: a handler that only stores an atomic, without SA_RESTART so waits return.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = note as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        for sig in [libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// When asked to end: kills everything below the agent, then dies of the signal.
+fn end_if_asked() {
+    let sig = ENDING.load(std::sync::atomic::Ordering::Relaxed);
+    if sig == 0 {
+        return;
+    }
+    attach::kill_descendants();
+    // SAFETY: the default disposition, then the signal to ourselves.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}
+
+/// The threads of process `tgid`.
+fn threads_of(tgid: i32) -> Vec<i32> {
+    std::fs::read_dir(format!("/proc/{tgid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Waits for the next stop or exit of tracee `pid`, whatever signals come meanwhile.
 fn wait(pid: i32) -> io::Result<(i32, i32)> {
     loop {
-        if let Some(x) = wait_or_woken(pid)? {
+        if let Some(x) = wait_or_woken(pid, 0)? {
             return Ok(x);
         }
     }
@@ -186,22 +251,20 @@ fn wait(pid: i32) -> io::Result<(i32, i32)> {
 
 /// The seccomp rules: everything in the table when paths must be seen (a mount list, or
 /// tracing), otherwise only the refusals, which the filter answers without a stop. With
-/// `notify`, the pure lookups go to the notification thread instead of a ptrace stop.
-fn rules(table: &Table, full: bool, notify: bool, ids: bool) -> Vec<(u32, Verdict)> {
+/// `notify`, the pure lookups go to the notification thread instead of a ptrace stop; with
+/// `lazy` every trapped call does, and takes a ptrace stop only when roost sent it back.
+fn rules(table: &Table, full: bool, notify: bool, ids: bool, lazy: bool) -> Vec<(u32, Verdict)> {
+    let sent_back = |nr: u32| Verdict::NotifyUnlessIs {
+        arg: crate::syscalls::mark_arg(i64::from(nr)),
+        value: crate::syscalls::BY_PTRACE,
+    };
     table
         .entries()
         .filter_map(|(nr, entry)| match entry.kind {
             Kind::Refuse(e) => Some((nr, Verdict::Errno(e))),
-            // Only the notification thread cares, and only when roost is root (others
-            // cannot hand their tracees a different identity).
-            // SAFETY: a plain id query.
-            Kind::Credentials if notify && unsafe { libc::geteuid() } == 0 => {
-                Some((nr, Verdict::Notify))
-            }
-            Kind::Credentials => None,
-            Kind::Identity if ids && notify => Some((nr, Verdict::Notify)),
-            Kind::Identity if ids => Some((nr, Verdict::Trace)),
-            Kind::Identity => None,
+            Kind::Clone if lazy => None,
+            Kind::Credentials | Kind::Identity => Some(nr).zip(id_rule(entry.kind, notify, ids)),
+            _ if lazy && full => Some((nr, sent_back(nr))),
             Kind::Clone if full => Some((
                 nr,
                 Verdict::TraceIf {
@@ -222,6 +285,19 @@ fn rules(table: &Table, full: bool, notify: bool, ids: bool) -> Vec<(u32, Verdic
             _ => None,
         })
         .collect()
+}
+
+/// The rule for a credential change or an id query (`kind`).
+fn id_rule(kind: Kind, notify: bool, ids: bool) -> Option<Verdict> {
+    match kind {
+        // Only the notification thread cares, and only when roost is root (others
+        // cannot hand their tracees a different identity).
+        // SAFETY: a plain id query.
+        Kind::Credentials if notify && unsafe { libc::geteuid() } == 0 => Some(Verdict::Notify),
+        Kind::Identity if ids && notify => Some(Verdict::Notify),
+        Kind::Identity if ids => Some(Verdict::Trace),
+        _ => None,
+    }
 }
 
 /// The soft limit on descriptors the program starts with.
@@ -253,6 +329,7 @@ pub fn run(
     let full = !ns.table().is_empty() || tracer.wants_results();
     // Traces need each call's result and duration, which only ptrace stops give.
     let notify = full && !tracer.wants_results() && !options.no_notify;
+    let lazy = notify && !options.attach_all;
     let foreign = if notify {
         Verdict::Notify
     } else {
@@ -270,7 +347,7 @@ pub fn run(
                 .map(|(nr, args)| (nr, Verdict::NotifyIfFdFrom { args, from })),
         );
     }
-    first.extend(rules(&table, full, notify, ids));
+    first.extend(rules(&table, full, notify, ids, lazy));
     let bpf = filter::build(&first, foreign);
     let cstr = |b: &[u8]| CString::new(b.to_vec()).unwrap_or_default();
     let argv: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
@@ -286,19 +363,28 @@ pub fn run(
             eprintln!("roost: --pin: {e}");
         }
     }
-    let spawned = match spawn::spawn(&cstr(program), &argv, &bpf, notify) {
+    if lazy {
+        if let Err(e) = attach::become_subreaper() {
+            eprintln!("roost: cannot become the subreaper of the program's processes: {e}");
+        }
+    }
+    let spawned = match spawn::spawn(&cstr(program), &argv, &bpf, notify, lazy) {
         // No notifications here (kernel < 5.6, or the filter flag refused): ptrace only.
         Err(SpawnError::Listener(_)) | Err(SpawnError::Filter(..)) if notify => {
             let bpf = filter::build(
-                &rules(&table, full, false, ids),
+                &rules(&table, full, false, ids, false),
                 Verdict::Errno(libc::ENOSYS),
             );
-            spawn::spawn(&cstr(program), &argv, &bpf, false)?
+            spawn::spawn(&cstr(program), &argv, &bpf, false, false)?
         }
         r => r?,
     };
     let pid = spawned.pid;
     let notifications = spawned.listener.is_some();
+    let lazy = lazy && notifications;
+    if lazy {
+        catch_end_signals();
+    }
     if notifications {
         catch_wake_signal();
     }
@@ -318,7 +404,7 @@ pub fn run(
         execs: Default::default(),
         // SAFETY: gettid has no arguments.
         sent_back: notifications
-            .then(|| notify_exec::SentBack::new(unsafe { libc::syscall(libc::SYS_gettid) } as i32)),
+            .then(|| send_back::SentBack::new(unsafe { libc::syscall(libc::SYS_gettid) } as i32)),
         credentials_changed: AtomicBool::new(false),
         stops: Arc::default(),
         rerooted: Default::default(),
@@ -355,15 +441,20 @@ pub fn run(
         on_program_stop: options.on_program_stop,
         tracer,
         notifications,
-        interrupted: HashMap::new(),
+        interrupted: HashSet::new(),
+        lazy,
+        spaces: attach::Spaces::default(),
+        untraceable: HashSet::new(),
     };
-    agent.tasks.insert(
-        pid,
-        Task::new(
-            Rc::new(RefCell::new(fs)),
-            Rc::new(RefCell::new(AddrSpace::new(None))),
-        ),
-    );
+    if !lazy {
+        agent.tasks.insert(
+            pid,
+            Task::new(
+                Rc::new(RefCell::new(fs)),
+                Rc::new(RefCell::new(AddrSpace::new(None))),
+            ),
+        );
+    }
     agent.run_loop();
     if let Some(vfds) = &agent.shared.vfds {
         vfds.finish();
@@ -388,9 +479,12 @@ impl Agent {
     }
 
     fn run_loop(&mut self) {
+        // Untraced children's stops (the program's, for job control) come with WUNTRACED.
+        let flags = if self.lazy { libc::WUNTRACED } else { 0 };
         loop {
+            end_if_asked();
             self.take_sent_back();
-            let (pid, status) = match wait_or_woken(-1) {
+            let (pid, status) = match wait_or_woken(-1, flags) {
                 Ok(Some(x)) => x,
                 Ok(None) => continue, // woken to take execs sent back
                 Err(_) => return,     // ECHILD: every tracee is gone
@@ -399,17 +493,37 @@ impl Agent {
         }
     }
 
-    /// Interrupts each thread whose exec the supervisor sent back and answers its
-    /// notification with ERESTARTNOINTR: at the interrupt's stop the call is marked to take
-    /// a ptrace stop when it restarts ([`Agent::mark_exec`]).
+    /// Interrupts each thread whose call the supervisor sent back (attaching to it first
+    /// when it is not traced) and answers its notification with ERESTARTNOINTR: at the
+    /// interrupt's stop the call is marked to take a ptrace stop when it restarts
+    /// ([`Agent::mark_sent_back`]).
     fn take_sent_back(&mut self) {
         let Some(sent_back) = &self.shared.sent_back else {
             return;
         };
         for s in sent_back.take() {
+            if self.lazy && !self.tasks.contains_key(&s.tid) {
+                match attach::seize(s.tid) {
+                    Ok(()) => {
+                        let task = self.attached_task(s.tid);
+                        self.tasks.insert(s.tid, task);
+                    }
+                    Err(e) if e.raw_os_error() != Some(libc::ESRCH) => {
+                        // Traced by another (strace, gdb), or not ours to trace.
+                        let tgid = notify::tgid(s.tid).unwrap_or(s.tid);
+                        if self.untraceable.insert(tgid) {
+                            eprintln!(
+                                "roost: cannot trace pid {tgid} ({e}); its calls that need a \
+                                 ptrace stop fail with ENOSYS"
+                            );
+                        }
+                    }
+                    Err(_) => {}
+                }
+            }
             let interrupted = ptrace(libc::PTRACE_INTERRUPT, s.tid, 0).is_ok();
             let error = if interrupted {
-                -notify_exec::ERESTARTNOINTR
+                -send_back::ERESTARTNOINTR
             } else {
                 -libc::ENOSYS
             };
@@ -423,26 +537,76 @@ impl Agent {
             let sent =
                 unsafe { libc::ioctl(s.listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) } == 0;
             if interrupted {
-                self.interrupted.insert(s.tid, sent);
-            } else if sent {
-                // Alive but not traced (a clone3 child with CLONE_UNTRACED): nothing can
-                // rewrite its exec. (A caller gone meanwhile is not worth a word.)
-                handlers::report_untranslatable("execve", None);
+                self.interrupted.insert(s.tid);
+            } else if sent && !self.lazy {
+                // Alive but not traced (a clone3 child with CLONE_UNTRACED, a process roost
+                // may not trace): nothing can rewrite its call. (A caller gone meanwhile is
+                // not worth a word.)
+                handlers::report_untranslatable("a sent-back call", None);
             }
         }
     }
 
-    /// At the stop of a thread interrupted for its exec: if the exec is about to restart,
-    /// marks it so the filter sends it to a ptrace stop.
-    fn mark_exec(&mut self, pid: i32) -> io::Result<()> {
+    /// At the stop of a thread interrupted for a sent-back call: if the call is about to
+    /// restart, marks it so the filter sends it to a ptrace stop (which puts the register
+    /// back, [`Agent::unmark`]); whether it was marked.
+    fn mark_sent_back(&mut self, pid: i32) -> io::Result<bool> {
         let mut regs = Regs::get(pid)?;
-        let is_exec = matches!(self.table.get(regs.nr()), Some((_, Kind::Exec { .. })));
-        if regs.ret() == -(notify_exec::ERESTARTNOINTR as i64) && is_exec {
-            let marked = (regs.arg(5) & !0xffff_ffff) | u64::from(notify_exec::EXEC_BY_PTRACE);
-            regs.set_arg(5, marked);
+        let restarts = [send_back::ERESTARTNOINTR, notify::ERESTARTSYS]
+            .iter()
+            .any(|&e| regs.ret() == -(e as i64));
+        if !restarts || self.table.entry(regs.nr()).is_none() {
+            return Ok(false);
+        }
+        let Some(task) = self.tasks.get_mut(&pid) else {
+            return Ok(false);
+        };
+        let at = crate::syscalls::mark_arg(regs.nr());
+        task.marked = Some((at, regs.arg(at)));
+        regs.set_arg(at, marked(regs.arg(at)));
+        // Restarted whatever signal handler runs first.
+        regs.set_ret(-(send_back::ERESTARTNOINTR as i64));
+        regs.set(pid)?;
+        Ok(true)
+    }
+
+    /// At the exit stop of a call roost sent back: the sixth argument register as the program
+    /// had it (the kernel keeps it across a call), so a restart is delivered afresh.
+    fn unmark(&mut self, pid: i32, regs: &mut Regs) -> io::Result<()> {
+        let marked = self.tasks.get_mut(&pid).and_then(|t| t.marked.take());
+        if let Some((at, arg)) = marked {
+            regs.set_arg(at, arg);
             regs.set(pid)?;
         }
         Ok(())
+    }
+
+    /// State for thread `tid`, just attached to: its cwd from the kernel, its process's
+    /// address space as recorded (or found) in [`attach::Spaces`].
+    fn attached_task(&mut self, tid: i32) -> Task {
+        let tgid = notify::tgid(tid).unwrap_or(tid);
+        let execs = &self.shared.execs;
+        let count = execs.count(tgid);
+        let mm = self.spaces.of((tgid, tid), count, || execs.exe(tgid, tid));
+        let mut task = self.task_from_proc(tid);
+        task.mm = mm;
+        task.execs_seen = count;
+        task
+    }
+
+    /// Lets thread `pid`, in a ptrace stop, go on: attached on demand, it is detached
+    /// unless a stop of this call is still to come (or its root is not roost's: then it and
+    /// its descendants stay traced).
+    fn resume(&mut self, pid: i32) -> io::Result<()> {
+        let keep = !self.lazy
+            || self.shared.rerooted.contains(pid)
+            || self.interrupted.contains(&pid)
+            || self.tasks.get(&pid).map_or(true, |t| t.in_flight.is_some());
+        if keep {
+            return ptrace(libc::PTRACE_CONT, pid, 0);
+        }
+        self.tasks.remove(&pid);
+        attach::detach(pid)
     }
 
     /// Gives `pid` a fresh address space if its process exec'd since roost last looked (an
@@ -465,6 +629,7 @@ impl Agent {
         if let Some(t) = self.tasks.remove(&pid) {
             t.mm.borrow_mut().release(pid);
         }
+        self.spaces.gone(pid);
         self.shared.execs.gone(pid);
         self.interrupted.remove(&pid);
         self.shared.stops.gone(pid);
@@ -493,6 +658,16 @@ impl Agent {
         }
         let sig = libc::WSTOPSIG(status);
         let event = status >> 16;
+        if self.lazy && event == 0 && !self.tasks.contains_key(&pid) {
+            // A child roost does not trace stopped (job control): only the program's stop
+            // is passed on.
+            if pid == self.main && STOP_SIGNALS.contains(&sig) {
+                if let Some(tell) = self.on_program_stop.as_mut() {
+                    tell(sig);
+                }
+            }
+            return;
+        }
         let outcome = match (sig, event) {
             (s, 0) if s == libc::SIGTRAP | 0x80 => self.on_syscall_exit(pid),
             (libc::SIGTRAP, libc::PTRACE_EVENT_SECCOMP) => self.on_seccomp(pid),
@@ -530,12 +705,16 @@ impl Agent {
     }
 
     fn on_event_stop(&mut self, pid: i32, sig: i32) -> io::Result<()> {
-        if let Some(answered) = self.interrupted.remove(&pid) {
-            if answered {
-                self.mark_exec(pid)?;
-            }
+        if self.interrupted.remove(&pid) {
+            // Marked whether roost's answer or the interrupt reached the call first: either
+            // way it is about to restart.
+            let marked = self.mark_sent_back(pid)?;
             if !STOP_SIGNALS.contains(&sig) {
-                return ptrace(libc::PTRACE_CONT, pid, 0);
+                return if marked {
+                    ptrace(libc::PTRACE_CONT, pid, 0)
+                } else {
+                    self.resume(pid)
+                };
             }
         }
         match self.tasks.get_mut(&pid) {
@@ -571,7 +750,7 @@ impl Agent {
                 if regs.ret() == -(notify::ERESTARTSYS as i64)
                     && self.table.restarts_when_notified(regs.nr())
                 {
-                    regs.set_ret(-(notify_exec::ERESTARTNOINTR as i64));
+                    regs.set_ret(-(send_back::ERESTARTNOINTR as i64));
                     regs.set(pid)?;
                 }
             }
@@ -682,7 +861,7 @@ impl Agent {
         }
         if self.notifications {
             // Exec events were asked for this exec only.
-            let _ = ptrace(libc::PTRACE_SETOPTIONS, pid, spawn::OPTIONS as usize);
+            let _ = ptrace(libc::PTRACE_SETOPTIONS, pid, self.options_of(pid) as usize);
         }
         if let Some(task) = self.tasks.get_mut(&pid) {
             task.last_rewrite = None;
@@ -704,7 +883,17 @@ impl Agent {
                 });
             }
         }
-        ptrace(libc::PTRACE_CONT, pid, 0)
+        self.resume(pid)
+    }
+
+    /// The ptrace options of traced thread `pid`: with lazy attachment, fork events only
+    /// for a thread whose root is not roost's (its children must be traced from birth).
+    fn options_of(&self, pid: i32) -> libc::c_int {
+        if self.lazy && !self.shared.rerooted.contains(pid) {
+            attach::OPTIONS
+        } else {
+            spawn::OPTIONS
+        }
     }
 
     fn on_syscall_exit(&mut self, pid: i32) -> io::Result<()> {
@@ -712,9 +901,15 @@ impl Agent {
             return ptrace(libc::PTRACE_CONT, pid, 0);
         };
         let Some(f) = task.in_flight.take() else {
-            return ptrace(libc::PTRACE_CONT, pid, 0);
+            return self.resume(pid);
         };
-        let regs = Regs::get(pid);
+        let mut regs = Regs::get(pid);
+        if let Ok(regs) = regs.as_mut() {
+            self.unmark(pid, regs)?;
+        }
+        let Some(task) = self.tasks.get_mut(&pid) else {
+            return self.resume(pid);
+        };
         let result = regs
             .as_ref()
             .map(|r| r.ret())
@@ -736,6 +931,16 @@ impl Agent {
                     if Rc::ptr_eq(&t.fs, &fs) {
                         self.shared.rerooted.add(*tid);
                     }
+                }
+                if self.lazy {
+                    // Its threads (untraced, they share its root as threads do) leave the
+                    // namespace too; it stays traced, and its children are traced from
+                    // birth, to inherit that.
+                    let tgid = notify::tgid(pid).unwrap_or(pid);
+                    for tid in threads_of(tgid) {
+                        self.shared.rerooted.add(tid);
+                    }
+                    ptrace(libc::PTRACE_SETOPTIONS, pid, spawn::OPTIONS as usize)?;
                 }
             }
             AfterExit::SockName {
@@ -774,7 +979,7 @@ impl Agent {
             result,
             duration: f.started.elapsed(),
         });
-        ptrace(libc::PTRACE_CONT, pid, 0)
+        self.resume(pid)
     }
 
     fn decide(&mut self, pid: i32, regs: &Regs, (name, kind): (&'static str, Kind)) -> Decision {
@@ -880,19 +1085,24 @@ impl Agent {
                 regs.skip_with(-(libc::ENOSYS as i64));
                 regs.set(pid)?;
             }
-            return ptrace(libc::PTRACE_CONT, pid, 0);
+            return self.resume(pid);
         };
+        // A call sent back keeps its mark while it runs: the kernel checks the filter again
+        // after this stop, and would otherwise notify it again. Handlers see the program's
+        // argument.
+        let mark = self.tasks.get(&pid).and_then(|t| t.marked);
+        if let Some((at, arg)) = mark {
+            regs.set_arg(at, arg);
+        }
         self.refresh_after_exec(pid);
         if self.restarted_rewrite(pid, &regs) {
-            return ptrace(libc::PTRACE_CONT, pid, 0);
+            return self.resume(pid);
         }
-        if self.notifications && matches!(kind, Kind::Exec { .. }) {
+        let exec = matches!(kind, Kind::Exec { .. });
+        if self.notifications && exec {
             // An exec taking a stop (rewritten, or a thread's): its event tells the outcome.
-            ptrace(
-                libc::PTRACE_SETOPTIONS,
-                pid,
-                (spawn::OPTIONS | spawn::EXEC_EVENTS) as usize,
-            )?;
+            let options = self.options_of(pid) | spawn::EXEC_EVENTS;
+            ptrace(libc::PTRACE_SETOPTIONS, pid, options as usize)?;
         }
         let mut d = self.decide(pid, &regs, (name, kind));
         if let Action::Remote(call) = d.action {
@@ -990,10 +1200,16 @@ impl Agent {
                         task.last_rewrite = points_here.then(|| (regs.nr(), set));
                     }
                 }
+                if let Some((at, arg)) = mark {
+                    regs.set_arg(at, marked(arg));
+                }
                 regs.set(pid)?;
             }
         }
         let task = self.tasks.get_mut(&pid).expect("task exists after decide");
+        if immediate.is_some() {
+            task.marked = None; // skipped, with the program's registers
+        }
         if matches!(kind, Kind::Exec { .. }) {
             self.shared.execs.expect_event(pid, d.exe.take());
         }
@@ -1008,10 +1224,13 @@ impl Agent {
                     duration: started.elapsed(),
                 });
             }
-            return ptrace(libc::PTRACE_CONT, pid, 0);
+            return self.resume(pid);
         }
-        if d.after.is_none() && original_args.is_none() && !self.tracer.wants_results() {
-            return ptrace(libc::PTRACE_CONT, pid, 0);
+        // Attached for this exec, roost stays until its event or its failure's exit stop.
+        let watched = (exec && self.lazy) || task.marked.is_some();
+        if d.after.is_none() && original_args.is_none() && !self.tracer.wants_results() && !watched
+        {
+            return self.resume(pid);
         }
         task.in_flight = Some(InFlight {
             after: d.after.unwrap_or(AfterExit::Record),
@@ -1092,8 +1311,19 @@ impl Agent {
             );
             back.set_ret(-(libc::ENOMEM as i64));
         } else {
-            mm.borrow_mut().scratch = Some(addr as u64);
+            let addr = addr as u64;
+            // Found again by its mark when roost attaches to the process, or a child, later.
+            let _ = memory::write(pid, addr + SCRATCH_MARK_AT, SCRATCH_MARK);
+            mm.borrow_mut().scratch = Some(addr);
             back.restart(saved.nr());
+            if self.lazy && !self.shared.rerooted.contains(pid) {
+                // Restarted as the ptrace stop it was sent back to take.
+                if let Some(task) = self.tasks.get_mut(&pid) {
+                    let at = crate::syscalls::mark_arg(back.nr());
+                    task.marked = Some((at, back.arg(at)));
+                    back.set_arg(at, marked(back.arg(at)));
+                }
+            }
         }
         back.set(pid)?;
         ptrace(libc::PTRACE_CONT, pid, deferred as usize)

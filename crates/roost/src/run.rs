@@ -16,6 +16,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// When `roost run` traces a process with ptrace (`--attach`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Attach {
+    Lazy,
+    All,
+}
+
 /// Options of `roost run`.
 #[derive(Args)]
 #[command(after_help = "\
@@ -23,9 +30,10 @@ Exit status: the program's own; 128+N when it dies of signal N (as a shell repor
 127 when the program is not found, 126 when it cannot be executed; 2 for a bad option (a
 --mount, --mount-file, --trace, --auth, --key, --cache-size, --http-proxy, --http-key,
 --http-block-threshold, --http-streams, --http-prefetch, --http-prefetch-max or identity
-option, or a key file that cannot be read); 125 when roost cannot trace at all (e.g. ptrace forbidden).
-roost returns when the program exits; processes it left running stay traced (and inside the
-namespace) until they exit. With --trace or --summary roost waits for them, to report on them.
+option, or a key file that cannot be read); 125 when roost cannot trace at all (e.g. ptrace
+forbidden, or roost run inside roost run).
+roost returns when the program exits; processes it left running stay inside the namespace
+until they exit. With --trace or --summary roost waits for them, to report on them.
 
 Remote files: /chirp/HOST[:PORT]/PATH names a file on a Chirp server (roost serve, cctools'
 chirp_server) with no mount at all; mounts may point there too (--mount /data=/chirp/h:9094/d
@@ -81,6 +89,15 @@ pub struct RunArgs {
     /// attribute calls come as cheaper seccomp notifications.
     #[arg(long)]
     pub no_notify: bool,
+    /// When roost traces a process with ptrace. `lazy` (the default): only for the calls
+    /// that need a ptrace stop (an exec or chdir roost rewrites, a connect to a mapped
+    /// socket), detaching after each, so a process that makes none is never stopped (no stop
+    /// per fork or signal). `all`: every process from its fork, as under --no-notify; calls
+    /// roost delivers as notifications then never fail with EINTR when a signal comes
+    /// before roost took them (under `lazy` the kernel gives such a call EINTR if the
+    /// signal's handler was installed without SA_RESTART).
+    #[arg(long, value_enum, default_value_t = Attach::Lazy, value_name = "WHEN")]
+    pub attach: Attach,
     /// Authentication methods to offer Chirp servers, in order (repeatable): hmac, unix,
     /// hostname, address. Default: hmac (with a key), then unix, hostname, address.
     #[arg(long = "auth", value_name = "METHOD")]
@@ -467,6 +484,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         summary: args.summary,
         pin: args.pin,
         no_notify: args.no_notify,
+        attach_all: args.attach == Attach::All,
         on_program_exit: None,
         on_program_stop: None,
         ids,

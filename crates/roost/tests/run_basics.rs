@@ -312,13 +312,22 @@ fn summary_tables_by_operation_and_prefix() {
 
 #[test]
 fn ptrace_unavailable_is_explained() {
-    // Inside roost run the program is already traced, so a nested roost cannot seize its
-    // own child: the same EPERM a container that forbids ptrace gives.
+    // Inside roost run a nested roost cannot have the program's calls: the kernel refuses
+    // it a second seccomp supervisor (the outer one would answer its program's calls
+    // first), whether the outer roost traces every process or attaches on demand.
     let roost_bin = env!("CARGO_BIN_EXE_roost");
-    let o = run(&["--", roost_bin, "run", "--", "true"]);
-    assert_eq!(o.status.code(), Some(125));
-    let err = stderr(&o);
-    assert!(err.contains("ptrace is not available here"), "{err}");
+    let mount = "--mount=/nothing=/nonexistent";
+    for attach in ["all", "lazy"] {
+        let o = run(&[
+            "--attach", attach, mount, "--", roost_bin, "run", mount, "--", "true",
+        ]);
+        assert_eq!(o.status.code(), Some(125), "{attach}");
+        let err = stderr(&o);
+        assert!(
+            err.contains("cannot run under another seccomp supervisor"),
+            "{attach}: {err}"
+        );
+    }
     // And where a seccomp filter refuses ptrace itself, as container runtimes do.
     let o = std::process::Command::new(compiled("noptrace"))
         .args([roost_bin, "run", "--", "true"])

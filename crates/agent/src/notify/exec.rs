@@ -4,80 +4,16 @@
 //! the fork's own two. An exec roost must rewrite (a mapped program, interpreter or loader)
 //! is *sent back*: the tracer interrupts the caller (`PTRACE_INTERRUPT`) and answers the
 //! notification with `ERESTARTNOINTR`; at the interrupt's stop it marks the call
-//! ([`EXEC_BY_PTRACE`] in the sixth argument register, which exec ignores) and the kernel
+//! ([`crate::syscalls::BY_PTRACE`] in the sixth argument register) and the kernel
 //! restarts it, now taking a ptrace stop where the usual exec handler rewrites it.
 //! A thread that is not its process's leader is always sent back: its exec changes its id,
 //! which only the exec event tells.
 
+use super::send_back::send_back;
 use super::{Notification, Reply, Shared, CONTINUE};
 use crate::arch::Regs;
 use crate::handlers::{self, exec, Action, Ctx};
 use crate::memory;
-use std::sync::{Condvar, Mutex};
-use std::time::Duration;
-
-pub use crate::syscalls::EXEC_BY_PTRACE;
-
-/// The kernel's "restart this call, signal or not" result.
-pub const ERESTARTNOINTR: i32 = 513;
-
-/// A notification the tracer must answer (see the module doc).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SendBack {
-    pub tid: i32,
-    pub id: u64,
-    pub listener: i32,
-}
-
-/// Execs on their way from the supervisor to the tracer.
-pub struct SentBack {
-    queue: Mutex<Vec<SendBack>>,
-    taken: Condvar,
-    /// The tracer thread (woken with [`WAKE_SIGNAL`]).
-    tracer: i32,
-}
-
-/// Interrupts the tracer's wait for the next stop (its handler does nothing).
-pub const WAKE_SIGNAL: i32 = libc::SIGURG;
-
-impl SentBack {
-    /// For the tracer thread `tracer`, whose waits [`WAKE_SIGNAL`] interrupts.
-    pub fn new(tracer: i32) -> SentBack {
-        SentBack {
-            queue: Mutex::new(Vec::new()),
-            taken: Condvar::new(),
-            tracer,
-        }
-    }
-
-    /// Hands `s` to the tracer and returns once it took it. The tracer is woken again every
-    /// millisecond: a wake-up that came while it was busy leaves it asleep in its next wait.
-    fn send(&self, s: SendBack) {
-        super::pool::may_block();
-        let mut queue = self.queue.lock().expect("sent-back lock");
-        queue.push(s);
-        while queue.contains(&s) {
-            // SAFETY: a signal to a thread of this process, whose handler does nothing.
-            unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), self.tracer, WAKE_SIGNAL) };
-            queue = self
-                .taken
-                .wait_timeout(queue, Duration::from_millis(1))
-                .expect("sent-back lock")
-                .0;
-        }
-    }
-
-    /// Everything sent back since the last call (the tracer's side).
-    pub fn take(&self) -> Vec<SendBack> {
-        let mut queue = self.queue.lock().expect("sent-back lock");
-        if queue.is_empty() {
-            return Vec::new();
-        }
-        let all = std::mem::take(&mut *queue);
-        self.taken.notify_all();
-        all
-    }
-}
 
 /// Whether `tid` leads its thread group (a signal-0 check, no /proc read).
 fn is_leader(tid: i32) -> bool {
@@ -102,18 +38,7 @@ pub fn answer(
     else {
         unreachable!("an exec")
     };
-    let back = || {
-        if let Some(sent_back) = &shared.sent_back {
-            sent_back.send(SendBack {
-                tid,
-                id: n.id,
-                listener: n.listener,
-            });
-            Reply::Answered
-        } else {
-            Reply::errno(libc::ENOSYS)
-        }
-    };
+    let back = || send_back(shared, tid, n);
     // After chroot the kernel resolves on its own; only the exec event tells what ran.
     if !is_leader(tid) || shared.rerooted.contains(tid) {
         return back();

@@ -114,12 +114,32 @@ pub(super) fn look_at(tid: i32, n: Notification, stops: &GroupStops) -> Caller {
         return Caller::Gone;
     };
     let tgid = status.tgid();
-    let stopping = tgid.is_some_and(|g| stops.must_stop(g, tid));
+    let stopping = tgid.is_some_and(|g| stops.must_stop(g, tid) || another_stopped(g, tid));
     if stopping || status.signal_pending(|| tgid.map_or(!0, main_thread_blocked)) {
         Caller::Signalled
     } else {
         Caller::Waiting
     }
+}
+
+/// Whether a thread of process `tgid` other than `tid` is stopped (job control): a process
+/// roost does not trace is in a group stop, which its thread waiting here, killable only
+/// once roost took its call, does not take until roost answers. (Traced threads report
+/// their stops to the tracer instead: [`GroupStops`].)
+fn another_stopped(tgid: i32, tid: i32) -> bool {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{tgid}/task")) else {
+        return false;
+    };
+    threads
+        .filter_map(|t| t.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&t| t != tid)
+        .any(|t| {
+            std::fs::read_to_string(format!("/proc/{tgid}/task/{t}/stat")).is_ok_and(|stat| {
+                stat.rfind(')')
+                    .and_then(|i| stat[i + 1..].split_whitespace().next())
+                    == Some("T")
+            })
+        })
 }
 
 fn abandoned(state: Caller) -> i32 {

@@ -17,12 +17,14 @@ mod locks;
 mod lookup;
 mod open;
 mod pool;
+mod ptrace_only;
+pub mod send_back;
 mod sockname;
 
 use crate::arch::Regs;
 use crate::handlers::{self, path, procfs, Action, Arg, Ctx, Decision};
 use crate::memory;
-use crate::syscalls::{Kind, PathArg, Performed, Table};
+use crate::syscalls::{Kind, PathArg, Performed, Table, Unless};
 use crate::task::Fs;
 pub use fifo::{GroupStops, ERESTARTSYS};
 pub use identity::{as_caller, tgid, Identity};
@@ -63,8 +65,8 @@ pub struct Shared {
     pub vfds: Option<Arc<crate::vfd::Vfds>>,
     /// Each process's program and exec count.
     pub execs: crate::execs::Execs,
-    /// Execs the supervisor sends back to take a ptrace stop (None: no notifications).
-    pub sent_back: Option<exec::SentBack>,
+    /// Calls the supervisor sends back to take a ptrace stop (None: no notifications).
+    pub sent_back: Option<send_back::SentBack>,
     /// Set once any tracee changed its credentials: from then on, opens performed here
     /// take on the caller's file-system identity.
     pub credentials_changed: AtomicBool,
@@ -208,6 +210,11 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         return direct::answer(vfds, call, (tid, &regs), n, &shared.stops);
     }
     let Some(entry) = table.entry(nr) else {
+        if nr > i64::from(crate::arch::REVIEWED_MAX) {
+            // A syscall newer than roost knows: it might take a path.
+            handlers::report_untranslatable(&format!("syscall {nr}"), None);
+            return Reply::errno(libc::ENOSYS);
+        }
         return CONTINUE;
     };
     let (name, kind) = (entry.name, entry.kind);
@@ -246,6 +253,15 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         };
     }
     let regs = Regs::from_args(&req.data.args);
+    let by_ptrace_before = match entry.notified.map(|d| d.unless) {
+        None => true,
+        Some(Some(Unless::AnyBit { arg, bits })) => regs.arg(arg) as u32 & bits != 0,
+        Some(_) => false,
+    };
+    if by_ptrace_before {
+        // Only in a process roost does not trace: elsewhere these take ptrace stops.
+        return ptrace_only::answer(shared, (name, kind), tid, &regs, n);
+    }
     if let Kind::SockName { addr, len, peer } = kind {
         return sockname::answer(&shared.ns, tid, &regs, (addr, len, peer), n);
     }
