@@ -13,8 +13,9 @@
 //! events, and so do its descendants (the mount list does not apply to them).
 //!
 //! The kernel's exit-kill applies only to traced processes: when the agent is asked to end
-//! (SIGTERM, SIGHUP), it kills every process below it itself ([`kill_descendants`]), and it
-//! is the subreaper of the program's processes, so none leaves its tree.
+//! (SIGTERM, SIGHUP), it kills every process below it itself ([`end_on_signals`]), and it
+//! is the subreaper of the program's processes, so an orphan stays in its tree (unless the
+//! program has a subreaper of its own).
 
 use crate::memory;
 use crate::task::{AddrSpace, SCRATCH_MARK, SCRATCH_MARK_AT, SCRATCH_SIZE};
@@ -22,6 +23,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The ptrace options of a thread attached for one call: its seccomp stops, and syscall
 /// stops told apart from signal stops.
@@ -38,12 +40,17 @@ fn ptrace(req: libc::c_uint, tid: i32, data: usize) -> io::Result<()> {
 
 /// Starts tracing thread `tid` (not stopped: a `PTRACE_INTERRUPT` stops it).
 pub fn seize(tid: i32) -> io::Result<()> {
-    ptrace(libc::PTRACE_SEIZE, tid, OPTIONS as usize)
+    seize_with(tid, OPTIONS)
 }
 
-/// Lets thread `tid`, in a ptrace stop, run on untraced.
-pub fn detach(tid: i32) -> io::Result<()> {
-    ptrace(libc::PTRACE_DETACH, tid, 0)
+/// [`seize`] with ptrace options `options`.
+pub fn seize_with(tid: i32, options: libc::c_int) -> io::Result<()> {
+    ptrace(libc::PTRACE_SEIZE, tid, options as usize)
+}
+
+/// Lets thread `tid`, in a ptrace stop, run on untraced (delivering signal `sig`, 0: none).
+pub fn detach(tid: i32, sig: i32) -> io::Result<()> {
+    ptrace(libc::PTRACE_DETACH, tid, sig as usize)
 }
 
 /// Makes this process the reaper of the orphans of the processes below it, which stay its
@@ -148,6 +155,66 @@ impl Spaces {
     pub fn gone(&mut self, tgid: i32) {
         self.0.remove(&tgid);
     }
+}
+
+/// With lazy attachment, SIGTERM and SIGHUP (which the front passes on) end the agent only
+/// after it killed the program's processes, which exit-kill no longer takes with it: a
+/// handler, in whichever thread the signal comes to, writes the signal to a pipe, and a
+/// thread waiting on it kills everything below the agent, then dies of the signal.
+pub fn end_on_signals() -> io::Result<()> {
+    static PIPE_W: AtomicI32 = AtomicI32::new(-1);
+    extern "C" fn note(sig: libc::c_int) {
+        let byte = sig as u8;
+        // SAFETY: write is async-signal-safe; one byte from a local.
+        unsafe {
+            libc::write(
+                PIPE_W.load(Ordering::Relaxed),
+                (&byte as *const u8).cast(),
+                1,
+            )
+        };
+    }
+    let mut fds = [0; 2];
+    // SAFETY: a plain pipe2 into a local array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    PIPE_W.store(fds[1], Ordering::Relaxed);
+    let read_end = fds[0];
+    std::thread::Builder::new()
+        .name("roost-ender".into())
+        .stack_size(128 * 1024)
+        .spawn(move || {
+            let mut sig = 0u8;
+            // SAFETY: reads one byte into a local from our pipe.
+            while unsafe { libc::read(read_end, (&mut sig as *mut u8).cast(), 1) } != 1 {
+                if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    return;
+                }
+            }
+            kill_descendants();
+            let sig = libc::c_int::from(sig);
+            // SAFETY: the default disposition, unblocked in this thread, then the signal.
+            unsafe {
+                libc::signal(sig, libc::SIG_DFL);
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, sig);
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+                libc::raise(sig);
+            }
+        })?;
+    // SAFETY: a handler that only writes to a pipe; SA_RESTART leaves other calls alone.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = note as extern "C" fn(libc::c_int) as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        for sig in [libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+    Ok(())
 }
 
 /// Kills every process below this one (the agent), deepest first being no concern: SIGKILL

@@ -216,6 +216,19 @@ pub struct InFlight {
     pub original_args: Option<[u64; 6]>,
 }
 
+/// A call roost sent back to take a ptrace stop: what it changed in the thread, to be put
+/// back as the program had it.
+#[derive(Clone, Copy, Debug)]
+pub struct Marked {
+    /// The argument whose high half carries [`crate::syscalls::BY_PTRACE`], and its value
+    /// (put back at the call's exit stop).
+    pub at: usize,
+    pub arg: u64,
+    /// The thread's signal mask, while every signal is held until the call's seccomp stop
+    /// (a handler run before the restart would start with the mark in its registers).
+    pub mask: Option<u64>,
+}
+
 /// One traced thread.
 pub struct Task {
     pub fs: Rc<RefCell<Fs>>,
@@ -228,10 +241,8 @@ pub struct Task {
     pub awaiting_first_stop: bool,
     /// The thread's last rewritten call: its number and the arguments roost set.
     pub last_rewrite: Option<(i64, Vec<(usize, u64)>)>,
-    /// The call roost sent back to take a ptrace stop: the argument carrying
-    /// [`crate::syscalls::BY_PTRACE`] and its value as the program gave it, put back at the
-    /// call's exit stop.
-    pub marked: Option<(usize, u64)>,
+    /// The call roost sent back to take a ptrace stop, until its exit stop.
+    pub marked: Option<Marked>,
 }
 
 impl Task {

@@ -15,7 +15,7 @@ use crate::remote;
 use crate::spawn::{self, SpawnError};
 use crate::syscalls::{Kind, Table, Unless, CHROOT_PATH};
 use crate::task::{
-    AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_MARK, SCRATCH_MARK_AT, SCRATCH_SIZE,
+    self, AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_MARK, SCRATCH_MARK_AT, SCRATCH_SIZE,
     SLOT_SIZE,
 };
 use crate::trace::{Record, Tracer};
@@ -128,8 +128,8 @@ struct Agent {
     /// Trapped calls come as notifications too; execs are let through by them, with no
     /// exec event but for execs that stop.
     notifications: bool,
-    /// Threads interrupted to take a sent-back call as a ptrace stop.
-    interrupted: HashSet<i32>,
+    /// Threads interrupted to take a sent-back call as a ptrace stop, with the call's number.
+    interrupted: HashMap<i32, i64>,
     /// Forks are not followed: threads are attached for the calls that need it and detached
     /// after ([`crate::attach`]).
     lazy: bool,
@@ -142,6 +142,27 @@ struct Agent {
 fn ptrace(req: libc::c_uint, pid: i32, data: usize) -> io::Result<()> {
     // SAFETY: requests with integer data only.
     if unsafe { libc::ptrace(req, pid, 0, data) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The signal mask of tracee `pid` (stopped).
+fn sigmask(pid: i32) -> io::Result<u64> {
+    let mut mask: u64 = 0;
+    // SAFETY: the kernel writes one 8-byte mask into `mask`.
+    let r = unsafe { libc::ptrace(libc::PTRACE_GETSIGMASK, pid, 8usize, &mut mask as *mut u64) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(mask)
+}
+
+/// Sets the signal mask of tracee `pid` (stopped); SIGKILL and SIGSTOP stay unblocked.
+fn set_sigmask(pid: i32, mask: u64) -> io::Result<()> {
+    // SAFETY: the kernel reads one 8-byte mask from `mask`.
+    let r = unsafe { libc::ptrace(libc::PTRACE_SETSIGMASK, pid, 8usize, &mask as *const u64) };
+    if r < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
@@ -194,40 +215,6 @@ fn catch_wake_signal() {
 /// [`crate::syscalls::mark_arg`]).
 fn marked(arg: u64) -> u64 {
     (arg & 0xffff_ffff) | (u64::from(crate::syscalls::BY_PTRACE) << 32)
-}
-
-/// The signal that asked the agent to end (0: none yet).
-static ENDING: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
-/// With lazy attachment, SIGTERM and SIGHUP (which the front passes on) end the agent only
-/// after it killed the program's processes, which exit-kill no longer takes with it.
-fn catch_end_signals() {
-    extern "C" fn note(sig: libc::c_int) {
-        ENDING.store(sig, std::sync::atomic::Ordering::Relaxed);
-    }
-    // SAFETY: a handler that only stores an atomic, without SA_RESTART so waits return.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = note as extern "C" fn(libc::c_int) as usize;
-        libc::sigemptyset(&mut sa.sa_mask);
-        for sig in [libc::SIGTERM, libc::SIGHUP] {
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
-}
-
-/// When asked to end: kills everything below the agent, then dies of the signal.
-fn end_if_asked() {
-    let sig = ENDING.load(std::sync::atomic::Ordering::Relaxed);
-    if sig == 0 {
-        return;
-    }
-    attach::kill_descendants();
-    // SAFETY: the default disposition, then the signal to ourselves.
-    unsafe {
-        libc::signal(sig, libc::SIG_DFL);
-        libc::raise(sig);
-    }
 }
 
 /// The threads of process `tgid`.
@@ -383,7 +370,9 @@ pub fn run(
     let notifications = spawned.listener.is_some();
     let lazy = lazy && notifications;
     if lazy {
-        catch_end_signals();
+        if let Err(e) = attach::end_on_signals() {
+            eprintln!("roost: SIGTERM will not reach the program's untraced processes: {e}");
+        }
     }
     if notifications {
         catch_wake_signal();
@@ -441,7 +430,7 @@ pub fn run(
         on_program_stop: options.on_program_stop,
         tracer,
         notifications,
-        interrupted: HashSet::new(),
+        interrupted: HashMap::new(),
         lazy,
         spaces: attach::Spaces::default(),
         untraceable: HashSet::new(),
@@ -482,11 +471,10 @@ impl Agent {
         // Untraced children's stops (the program's, for job control) come with WUNTRACED.
         let flags = if self.lazy { libc::WUNTRACED } else { 0 };
         loop {
-            end_if_asked();
             self.take_sent_back();
             let (pid, status) = match wait_or_woken(-1, flags) {
                 Ok(Some(x)) => x,
-                Ok(None) => continue, // woken to take execs sent back
+                Ok(None) => continue, // woken to take calls sent back
                 Err(_) => return,     // ECHILD: every tracee is gone
             };
             self.dispatch(pid, status);
@@ -537,7 +525,7 @@ impl Agent {
             let sent =
                 unsafe { libc::ioctl(s.listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) } == 0;
             if interrupted {
-                self.interrupted.insert(s.tid);
+                self.interrupted.insert(s.tid, s.nr);
             } else if sent && !self.lazy {
                 // Alive but not traced (a clone3 child with CLONE_UNTRACED, a process roost
                 // may not trace): nothing can rewrite its call. (A caller gone meanwhile is
@@ -547,35 +535,50 @@ impl Agent {
         }
     }
 
-    /// At the stop of a thread interrupted for a sent-back call: if the call is about to
-    /// restart, marks it so the filter sends it to a ptrace stop (which puts the register
-    /// back, [`Agent::unmark`]); whether it was marked.
-    fn mark_sent_back(&mut self, pid: i32) -> io::Result<bool> {
+    /// At the stop of a thread interrupted for sent-back call `nr`: if that call is about
+    /// to restart, marks it ([`Agent::mark`]) and makes it restart, signal or not; whether it
+    /// was marked.
+    fn mark_sent_back(&mut self, pid: i32, nr: i64) -> io::Result<bool> {
         let mut regs = Regs::get(pid)?;
         let restarts = [send_back::ERESTARTNOINTR, notify::ERESTARTSYS]
             .iter()
             .any(|&e| regs.ret() == -(e as i64));
-        if !restarts || self.table.entry(regs.nr()).is_none() {
+        if !restarts || regs.nr() != nr || !self.tasks.contains_key(&pid) {
             return Ok(false);
         }
-        let Some(task) = self.tasks.get_mut(&pid) else {
-            return Ok(false);
-        };
-        let at = crate::syscalls::mark_arg(regs.nr());
-        task.marked = Some((at, regs.arg(at)));
-        regs.set_arg(at, marked(regs.arg(at)));
-        // Restarted whatever signal handler runs first.
+        self.mark(pid, &mut regs)?;
         regs.set_ret(-(send_back::ERESTARTNOINTR as i64));
         regs.set(pid)?;
         Ok(true)
     }
 
-    /// At the exit stop of a call roost sent back: the sixth argument register as the program
-    /// had it (the kernel keeps it across a call), so a restart is delivered afresh.
+    /// Marks the call in `regs` (to be set) so that the filter sends it to a ptrace stop,
+    /// and holds the thread's signals until that stop ([`task::Marked`]).
+    fn mark(&mut self, pid: i32, regs: &mut Regs) -> io::Result<()> {
+        let at = crate::syscalls::mark_arg(regs.nr());
+        let mask = sigmask(pid)?;
+        set_sigmask(pid, !0)?;
+        if let Some(task) = self.tasks.get_mut(&pid) {
+            let arg = regs.arg(at);
+            task.marked = Some(task::Marked {
+                at,
+                arg,
+                mask: Some(mask),
+            });
+            regs.set_arg(at, marked(arg));
+        }
+        Ok(())
+    }
+
+    /// At the exit stop of a call roost sent back: its marked argument as the program had it
+    /// (the kernel keeps registers across a call), so a restart is delivered afresh.
     fn unmark(&mut self, pid: i32, regs: &mut Regs) -> io::Result<()> {
         let marked = self.tasks.get_mut(&pid).and_then(|t| t.marked.take());
-        if let Some((at, arg)) = marked {
-            regs.set_arg(at, arg);
+        if let Some(m) = marked {
+            if let Some(mask) = m.mask {
+                set_sigmask(pid, mask)?;
+            }
+            regs.set_arg(m.at, m.arg);
             regs.set(pid)?;
         }
         Ok(())
@@ -590,7 +593,8 @@ impl Agent {
         let mm = self.spaces.of((tgid, tid), count, || execs.exe(tgid, tid));
         let mut task = self.task_from_proc(tid);
         task.mm = mm;
-        task.execs_seen = count;
+        // As `refresh_after_exec` counts: by the thread's own id.
+        task.execs_seen = execs.count(tid);
         task
     }
 
@@ -598,15 +602,23 @@ impl Agent {
     /// unless a stop of this call is still to come (or its root is not roost's: then it and
     /// its descendants stay traced).
     fn resume(&mut self, pid: i32) -> io::Result<()> {
+        self.resume_with(pid, 0)
+    }
+
+    /// [`Agent::resume`], delivering signal `sig` (0: none).
+    fn resume_with(&mut self, pid: i32, sig: i32) -> io::Result<()> {
         let keep = !self.lazy
             || self.shared.rerooted.contains(pid)
-            || self.interrupted.contains(&pid)
-            || self.tasks.get(&pid).map_or(true, |t| t.in_flight.is_some());
+            || self.interrupted.contains_key(&pid)
+            || self
+                .tasks
+                .get(&pid)
+                .map_or(true, |t| t.in_flight.is_some() || t.marked.is_some());
         if keep {
-            return ptrace(libc::PTRACE_CONT, pid, 0);
+            return ptrace(libc::PTRACE_CONT, pid, sig as usize);
         }
         self.tasks.remove(&pid);
-        attach::detach(pid)
+        attach::detach(pid, sig)
     }
 
     /// Gives `pid` a fresh address space if its process exec'd since roost last looked (an
@@ -683,7 +695,7 @@ impl Agent {
             // ESRCH: the thread was killed meanwhile; its exit status follows.
             Err(e) if e.raw_os_error() != Some(libc::ESRCH) => {
                 eprintln!("roost: pid {pid}: {e}; resuming it untouched");
-                let _ = ptrace(libc::PTRACE_CONT, pid, 0);
+                let _ = self.resume(pid);
             }
             _ => {}
         }
@@ -705,10 +717,10 @@ impl Agent {
     }
 
     fn on_event_stop(&mut self, pid: i32, sig: i32) -> io::Result<()> {
-        if self.interrupted.remove(&pid) {
+        if let Some(nr) = self.interrupted.remove(&pid) {
             // Marked whether roost's answer or the interrupt reached the call first: either
             // way it is about to restart.
-            let marked = self.mark_sent_back(pid)?;
+            let marked = self.mark_sent_back(pid, nr)?;
             if !STOP_SIGNALS.contains(&sig) {
                 return if marked {
                     ptrace(libc::PTRACE_CONT, pid, 0)
@@ -733,7 +745,7 @@ impl Agent {
                 if let Some(tgid) = notify::tgid(pid) {
                     self.shared.stops.resumed(tgid);
                 }
-                ptrace(libc::PTRACE_CONT, pid, 0)
+                self.resume(pid)
             }
         }
     }
@@ -910,6 +922,8 @@ impl Agent {
         let Some(task) = self.tasks.get_mut(&pid) else {
             return self.resume(pid);
         };
+        // With lazy attachment, a successful chroot keeps its process traced.
+        let mut rerooted = None;
         let result = regs
             .as_ref()
             .map(|r| r.ret())
@@ -927,20 +941,14 @@ impl Agent {
         match f.after {
             AfterExit::Chroot if result == 0 => {
                 let fs = Rc::clone(&task.fs);
+                let mm = Rc::clone(&task.mm);
                 for (tid, t) in &self.tasks {
                     if Rc::ptr_eq(&t.fs, &fs) {
                         self.shared.rerooted.add(*tid);
                     }
                 }
                 if self.lazy {
-                    // Its threads (untraced, they share its root as threads do) leave the
-                    // namespace too; it stays traced, and its children are traced from
-                    // birth, to inherit that.
-                    let tgid = notify::tgid(pid).unwrap_or(pid);
-                    for tid in threads_of(tgid) {
-                        self.shared.rerooted.add(tid);
-                    }
-                    ptrace(libc::PTRACE_SETOPTIONS, pid, spawn::OPTIONS as usize)?;
+                    rerooted = Some((fs, mm));
                 }
             }
             AfterExit::SockName {
@@ -971,6 +979,9 @@ impl Agent {
             }
             _ => {}
         }
+        if let Some((fs, mm)) = rerooted {
+            self.trace_rerooted(pid, fs, mm)?;
+        }
         let _ = self.tracer.record(&Record {
             pid,
             syscall: f.name,
@@ -980,6 +991,29 @@ impl Agent {
             duration: f.started.elapsed(),
         });
         self.resume(pid)
+    }
+
+    /// After a chroot by `pid` (attaching on demand): it and the other threads of its
+    /// process, which share its root (and `fs`, `mm`), stay traced with fork events, so
+    /// that everything they start is traced from birth and known to be outside roost's
+    /// root, and their exits are seen.
+    fn trace_rerooted(
+        &mut self,
+        pid: i32,
+        fs: Rc<RefCell<Fs>>,
+        mm: Rc<RefCell<AddrSpace>>,
+    ) -> io::Result<()> {
+        ptrace(libc::PTRACE_SETOPTIONS, pid, spawn::OPTIONS as usize)?;
+        let tgid = notify::tgid(pid).unwrap_or(pid);
+        for tid in threads_of(tgid) {
+            if self.tasks.contains_key(&tid) || attach::seize_with(tid, spawn::OPTIONS).is_err() {
+                continue;
+            }
+            self.shared.rerooted.add(tid);
+            self.tasks
+                .insert(tid, Task::new(Rc::clone(&fs), Rc::clone(&mm)));
+        }
+        Ok(())
     }
 
     fn decide(&mut self, pid: i32, regs: &Regs, (name, kind): (&'static str, Kind)) -> Decision {
@@ -1090,10 +1124,17 @@ impl Agent {
         // A call sent back keeps its mark while it runs: the kernel checks the filter again
         // after this stop, and would otherwise notify it again. Handlers see the program's
         // argument.
-        let mark = self.tasks.get(&pid).and_then(|t| t.marked);
-        if let Some((at, arg)) = mark {
-            regs.set_arg(at, arg);
+        let mark = self.tasks.get_mut(&pid).and_then(|t| {
+            let held = t.marked.as_mut()?.mask.take();
+            Some((t.marked?, held))
+        });
+        if let Some((m, held)) = mark {
+            if let Some(mask) = held {
+                set_sigmask(pid, mask)?;
+            }
+            regs.set_arg(m.at, m.arg);
         }
+        let mark = mark.map(|(m, _)| m);
         self.refresh_after_exec(pid);
         if self.restarted_rewrite(pid, &regs) {
             return self.resume(pid);
@@ -1200,8 +1241,9 @@ impl Agent {
                         task.last_rewrite = points_here.then(|| (regs.nr(), set));
                     }
                 }
-                if let Some((at, arg)) = mark {
-                    regs.set_arg(at, marked(arg));
+                if let Some(m) = mark {
+                    // Its rewritten value, if the rewrite gave it one (sendto's length).
+                    regs.set_arg(m.at, marked(regs.arg(m.at)));
                 }
                 regs.set(pid)?;
             }
@@ -1310,22 +1352,24 @@ impl Agent {
                 saved.nr(),
             );
             back.set_ret(-(libc::ENOMEM as i64));
+            if let Some(m) = self.tasks.get_mut(&pid).and_then(|t| t.marked.take()) {
+                back.set_arg(m.at, m.arg);
+                if let Some(mask) = m.mask {
+                    set_sigmask(pid, mask)?;
+                }
+            }
         } else {
             let addr = addr as u64;
             // Found again by its mark when roost attaches to the process, or a child, later.
             let _ = memory::write(pid, addr + SCRATCH_MARK_AT, SCRATCH_MARK);
             mm.borrow_mut().scratch = Some(addr);
             back.restart(saved.nr());
-            if self.lazy && !self.shared.rerooted.contains(pid) {
+            if self.tasks.get(&pid).is_some_and(|t| t.marked.is_some()) {
                 // Restarted as the ptrace stop it was sent back to take.
-                if let Some(task) = self.tasks.get_mut(&pid) {
-                    let at = crate::syscalls::mark_arg(back.nr());
-                    task.marked = Some((at, back.arg(at)));
-                    back.set_arg(at, marked(back.arg(at)));
-                }
+                self.mark(pid, &mut back)?;
             }
         }
         back.set(pid)?;
-        ptrace(libc::PTRACE_CONT, pid, deferred as usize)
+        self.resume_with(pid, deferred)
     }
 }

@@ -4,7 +4,7 @@
 //! the fork's own two. An exec roost must rewrite (a mapped program, interpreter or loader)
 //! is *sent back*: the tracer interrupts the caller (`PTRACE_INTERRUPT`) and answers the
 //! notification with `ERESTARTNOINTR`; at the interrupt's stop it marks the call
-//! ([`crate::syscalls::BY_PTRACE`] in the sixth argument register) and the kernel
+//! ([`crate::syscalls::BY_PTRACE`], `notify::send_back`) and the kernel
 //! restarts it, now taking a ptrace stop where the usual exec handler rewrites it.
 //! A thread that is not its process's leader is always sent back: its exec changes its id,
 //! which only the exec event tells.

@@ -170,7 +170,7 @@ pub fn wait_elsewhere(
         .spawn(move || {
             let n = Notification {
                 listener: own.as_raw_fd(),
-                id: n.id,
+                ..n
             };
             let opened = match wait {
                 Wait::Reader(read_end) => wait_for_writer(&request, &read_end, tid, n, &stops),

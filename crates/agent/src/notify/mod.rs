@@ -142,11 +142,12 @@ impl Reply {
     }
 }
 
-/// A notification being answered: the listener it came on and its id.
+/// A notification being answered: the listener it came on, its id and its call's number.
 #[derive(Clone, Copy)]
 pub struct Notification {
     pub listener: i32,
     pub id: u64,
+    pub nr: i64,
 }
 
 impl Notification {
@@ -204,6 +205,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     let n = Notification {
         listener: fd,
         id: req.id,
+        nr,
     };
     if let (Some(vfds), Some(call)) = (&shared.vfds, table.on_descriptor(nr)) {
         let regs = Regs::from_args(&req.data.args);

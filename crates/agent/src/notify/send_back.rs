@@ -3,8 +3,8 @@
 //! mapped socket) or see its result: the supervisor hands such a notification to the tracer
 //! thread, which interrupts the caller (`PTRACE_INTERRUPT`, seizing it first when it is not
 //! traced, see `crate::attach`) and answers the notification `ERESTARTNOINTR`; at the
-//! interrupt's stop it marks the call ([`crate::syscalls::BY_PTRACE`] in the sixth argument
-//! register) and the kernel restarts it, now as a ptrace stop (the filter's
+//! interrupt's stop it marks the call ([`crate::syscalls::BY_PTRACE`] in the high half of
+//! an argument register, [`crate::syscalls::mark_arg`]) and the kernel restarts it, now as a ptrace stop (the filter's
 //! `Verdict::NotifyUnlessIs`).
 
 use super::{Notification, Reply, Shared};
@@ -20,6 +20,8 @@ pub struct SendBack {
     pub tid: i32,
     pub id: u64,
     pub listener: i32,
+    /// The call's number: only that call is marked when the thread stops.
+    pub nr: i64,
 }
 
 /// Calls on their way from the supervisor to the tracer.
@@ -82,6 +84,7 @@ pub(super) fn send_back(shared: &Shared, tid: i32, n: Notification) -> Reply {
         tid,
         id: n.id,
         listener: n.listener,
+        nr: n.nr,
     });
     Reply::Answered
 }
