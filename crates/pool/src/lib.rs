@@ -11,13 +11,14 @@ pub mod hosts;
 pub mod progress;
 pub mod report;
 pub mod schedule;
+mod staging;
 pub mod taskfile;
 mod worker;
 
 use hosts::Host;
 use roost_client::Options;
 use schedule::{Assignment, Scheduler, Status};
-use std::collections::HashMap;
+use staging::Staging;
 use std::path::PathBuf;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -100,84 +101,6 @@ impl Shared {
     fn wait(&self, most: Duration) {
         let guard = self.lock();
         let _ = self.changed.wait_timeout(guard, most);
-    }
-}
-
-/// Where a run's files live on the servers, and which local files are which inputs.
-pub(crate) struct Staging {
-    /// `REMOTE_DIR/RUN-ID`.
-    run_dir: String,
-    /// For each task, the number of each of its inputs among the run's distinct files.
-    input_ids: Vec<Vec<usize>>,
-}
-
-impl Staging {
-    fn new(remote_dir: &str, tasks: &[Task]) -> Staging {
-        let run = format!(
-            "{}-{}-{}",
-            roost_catalog::unix_now(),
-            std::process::id(),
-            local_host_name()
-        );
-        let mut ids: HashMap<PathBuf, usize> = HashMap::new();
-        let input_ids = tasks
-            .iter()
-            .map(|t| {
-                t.inputs
-                    .iter()
-                    .map(|i| {
-                        let key = std::fs::canonicalize(&i.local).unwrap_or(i.local.clone());
-                        let next = ids.len();
-                        *ids.entry(key).or_insert(next)
-                    })
-                    .collect()
-            })
-            .collect();
-        Staging {
-            run_dir: format!("{}/{run}", remote_dir.trim_end_matches('/')),
-            input_ids,
-        }
-    }
-
-    fn in_dir(&self) -> String {
-        format!("{}/in", self.run_dir)
-    }
-
-    fn out_dir(&self) -> String {
-        format!("{}/out", self.run_dir)
-    }
-
-    /// Where input file `id` is staged.
-    fn input(&self, id: usize) -> String {
-        format!("{}/in/{id}", self.run_dir)
-    }
-
-    /// Where an attempt's output `which` (its number, or `stderr`) is stored.
-    fn output(&self, a: Assignment, which: &str) -> String {
-        format!("{}/out/{}.{}.{which}", self.run_dir, a.task, a.attempt)
-    }
-}
-
-fn local_host_name() -> String {
-    let mut buf = [0u8; 256];
-    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
-        return "localhost".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let name: String = String::from_utf8_lossy(&buf[..end])
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if name.is_empty() {
-        "localhost".into()
-    } else {
-        name
     }
 }
 

@@ -10,12 +10,12 @@
 use crate::hosts::Host;
 use crate::schedule::Assignment;
 use crate::taskfile::Task;
-use crate::{Shared, Staging};
+use crate::staging::{phrase, Move, Staging};
+use crate::Shared;
 use roost_catalog::json::{self, Value};
 use roost_client::{Client, Error, Options};
 use std::collections::HashSet;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// An attempt submitted to the server.
@@ -37,17 +37,6 @@ pub(crate) struct Worker<'a> {
     pub output_dir: &'a Path,
     /// Attempts queued on the server beyond its slots.
     pub queue: usize,
-}
-
-/// The server's words for a failed call, with its reason when it gives one.
-fn phrase(client: &mut Client, what: &str, e: &Error) -> String {
-    let mut text = format!("{what}: {e}");
-    if !e.breaks_connection() {
-        if let Ok(Some(why)) = client.explain() {
-            text.push_str(&format!(" ({why})"));
-        }
-    }
-    text
 }
 
 impl Worker<'_> {
@@ -77,24 +66,7 @@ impl Worker<'_> {
     }
 
     fn prepare(&self, client: &mut Client) -> Result<(), HostLost> {
-        let base = self.staging.run_dir.rsplit_once('/').map_or("", |(b, _)| b);
-        for dir in [
-            base.to_string(),
-            self.staging.run_dir.clone(),
-            self.staging.in_dir(),
-            self.staging.out_dir(),
-        ] {
-            if dir.is_empty() {
-                continue;
-            }
-            match client.mkdir(&dir, 0o755) {
-                Err(e) if !e.is(roost_client::ErrorCode::AlreadyExists) => {
-                    return Err(HostLost(phrase(client, &format!("mkdir {dir}"), &e)))
-                }
-                _ => {}
-            }
-        }
-        Ok(())
+        self.staging.make_dirs(client).map_err(HostLost)
     }
 
     fn serve(&self, client: &mut Client, state: &mut State) -> Result<(), HostLost> {
@@ -172,18 +144,11 @@ impl Worker<'_> {
             if state.staged.contains(&id) {
                 continue;
             }
-            let mut file = std::fs::File::open(&spec.local)
-                .map_err(|e| Submit::Task(format!("input {}: {e}", spec.local.display())))?;
-            let len = file
-                .metadata()
-                .map_err(|e| Submit::Task(format!("input {}: {e}", spec.local.display())))?
-                .len();
-            let remote = self.staging.input(id);
-            client
-                .putfile(&remote, 0o644, len, &mut file)
+            self.staging
+                .put_input(client, spec, id)
                 .map_err(|e| match e {
-                    Error::Local(e) => Submit::Task(format!("input {}: {e}", spec.local.display())),
-                    e => Submit::Host(phrase(
+                    Move::Local(why) => Submit::Task(why),
+                    Move::Remote(e) => Submit::Host(phrase(
                         client,
                         &format!("staging {}", spec.local.display()),
                         &e,
@@ -267,17 +232,22 @@ impl Worker<'_> {
             (other, _) => Err(format!("ended {other}")),
         };
         let outcome = match verdict {
-            Ok(()) if self.shared.claim(a, self.index) => match self.gather(client, a) {
+            Ok(()) if self.shared.claim(a, self.index) => match self.staging.fetch_outputs(
+                client,
+                &self.tasks[a.task],
+                a,
+                self.output_dir,
+            ) {
                 Ok(()) => {
                     self.shared.done(a, self.index);
                     Ok(())
                 }
-                Err(Gather::Host(e)) => {
+                Err(Move::Remote(e)) => {
                     // Lost with its host, not failed: it runs again elsewhere.
                     self.shared.lost(a, self.index);
                     Err(HostLost(phrase(client, "fetching outputs", &e)))
                 }
-                Err(Gather::Local(why)) => {
+                Err(Move::Local(why)) => {
                     self.shared.failed(a, self.index, &why);
                     Ok(())
                 }
@@ -287,7 +257,7 @@ impl Worker<'_> {
                 Ok(())
             }
             Err(why) => {
-                let why = match self.stderr_tail(client, a) {
+                let why = match self.staging.stderr_tail(client, a) {
                     Some(tail) => format!("{why}; its standard error ends: {tail}"),
                     None => why,
                 };
@@ -323,60 +293,6 @@ impl Worker<'_> {
         })
     }
 
-    /// The last few hundred bytes of an attempt's standard error, on one line.
-    fn stderr_tail(&self, client: &mut Client, a: Assignment) -> Option<String> {
-        let mut bytes = Vec::new();
-        client
-            .getfile(self.staging.output(a, "stderr"), &mut bytes)
-            .ok()?;
-        let text = String::from_utf8_lossy(&bytes);
-        let text = text.trim();
-        let start = text.len().saturating_sub(300);
-        let start = (start..=text.len())
-            .find(|&i| text.is_char_boundary(i))
-            .unwrap_or(0);
-        (!text.is_empty()).then(|| text[start..].replace('\n', " | "))
-    }
-
-    /// Fetches a claimed attempt's outputs to temporary names, then renames them all into
-    /// place, so that a task's outputs appear whole, once.
-    fn gather(&self, client: &mut Client, a: Assignment) -> Result<(), Gather> {
-        let task = &self.tasks[a.task];
-        let mut fetched: Vec<(PathBuf, PathBuf)> = Vec::new();
-        let result = (|| {
-            for (k, out) in task.outputs.iter().enumerate() {
-                let path = self.output_dir.join(&out.local);
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir)
-                        .map_err(|e| Gather::Local(format!("output {}: {e}", dir.display())))?;
-                }
-                let name = path.file_name().unwrap_or_default().to_string_lossy();
-                let tmp = path.with_file_name(format!(".{name}.roost-pool-{}", std::process::id()));
-                let mut file = std::fs::File::create(&tmp)
-                    .map_err(|e| Gather::Local(format!("output {}: {e}", tmp.display())))?;
-                fetched.push((tmp.clone(), path.clone()));
-                client
-                    .getfile(self.staging.output(a, &k.to_string()), &mut file)
-                    .map_err(|e| match e {
-                        Error::Local(e) => Gather::Local(format!("output {}: {e}", path.display())),
-                        e => Gather::Host(e),
-                    })?;
-                file.flush()
-                    .map_err(|e| Gather::Local(format!("output {}: {e}", path.display())))?;
-            }
-            for (tmp, path) in &fetched {
-                std::fs::rename(tmp, path)
-                    .map_err(|e| Gather::Local(format!("output {}: {e}", path.display())))?;
-            }
-            Ok(())
-        })();
-        if result.is_err() {
-            for (tmp, _) in &fetched {
-                let _ = std::fs::remove_file(tmp);
-            }
-        }
-        result
-    }
 }
 
 struct State {
@@ -389,12 +305,6 @@ struct State {
 enum Submit {
     Task(String),
     Host(String),
-}
-
-/// Why outputs could not be fetched: here (the disk), or the host.
-enum Gather {
-    Local(String),
-    Host(Error),
 }
 
 /// Errors that leave the connection usable are ignored; those that break it are not.

@@ -1,0 +1,201 @@
+//! Where a run's files live on a server, and the Chirp moves that put them there and bring
+//! them back: the run's directories, each distinct input staged once (`RUN/in/N`), each
+//! attempt's outputs, standard error and status under `RUN/out` and `RUN/status`, fetched
+//! whole into place. Shared by the hosts' threads ([`crate::worker`]) and the Slurm driver
+//! ([`crate::slurm`]).
+
+use crate::schedule::Assignment;
+use crate::taskfile::{FileSpec, Task};
+use roost_client::{Client, Error};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Where a run's files live on the servers, and which local files are which inputs.
+pub(crate) struct Staging {
+    /// `REMOTE_DIR/RUN-ID`.
+    pub run_dir: String,
+    /// For each task, the number of each of its inputs among the run's distinct files.
+    pub input_ids: Vec<Vec<usize>>,
+}
+
+impl Staging {
+    pub fn new(remote_dir: &str, tasks: &[Task]) -> Staging {
+        let run = format!(
+            "{}-{}-{}",
+            roost_catalog::unix_now(),
+            std::process::id(),
+            local_host_name()
+        );
+        let mut ids: HashMap<PathBuf, usize> = HashMap::new();
+        let input_ids = tasks
+            .iter()
+            .map(|t| {
+                t.inputs
+                    .iter()
+                    .map(|i| {
+                        let key = std::fs::canonicalize(&i.local).unwrap_or(i.local.clone());
+                        let next = ids.len();
+                        *ids.entry(key).or_insert(next)
+                    })
+                    .collect()
+            })
+            .collect();
+        Staging {
+            run_dir: format!("{}/{run}", remote_dir.trim_end_matches('/')),
+            input_ids,
+        }
+    }
+
+    /// Where input file `id` is staged.
+    pub fn input(&self, id: usize) -> String {
+        format!("{}/in/{id}", self.run_dir)
+    }
+
+    /// Where an attempt's output `which` (its number, or `stderr`) is stored.
+    pub fn output(&self, a: Assignment, which: &str) -> String {
+        format!("{}/out/{}.{}.{which}", self.run_dir, a.task, a.attempt)
+    }
+
+    /// Where an attempt run outside the job RPCs (by Slurm) records how it ended.
+    pub fn status(&self, a: Assignment) -> String {
+        format!("{}/status/{}.{}", self.run_dir, a.task, a.attempt)
+    }
+
+    /// Makes the run's directories on a server (those that exist already are fine).
+    pub fn make_dirs(&self, client: &mut Client) -> Result<(), String> {
+        let base = self.run_dir.rsplit_once('/').map_or("", |(b, _)| b);
+        let run = &self.run_dir;
+        for dir in [
+            base.to_string(),
+            run.clone(),
+            format!("{run}/in"),
+            format!("{run}/out"),
+            format!("{run}/status"),
+        ] {
+            if dir.is_empty() {
+                continue;
+            }
+            match client.mkdir(&dir, 0o755) {
+                Err(e) if !e.is(roost_client::ErrorCode::AlreadyExists) => {
+                    return Err(phrase(client, &format!("mkdir {dir}"), &e))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Stages one input, `spec`, as input file `id`.
+    pub fn put_input(&self, client: &mut Client, spec: &FileSpec, id: usize) -> Result<(), Move> {
+        let local = |e: std::io::Error| Move::Local(format!("input {}: {e}", spec.local.display()));
+        let mut file = std::fs::File::open(&spec.local).map_err(local)?;
+        let len = file.metadata().map_err(local)?.len();
+        client
+            .putfile(self.input(id), 0o644, len, &mut file)
+            .map(|_| ())
+            .map_err(|e| match e {
+                Error::Local(e) => local(e),
+                e => Move::Remote(e),
+            })
+    }
+
+    /// Fetches an attempt's outputs to temporary names beside their places under
+    /// `output_dir`, then renames them all into place, so that a task's outputs appear
+    /// whole, once.
+    pub fn fetch_outputs(
+        &self,
+        client: &mut Client,
+        task: &Task,
+        a: Assignment,
+        output_dir: &Path,
+    ) -> Result<(), Move> {
+        let mut fetched: Vec<(PathBuf, PathBuf)> = Vec::new();
+        let result = (|| {
+            for (k, out) in task.outputs.iter().enumerate() {
+                let path = output_dir.join(&out.local);
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| Move::Local(format!("output {}: {e}", dir.display())))?;
+                }
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
+                let tmp = path.with_file_name(format!(".{name}.roost-pool-{}", std::process::id()));
+                let mut file = std::fs::File::create(&tmp)
+                    .map_err(|e| Move::Local(format!("output {}: {e}", tmp.display())))?;
+                fetched.push((tmp.clone(), path.clone()));
+                client
+                    .getfile(self.output(a, &k.to_string()), &mut file)
+                    .map_err(|e| match e {
+                        Error::Local(e) => Move::Local(format!("output {}: {e}", path.display())),
+                        e => Move::Remote(e),
+                    })?;
+                file.flush()
+                    .map_err(|e| Move::Local(format!("output {}: {e}", path.display())))?;
+            }
+            for (tmp, path) in &fetched {
+                std::fs::rename(tmp, path)
+                    .map_err(|e| Move::Local(format!("output {}: {e}", path.display())))?;
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            for (tmp, _) in &fetched {
+                let _ = std::fs::remove_file(tmp);
+            }
+        }
+        result
+    }
+
+    /// The last few hundred bytes of an attempt's standard error, on one line.
+    pub fn stderr_tail(&self, client: &mut Client, a: Assignment) -> Option<String> {
+        let mut bytes = Vec::new();
+        client.getfile(self.output(a, "stderr"), &mut bytes).ok()?;
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim();
+        let start = text.len().saturating_sub(300);
+        let start = (start..=text.len())
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        (!text.is_empty()).then(|| text[start..].replace('\n', " | "))
+    }
+}
+
+/// Why a file could not be moved: here (the local disk), or the server.
+pub(crate) enum Move {
+    Local(String),
+    Remote(Error),
+}
+
+/// The server's words for a failed call, with its reason when it gives one.
+pub(crate) fn phrase(client: &mut Client, what: &str, e: &Error) -> String {
+    let mut text = format!("{what}: {e}");
+    if !e.breaks_connection() {
+        if let Ok(Some(why)) = client.explain() {
+            text.push_str(&format!(" ({why})"));
+        }
+    }
+    text
+}
+
+fn local_host_name() -> String {
+    let mut buf = [0u8; 256];
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name: String = String::from_utf8_lossy(&buf[..end])
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() {
+        "localhost".into()
+    } else {
+        name
+    }
+}
