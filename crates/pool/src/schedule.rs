@@ -136,18 +136,36 @@ impl Scheduler {
             Some(p) => (self.pending.remove(p)?, false),
             None => (self.copy_for(host, now)?, true),
         };
+        Some(self.begin(task, host, now, speculative))
+    }
+
+    /// The pending `task` starts on `host`, where something else chose to run it (Slurm);
+    /// `None` if it is not pending.
+    pub fn start(&mut self, task: usize, host: usize, now: Instant) -> Option<Assignment> {
+        let p = self.pending.iter().position(|&t| t == task)?;
+        self.pending.remove(p);
+        Some(self.begin(task, host, now, false))
+    }
+
+    fn begin(&mut self, task: usize, host: usize, now: Instant, speculative: bool) -> Assignment {
         let t = &mut self.tasks[task];
         t.attempts += 1;
         t.status = Status::Running;
         t.running.push((host, t.attempts, now));
         let stats = &mut self.hosts[host];
         stats.attempts += 1;
-        stats.first_start.get_or_insert(now);
-        Some(Assignment {
+        stats.first_start = Some(stats.first_start.map_or(now, |f| f.min(now)));
+        Assignment {
             task,
             attempt: t.attempts,
             speculative,
-        })
+        }
+    }
+
+    /// A host more, found during the run (a Slurm node); its number.
+    pub fn add_host(&mut self) -> usize {
+        self.hosts.push(HostStats::default());
+        self.hosts.len() - 1
     }
 
     /// A task running elsewhere that `host` would finish sooner than its host will, by the
@@ -216,7 +234,7 @@ impl Scheduler {
         let stats = &mut self.hosts[host];
         stats.done += 1;
         stats.done_cost += cost;
-        stats.last_done = Some(now);
+        stats.last_done = Some(stats.last_done.map_or(now, |l| l.max(now)));
     }
 
     /// Puts the task back in front of the queue unless another attempt still runs.
@@ -462,5 +480,26 @@ mod tests {
         assert_eq!(s.host(1).lost, 0);
         assert!(s.finished());
         assert_eq!(s.host(0).done, 3);
+    }
+    #[test]
+    fn a_task_placed_elsewhere_starts_on_the_host_named() {
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(&[1.0, 1.0], 1, 1, false);
+        let node = s.add_host();
+        let a = s.start(1, node, t0).unwrap();
+        assert_eq!((a.task, a.attempt), (1, 1));
+        assert_eq!(s.start(1, node, t0), None, "not pending any more");
+        s.failed(1, node, a.attempt, "exit 1");
+        assert_eq!(s.status(1), &Status::Pending, "retried");
+        let b = s.start(1, node, t0).unwrap();
+        assert_eq!(b.attempt, 2);
+        assert!(s.claim(1, node, b.attempt));
+        // Attempts may be reported out of order: the host's span covers them all.
+        s.done(1, node, b.attempt, t0 + Duration::from_secs(2));
+        let c = s.start(0, node, t0 - Duration::from_secs(1)).unwrap();
+        s.failed(0, node, c.attempt, "exit 1");
+        assert_eq!(s.host(node).first_start, Some(t0 - Duration::from_secs(1)));
+        assert_eq!(s.host(node).attempts, 3);
+        assert_eq!(s.host(0).attempts, 0);
     }
 }
