@@ -36,15 +36,23 @@ impl Host {
 
     /// The host a catalog record describes, if it is an up Chirp server that runs jobs.
     pub fn from_record(record: &Value) -> Option<Host> {
+        let jobs = record
+            .get("jobs")
+            .and_then(Value::as_i64)
+            .filter(|&j| j > 0)?;
+        let mut host = Host::server_from_record(record)?;
+        host.slots = host.slots.min(jobs as usize);
+        Some(host)
+    }
+
+    /// The server a catalog record describes, if it is an up Chirp server, whether it runs
+    /// jobs or not (to hold a run's files).
+    pub fn server_from_record(record: &Value) -> Option<Host> {
         let text = |k: &str| record.get(k).and_then(Value::as_str);
         let number = |k: &str| record.get(k).and_then(Value::as_f64);
         if text("type") != Some("chirp") || text("state") == Some("down") {
             return None;
         }
-        let jobs = record
-            .get("jobs")
-            .and_then(Value::as_i64)
-            .filter(|&j| j > 0)?;
         let port = record.get("port").and_then(Value::as_i64)?;
         let address = text("address").or(text("name"))?;
         let authority = if address.contains(':') {
@@ -57,7 +65,7 @@ impl Host {
             .filter(|p| *p > 0.0 && *p <= 100.0)
             .unwrap_or(100.0);
         let headroom = cpus * percent / 100.0;
-        let slots = (jobs as usize).min(headroom.ceil().max(1.0) as usize);
+        let slots = headroom.ceil().max(1.0) as usize;
         let name = match text("name") {
             Some(n) if n != address => format!("{n}:{port}"),
             _ => authority.clone(),
@@ -71,10 +79,24 @@ impl Host {
     }
 }
 
+/// The up Chirp servers of the catalog's records, with jobs or not, most headroom first.
+pub fn choose_servers(records: &[Value]) -> Vec<Host> {
+    rank(
+        records
+            .iter()
+            .filter_map(Host::server_from_record)
+            .collect(),
+        None,
+    )
+}
+
 /// The hosts of the catalog's records that can take tasks, most headroom first (ties by
 /// name), at most `most` of them.
 pub fn choose(records: &[Value], most: Option<usize>) -> Vec<Host> {
-    let mut hosts: Vec<Host> = records.iter().filter_map(Host::from_record).collect();
+    rank(records.iter().filter_map(Host::from_record).collect(), most)
+}
+
+fn rank(mut hosts: Vec<Host>, most: Option<usize>) -> Vec<Host> {
     // Hosts that report the same name (namespaces, containers) are told apart by address.
     let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
     for h in &mut hosts {
@@ -136,5 +158,12 @@ mod tests {
         ];
         let names: Vec<String> = choose(&twins, None).into_iter().map(|h| h.name).collect();
         assert_eq!(names, ["10.0.0.1:9094", "10.0.0.2:9094", "other:9094"]);
+        // To hold files, a server need not run jobs.
+        let servers = choose_servers(&records);
+        let names: Vec<&str> = servers.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["10.0.0.4:9094", "a:9094", "10.0.0.2:9094", "[::1]:9"]
+        );
     }
 }
