@@ -3,23 +3,18 @@
 //! command finding them in the catalog, staging inputs, running tasks and fetching outputs;
 //! a server killed in the middle of a run; complib's scores against the scalar reference.
 
+mod bag_support;
 mod netns_support;
 mod run_support;
 mod serve_support;
 
-use roost_catalog::json::{self, Value};
+use bag_support::*;
+use roost_catalog::json::Value;
 use run_support::{roost, start_announcing, Proc};
-use serve_support::TestServer;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A job server with its job directory where the jobs' user can reach it.
-struct JobServer {
-    server: TestServer,
-    job_root: tempfile::TempDir,
-}
 
 /// A catalog and servers reporting to it every second.
 struct Pool {
@@ -41,26 +36,9 @@ impl Pool {
             "2",
         ]);
         let (catalog, catalog_port) = start_announcing(cmd);
+        let reports_to = format!("127.0.0.1:{catalog_port}");
         let servers = (0..count)
-            .map(|_| {
-                let job_root = tempfile::tempdir().unwrap();
-                std::fs::set_permissions(job_root.path(), std::fs::Permissions::from_mode(0o711))
-                    .unwrap();
-                let job_dir = job_root.path().join("jobs").display().to_string();
-                let catalog = format!("127.0.0.1:{catalog_port}");
-                let server = TestServer::start(&[
-                    "--jobs",
-                    "--job-dir",
-                    &job_dir,
-                    "--acl",
-                    "address:127.0.0.1=rwldax",
-                    "--catalog",
-                    &catalog,
-                    "--catalog-interval",
-                    "1",
-                ]);
-                JobServer { server, job_root }
-            })
+            .map(|_| JobServer::start(&["--catalog", &reports_to, "--catalog-interval", "1"]))
             .collect();
         let pool = Pool {
             servers,
@@ -103,87 +81,6 @@ impl Pool {
     fn suffix(&self, i: usize) -> String {
         format!(":{}", self.servers[i].server.port)
     }
-}
-
-fn succeeded(out: &Output) {
-    assert!(
-        out.status.success(),
-        "{:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn report(out: &Output) -> Value {
-    json::parse(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e:?}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
-fn array<'a>(v: &'a Value, key: &str) -> &'a [Value] {
-    match v.get(key) {
-        Some(Value::Array(items)) => items,
-        other => panic!("{key}: {other:?}"),
-    }
-}
-
-fn int(v: &Value, key: &str) -> i64 {
-    v.get(key)
-        .and_then(Value::as_i64)
-        .unwrap_or_else(|| panic!("{key} in {}", v.to_json()))
-}
-
-/// Hosts' names in the report, with how many tasks each did.
-fn done_by_host(report: &Value) -> Vec<(String, i64)> {
-    array(report, "hosts")
-        .iter()
-        .map(|h| (h.get("host").unwrap().to_plain(), int(h, "done")))
-        .collect()
-}
-
-/// A work directory with `n` inputs, a program, and a task file: task i turns data/i.txt
-/// into out/i.txt (upper case, then the task's own line), by the staged program.
-fn bag(dir: &Path, n: usize, delay: &str) -> std::path::PathBuf {
-    std::fs::create_dir_all(dir.join("data")).unwrap();
-    std::fs::write(
-        dir.join("upper.sh"),
-        format!("#!/bin/sh\nsleep {delay}\ntr a-z A-Z < \"$1\"\necho \"from $2\"\n"),
-    )
-    .unwrap();
-    let mut tasks = String::from("# outputs : inputs : command\n");
-    for i in 0..n {
-        std::fs::write(
-            dir.join(format!("data/{i}.txt")),
-            format!("input number {i}\n"),
-        )
-        .unwrap();
-        tasks.push_str(&format!(
-            "out/{i}.txt=result : data/{i}.txt=in upper.sh : sh upper.sh in task{i} > result\n"
-        ));
-    }
-    let file = dir.join("tasks");
-    std::fs::write(&file, tasks).unwrap();
-    file
-}
-
-fn check_outputs(dir: &Path, n: usize) {
-    for i in 0..n {
-        let got = std::fs::read_to_string(dir.join(format!("out/{i}.txt")))
-            .unwrap_or_else(|e| panic!("out/{i}.txt: {e}"));
-        assert_eq!(got, format!("INPUT NUMBER {i}\nfrom task{i}\n"));
-    }
-    let mut names: Vec<String> = std::fs::read_dir(dir.join("out"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    let mut want: Vec<String> = (0..n).map(|i| format!("{i}.txt")).collect();
-    want.sort();
-    assert_eq!(names, want, "exactly the outputs, no leftovers");
 }
 
 #[test]
