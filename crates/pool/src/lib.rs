@@ -4,13 +4,15 @@
 //! [`schedule::Scheduler`] decides which task goes where, retries failed and lost ones on
 //! other hosts, and makes sure each task's outputs are fetched once. Tasks come from a task
 //! file or a command template ([`taskfile`]); [`report`] sums up what each host did; and
-//! [`complib`] is the worked example, a Smith-Waterman library comparison.
+//! [`complib`] is the worked example, a Smith-Waterman library comparison. [`slurm`] hands
+//! the same bag to Slurm as job arrays instead.
 
 pub mod complib;
 pub mod hosts;
 pub mod progress;
 pub mod report;
 pub mod schedule;
+pub mod slurm;
 mod staging;
 pub mod taskfile;
 mod worker;

@@ -38,6 +38,8 @@ pub struct Report {
     pub seconds: f64,
     /// What the cost of a task counts (`tasks`, or complib's `cells`).
     pub unit: String,
+    /// The Slurm jobs that ran the tasks (`--slurm`), in the order they were submitted.
+    pub slurm_jobs: Vec<String>,
 }
 
 impl Report {
@@ -70,6 +72,7 @@ impl Report {
             hosts,
             seconds: started.elapsed().as_secs_f64(),
             unit: "tasks".into(),
+            slurm_jobs: Vec::new(),
         }
     }
 
@@ -156,6 +159,9 @@ impl Report {
             let _ = write!(out, ", {} {}/s", human(self.done_cost() / secs), self.unit);
         }
         out.push('\n');
+        if !self.slurm_jobs.is_empty() {
+            let _ = writeln!(out, "Slurm jobs: {}", self.slurm_jobs.join(", "));
+        }
         out
     }
 
@@ -212,7 +218,7 @@ impl Report {
                 ])
             })
             .collect();
-        Value::Object(vec![
+        let mut members = vec![
             ("seconds".into(), f(self.seconds)),
             ("tasks_total".into(), int(self.tasks.len())),
             ("tasks_done".into(), int(self.done())),
@@ -220,7 +226,12 @@ impl Report {
             ("cost_done".into(), f(self.done_cost())),
             ("hosts".into(), Value::Array(hosts)),
             ("tasks".into(), Value::Array(tasks)),
-        ])
+        ];
+        if !self.slurm_jobs.is_empty() {
+            let jobs = self.slurm_jobs.iter().map(|j| s(j)).collect();
+            members.push(("slurm_jobs".into(), Value::Array(jobs)));
+        }
+        Value::Object(members)
     }
 }
 

@@ -9,8 +9,8 @@
 
 use crate::hosts::Host;
 use crate::schedule::Assignment;
-use crate::taskfile::Task;
 use crate::staging::{phrase, Move, Staging};
+use crate::taskfile::Task;
 use crate::Shared;
 use roost_catalog::json::{self, Value};
 use roost_client::{Client, Error, Options};
@@ -232,26 +232,26 @@ impl Worker<'_> {
             (other, _) => Err(format!("ended {other}")),
         };
         let outcome = match verdict {
-            Ok(()) if self.shared.claim(a, self.index) => match self.staging.fetch_outputs(
-                client,
-                &self.tasks[a.task],
-                a,
-                self.output_dir,
-            ) {
-                Ok(()) => {
-                    self.shared.done(a, self.index);
-                    Ok(())
+            Ok(()) if self.shared.claim(a, self.index) => {
+                match self
+                    .staging
+                    .fetch_outputs(client, &self.tasks[a.task], a, self.output_dir)
+                {
+                    Ok(()) => {
+                        self.shared.done(a, self.index);
+                        Ok(())
+                    }
+                    Err(Move::Remote(e)) => {
+                        // Lost with its host, not failed: it runs again elsewhere.
+                        self.shared.lost(a, self.index);
+                        Err(HostLost(phrase(client, "fetching outputs", &e)))
+                    }
+                    Err(Move::Local(why)) => {
+                        self.shared.failed(a, self.index, &why);
+                        Ok(())
+                    }
                 }
-                Err(Move::Remote(e)) => {
-                    // Lost with its host, not failed: it runs again elsewhere.
-                    self.shared.lost(a, self.index);
-                    Err(HostLost(phrase(client, "fetching outputs", &e)))
-                }
-                Err(Move::Local(why)) => {
-                    self.shared.failed(a, self.index, &why);
-                    Ok(())
-                }
-            },
+            }
             Ok(()) => {
                 self.shared.lost(a, self.index);
                 Ok(())
@@ -292,7 +292,6 @@ impl Worker<'_> {
             (!stored).then(|| format!("it did not make its output {}", out.task_path))
         })
     }
-
 }
 
 struct State {
