@@ -1,10 +1,13 @@
 //! `roost pool run` and `roost pool complib`: the command line over `roost_pool` (hosts from
-//! the catalog or named, the bag of tasks from a task file or a template, the report).
+//! the catalog or named, the bag of tasks from a task file or a template, `--slurm` to hand
+//! it to Slurm, the report).
 
 use crate::pool::{catalog_addresses, query_first};
 use crate::remote::{options, ConnectArgs, Failure};
+use crate::signals::StopSignals;
 use clap::{Args, Subcommand};
 use roost_pool::hosts::{self, Host};
+use roost_pool::slurm::Slurm;
 use roost_pool::{complib, taskfile, Config};
 use std::io::Read;
 use std::path::PathBuf;
@@ -89,11 +92,26 @@ task is retried on another host (--retries), a task lost with its host is retrie
 counting; each task's outputs are fetched from exactly one attempt. At the end a table shows
 each host's tasks and throughput.
 
+With --slurm the same tasks go to Slurm as a job array instead (sbatch; the partition's
+nodes are the report's hosts). Inputs are staged once on one server (the first --server, else
+the catalog's up server with the most headroom; it need not run jobs), and each array task
+runs its command under `roost run` on its node, in a sandbox whose files are mounted from
+that server: the command reads its inputs from it and writes its outputs to it through the
+agent. roost follows the array with scontrol, reads each task's own record of its exit code
+and times from the server, fetches the outputs, and submits failed tasks again as a new
+array (--retries). The nodes must reach the server at the address roost uses, and run the
+roost program named by --slurm-roost (default: this one's path):
+  roost pool run --slurm --server fs7:9094 --slurm-partition batch \
+      --slurm-arg=--time=10 --slurm-run-arg=--chirp-mode=cached tasks.txt
+
 Exit status: 0 when every task is done; 1 when a task failed for good, or no host could run
-it; 2 for bad options or a bad task file (the message names the line).")]
+it, or (--slurm) Slurm could not be used: no sbatch, no controller, a refused submission;
+2 for bad options or a bad task file (the message names the line).")]
 struct RunArgs {
     #[command(flatten)]
     pool: PoolOptions,
+    #[command(flatten)]
+    slurm: SlurmArgs,
     /// A command template run once per FILE (instead of a task file).
     #[arg(long, value_name = "TEMPLATE")]
     command: Option<String>,
@@ -109,6 +127,50 @@ struct RunArgs {
     /// The task file (- for standard input), or with --command the input files.
     #[arg(value_name = "TASKFILE | FILE")]
     files: Vec<PathBuf>,
+}
+
+/// `roost pool run --slurm`: hand the tasks to Slurm.
+#[derive(Args)]
+struct SlurmArgs {
+    /// Submit the tasks to Slurm as a job array, each run under `roost run` on a node with
+    /// its files mounted from the run's server, instead of through the servers' job RPCs.
+    #[arg(long, conflicts_with_all = ["slots", "hosts", "queue", "no_speculate"])]
+    slurm: bool,
+    /// The Slurm partition to submit to (default: Slurm's default partition).
+    #[arg(long, value_name = "NAME", requires = "slurm")]
+    slurm_partition: Option<String>,
+    /// One more sbatch option, e.g. --slurm-arg=--time=10 (repeatable; after roost's own:
+    /// --job-name=roost-pool --no-requeue --output=/dev/null, so they win).
+    #[arg(
+        long = "slurm-arg",
+        value_name = "ARG",
+        requires = "slurm",
+        allow_hyphen_values = true
+    )]
+    slurm_args: Vec<String>,
+    /// One more option for `roost run` on the nodes, e.g. --slurm-run-arg=--chirp-mode=cached
+    /// (repeatable; --auth and --key are passed on already).
+    #[arg(
+        long = "slurm-run-arg",
+        value_name = "ARG",
+        requires = "slurm",
+        allow_hyphen_values = true
+    )]
+    slurm_run_args: Vec<String>,
+    /// The roost program on the nodes (default: this roost's own path).
+    #[arg(long, value_name = "PATH", requires = "slurm")]
+    slurm_roost: Option<PathBuf>,
+    /// At most N tasks of an array run at once (sbatch --array=...%N).
+    #[arg(long, value_name = "N", requires = "slurm")]
+    slurm_max_running: Option<usize>,
+    /// Seconds between looks at the Slurm controller (scontrol show job).
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "SECONDS",
+        requires = "slurm"
+    )]
+    slurm_poll: f64,
 }
 
 /// Options of `roost pool complib`.
@@ -169,7 +231,8 @@ pub fn main(args: PoolArgs) -> ExitCode {
 type Outcome = Result<u8, (u8, String)>;
 
 /// The hosts and the run's configuration from the shared options.
-fn config(pool: &PoolOptions, output_dir: PathBuf) -> Result<Config, (u8, String)> {
+/// `jobs`: the hosts must run jobs (else any up server will do, to hold files).
+fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config, (u8, String)> {
     let options = options(&pool.connect).map_err(|Failure(m)| (2, m))?;
     if pool.slots == 0 || pool.hosts == Some(0) {
         return Err((2, "--slots and --hosts must be at least 1".into()));
@@ -189,7 +252,11 @@ fn config(pool: &PoolOptions, output_dir: PathBuf) -> Result<Config, (u8, String
         let timeout = Duration::from_secs(pool.connect.timeout.clamp(1, 30));
         let records = query_first("roost pool", &catalogs, timeout)
             .ok_or((1, "no catalog answered".to_string()))?;
-        chosen.extend(hosts::choose(&records, None));
+        chosen.extend(if jobs {
+            hosts::choose(&records, None)
+        } else {
+            hosts::choose_servers(&records)
+        });
     }
     chosen.dedup_by(|a, b| a.authority == b.authority);
     if let Some(most) = pool.hosts {
@@ -198,7 +265,12 @@ fn config(pool: &PoolOptions, output_dir: PathBuf) -> Result<Config, (u8, String
     if chosen.is_empty() {
         return Err((
             1,
-            "no host to run on: the catalog lists no up server with jobs (roost serve --jobs --catalog)".into(),
+            if jobs {
+                "no host to run on: the catalog lists no up server with jobs (roost serve --jobs --catalog)"
+            } else {
+                "no server for the run's files: the catalog lists no up server (roost serve --catalog)"
+            }
+            .into(),
         ));
     }
     Ok(Config {
@@ -240,8 +312,17 @@ fn run(args: RunArgs) -> Outcome {
         }
     };
     taskfile::check_files(&tasks).map_err(|e| (2, e))?;
-    let config = config(&args.pool, args.output_dir)?;
-    let report = roost_pool::run(&tasks, &config);
+    let config = config(&args.pool, args.output_dir, !args.slurm.slurm)?;
+    let report = if args.slurm.slurm {
+        let slurm = slurm_setup(&args.slurm, &args.pool.connect)?;
+        let signals = StopSignals::catch().map_err(|e| (1, format!("signals: {e}")))?;
+        roost_pool::slurm::run(&tasks, &config, &slurm, &mut |wait| {
+            signals.poll(wait).is_some()
+        })
+        .map_err(|e| (1, e))?
+    } else {
+        roost_pool::run(&tasks, &config)
+    };
     if args.pool.json {
         println!("{}", report.to_json().to_json());
     } else {
@@ -249,6 +330,43 @@ fn run(args: RunArgs) -> Outcome {
     }
     eprint!("{}", report.failures());
     Ok(roost_pool::exit_status(&report))
+}
+
+/// How to hand a run to Slurm, from the options.
+fn slurm_setup(args: &SlurmArgs, connect: &ConnectArgs) -> Result<Slurm, (u8, String)> {
+    if !(args.slurm_poll.is_finite() && args.slurm_poll >= 0.05 && args.slurm_poll <= 3600.0) {
+        return Err((
+            2,
+            format!(
+                "--slurm-poll {}: expected 0.05 to 3600 seconds",
+                args.slurm_poll
+            ),
+        ));
+    }
+    if args.slurm_max_running == Some(0) {
+        return Err((2, "--slurm-max-running must be at least 1".into()));
+    }
+    let roost = match &args.slurm_roost {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().map_err(|e| (1, format!("cannot find roost: {e}")))?,
+    };
+    // The nodes authenticate as this command does.
+    let mut run_args = Vec::new();
+    for method in &connect.auth {
+        run_args.extend(["--auth".to_string(), method.clone()]);
+    }
+    if let Some(key) = &connect.key {
+        run_args.extend(["--key".to_string(), key.clone()]);
+    }
+    run_args.extend(args.slurm_run_args.iter().cloned());
+    Ok(Slurm {
+        partition: args.slurm_partition.clone(),
+        sbatch_args: args.slurm_args.clone(),
+        run_args,
+        roost,
+        max_running: args.slurm_max_running,
+        poll: Duration::from_secs_f64(args.slurm_poll),
+    })
 }
 
 fn run_complib(args: ComplibArgs) -> Outcome {
@@ -283,7 +401,7 @@ fn run_complib(args: ComplibArgs) -> Outcome {
             ),
         ));
     }
-    let config = config(&args.pool, PathBuf::from("."))?;
+    let config = config(&args.pool, PathBuf::from("."), true)?;
     let setup = complib::Setup {
         work_dir: args.work,
         program,
