@@ -8,12 +8,12 @@ use crate::arch::{self, Regs};
 use crate::attach;
 use crate::filter::{self, Verdict};
 use crate::handlers::virtual_ids::{self, VirtualIds};
-use crate::handlers::{self, embedded, exec, path, procfs, socket, Action, Arg, Ctx, Decision};
+use crate::handlers::{self, procfs, socket, Action, Arg, Ctx, Decision};
 use crate::memory;
 use crate::notify::{self, send_back, Shared};
 use crate::remote;
 use crate::spawn::{self, SpawnError};
-use crate::syscalls::{Kind, Table, Unless, CHROOT_PATH};
+use crate::syscalls::{Kind, Table, Unless};
 use crate::task::{
     self, AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_MARK, SCRATCH_MARK_AT, SCRATCH_SIZE,
     SLOT_SIZE,
@@ -1049,64 +1049,8 @@ impl Agent {
         }
         let fs = task.fs.borrow().clone();
         let exe = task.mm.borrow().exe.clone();
-        let mut ctx = Ctx {
-            pid,
-            name,
-            regs,
-            ns,
-            fs: &fs,
-            exe: exe.as_deref(),
-            known_paths: &[],
-        };
-        match kind {
-            Kind::Path {
-                args,
-                mutates,
-                cross,
-            } => path::handle(&mut ctx, args, mutates, cross),
-            Kind::Exec {
-                dirfd,
-                path,
-                argv,
-                flags,
-            } => exec::handle(&mut ctx, dirfd, path, argv, flags),
-            Kind::Readlink {
-                dirfd,
-                path,
-                buf,
-                size,
-            } => procfs::readlink(&mut ctx, dirfd, path, buf, size),
-            Kind::Getcwd => procfs::getcwd(&mut ctx),
-            Kind::Chdir => procfs::chdir(&mut ctx),
-            Kind::Fchdir => procfs::fchdir(),
-            Kind::SockAddr { addr, len, follow } => socket::sockaddr(&mut ctx, addr, len, follow),
-            Kind::SockName { addr, len, peer } => socket::sockname(&mut ctx, addr, len, peer),
-            Kind::SendMsg => socket::sendmsg(&mut ctx),
-            Kind::SendMmsg => socket::sendmmsg(&mut ctx),
-            Kind::Chroot => {
-                let mut d = path::handle(&mut ctx, CHROOT_PATH, false, false);
-                d.after = Some(AfterExit::Chroot);
-                d
-            }
-            Kind::Clone => {
-                // The child of CLONE_UNTRACED would make its trapped calls with no tracer
-                // (ENOSYS) and its others outside the namespace: it is traced all the same.
-                let flags = regs.arg(0) & !(libc::CLONE_UNTRACED as u64);
-                Decision::new(Action::Rewrite {
-                    scratch: Default::default(),
-                    args: vec![(0, Arg::Value(flags))],
-                })
-            }
-            Kind::OpenByHandle { mount_fd, handle } => {
-                handlers::handle::open_by_handle(&mut ctx, mount_fd, handle)
-            }
-            Kind::Bpf => embedded::bpf(&mut ctx),
-            Kind::PerfEventOpen => embedded::perf_event_open(&mut ctx),
-            // Trapped only as notifications (see `rules`).
-            Kind::Credentials => Decision::pass(),
-            Kind::Refuse(e) => Decision::fail(e),
-            Kind::Identity => unreachable!("answered before the namespace is locked"),
-        }
+        let mut ctx = Ctx::new(pid, (name, regs), ns, &fs, exe.as_deref());
+        handlers::decide(&mut ctx, kind)
     }
 
     fn on_seccomp(&mut self, pid: i32) -> io::Result<()> {

@@ -15,6 +15,7 @@ pub mod virtual_ids;
 
 use crate::arch::Regs;
 use crate::memory;
+use crate::syscalls::{Kind, CHROOT_PATH};
 use crate::task::{AfterExit, Fs};
 use roost_vfs::path::{has_dotdot, join};
 use roost_vfs::Namespace;
@@ -35,7 +36,26 @@ pub struct Ctx<'a> {
     pub known_paths: &'a [(u64, Vec<u8>)],
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// What thread `pid` shows of call `name` (its registers `regs`), with no path read yet.
+    pub fn new(
+        pid: i32,
+        (name, regs): (&'static str, &'a Regs),
+        ns: &'a Namespace,
+        fs: &'a Fs,
+        exe: Option<&'a [u8]>,
+    ) -> Ctx<'a> {
+        Ctx {
+            pid,
+            name,
+            regs,
+            ns,
+            fs,
+            exe,
+            known_paths: &[],
+        }
+    }
+
     /// A syscall argument read as an `int` (dirfds, flags).
     pub fn int_arg(&self, i: usize) -> i64 {
         self.regs.arg(i) as i32 as i64
@@ -46,6 +66,58 @@ impl Ctx<'_> {
             return Ok(path.clone());
         }
         memory::read_cstr(self.pid, ptr, memory::PATH_MAX).map_err(memory::errno)
+    }
+}
+
+/// What to do with trapped call `kind`, by the handler of its class: the one decision both
+/// delivery paths (a ptrace stop, a notification) apply.
+pub fn decide(ctx: &mut Ctx<'_>, kind: Kind) -> Decision {
+    match kind {
+        Kind::Path {
+            args,
+            mutates,
+            cross,
+        } => path::handle(ctx, args, mutates, cross),
+        Kind::Exec {
+            dirfd,
+            path,
+            argv,
+            flags,
+        } => exec::handle(ctx, dirfd, path, argv, flags),
+        Kind::Readlink {
+            dirfd,
+            path,
+            buf,
+            size,
+        } => procfs::readlink(ctx, dirfd, path, buf, size),
+        Kind::Getcwd => procfs::getcwd(ctx),
+        Kind::Chdir => procfs::chdir(ctx),
+        Kind::Fchdir => procfs::fchdir(),
+        Kind::SockAddr { addr, len, follow } => socket::sockaddr(ctx, addr, len, follow),
+        Kind::SockName { addr, len, peer } => socket::sockname(ctx, addr, len, peer),
+        Kind::SendMsg => socket::sendmsg(ctx),
+        Kind::SendMmsg => socket::sendmmsg(ctx),
+        Kind::Chroot => {
+            let mut d = path::handle(ctx, CHROOT_PATH, false, false);
+            d.after = Some(AfterExit::Chroot);
+            d
+        }
+        Kind::Clone => {
+            // The child of CLONE_UNTRACED would make its trapped calls with no tracer
+            // (ENOSYS) and its others outside the namespace: it is traced all the same.
+            let flags = ctx.regs.arg(0) & !(libc::CLONE_UNTRACED as u64);
+            Decision::new(Action::Rewrite {
+                scratch: Default::default(),
+                args: vec![(0, Arg::Value(flags))],
+            })
+        }
+        Kind::OpenByHandle { mount_fd, handle } => handle::open_by_handle(ctx, mount_fd, handle),
+        Kind::Bpf => embedded::bpf(ctx),
+        Kind::PerfEventOpen => embedded::perf_event_open(ctx),
+        // Trapped only as notifications, which pass them.
+        Kind::Credentials => Decision::pass(),
+        Kind::Refuse(e) => Decision::fail(e),
+        Kind::Identity => unreachable!("id queries are answered by `virtual_ids`"),
     }
 }
 

@@ -12,7 +12,7 @@
 use super::send_back::send_back;
 use super::{Notification, Reply, Shared, CONTINUE};
 use crate::arch::Regs;
-use crate::handlers::{self, exec, Action, Ctx};
+use crate::handlers::{exec, Action, Ctx};
 use crate::memory;
 
 /// Whether `tid` leads its thread group (a signal-0 check, no /proc read).
@@ -53,15 +53,8 @@ pub fn answer(
     let fs = super::caller_fs(ns, tid, needs_cwd);
     let exe = needs_cwd.then(|| shared.execs.exe(tid, tid)).flatten();
     let known = [(regs.arg(path), given)];
-    let mut ctx = Ctx {
-        pid: tid,
-        name,
-        regs,
-        ns,
-        fs: &fs,
-        exe: exe.as_deref(),
-        known_paths: &known,
-    };
+    let mut ctx = Ctx::new(tid, (name, regs), ns, &fs, exe.as_deref());
+    ctx.known_paths = &known;
     let d = exec::handle(&mut ctx, dirfd, path, argv, flags);
     match d.action {
         Action::Pass => {
@@ -76,11 +69,7 @@ pub fn answer(
             }
             CONTINUE
         }
-        Action::Fail(libc::ENOSYS) => {
-            handlers::report_untranslatable(name, d.logical.as_deref());
-            Reply::errno(libc::ENOSYS)
-        }
-        Action::Fail(e) => Reply::errno(e),
+        Action::Fail(e) => super::failed(name, d.logical.as_deref(), e),
         Action::Rewrite { .. } | Action::Emulate { .. } | Action::Remote(_) => back(),
     }
 }

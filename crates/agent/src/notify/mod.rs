@@ -22,7 +22,7 @@ pub mod send_back;
 mod sockname;
 
 use crate::arch::Regs;
-use crate::handlers::{self, path, procfs, Action, Arg, Ctx, Decision};
+use crate::handlers::{self, Action, Arg, Ctx, Decision};
 use crate::memory;
 use crate::syscalls::{Kind, PathArg, Performed, Table, Unless};
 use crate::task::Fs;
@@ -230,14 +230,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         let regs = Regs::from_args(&req.data.args);
         let decision = handlers::virtual_ids::answer(name, &regs, &shared.ids);
         return match decision.action {
-            Action::Emulate { ret, writes } => {
-                for (addr, bytes) in writes {
-                    if memory::write(tid, addr, &bytes).is_err() {
-                        return Reply::errno(libc::EFAULT);
-                    }
-                }
-                Reply::value(ret)
-            }
+            Action::Emulate { ret, writes } => emulated(tid, None, ret, writes),
             Action::Fail(e) => Reply::errno(e),
             _ => CONTINUE,
         };
@@ -289,27 +282,10 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             }
             _ => None,
         };
-        let mut ctx = Ctx {
-            pid: tid,
-            name,
-            regs: &regs,
-            ns,
-            fs: &fs,
-            exe: exe.as_deref(),
-            known_paths: &paths,
-        };
+        let mut ctx = Ctx::new(tid, (name, &regs), ns, &fs, exe.as_deref());
+        ctx.known_paths = &paths;
         match kind {
-            Kind::Path {
-                args,
-                mutates,
-                cross,
-            } => path::handle(&mut ctx, args, mutates, cross),
-            Kind::Readlink {
-                dirfd,
-                path,
-                buf,
-                size,
-            } => procfs::readlink(&mut ctx, dirfd, path, buf, size),
+            Kind::Path { .. } | Kind::Readlink { .. } => handlers::decide(&mut ctx, kind),
             _ => Decision::pass(),
         }
     };
@@ -357,22 +333,8 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     match decision.action {
         Action::Pass => CONTINUE,
         Action::Remote(_) => unreachable!("remote calls are made above"),
-        Action::Fail(libc::ENOSYS) => {
-            handlers::report_untranslatable(name, decision.logical.as_deref());
-            Reply::errno(libc::ENOSYS)
-        }
-        Action::Fail(e) => Reply::errno(e),
-        Action::Emulate { ret, writes } => {
-            if n.ensure_waiting().is_err() {
-                return Reply::Answered;
-            }
-            for (addr, bytes) in writes {
-                if memory::write(tid, addr, &bytes).is_err() {
-                    return Reply::errno(libc::EFAULT);
-                }
-            }
-            Reply::value(ret)
-        }
+        Action::Fail(e) => failed(name, decision.logical.as_deref(), e),
+        Action::Emulate { ret, writes } => emulated(tid, Some(n), ret, writes),
         Action::Rewrite { .. } => {
             let Some(p) = physical else {
                 return Reply::errno(libc::EFAULT);
@@ -393,6 +355,29 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             Reply::from(lookup::emulate(name, &regs, tid, &p, who.as_ref()))
         }
     }
+}
+
+/// The answer to a call that fails with `errno`; ENOSYS (a call roost cannot translate) is
+/// said once.
+fn failed(name: &str, logical: Option<&[u8]>, errno: i32) -> Reply {
+    if errno == libc::ENOSYS {
+        handlers::report_untranslatable(name, logical);
+    }
+    Reply::errno(errno)
+}
+
+/// The answer to an emulated call: `writes` into the caller's memory, then `ret`. With `n`,
+/// nothing is written unless the caller still waits for it.
+fn emulated(tid: i32, n: Option<Notification>, ret: i64, writes: Vec<(u64, Vec<u8>)>) -> Reply {
+    if n.is_some_and(|n| n.ensure_waiting().is_err()) {
+        return Reply::Answered;
+    }
+    for (addr, bytes) in writes {
+        if memory::write(tid, addr, &bytes).is_err() {
+            return Reply::errno(libc::EFAULT);
+        }
+    }
+    Reply::value(ret)
 }
 
 /// The caller's working directory, physical (what the kernel holds) and logical, when

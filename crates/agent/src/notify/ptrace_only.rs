@@ -9,8 +9,7 @@
 use super::send_back::send_back;
 use super::{Notification, Reply, Shared, CONTINUE};
 use crate::arch::Regs;
-use crate::handlers::{self, embedded, path, procfs, socket, Action, Ctx};
-use crate::memory;
+use crate::handlers::{self, Action, Ctx};
 use crate::syscalls::Kind;
 use crate::task::AfterExit;
 use std::ffi::OsStr;
@@ -27,35 +26,15 @@ pub(super) fn answer(
     let ns = &shared.ns;
     let fs = super::caller_fs(ns, tid, true);
     let exe = super::identity::tgid(tid).and_then(|g| shared.execs.exe(g, tid));
-    let mut ctx = Ctx {
-        pid: tid,
-        name,
-        regs,
-        ns,
-        fs: &fs,
-        exe: exe.as_deref(),
-        known_paths: &[],
-    };
     let decision = match kind {
-        Kind::Path {
-            args,
-            mutates,
-            cross,
-        } => path::handle(&mut ctx, args, mutates, cross),
-        Kind::Getcwd => procfs::getcwd(&mut ctx),
-        Kind::Chdir => procfs::chdir(&mut ctx),
-        Kind::SockAddr { addr, len, follow } => socket::sockaddr(&mut ctx, addr, len, follow),
-        Kind::SendMsg => socket::sendmsg(&mut ctx),
-        Kind::SendMmsg => socket::sendmmsg(&mut ctx),
-        Kind::OpenByHandle { mount_fd, handle } => {
-            handlers::handle::open_by_handle(&mut ctx, mount_fd, handle)
-        }
-        Kind::Bpf => embedded::bpf(&mut ctx),
-        Kind::PerfEventOpen => embedded::perf_event_open(&mut ctx),
         // Traced only for CLONE_UNTRACED, which means nothing to a process not traced.
         Kind::Clone => return CONTINUE,
-        // fchdir and chroot: what they did shows only in their result.
-        _ => return send_back(shared, tid, n),
+        // What they did shows only in their result.
+        Kind::Fchdir | Kind::Chroot => return send_back(shared, tid, n),
+        kind => {
+            let mut ctx = Ctx::new(tid, (name, regs), ns, &fs, exe.as_deref());
+            handlers::decide(&mut ctx, kind)
+        }
     };
     match (decision.action, decision.after) {
         (Action::Pass, None | Some(AfterExit::Record)) => CONTINUE,
@@ -67,21 +46,9 @@ pub(super) fn answer(
             }
             CONTINUE
         }
-        (Action::Fail(libc::ENOSYS), _) => {
-            handlers::report_untranslatable(name, decision.logical.as_deref());
-            Reply::errno(libc::ENOSYS)
-        }
-        (Action::Fail(e), _) => Reply::errno(e),
+        (Action::Fail(e), _) => super::failed(name, decision.logical.as_deref(), e),
         (Action::Emulate { ret, writes }, None | Some(AfterExit::Record)) => {
-            if n.ensure_waiting().is_err() {
-                return Reply::Answered;
-            }
-            for (addr, bytes) in writes {
-                if memory::write(tid, addr, &bytes).is_err() {
-                    return Reply::errno(libc::EFAULT);
-                }
-            }
-            Reply::value(ret)
+            super::emulated(tid, Some(n), ret, writes)
         }
         _ => send_back(shared, tid, n),
     }
