@@ -18,6 +18,7 @@
 //! program has a subreaper of its own).
 
 use crate::memory;
+use crate::procinfo;
 use crate::task::{AddrSpace, SCRATCH_MARK, SCRATCH_MARK_AT, SCRATCH_SIZE};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -94,10 +95,10 @@ pub fn find_scratch(pid: i32) -> Option<u64> {
 /// When process `pid` started (clock ticks after boot, field 22 of its stat), which tells
 /// it from a later process given the same pid.
 fn start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields count from its last ')'.
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(19)?.parse().ok()
+    procinfo::stat_fields(&format!("/proc/{pid}/stat"))?
+        .get(19)?
+        .parse()
+        .ok()
 }
 
 /// What roost knows of one process's address space between attachments.
@@ -134,8 +135,7 @@ impl Spaces {
             }
         }
         if self.0.len() >= KEEP {
-            self.0
-                .retain(|pid, _| std::path::Path::new(&format!("/proc/{pid}")).exists());
+            self.0.retain(|&pid, _| procinfo::alive(pid));
         }
         let mut mm = AddrSpace::new(exe());
         mm.scratch = find_scratch(tid);
@@ -245,12 +245,9 @@ fn descendants(root: i32) -> Vec<i32> {
     let parents: HashMap<i32, i32> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let after_name = &stat[stat.rfind(')')? + 1..];
-            let mut fields = after_name.split_whitespace();
-            let state = fields.next()?;
-            let ppid = fields.next()?.parse().ok()?;
-            (state != "Z").then_some((pid, ppid))
+            let fields = procinfo::stat_fields(&format!("/proc/{pid}/stat"))?;
+            let ppid = fields.get(1)?.parse().ok()?;
+            (fields.first()? != "Z").then_some((pid, ppid))
         })
         .collect();
     parents

@@ -13,8 +13,8 @@
 //! The tracer keeps each thread's address-space state (the scratch area) with the exec
 //! count it was made for; a higher count means the program exec'd and the state is stale.
 
+use roost_vfs::resolve::file_id;
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 use std::sync::Mutex;
 
 /// An exec let through whose outcome is not known yet.
@@ -61,13 +61,6 @@ pub struct Execs {
 /// not trace exit unseen): the first prune comes at this many, the next at twice as many as
 /// were left.
 const PRUNE_AT: usize = 4096;
-
-/// (device, inode) of a file, following symlinks (as `/proc/PID/exe` is followed).
-fn file_id(path: &[u8]) -> Option<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let meta = std::fs::metadata(std::ffi::OsStr::from_bytes(path)).ok()?;
-    Some((meta.dev(), meta.ino()))
-}
 
 impl Execs {
     fn with<T>(&self, f: impl FnOnce(&mut HashMap<i32, Program>) -> T) -> T {
@@ -119,7 +112,7 @@ impl Execs {
             let relaxed = std::sync::atomic::Ordering::Relaxed;
             let prune_at = self.prune_at.load(relaxed).max(PRUNE_AT);
             if !programs.contains_key(&tid) && programs.len() >= prune_at {
-                programs.retain(|pid, _| std::path::Path::new(&format!("/proc/{pid}")).exists());
+                programs.retain(|&pid, _| crate::procinfo::alive(pid));
                 self.prune_at.store(2 * programs.len(), relaxed);
             }
             programs.entry(tid).or_default().pending = Some(Pending { exe, outcome });

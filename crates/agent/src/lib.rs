@@ -14,6 +14,7 @@ pub mod filter;
 pub mod handlers;
 pub mod memory;
 pub mod notify;
+pub mod procinfo;
 pub mod remote;
 pub mod spawn;
 pub mod sys;

@@ -158,7 +158,7 @@ impl AddrSpace {
             .slots
             .keys()
             .copied()
-            .filter(|tid| !std::path::Path::new(&format!("/proc/{tid}")).exists())
+            .filter(|&tid| !crate::procinfo::alive(tid))
             .collect();
         for tid in gone {
             self.release(tid);

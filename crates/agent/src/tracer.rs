@@ -217,16 +217,6 @@ fn marked(arg: u64) -> u64 {
     (arg & 0xffff_ffff) | (u64::from(crate::syscalls::BY_PTRACE) << 32)
 }
 
-/// The threads of process `tgid`.
-fn threads_of(tgid: i32) -> Vec<i32> {
-    std::fs::read_dir(format!("/proc/{tgid}/task"))
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Waits for the next stop or exit of tracee `pid`, whatever signals come meanwhile.
 fn wait(pid: i32) -> io::Result<(i32, i32)> {
     loop {
@@ -1005,7 +995,7 @@ impl Agent {
     ) -> io::Result<()> {
         ptrace(libc::PTRACE_SETOPTIONS, pid, spawn::OPTIONS as usize)?;
         let tgid = notify::tgid(pid).unwrap_or(pid);
-        for tid in threads_of(tgid) {
+        for tid in crate::procinfo::threads_of(tgid) {
             if self.tasks.contains_key(&tid) || attach::seize_with(tid, spawn::OPTIONS).is_err() {
                 continue;
             }

@@ -225,7 +225,7 @@ impl Namespace {
     /// Notes that a thread made the directory the kernel holds at `physical` its working
     /// directory under the name `logical` (see [`Namespace::logical_cwd`]).
     pub fn entered(&self, physical: &[u8], logical: &[u8]) {
-        let id = dir_id(physical);
+        let id = file_id(physical);
         let mut entered = self.entered.lock().expect("entered lock");
         let mut dirs = self.entered_dirs.lock().expect("entered lock");
         if physical == logical {
@@ -264,7 +264,7 @@ impl Namespace {
         }
         let renamed = || {
             let dirs = self.entered_dirs.lock().expect("entered lock");
-            !dirs.is_empty() && dir_id(physical).is_some_and(|id| dirs.contains(&id))
+            !dirs.is_empty() && file_id(physical).is_some_and(|id| dirs.contains(&id))
         };
         if self.table.in_mirror(physical) || renamed() {
             return self.table.reverse(physical);
@@ -535,10 +535,11 @@ impl Namespace {
     }
 }
 
-/// (device, inode) of the directory at `physical`.
-fn dir_id(physical: &[u8]) -> Option<(u64, u64)> {
+/// (device, inode) of what local path `path` names, symlinks followed (as the kernel's
+/// `/proc/PID/{exe,cwd,root}` links are).
+pub fn file_id(path: &[u8]) -> Option<(u64, u64)> {
     use std::os::unix::{ffi::OsStrExt, fs::MetadataExt};
-    let meta = std::fs::metadata(std::ffi::OsStr::from_bytes(physical)).ok()?;
+    let meta = std::fs::metadata(std::ffi::OsStr::from_bytes(path)).ok()?;
     Some((meta.dev(), meta.ino()))
 }
 

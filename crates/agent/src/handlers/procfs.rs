@@ -251,11 +251,9 @@ pub fn cwd_after_chdir(
         let Some(path) = ns.kernel_path(l) else {
             return false;
         };
-        use std::os::unix::{ffi::OsStrExt, fs::MetadataExt};
-        let id = |m: std::fs::Metadata| (m.dev(), m.ino());
-        let there = std::fs::metadata(std::ffi::OsStr::from_bytes(&path)).map(id);
-        let held = std::fs::metadata(format!("/proc/{pid}/cwd")).map(id);
-        matches!((there, held), (Ok(a), Ok(b)) if a == b)
+        let there = roost_vfs::resolve::file_id(&path);
+        let held = roost_vfs::resolve::file_id(format!("/proc/{pid}/cwd").as_bytes());
+        there.is_some() && there == held
     };
     let logical = match logical {
         Some(l) if leads_here(&l) => l,

@@ -98,9 +98,7 @@ type FileId = (u64, u64);
 
 /// The [`FileId`] of what `path` names.
 fn identity_of(path: &str) -> Option<FileId> {
-    let st = std::fs::metadata(path).ok()?;
-    use std::os::unix::fs::MetadataExt;
-    Some((st.dev(), st.ino()))
+    roost_vfs::resolve::file_id(path.as_bytes())
 }
 
 /// Whether thread `tid` resolves absolute paths as roost does: the same root directory in

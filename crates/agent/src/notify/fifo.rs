@@ -127,18 +127,12 @@ pub(super) fn look_at(tid: i32, n: Notification, stops: &GroupStops) -> Caller {
 /// once roost took its call, does not take until roost answers. (Traced threads report
 /// their stops to the tracer instead: [`GroupStops`].)
 fn another_stopped(tgid: i32, tid: i32) -> bool {
-    let Ok(threads) = std::fs::read_dir(format!("/proc/{tgid}/task")) else {
-        return false;
-    };
-    threads
-        .filter_map(|t| t.ok()?.file_name().to_str()?.parse::<i32>().ok())
+    crate::procinfo::threads_of(tgid)
+        .into_iter()
         .filter(|&t| t != tid)
         .any(|t| {
-            std::fs::read_to_string(format!("/proc/{tgid}/task/{t}/stat")).is_ok_and(|stat| {
-                stat.rfind(')')
-                    .and_then(|i| stat[i + 1..].split_whitespace().next())
-                    == Some("T")
-            })
+            crate::procinfo::stat_fields(&format!("/proc/{tgid}/task/{t}/stat"))
+                .is_some_and(|fields| fields.first().is_some_and(|state| state == "T"))
         })
 }
 
