@@ -226,9 +226,6 @@ fn let_go(pid: i32) -> io::Result<()> {
         if libc::waitpid(pid, &mut status, libc::__WALL) != pid {
             return Err(io::Error::last_os_error());
         }
-        if libc::ptrace(libc::PTRACE_DETACH, pid, 0, 0) < 0 {
-            return Err(io::Error::last_os_error());
-        }
     }
-    Ok(())
+    crate::attach::detach(pid, 0)
 }

@@ -422,22 +422,20 @@ pub enum Performed {
 }
 
 /// Marks a call that must take a ptrace stop: the high half of an argument register the
-/// kernel reads as an `int` or not at all ("rost", [`mark_arg`]). roost sets it when it sends a call back from its notification to a
-/// stop (`notify::send_back`); it stays while the call runs (the kernel runs the filter
-/// again after the stop) and the exit stop puts the register back as the program had it. A
-/// program that sets it itself takes the stop, or, in a process roost does not trace, fails
-/// with ENOSYS.
+/// kernel reads as an `int` or not at all ("rost", [`mark_arg`]). roost sets it when it
+/// sends a call back from its notification to a stop (`notify::send_back`); it stays while
+/// the call runs (the kernel runs the filter again after the stop) and the exit stop puts
+/// the register back as the program had it. A program that sets it itself takes the stop,
+/// or, in a process roost does not trace, fails with ENOSYS.
 pub const BY_PTRACE: u32 = 0x726f_7374;
 
-/// The argument of call `nr` whose high half carries [`BY_PTRACE`]: the sixth, unused or an
-/// `int` for every trapped call but setxattrat and getxattrat, which read it as a size
-/// (their first, a dirfd, is an `int`).
-pub fn mark_arg(nr: i64) -> usize {
-    let xattrat = ["setxattrat", "getxattrat"].map(crate::arch::number);
-    if xattrat.contains(&Some(nr)) {
-        0
-    } else {
-        5
+/// The argument of trapped call `name` whose high half carries [`BY_PTRACE`]: the sixth,
+/// unused or an `int` for every trapped call but setxattrat and getxattrat, which read it
+/// as a size (their first, a dirfd, is an `int`).
+pub fn mark_arg(name: &str) -> usize {
+    match name {
+        "setxattrat" | "getxattrat" => 0,
+        _ => 5,
     }
 }
 

@@ -231,8 +231,8 @@ fn wait(pid: i32) -> io::Result<(i32, i32)> {
 /// `notify`, the pure lookups go to the notification thread instead of a ptrace stop; with
 /// `lazy` every trapped call does, and takes a ptrace stop only when roost sent it back.
 fn rules(table: &Table, full: bool, notify: bool, ids: bool, lazy: bool) -> Vec<(u32, Verdict)> {
-    let sent_back = |nr: u32| Verdict::NotifyUnlessIs {
-        arg: crate::syscalls::mark_arg(i64::from(nr)),
+    let sent_back = |name: &str| Verdict::NotifyUnlessIs {
+        arg: crate::syscalls::mark_arg(name),
         value: crate::syscalls::BY_PTRACE,
     };
     table
@@ -241,7 +241,7 @@ fn rules(table: &Table, full: bool, notify: bool, ids: bool, lazy: bool) -> Vec<
             Kind::Refuse(e) => Some((nr, Verdict::Errno(e))),
             Kind::Clone if lazy => None,
             Kind::Credentials | Kind::Identity => Some(nr).zip(id_rule(entry.kind, notify, ids)),
-            _ if lazy && full => Some((nr, sent_back(nr))),
+            _ if lazy && full => Some((nr, sent_back(entry.name))),
             Kind::Clone if full => Some((
                 nr,
                 Verdict::TraceIf {
@@ -526,42 +526,46 @@ impl Agent {
     }
 
     /// At the stop of a thread interrupted for sent-back call `nr`: if that call is about
-    /// to restart, marks it ([`Agent::mark`]) and makes it restart, signal or not; whether it
-    /// was marked.
-    fn mark_sent_back(&mut self, pid: i32, nr: i64) -> io::Result<bool> {
+    /// to restart, marks it ([`Agent::mark`]) and makes it restart, signal or not.
+    fn mark_sent_back(&mut self, pid: i32, nr: i64) -> io::Result<()> {
         let mut regs = Regs::get(pid)?;
         let restarts = [send_back::ERESTARTNOINTR, notify::ERESTARTSYS]
             .iter()
             .any(|&e| regs.ret() == -(e as i64));
-        if !restarts || regs.nr() != nr || !self.tasks.contains_key(&pid) {
-            return Ok(false);
-        }
-        self.mark(pid, &mut regs)?;
-        regs.set_ret(-(send_back::ERESTARTNOINTR as i64));
-        regs.set(pid)?;
-        Ok(true)
-    }
-
-    /// Marks the call in `regs` (to be set) so that the filter sends it to a ptrace stop,
-    /// and holds the thread's signals until that stop ([`task::Marked`]).
-    fn mark(&mut self, pid: i32, regs: &mut Regs) -> io::Result<()> {
-        let at = crate::syscalls::mark_arg(regs.nr());
-        let mask = sigmask(pid)?;
-        set_sigmask(pid, !0)?;
-        if let Some(task) = self.tasks.get_mut(&pid) {
-            let arg = regs.arg(at);
-            task.marked = Some(task::Marked {
-                at,
-                arg,
-                mask: Some(mask),
-            });
-            regs.set_arg(at, marked(arg));
+        if restarts && regs.nr() == nr && self.mark(pid, &mut regs)? {
+            regs.set_ret(-(send_back::ERESTARTNOINTR as i64));
+            regs.set(pid)?;
         }
         Ok(())
     }
 
-    /// At the exit stop of a call roost sent back: its marked argument as the program had it
-    /// (the kernel keeps registers across a call), so a restart is delivered afresh.
+    /// Marks the call in `regs` (to be set) so that the filter sends it to a ptrace stop,
+    /// and holds the thread's signals until that stop ([`task::Marked`]); false when `pid`
+    /// is not a thread roost traces, or not a call it traps.
+    fn mark(&mut self, pid: i32, regs: &mut Regs) -> io::Result<bool> {
+        let Some((name, _)) = self.table.get(regs.nr()) else {
+            return Ok(false);
+        };
+        if !self.tasks.contains_key(&pid) {
+            return Ok(false);
+        }
+        let at = crate::syscalls::mark_arg(name);
+        let mask = sigmask(pid)?;
+        set_sigmask(pid, !0)?;
+        let arg = regs.arg(at);
+        let task = self.tasks.get_mut(&pid).expect("checked above");
+        task.marked = Some(task::Marked {
+            at,
+            arg,
+            mask: Some(mask),
+        });
+        regs.set_arg(at, marked(arg));
+        Ok(true)
+    }
+
+    /// Puts back what marking a call changed (its argument as the program had it, the
+    /// kernel keeping registers across a call, and the signal mask if still held): at its
+    /// exit stop, so a restart is delivered afresh, or when it fails before it ran.
     fn unmark(&mut self, pid: i32, regs: &mut Regs) -> io::Result<()> {
         let marked = self.tasks.get_mut(&pid).and_then(|t| t.marked.take());
         if let Some(m) = marked {
@@ -710,13 +714,10 @@ impl Agent {
         if let Some(nr) = self.interrupted.remove(&pid) {
             // Marked whether roost's answer or the interrupt reached the call first: either
             // way it is about to restart.
-            let marked = self.mark_sent_back(pid, nr)?;
+            self.mark_sent_back(pid, nr)?;
             if !STOP_SIGNALS.contains(&sig) {
-                return if marked {
-                    ptrace(libc::PTRACE_CONT, pid, 0)
-                } else {
-                    self.resume(pid)
-                };
+                // Marked, it stays attached for the call's stops; else it is let go.
+                return self.resume(pid);
             }
         }
         match self.tasks.get_mut(&pid) {
@@ -1058,17 +1059,17 @@ impl Agent {
         // A call sent back keeps its mark while it runs: the kernel checks the filter again
         // after this stop, and would otherwise notify it again. Handlers see the program's
         // argument.
-        let mark = self.tasks.get_mut(&pid).and_then(|t| {
-            let held = t.marked.as_mut()?.mask.take();
-            Some((t.marked?, held))
-        });
-        if let Some((m, held)) = mark {
-            if let Some(mask) = held {
+        let mark = self.tasks.get(&pid).and_then(|t| t.marked);
+        if let Some(m) = mark {
+            if let Some(mask) = m.mask {
+                // The call has come: signals may interrupt it again.
                 set_sigmask(pid, mask)?;
+                if let Some(t) = self.tasks.get_mut(&pid) {
+                    t.marked = Some(task::Marked { mask: None, ..m });
+                }
             }
             regs.set_arg(m.at, m.arg);
         }
-        let mark = mark.map(|(m, _)| m);
         self.refresh_after_exec(pid);
         if self.restarted_rewrite(pid, &regs) {
             return self.resume(pid);
@@ -1286,12 +1287,7 @@ impl Agent {
                 saved.nr(),
             );
             back.set_ret(-(libc::ENOMEM as i64));
-            if let Some(m) = self.tasks.get_mut(&pid).and_then(|t| t.marked.take()) {
-                back.set_arg(m.at, m.arg);
-                if let Some(mask) = m.mask {
-                    set_sigmask(pid, mask)?;
-                }
-            }
+            self.unmark(pid, &mut back)?;
         } else {
             let addr = addr as u64;
             // Found again by its mark when roost attaches to the process, or a child, later.
@@ -1300,7 +1296,7 @@ impl Agent {
             back.restart(saved.nr());
             if self.tasks.get(&pid).is_some_and(|t| t.marked.is_some()) {
                 // Restarted as the ptrace stop it was sent back to take.
-                self.mark(pid, &mut back)?;
+                let _ = self.mark(pid, &mut back)?;
             }
         }
         back.set(pid)?;

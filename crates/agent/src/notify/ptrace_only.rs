@@ -24,17 +24,23 @@ pub(super) fn answer(
     n: Notification,
 ) -> Reply {
     let ns = &shared.ns;
-    let fs = super::caller_fs(ns, tid, true);
-    let exe = super::identity::tgid(tid).and_then(|g| shared.execs.exe(g, tid));
-    let decision = match kind {
+    match kind {
         // Traced only for CLONE_UNTRACED, which means nothing to a process not traced.
         Kind::Clone => return CONTINUE,
         // What they did shows only in their result.
         Kind::Fchdir | Kind::Chroot => return send_back(shared, tid, n),
-        kind => {
-            let mut ctx = Ctx::new(tid, (name, regs), ns, &fs, exe.as_deref());
-            handlers::decide(&mut ctx, kind)
-        }
+        _ => {}
+    }
+    let fs = super::caller_fs(ns, tid, true);
+    // The executable (for a path through `/proc/self/exe`) costs two /proc reads; getcwd,
+    // the commonest of these calls, reads no path.
+    let exe = match kind {
+        Kind::Getcwd => None,
+        _ => super::identity::tgid(tid).and_then(|g| shared.execs.exe(g, tid)),
+    };
+    let decision = {
+        let mut ctx = Ctx::new(tid, (name, regs), ns, &fs, exe.as_deref());
+        handlers::decide(&mut ctx, kind)
     };
     match (decision.action, decision.after) {
         (Action::Pass, None | Some(AfterExit::Record)) => CONTINUE,
