@@ -1,6 +1,6 @@
 //! The properties the parsers of served files must have, shared by the garbage tests and
 //! the cargo-fuzz targets (`fuzz/`): no input makes a parser panic, and whatever roost's
-//! own parsers (index, signature, public key) accept writes back to text that parses to
+//! own parsers (index, signature, public key, kept index) accept writes back to text that parses to
 //! the same thing.
 
 /// Runs both parsers over `data`; panics if the property fails. Returns how many parsers
@@ -46,6 +46,13 @@ pub fn check_signature_parsers(data: &[u8]) -> usize {
         accepted += 1;
     }
     accepted
+}
+
+/// Runs the parser of indexes kept in the cache (`net/notes.rs`) over `data`; panics if
+/// the property fails (what it accepts encodes to bytes that decode to the same note).
+/// Returns 1 if it accepted it.
+pub fn check_note_parser(data: &[u8]) -> usize {
+    crate::net::check_note(data)
 }
 
 /// A small deterministic generator (xorshift) for the garbage tests: the same seed gives

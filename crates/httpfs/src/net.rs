@@ -21,7 +21,8 @@
 //! trees or files that no index lists.
 //!
 //! Indexes are kept in memory for the TTL, then asked for again conditionally: an
-//! unchanged one (304) is kept as parsed ([`directories`]). When an open misses the cache,
+//! unchanged one (304) is kept as parsed ([`directories`]). They are kept in the shared
+//! cache too, for later runs within the same TTL ([`notes`]). When an open misses the cache,
 //! the other small files of its directory are fetched in the background meanwhile
 //! ([`prefetch`]).
 
@@ -41,6 +42,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 mod directories;
+mod notes;
 mod partial;
 mod prefetch;
 mod ranged;
@@ -176,14 +178,27 @@ pub struct HttpNet {
     uid: u32,
     gid: u32,
     /// Requests, bytes of files fetched, blocks fetched by Range requests, refused
-    /// contents (and blocks) and indexes found unchanged (304), for `--summary`.
+    /// contents (and blocks), indexes found unchanged (304) and indexes taken from the
+    /// cache (kept by an earlier run), for `--summary`.
     requests: AtomicU64,
     fetched: AtomicU64,
     blocks: AtomicU64,
     refused: AtomicU64,
     unchanged: AtomicU64,
+    recalled: AtomicU64,
     /// Files of a directory fetched before the program opens them.
     prefetch: Arc<prefetch::Prefetch>,
+}
+
+/// The property of the kept indexes' parser ([`crate::fuzz_check::check_note_parser`]).
+pub(crate) fn check_note(data: &[u8]) -> usize {
+    match notes::Note::decode(data) {
+        Some(note) => {
+            assert_eq!(notes::Note::decode(&note.encode()).as_ref(), Some(&note));
+            1
+        }
+        None => 0,
+    }
 }
 
 /// Whether `authority` is `HOST[:PORT]` (a name, an IPv4 address or a bracketed IPv6 one).
@@ -258,6 +273,7 @@ impl HttpNet {
             blocks: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             unchanged: AtomicU64::new(0),
+            recalled: AtomicU64::new(0),
             prefetch: Arc::new(prefetch),
         }))
     }
@@ -777,7 +793,7 @@ impl Driver for HttpNet {
         let c = &self.cache;
         Some(format!(
             "{} ({}): {} requests, {} bytes of files fetched ({} blocks by Range requests), \
-             {} contents refused, {} indexes unchanged (304), {} files prefetched ({} dropped); \
+             {} contents refused, {} indexes unchanged (304), {} indexes from the cache, {} files prefetched ({} dropped); \
              cache: {} hits, {} misses\n",
             self.scheme,
             names.join(", "),
@@ -786,6 +802,7 @@ impl Driver for HttpNet {
             self.blocks.load(Ordering::Relaxed),
             self.refused.load(Ordering::Relaxed),
             self.unchanged.load(Ordering::Relaxed),
+            self.recalled.load(Ordering::Relaxed),
             self.prefetch.prefetched.load(Ordering::Relaxed),
             self.prefetch.dropped.load(Ordering::Relaxed),
             c.hits.load(Ordering::Relaxed),

@@ -126,7 +126,9 @@ pub struct RunArgs {
     /// written back when closed). A mount's `:direct` or `:cached` suffix overrides it.
     #[arg(long, value_enum, default_value_t = ChirpMode::Direct, value_name = "MODE")]
     pub chirp_mode: ChirpMode,
-    /// Seconds a web server's directory index is trusted before it is fetched again.
+    /// Seconds a web server's directory index is trusted before it is asked for again
+    /// (conditionally); indexes are kept in the cache, so later runs within this time
+    /// ask for none.
     #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
     pub http_ttl: f64,
     /// A caching proxy for /http and /https (http://[USER:PASSWORD@]HOST[:PORT]), used for

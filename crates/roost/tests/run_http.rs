@@ -758,7 +758,7 @@ fn reads_go_through_a_caching_proxy() {
 
 #[test]
 fn files_fetched_through_a_proxy_share_one_kept_alive_connection() {
-    let s = Site::new();
+    let mut s = Site::new();
     populate(&s, "t");
     s.index("t");
     let web = Web::python(s.root());
@@ -773,6 +773,8 @@ fn files_fetched_through_a_proxy_share_one_kept_alive_connection() {
     // their own (run_http_prefetch.rs).
     for mode in MODES {
         let skip = proxy.log().lines().count();
+        // Each mode from an empty cache, which asks for every index and file.
+        s.cache = tempfile::tempdir().unwrap();
         let o = s.run(
             mode,
             &["--http-proxy", &proxy.proxy(), "--http-prefetch", "0"],
@@ -791,8 +793,7 @@ fn files_fetched_through_a_proxy_share_one_kept_alive_connection() {
                 (connection, fields.next().unwrap().parse().unwrap())
             })
             .collect();
-        // Each directory's index, then each file (the cache is the site's own, so the
-        // second mode fetches only indexes again).
+        // Each directory's index, then each file.
         assert!(run.len() >= 4, "{mode:?}: {log}");
         assert!(
             run.iter().all(|(c, _)| *c == run[0].0),
@@ -1211,6 +1212,46 @@ fn tampered_moved_unsigned_or_foreign_indexes_are_refused() {
 }
 
 #[test]
+fn a_kept_index_is_used_with_pinned_keys_only_while_its_signature_verifies() {
+    let s = Site::new();
+    s.write("t/f", b"signed\n");
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = gen_key(keys.path(), "k");
+    s.index_signed("t", &key);
+    let web = Web::python(s.root());
+    let options = pinned(&[&public]);
+    let f = web.url("/t/f");
+    let asked = || web.log().matches("\"GET /t/.roostindex HTTP").count();
+    let stat = || {
+        let o = s.run(&[], &strs(&options), &["stat", "-c", "%a %s", &f]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    assert_eq!(stat(), "644 7\n");
+    assert_eq!(asked(), 1, "{}", web.log());
+    // A later run takes the index (and its signature, checked again) from the cache.
+    assert_eq!(stat(), "644 7\n");
+    assert_eq!(asked(), 1, "{}", web.log());
+    // The kept index changed in the cache (f's mode 0644 made 0666): its signature no
+    // longer verifies, so it is not used but fetched again.
+    let mut changed = 0;
+    for k in std::fs::read_dir(s.cache.path().join("objects"))
+        .unwrap()
+        .flatten()
+    {
+        let note = k.path().join("note");
+        if let Ok(bytes) = std::fs::read(&note) {
+            let text = String::from_utf8_lossy(&bytes).replace("f 0644 ", "f 0666 ");
+            changed += usize::from(text.as_bytes() != bytes);
+            std::fs::write(&note, text).unwrap();
+        }
+    }
+    assert_eq!(changed, 1);
+    assert_eq!(stat(), "644 7\n");
+    assert_eq!(asked(), 2, "{}", web.log());
+}
+
+#[test]
 fn a_bad_signature_on_a_proxy_is_fetched_again_from_the_origin() {
     let mut s = Site::new();
     s.write("t/f", b"signed\n");
@@ -1236,8 +1277,10 @@ fn a_bad_signature_on_a_proxy_is_fetched_again_from_the_origin() {
         web.port,
         proxy.proxy()
     );
+    // An emptied cache: a kept index (with the origin's signature) would be used without
+    // asking the proxy.
     let runs = s.each_mode(
-        Cache::Kept,
+        Cache::Emptied,
         &strs(&options),
         &["cat", &web.url("/t/f")],
         "signed\n",

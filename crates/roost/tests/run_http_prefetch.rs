@@ -4,7 +4,8 @@
 //! shows; a tampered module is still refused; `--http-prefetch 0` fetches only what is
 //! opened. And indexes fetched again once their TTL is over (`docs/httpfs.md`, "Conditional
 //! requests"): asked for with `If-None-Match` / `If-Modified-Since`, answered 304 by nginx,
-//! by python's http.server and through a caching proxy while unchanged, 200 once changed.
+//! by python's http.server and through a caching proxy while unchanged, 200 once changed;
+//! and kept in the cache for later runs, used without a request within their TTL.
 
 mod run_support;
 mod web_support;
@@ -333,7 +334,9 @@ fn indexes_are_asked_for_again_conditionally_once_their_ttl_is_over() {
         let log = web.log()[skip..].to_string();
         let got = statuses(&log, "/t/.roostindex");
         assert_eq!(got, ["200", "304", "304"], "{what}: {log}");
-        // Changed before the third: 200, with the new index and the new content.
+        // Changed before the third: 200, with the new index and the new content. From an
+        // empty cache again (the index kept by the runs above is current within the TTL).
+        s.cache = tempfile::tempdir().unwrap();
         let skip = web.log().len();
         let out = cat_thrice(&s, &web, &[], true);
         assert_eq!(out, "old content\nold content\nnew\n", "{what}");
@@ -360,6 +363,100 @@ fn indexes_are_asked_for_again_conditionally_once_their_ttl_is_over() {
         "{}",
         web.log()
     );
+}
+
+/// Makes every index kept in the cache `cache` (`objects/KEY/note`) ten minutes older.
+fn age_notes(cache: &Path) {
+    let then = SystemTime::now() - Duration::from_secs(600);
+    let mut aged = 0;
+    for key in std::fs::read_dir(cache.join("objects")).unwrap().flatten() {
+        if let Ok(f) = std::fs::File::options()
+            .write(true)
+            .open(key.path().join("note"))
+        {
+            f.set_modified(then).unwrap();
+            aged += 1;
+        }
+    }
+    assert!(aged > 0, "no index kept in {}", cache.display());
+}
+
+/// Removes the copies of files from the cache `cache`, keeping the kept indexes.
+fn drop_copies(cache: &Path) {
+    for key in std::fs::read_dir(cache.join("objects")).unwrap().flatten() {
+        for e in std::fs::read_dir(key.path()).unwrap().flatten() {
+            if e.file_name() != "note" {
+                std::fs::remove_file(e.path()).unwrap();
+            }
+        }
+    }
+}
+
+/// The statuses of the GETs of `/t/.roostindex` and `/t/sub/.roostindex` in `web`'s log
+/// after its first `skip` bytes.
+fn index_statuses(web: &Web, skip: usize) -> Vec<String> {
+    let log = web.log()[skip..].to_string();
+    let mut got = statuses(&log, "/t/.roostindex");
+    got.extend(statuses(&log, "/t/sub/.roostindex"));
+    got
+}
+
+#[test]
+fn a_later_run_takes_indexes_from_the_cache_within_their_ttl() {
+    let s = Site::new();
+    s.write("t/f", b"first\n");
+    s.write("t/sub/g", b"below\n");
+    s.index("t");
+    age_indexes(&s.root().join("t"));
+    let web = Web::nginx(s.root());
+    let survey = format!("ls -lR {0} && cat {0}/f {0}/sub/g", web.url("/t"));
+    let run = |options: &[&str]| {
+        let options = [options, &["--summary"]].concat();
+        let o = s.run(&[], &options, &["sh", "-c", &survey]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        (stdout(&o), stderr(&o))
+    };
+    // The first run fetches both indexes; the next, within the TTL (the default, 300 s),
+    // asks for none and shows the same.
+    let (first, _) = run(&[]);
+    assert!(first.ends_with("first\nbelow\n"), "{first}");
+    assert_eq!(index_statuses(&web, 0), ["200", "200"], "{}", web.log());
+    let skip = web.log().len();
+    let (second, err) = run(&[]);
+    assert_eq!(second, first);
+    assert_eq!(index_statuses(&web, skip), [""; 0], "{}", web.log());
+    assert!(err.contains(" 2 indexes from the cache"), "{err}");
+    // Past the TTL (the kept indexes made ten minutes older), a kept index is asked for
+    // conditionally: 304, no body.
+    age_notes(s.cache.path());
+    let skip = web.log().len();
+    let (third, err) = run(&[]);
+    assert_eq!(third, first);
+    assert_eq!(index_statuses(&web, skip), ["304", "304"], "{}", web.log());
+    assert!(err.contains(" 2 indexes unchanged (304)"), "{err}");
+    // A 304 makes the kept index current again: the next run asks for nothing.
+    let skip = web.log().len();
+    run(&[]);
+    assert_eq!(index_statuses(&web, skip), [""; 0], "{}", web.log());
+    // The tree changed: within the TTL a run still sees the tree as the kept index has
+    // it (with the copy of the old content). Without that copy, the file fetched does
+    // not match the kept index, which is dropped and fetched again (200): the new
+    // content is shown, and the run after that takes the new index from the cache.
+    s.write("t/f", b"second!\n");
+    s.index("t");
+    let skip = web.log().len();
+    let (within, _) = run(&[]);
+    assert_eq!(within, first);
+    assert_eq!(index_statuses(&web, skip), [""; 0], "{}", web.log());
+    drop_copies(s.cache.path());
+    let skip = web.log().len();
+    let (changed, _) = run(&[]);
+    assert!(changed.ends_with("second!\nbelow\n"), "{changed}");
+    assert_eq!(index_statuses(&web, skip), ["200"], "{}", web.log());
+    let skip = web.log().len();
+    let (after, _) = run(&[]);
+    assert!(after.ends_with("second!\nbelow\n"), "{after}");
+    assert_eq!(index_statuses(&web, skip), [""; 0], "{}", web.log());
 }
 
 #[test]

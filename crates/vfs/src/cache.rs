@@ -429,6 +429,54 @@ impl Cache {
         }
     }
 
+    /// Keeps `content` for later runs under `key` (a driver's note, such as a web
+    /// server's directory index): `DIR/objects/KEY/note`, written whole through a
+    /// temporary name, counted and evicted with the objects. Its modification time says
+    /// when it was last known current ([`Cache::remembered`], [`Cache::confirm`]).
+    /// Failures are silent: a note only saves a request.
+    pub fn remember(&self, key: &str, content: &[u8]) {
+        let dir = self.objects.join(key);
+        let note = dir.join(NOTE);
+        let made = std::fs::create_dir_all(&dir).map_err(errno_of);
+        let Ok((tmp, mut f)) = made.and_then(|()| temporary(&dir)) else {
+            return;
+        };
+        if f.write_all(content).is_err() || std::fs::rename(&tmp, &note).is_err() {
+            let _ = std::fs::remove_file(tmp);
+            return;
+        }
+        let size = content.len() as u64;
+        if self.used.fetch_add(size, Ordering::Relaxed) + size > self.limit {
+            self.evict(&note);
+        }
+    }
+
+    /// The note kept under `key` by [`Cache::remember`] and when it was last known
+    /// current.
+    pub fn remembered(&self, key: &str) -> Option<(Vec<u8>, SystemTime)> {
+        let mut f = File::open(self.objects.join(key).join(NOTE)).ok()?;
+        let at = f.metadata().ok()?.modified().ok()?;
+        let mut content = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut content).ok()?;
+        Some((content, at))
+    }
+
+    /// Records that the note under `key` is current now (a server said it is unchanged).
+    pub fn confirm(&self, key: &str) {
+        let now = SystemTime::now();
+        if let Ok(f) = File::options()
+            .write(true)
+            .open(self.objects.join(key).join(NOTE))
+        {
+            let _ = f.set_modified(now);
+        }
+    }
+
+    /// Drops the note under `key` (it is known to be out of date).
+    pub fn forget_note(&self, key: &str) {
+        let _ = std::fs::remove_file(self.objects.join(key).join(NOTE));
+    }
+
     /// Stores the content of `file` as the object of `key` at `version` (a file this agent
     /// wrote back, so the next open finds it without fetching).
     fn keep(&self, key: &str, version: Version, file: &mut File) {
@@ -764,6 +812,10 @@ impl Cache {
 }
 
 /// Where [`Cache::stamp`] keeps an object's change time.
+/// The name of a driver's note among a key's objects (no version is named so: versions
+/// are numbers).
+const NOTE: &str = "note";
+
 fn stamp_path(object: &Path) -> PathBuf {
     let mut p = object.as_os_str().to_owned();
     p.push(".ctime");
@@ -908,6 +960,66 @@ mod tests {
                 .count(),
             1
         );
+        cache.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn notes_are_kept_across_caches_confirmed_forgotten_and_evicted() {
+        let dir = tmp("note");
+        let key = Cache::key("index+http://h:1", b"/d");
+        {
+            let cache = Cache::new(&dir, DEFAULT_LIMIT, false);
+            assert!(cache.remembered(&key).is_none());
+            cache.remember(&key, b"first");
+            cache.remember(&key, b"second");
+        }
+        // Another agent (a later run) finds it, with the time it was written.
+        let cache = Cache::new(&dir, 100, false);
+        let (content, at) = cache.remembered(&key).unwrap();
+        assert_eq!(content, b"second");
+        assert!(at.elapsed().unwrap() < std::time::Duration::from_secs(5));
+        let note = dir.join("objects").join(&key).join(NOTE);
+        let old = SystemTime::now() - std::time::Duration::from_secs(3600);
+        File::options()
+            .write(true)
+            .open(&note)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert!(cache.remembered(&key).unwrap().1 <= old);
+        cache.confirm(&key);
+        assert!(cache.remembered(&key).unwrap().1 > old);
+        // An object of another key beside it keeps it; the versions of a file and the
+        // note of a key never share a name.
+        let other = Cache::key("h:1", b"/d");
+        let v = Version {
+            ino: 1,
+            size: 3,
+            mtime: 1,
+        };
+        cache
+            .object((&other, "f"), v, |f| f.write_all(b"abc").map_err(errno_of))
+            .unwrap();
+        assert_eq!(cache.remembered(&key).unwrap().0, b"second");
+        cache.forget_note(&key);
+        assert!(cache.remembered(&key).is_none());
+        // Notes count toward the bound like objects (100 bytes here).
+        cache.remember(&key, &[b'x'; 60]);
+        let third = Cache::key("index+http://h:1", b"/e");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        cache.remember(&third, &[b'y'; 60]);
+        let left = [&key, &third, &other]
+            .iter()
+            .filter(|k| {
+                std::fs::read_dir(dir.join("objects").join(k))
+                    .unwrap()
+                    .count()
+                    > 0
+            })
+            .count();
+        assert!(left < 3, "over the bound, something was evicted");
+        assert_eq!(cache.remembered(&third).unwrap().0, [b'y'; 60]);
         cache.close();
         std::fs::remove_dir_all(dir).unwrap();
     }

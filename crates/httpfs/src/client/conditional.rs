@@ -50,6 +50,36 @@ impl Validators {
         })
     }
 
+    /// The validators as one line (kept in the cache with an index): the two values
+    /// separated by a NUL, either empty when absent.
+    pub fn to_line(&self) -> String {
+        format!(
+            "{}\0{}",
+            self.etag.as_deref().unwrap_or(""),
+            self.last_modified.as_deref().unwrap_or("")
+        )
+    }
+
+    /// The validators [`Validators::to_line`] wrote; `None` for anything else (a control
+    /// character, neither value).
+    pub fn from_line(line: &str) -> Option<Validators> {
+        let (etag, last_modified) = line.split_once('\0')?;
+        let value = |v: &str| -> Option<Option<String>> {
+            if v.chars().any(|c| c.is_control()) {
+                return None;
+            }
+            Some((!v.is_empty()).then(|| v.to_string()))
+        };
+        let (etag, last_modified) = (value(etag)?, value(last_modified)?);
+        if etag.is_none() && last_modified.is_none() {
+            return None;
+        }
+        Some(Validators {
+            etag,
+            last_modified,
+        })
+    }
+
     /// The headers that ask for the content unless it is still this one.
     pub fn headers(&self) -> Vec<(&'static str, &str)> {
         let mut out = Vec::new();
@@ -88,6 +118,21 @@ mod tests {
         assert_eq!(v.headers(), [("If-Modified-Since", LM)]);
         let v = Validators::of(Some("W/\"x\""), None, None, NOW).unwrap();
         assert_eq!(v.headers(), [("If-None-Match", "W/\"x\"")]);
+    }
+
+    #[test]
+    fn validators_come_back_from_their_line() {
+        for v in [
+            Validators::of(Some("\"6a-5f1\""), Some(LM), None, NOW),
+            Validators::of(None, Some(LM), None, NOW),
+            Validators::of(Some("W/\"x y\""), None, None, NOW),
+        ] {
+            let v = v.unwrap();
+            assert_eq!(Validators::from_line(&v.to_line()), Some(v));
+        }
+        for bad in ["", "\0", "e", "e\0\n", "a\tb\0", "\0x\0y\r"] {
+            assert_eq!(Validators::from_line(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -3,8 +3,11 @@
 //! needed and kept in memory for the TTL; forgotten when a file's content shows the index
 //! may be out of date. Once the TTL is over, an index or tree is asked for again
 //! conditionally (`If-None-Match`, `If-Modified-Since`, from the answer it came in): a 304
-//! keeps what was parsed, and its signature's verdict, for another TTL.
+//! keeps what was parsed, and its signature's verdict, for another TTL. An index is also
+//! kept in the shared cache for later runs ([`super::notes`]), taken from there when it
+//! is not in memory.
 
+use super::notes::Note;
 use super::{HttpNet, Known};
 use crate::client::{Body, Failure, Validators};
 use crate::growfs;
@@ -132,22 +135,45 @@ impl HttpNet {
                 }
             }
         };
+        let before = match before {
+            Some(before) => Some(before),
+            None => match self.recall(authority, dir) {
+                Some(r) if r.age < self.options.ttl => {
+                    let at = Instant::now()
+                        .checked_sub(r.age)
+                        .unwrap_or_else(Instant::now);
+                    self.hold(key, r.known.clone(), at, r.validators);
+                    return Ok(r.known);
+                }
+                Some(r) => r.validators.map(|v| (v, r.known)),
+                None => None,
+            },
+        };
         let (known, validators) = self.load_directory(authority, dir, from, before)?;
+        self.hold(key, known.clone(), Instant::now(), validators);
+        Ok(known)
+    }
+
+    /// Holds in memory what is known of a directory, known current `at`.
+    fn hold(
+        &self,
+        key: (String, Vec<u8>),
+        known: Known,
+        at: Instant,
+        validators: Option<Validators>,
+    ) {
         let mut dirs = self.dirs.lock().expect("dirs lock");
         if dirs.len() > 1 << 16 {
             dirs.clear();
         }
-        let at = Instant::now();
-        let kept = known.clone();
         dirs.insert(
             key,
             Dir {
-                known: kept,
+                known,
                 at,
                 validators,
             },
         );
-        Ok(known)
     }
 
     /// The listing of `dir` as last fetched, whatever its age (no request).
@@ -220,16 +246,27 @@ impl HttpNet {
         }
         let url = self.url(authority, &crate::join(dir, INDEX_NAME.as_bytes()));
         match self.fetch_index(authority, dir, from, before.as_ref().map(|b| &b.0))? {
-            Got::Unchanged => {
+            (Got::Unchanged, _) => {
                 let (validators, known) = before.expect("asked with validators");
+                self.note_confirmed(authority, dir);
                 return Ok((known, Some(validators)));
             }
-            Got::Text {
-                text, validators, ..
-            } => {
+            (
+                Got::Text {
+                    text, validators, ..
+                },
+                sig,
+            ) => {
                 return match crate::index::parse(&text) {
                     Ok(entries) => {
-                        Ok((Known::Indexed(Arc::new(Listing::new(entries))), validators))
+                        let known = Known::Indexed(Arc::new(Listing::new(entries)));
+                        let note = Note {
+                            text,
+                            sig,
+                            validators,
+                        };
+                        self.note(authority, dir, &note);
+                        Ok((known, note.validators))
                     }
                     Err(e) => {
                         eprintln!("roost: {url}: malformed index: {e}");
@@ -237,7 +274,7 @@ impl HttpNet {
                     }
                 };
             }
-            Got::Absent => {}
+            (Got::Absent, _) => {}
         }
         Ok(match self.load_tree(authority, dir, from, None)? {
             Some(tree) => {
@@ -250,25 +287,26 @@ impl HttpNet {
 
     /// `dir`'s `.roostindex`, asked for unless it is still what `unless` describes; with
     /// pinned keys, only with a signature that one of them verifies for `dir` (fetched by
-    /// the same route; an unchanged index keeps the verdict its signature had). A wrong or
-    /// missing signature a proxy gave is asked for again through the next proxy, then
-    /// from the origin; the origin's refuses the directory (EIO, said once).
+    /// the same route, and returned with the index; an unchanged index keeps the verdict
+    /// its signature had). A wrong or missing signature a proxy gave is asked for again
+    /// through the next proxy, then from the origin; the origin's refuses the directory
+    /// (EIO, said once).
     fn fetch_index(
         &self,
         authority: &str,
         dir: &[u8],
         mut from: usize,
         unless: Option<&Validators>,
-    ) -> Result<Got, Errno> {
+    ) -> Result<(Got, Option<Vec<u8>>), Errno> {
         let url = self.url(authority, &crate::join(dir, INDEX_NAME.as_bytes()));
         loop {
             let got = self.get_small(authority, from, &url, unless)?;
             let Got::Text { text, route, .. } = &got else {
-                return Ok(got);
+                return Ok((got, None));
             };
             let keys = &self.options.keys;
             if keys.is_empty() {
-                return Ok(got);
+                return Ok((got, None));
             }
             let sig_url = self.url(authority, &crate::join(dir, sign::SIG_NAME.as_bytes()));
             let (sig, sig_route) = match self.get_small(authority, *route, &sig_url, None)? {
@@ -276,7 +314,7 @@ impl HttpNet {
                 _ => (None, *route),
             };
             let why = match sign::check(sig.as_deref(), text, dir, keys) {
-                Ok(()) => return Ok(got),
+                Ok(()) => return Ok((got, sig)),
                 Err(why) => why,
             };
             // The later of the two routes (the route in use only grows).
@@ -362,6 +400,7 @@ impl HttpNet {
             .lock()
             .expect("dirs lock")
             .remove(&(authority.to_string(), dir.to_vec()));
+        self.note_dropped(authority, dir);
         if let Some(trees) = self.grown.lock().expect("grown lock").get_mut(authority) {
             trees.retain(|g| roost_vfs::path::strip_prefix(dir, &g.root).is_none());
         }
