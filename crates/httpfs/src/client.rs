@@ -76,14 +76,11 @@ impl Answer {
     /// The validators of its content, to ask for it again conditionally (see
     /// [`Validators::of`]).
     pub fn validators(&self) -> Option<Validators> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
         Validators::of(
             self.header("ETag"),
             self.header("Last-Modified"),
             self.header("Date"),
-            now,
+            crate::sign::now(),
         )
     }
 

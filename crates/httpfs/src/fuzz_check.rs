@@ -30,7 +30,7 @@ pub fn check_signature_parsers(data: &[u8]) -> usize {
     if let Ok(sig) = crate::sign::parse(data) {
         let text = crate::sign::write(&sig);
         // Checking it against an index never panics either.
-        let _ = crate::sign::check(Some(data), data, &sig.path, &[sig.key]);
+        let _ = crate::sign::check(Some(data), data, &sig.path, &[sig.key], sig.expires);
         assert_eq!(
             crate::sign::parse(&text),
             Ok(sig),

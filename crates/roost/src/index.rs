@@ -39,7 +39,10 @@ only the indexes of changed directories are rewritten.
 Signing: roost index --gen-key KEYFILE makes a key pair (KEYFILE: the private key, PKCS#8
 DER, mode 0600; KEYFILE.pub: its public key line, also printed); roost index DIR --sign
 KEYFILE writes a .roostindex.sig next to each index, and roost run --http-key KEYFILE.pub
-then refuses any index the key did not sign. Keep KEYFILE off the web server.
+then refuses any index the key did not sign. Keep KEYFILE off the web server. Each
+signature carries a revision (it grows with each signing) and an expiry (--expires-in,
+default 30d): clients refuse an expired signature, and an older revision of a directory
+than one they saw. Re-run roost index --sign at least every half --expires-in.
 
 Large files (--block-threshold, default 64M) are listed with the SHA-256 of each block
 (--block-size, default 4M): roost run fetches them as parallel Range requests and checks
@@ -47,7 +50,7 @@ each block as it arrives. An index listing block hashes is version 2 (#roost-ind
 which roosts older than block hashes refuse (naming the version); one without stays 1.
 
 Exit status: 0 on success, 1 when some directory could not be indexed (each is named), 2
-for a bad --block-size or --block-threshold, or a key file that cannot be read or written
+for a bad --block-size, --block-threshold or --expires-in, or a key file that cannot be read or written
 (or --gen-key naming an existing file).")]
 pub struct IndexArgs {
     /// The directory tree to index.
@@ -57,6 +60,16 @@ pub struct IndexArgs {
     /// writes it); without, signatures left by an earlier signed run are removed.
     #[arg(long, value_name = "KEYFILE")]
     pub sign: Option<PathBuf>,
+    /// How long a signature is valid (s, m, h or d suffix): clients refuse it after that.
+    /// A signature with less than half of this left is made again, so run roost index
+    /// --sign at least that often.
+    #[arg(
+        long,
+        default_value = "30d",
+        value_name = "DURATION",
+        requires = "sign"
+    )]
+    pub expires_in: String,
     /// Write a new private key to KEYFILE (never over an existing file) and its public key
     /// to KEYFILE.pub, print the public key, and index nothing.
     #[arg(long, value_name = "KEYFILE", conflicts_with_all = ["dir", "sign"])]
@@ -88,6 +101,8 @@ struct Indexer {
     /// The top of the tree (signatures name directories relative to it).
     root: PathBuf,
     signer: Option<SigningKey>,
+    /// How long a signature is valid, in seconds.
+    validity: i64,
     blocks: BlockPolicy,
     verbose: bool,
     progress: Progress,
@@ -177,14 +192,30 @@ impl Indexer {
         };
         let path = relative(&self.root, dir);
         let key = signer.public();
-        let valid = current
-            .and_then(|c| sign::parse(&c).ok())
-            .is_some_and(|s| s.path == path && s.key == key && s.verifies(text, &key));
+        let now = sign::now();
+        let current = current.and_then(|c| sign::parse(&c).ok());
+        let valid = current.as_ref().is_some_and(|s| {
+            s.path == path
+                && s.key == key
+                && s.verifies(text, &key)
+                && s.expires - now >= self.validity / 2
+        });
         if valid {
-            SigFile::Keep
-        } else {
-            SigFile::Write(sign::write(&signer.sign(&path, text)))
+            return SigFile::Keep;
         }
+        // The time in milliseconds (a signature that cannot be read any more is replaced
+        // by one above it, but for a clock set back), and above the revision it replaces,
+        // so that clients that saw that one take this.
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let revision = millis.max(current.map_or(0, |s| s.revision + 1));
+        SigFile::Write(sign::write(&signer.sign(
+            &path,
+            revision,
+            now + self.validity,
+            text,
+        )))
     }
 
     /// Says `what` `path` with --verbose.
@@ -293,6 +324,13 @@ pub fn main(args: IndexArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let validity = match crate::size::parse_duration("--expires-in", &args.expires_in) {
+        Ok(secs) => secs as i64,
+        Err(e) => {
+            eprintln!("roost index: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let signer = match args.sign.as_deref().map(SigningKey::load).transpose() {
         Ok(signer) => signer,
         Err(e) => {
@@ -317,6 +355,7 @@ pub fn main(args: IndexArgs) -> ExitCode {
     let mut indexer = Indexer {
         root: dir.clone(),
         signer,
+        validity,
         blocks,
         verbose: args.verbose,
         progress: Progress::new("hashing", None),

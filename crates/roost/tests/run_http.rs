@@ -12,7 +12,7 @@ use run_support::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use web_support::*;
 
 /// Runs `script` with `/m` mapped to `local` and then to `remote` (with `options`), in both
@@ -1396,6 +1396,193 @@ fn keys_are_made_once_and_signatures_kept_only_while_they_verify() {
     );
     assert!(index_times(&s.root().join("t")).len() == 3);
     assert!(!s.root().join("t/sub/.roostindex.sig").exists());
+}
+
+/// The revision and expiry in the signature file `sig`.
+fn revision_and_expiry(sig: &Path) -> (u64, i64) {
+    let text = std::fs::read_to_string(sig).unwrap();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap()
+            .parse::<i64>()
+            .unwrap()
+    };
+    (field("revision ") as u64, field("expires "))
+}
+
+#[test]
+fn signatures_carry_a_growing_revision_and_an_expiry_renewed_at_half_time() {
+    let s = Site::new();
+    s.write("t/f", b"one\n");
+    s.write("t/sub/g", b"two\n");
+    let keys = tempfile::tempdir().unwrap();
+    let (key, _) = gen_key(keys.path(), "k");
+    let key = key.to_str().unwrap();
+    let sig = s.root().join("t/.roostindex.sig");
+    let before = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    s.index_with("t", &["--sign", key]);
+    let (rev, expires) = revision_and_expiry(&sig);
+    assert!(
+        rev as i64 >= before * 1000,
+        "a revision is the signing time in ms: {rev}"
+    );
+    assert!(
+        (expires - before - 30 * 86_400).abs() < 60,
+        "30 days: {expires}"
+    );
+    // A changed directory is signed again at a higher revision, even within the second.
+    s.write("t/f", b"changed\n");
+    s.index_with("t", &["--sign", key]);
+    let (rev2, _) = revision_and_expiry(&sig);
+    assert!(rev2 > rev, "{rev2} after {rev}");
+    // A signature with at least half of --expires-in left is kept (30 days of 40); one
+    // with less (30 days of 90) is made again, at a higher revision, though nothing
+    // changed.
+    let out = stdout(&s.index_with("t", &["--sign", key, "--expires-in", "40d"]));
+    assert!(out.contains("0 signatures written"), "{out}");
+    let renewed = stdout(&s.index_with("t", &["--sign", key, "--expires-in", "90d"]));
+    assert!(
+        renewed.contains("0 indexes written, 2 signatures written"),
+        "{renewed}"
+    );
+    let (rev3, expires3) = revision_and_expiry(&sig);
+    assert!(rev3 > rev2, "{rev3} after {rev2}");
+    assert!(
+        (expires3 - before - 90 * 86_400).abs() < 60,
+        "90 days: {expires3}"
+    );
+    let out = stdout(&s.index_with("t", &["--sign", key, "--expires-in", "90d"]));
+    assert!(out.contains("0 signatures written"), "{out}");
+    // A signature of version 1 (roosts before revisions) is made again.
+    std::fs::write(
+        &sig,
+        "#roost-signature 1\npath /\nkey roost-ed25519 00\nsignature 00\n",
+    )
+    .unwrap();
+    let out = stdout(&s.index_with("t", &["--sign", key]));
+    assert!(out.contains("1 signatures written"), "{out}");
+    assert!(revision_and_expiry(&sig).0 > rev3);
+    // A bad --expires-in, or one without --sign, exits with status 2 and one line.
+    for (options, want) in [
+        (
+            vec!["--sign", key, "--expires-in", "0s"],
+            "--expires-in 0s: must be at least",
+        ),
+        (
+            vec!["--sign", key, "--expires-in", "2w"],
+            "--expires-in 2w: expected",
+        ),
+        (vec!["--expires-in", "2d"], "--sign"),
+    ] {
+        let o = s.try_index("t", &options);
+        assert_eq!(o.status.code(), Some(2), "{options:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{options:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn an_expired_signature_is_refused_until_the_tree_is_signed_again() {
+    let s = Site::new();
+    s.write("t/f", b"signed\n");
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = gen_key(keys.path(), "k");
+    s.index_with(
+        "t",
+        &["--sign", key.to_str().unwrap(), "--expires-in", "3s"],
+    );
+    let web = Web::python(s.root());
+    let options = pinned(&[&public]);
+    let cat = || s.run(&[], &strs(&options), &["cat", &web.url("/t/f")]);
+    let o = cat();
+    assert_eq!(stdout(&o), "signed\n", "{}", stderr(&o));
+    // Expired: refused, though this cache kept the index (and its signature) when it
+    // was valid.
+    std::thread::sleep(Duration::from_millis(3100));
+    let o = cat();
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("/t/.roostindex: the signature expired")
+            && err.contains("sign the tree again with roost index --sign; directory refused"),
+        "{err}"
+    );
+    s.index_signed("t", &key);
+    let o = cat();
+    assert_eq!(stdout(&o), "signed\n", "{}", stderr(&o));
+}
+
+#[test]
+fn an_older_signed_index_served_again_is_refused_as_a_rollback() {
+    let s = Site::new();
+    s.write("t/f", b"old\n");
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = gen_key(keys.path(), "k");
+    s.index_signed("t", &key);
+    let saved = |name: &str| std::fs::read(s.root().join("t").join(name)).unwrap();
+    let old = [".roostindex", ".roostindex.sig", "f"].map(|n| (n, saved(n)));
+    let web = Web::python(s.root());
+    let options = pinned(&[&public]);
+    let cat = |extra: &[&str]| {
+        let options = [strs(&options), extra.to_vec()].concat();
+        s.run(&[], &options, &["cat", &web.url("/t/f")])
+    };
+    assert_eq!(stdout(&cat(&[])), "old\n");
+    // The publisher changes the file and signs again (a higher revision); a client
+    // sees the new tree.
+    s.write("t/f", b"new and longer\n");
+    s.index_signed("t", &key);
+    let new = [".roostindex", ".roostindex.sig", "f"].map(|n| (n, saved(n)));
+    assert_eq!(stdout(&cat(&["--http-ttl", "0"])), "new and longer\n");
+    // A proxy serving the older signed index, signature and file (a stale or hostile
+    // cache): refused, and the origin's newer one used.
+    let forged: Vec<(String, &[u8])> = old
+        .iter()
+        .map(|(n, b)| (format!("/t/{n}"), b.as_slice()))
+        .collect();
+    let forged: Vec<(&str, &[u8])> = forged.iter().map(|(n, b)| (n.as_str(), *b)).collect();
+    let proxy = Web::caching_proxy(&forged);
+    let o = cat(&["--http-ttl", "0", "--http-proxy", &proxy.proxy()]);
+    assert_eq!(stdout(&o), "new and longer\n", "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("revision") && stderr(&o).contains("fetching it again"),
+        "{}",
+        stderr(&o)
+    );
+    // The origin itself serving the older tree again: refused, by this user's runs,
+    // even with the kept indexes gone from the cache (the revision seen is kept apart).
+    for (n, bytes) in &old {
+        std::fs::write(s.root().join("t").join(n), bytes).unwrap();
+    }
+    std::fs::remove_dir_all(s.cache.path().join("objects")).unwrap();
+    let o = cat(&["--http-ttl", "0"]);
+    assert!(!o.status.success(), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("/t/.roostindex: revision ")
+            && err.contains("is older than revision")
+            && err.contains("directory refused"),
+        "{err}"
+    );
+    // A cache that never saw the newer one takes the older (what it can know).
+    let fresh = tempfile::tempdir().unwrap();
+    let o = run_with_cache(
+        fresh.path(),
+        &[],
+        &strs(&options),
+        &["cat", &web.url("/t/f")],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(stdout(&o), "old\n", "{}", stderr(&o));
+    // The newer one back: served again.
+    for (n, bytes) in &new {
+        std::fs::write(s.root().join("t").join(n), bytes).unwrap();
+    }
+    assert_eq!(stdout(&cat(&["--http-ttl", "0"])), "new and longer\n");
 }
 
 // Large files in blocks: `roost index --block-threshold/--block-size` records block hashes,

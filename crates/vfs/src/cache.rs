@@ -477,6 +477,34 @@ impl Cache {
         let _ = std::fs::remove_file(self.objects.join(key).join(NOTE));
     }
 
+    /// The highest number recorded under `key` by [`Cache::raise`] (0 when none): a
+    /// driver's guard against going back, such as the revision of a signed index seen
+    /// last. Kept in `DIR/highest/KEY`, apart from the objects: never evicted.
+    pub fn highest(&self, key: &str) -> u64 {
+        std::fs::read_to_string(self.objects.with_file_name("highest").join(key))
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Records `value` under `key` unless a number as high is there already (through a
+    /// temporary name: a reader sees one number or the other). Failures are silent.
+    pub fn raise(&self, key: &str, value: u64) {
+        if self.highest(key) >= value {
+            return;
+        }
+        let dir = self.objects.with_file_name("highest");
+        let made = std::fs::create_dir_all(&dir).map_err(errno_of);
+        let Ok((tmp, mut f)) = made.and_then(|()| temporary(&dir)) else {
+            return;
+        };
+        if f.write_all(value.to_string().as_bytes()).is_err()
+            || std::fs::rename(&tmp, dir.join(key)).is_err()
+        {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+
     /// Stores the content of `file` as the object of `key` at `version` (a file this agent
     /// wrote back, so the next open finds it without fetching).
     fn keep(&self, key: &str, version: Version, file: &mut File) {
@@ -1021,6 +1049,37 @@ mod tests {
         assert!(left < 3, "over the bound, something was evicted");
         assert_eq!(cache.remembered(&third).unwrap().0, [b'y'; 60]);
         cache.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_highest_number_recorded_is_kept_across_caches_and_never_lowered() {
+        let dir = tmp("highest");
+        let key = Cache::key("revision+http://h:1", b"/d");
+        {
+            let cache = Cache::new(&dir, 10, false);
+            assert_eq!(cache.highest(&key), 0);
+            cache.raise(&key, 7);
+            cache.raise(&key, 5);
+            assert_eq!(cache.highest(&key), 7);
+            // Not an object: a bound of 10 bytes and many objects never evict it.
+            for i in 0..5u64 {
+                let v = Version {
+                    ino: i,
+                    size: 8,
+                    mtime: 1,
+                };
+                let k = Cache::key("h:1", format!("/f{i}").as_bytes());
+                cache
+                    .object((&k, "f"), v, |f| f.write_all(b"12345678").map_err(errno_of))
+                    .unwrap();
+            }
+            cache.close();
+        }
+        let cache = Cache::new(&dir, DEFAULT_LIMIT, false);
+        assert_eq!(cache.highest(&key), 7);
+        cache.raise(&key, 9);
+        assert_eq!(cache.highest(&key), 9);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

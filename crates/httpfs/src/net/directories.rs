@@ -14,6 +14,7 @@ use crate::growfs;
 use crate::index::INDEX_NAME;
 use crate::listing::Listing;
 use crate::sign;
+use roost_vfs::cache::Cache;
 use roost_vfs::Errno;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -22,11 +23,33 @@ use std::time::Instant;
 /// The largest index or GROW-FS listing fetched.
 const INDEX_LIMIT: u64 = 256 << 20;
 
-/// What is known of a directory, since when, and how to ask whether its index changed.
+/// What is known of a directory, since when, how to ask whether its index changed, and
+/// (with pinned keys) when its signature expires.
+#[derive(Clone)]
 pub(super) struct Dir {
-    known: Known,
-    at: Instant,
-    validators: Option<Validators>,
+    pub known: Known,
+    pub at: Instant,
+    pub validators: Option<Validators>,
+    pub expires: Option<i64>,
+}
+
+impl Dir {
+    /// Known now, without validators or a signature (a GROW-FS tree's directory, a
+    /// directory without an index).
+    fn plain(known: Known) -> Dir {
+        Dir {
+            known,
+            at: Instant::now(),
+            validators: None,
+            expires: None,
+        }
+    }
+
+    /// Whether its signature has expired (then nothing of it is used, not even to ask
+    /// conditionally: the signature must be fetched again).
+    fn expired(&self) -> bool {
+        self.expires.is_some_and(|e| e <= sign::now())
+    }
 }
 
 /// A GROW-FS tree loaded from `ROOT/.growfsdir`, with when, and how to ask whether it
@@ -38,6 +61,9 @@ pub(super) struct Grown {
     at: Instant,
     validators: Option<Validators>,
 }
+
+/// A signature that verified an index: its text and its expiry.
+type Verified = (Vec<u8>, i64);
 
 /// What a GET of an index (or a GROW-FS listing, or a signature) found.
 enum Got {
@@ -108,9 +134,10 @@ impl HttpNet {
         }
     }
 
-    /// What is known of directory `dir` on `authority`: asked again once the TTL is over
-    /// (by the route in use or, if later, `from`), conditionally when its index came with
-    /// validators.
+    /// What is known of directory `dir` on `authority`: from memory, else from the index
+    /// an earlier run kept ([`super::notes`]), while the TTL lasts and its signature (with
+    /// pinned keys) has not expired; asked again after that (by the route in use or, if
+    /// later, `from`), conditionally when its index came with validators.
     pub(super) fn directory(
         &self,
         authority: &str,
@@ -118,15 +145,12 @@ impl HttpNet {
         from: usize,
     ) -> Result<Known, Errno> {
         let key = (authority.to_string(), dir.to_vec());
+        let fresh = |d: &Dir| d.at.elapsed() < self.options.ttl;
         let before = {
             let dirs = self.dirs.lock().expect("dirs lock");
-            match dirs.get(&key) {
-                Some(d) if d.at.elapsed() < self.options.ttl => return Ok(d.known.clone()),
-                Some(Dir {
-                    known,
-                    validators: Some(v),
-                    ..
-                }) => Some((v.clone(), known.clone())),
+            match dirs.get(&key).filter(|d| !d.expired()) {
+                Some(d) if fresh(d) => return Ok(d.known.clone()),
+                Some(d) if d.validators.is_some() => Some(d.clone()),
                 _ => {
                     if let Some(e) = self.unlisted(&dirs, authority, dir) {
                         return Err(e);
@@ -138,42 +162,27 @@ impl HttpNet {
         let before = match before {
             Some(before) => Some(before),
             None => match self.recall(authority, dir) {
-                Some(r) if r.age < self.options.ttl => {
-                    let at = Instant::now()
-                        .checked_sub(r.age)
-                        .unwrap_or_else(Instant::now);
-                    self.hold(key, r.known.clone(), at, r.validators);
-                    return Ok(r.known);
+                Some((d, age)) if age < self.options.ttl => {
+                    self.hold(key, d.clone());
+                    return Ok(d.known);
                 }
-                Some(r) => r.validators.map(|v| (v, r.known)),
+                Some((d, _)) => d.validators.is_some().then_some(d),
                 None => None,
             },
         };
-        let (known, validators) = self.load_directory(authority, dir, from, before)?;
-        self.hold(key, known.clone(), Instant::now(), validators);
+        let loaded = self.load_directory(authority, dir, from, before)?;
+        let known = loaded.known.clone();
+        self.hold(key, loaded);
         Ok(known)
     }
 
-    /// Holds in memory what is known of a directory, known current `at`.
-    fn hold(
-        &self,
-        key: (String, Vec<u8>),
-        known: Known,
-        at: Instant,
-        validators: Option<Validators>,
-    ) {
+    /// Holds in memory what is known of a directory.
+    fn hold(&self, key: (String, Vec<u8>), d: Dir) {
         let mut dirs = self.dirs.lock().expect("dirs lock");
         if dirs.len() > 1 << 16 {
             dirs.clear();
         }
-        dirs.insert(
-            key,
-            Dir {
-                known,
-                at,
-                validators,
-            },
-        );
+        dirs.insert(key, d);
     }
 
     /// The listing of `dir` as last fetched, whatever its age (no request).
@@ -205,7 +214,7 @@ impl HttpNet {
         let Known::Indexed(listing) = &d.known else {
             return None;
         };
-        if d.at.elapsed() >= self.options.ttl {
+        if d.at.elapsed() >= self.options.ttl || d.expired() {
             return None;
         }
         match listing.get(name).map(|e| e.kind) {
@@ -217,15 +226,15 @@ impl HttpNet {
 
     /// Fetches what is known of `dir`: from the GROW-FS tree that holds it (fetched again,
     /// conditionally, once the TTL is over), else its `.roostindex` (conditionally on
-    /// `before`'s validators, keeping `before`'s listing when it is unchanged), else a
-    /// `.growfsdir` rooted there. Returns it with the validators of its index.
+    /// `before`'s validators, keeping `before` when it is unchanged), else a `.growfsdir`
+    /// rooted there. A fetched index is kept for later runs.
     fn load_directory(
         &self,
         authority: &str,
         dir: &[u8],
         from: usize,
-        before: Option<(Validators, Known)>,
-    ) -> Result<(Known, Option<Validators>), Errno> {
+        before: Option<Dir>,
+    ) -> Result<Dir, Errno> {
         if let Some((held, fresh)) = self.tree_holding(authority, dir) {
             let tree = if fresh {
                 Some(Arc::clone(&held.tree))
@@ -236,20 +245,22 @@ impl HttpNet {
                 let below = roost_vfs::path::strip_prefix(dir, &held.root).unwrap_or(b"");
                 let rel = if below.is_empty() { &b"/"[..] } else { below };
                 return match tree.dirs.get(rel) {
-                    Some(entries) => Ok((
-                        Known::Indexed(Arc::new(Listing::new(entries.clone()))),
-                        None,
-                    )),
+                    Some(entries) => Ok(Dir::plain(Known::Indexed(Arc::new(Listing::new(
+                        entries.clone(),
+                    ))))),
                     None => Err(libc::ENOENT),
                 };
             }
         }
         let url = self.url(authority, &crate::join(dir, INDEX_NAME.as_bytes()));
-        match self.fetch_index(authority, dir, from, before.as_ref().map(|b| &b.0))? {
+        let unless = before.as_ref().and_then(|b| b.validators.as_ref());
+        match self.fetch_index(authority, dir, from, unless)? {
             (Got::Unchanged, _) => {
-                let (validators, known) = before.expect("asked with validators");
                 self.note_confirmed(authority, dir);
-                return Ok((known, Some(validators)));
+                return Ok(Dir {
+                    at: Instant::now(),
+                    ..before.expect("asked with validators")
+                });
             }
             (
                 Got::Text {
@@ -259,14 +270,19 @@ impl HttpNet {
             ) => {
                 return match crate::index::parse(&text) {
                     Ok(entries) => {
-                        let known = Known::Indexed(Arc::new(Listing::new(entries)));
+                        let (sig, expires) = sig.unzip();
                         let note = Note {
                             text,
                             sig,
                             validators,
                         };
                         self.note(authority, dir, &note);
-                        Ok((known, note.validators))
+                        Ok(Dir {
+                            known: Known::Indexed(Arc::new(Listing::new(entries))),
+                            at: Instant::now(),
+                            validators: note.validators,
+                            expires,
+                        })
                     }
                     Err(e) => {
                         eprintln!("roost: {url}: malformed index: {e}");
@@ -276,28 +292,31 @@ impl HttpNet {
             }
             (Got::Absent, _) => {}
         }
-        Ok(match self.load_tree(authority, dir, from, None)? {
-            Some(tree) => {
-                let entries = tree.dirs.get(&b"/"[..]).cloned().unwrap_or_default();
-                (Known::Indexed(Arc::new(Listing::new(entries))), None)
-            }
-            None => (Known::Unindexed, None),
-        })
+        Ok(Dir::plain(
+            match self.load_tree(authority, dir, from, None)? {
+                Some(tree) => {
+                    let entries = tree.dirs.get(&b"/"[..]).cloned().unwrap_or_default();
+                    Known::Indexed(Arc::new(Listing::new(entries)))
+                }
+                None => Known::Unindexed,
+            },
+        ))
     }
 
     /// `dir`'s `.roostindex`, asked for unless it is still what `unless` describes; with
-    /// pinned keys, only with a signature that one of them verifies for `dir` (fetched by
-    /// the same route, and returned with the index; an unchanged index keeps the verdict
-    /// its signature had). A wrong or missing signature a proxy gave is asked for again
-    /// through the next proxy, then from the origin; the origin's refuses the directory
-    /// (EIO, said once).
+    /// pinned keys, only with a signature that one of them verifies for `dir`, unexpired,
+    /// at a revision no lower than the highest seen for `dir` (fetched by the same route,
+    /// and returned with the index, with its expiry; an unchanged index keeps the verdict
+    /// its signature had). A wrong, missing or older signature a proxy gave is asked for
+    /// again through the next proxy, then from the origin; the origin's refuses the
+    /// directory (EIO, said once).
     fn fetch_index(
         &self,
         authority: &str,
         dir: &[u8],
         mut from: usize,
         unless: Option<&Validators>,
-    ) -> Result<(Got, Option<Vec<u8>>), Errno> {
+    ) -> Result<(Got, Option<Verified>), Errno> {
         let url = self.url(authority, &crate::join(dir, INDEX_NAME.as_bytes()));
         loop {
             let got = self.get_small(authority, from, &url, unless)?;
@@ -313,8 +332,11 @@ impl HttpNet {
                 Got::Text { text, route, .. } => (Some(text), route),
                 _ => (None, *route),
             };
-            let why = match sign::check(sig.as_deref(), text, dir, keys) {
-                Ok(()) => return Ok((got, sig)),
+            let why = match sign::check(sig.as_deref(), text, dir, keys, sign::now()) {
+                Ok(signed) => match self.rollback(authority, dir, &signed) {
+                    None => return Ok((got, sig.map(|s| (s, signed.expires)))),
+                    Some(why) => why,
+                },
                 Err(why) => why,
             };
             // The later of the two routes (the route in use only grows).
@@ -329,6 +351,29 @@ impl HttpNet {
             self.say_once(format!("roost: {url}: {why}; directory refused"));
             return Err(libc::EIO);
         }
+    }
+
+    /// `None` when the revision of `signed` (verified for `dir` on `authority`) is no lower
+    /// than the highest one seen for `dir`, by this run or an earlier one (it becomes the
+    /// highest); else why it is refused: an older signed index served again in place of a
+    /// newer one.
+    pub(super) fn rollback(
+        &self,
+        authority: &str,
+        dir: &[u8],
+        signed: &sign::Signature,
+    ) -> Option<String> {
+        let key = Cache::key(&format!("revision+{}://{authority}", self.scheme), dir);
+        let seen = self.cache.highest(&key);
+        if signed.revision < seen {
+            return Some(format!(
+                "revision {} of the signed index is older than revision {seen} seen before \
+                 (an older tree served again)",
+                signed.revision
+            ));
+        }
+        self.cache.raise(&key, signed.revision);
+        None
     }
 
     /// The GROW-FS tree loaded on `authority` that holds `dir`, and whether it is within

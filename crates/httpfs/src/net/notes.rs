@@ -6,6 +6,7 @@
 //! note vouches for nothing the pinned keys do not. GROW-FS trees and answers of paths
 //! without an index are not kept (a run asks for them once).
 
+use super::directories::Dir;
 use super::{HttpNet, Known};
 use crate::client::Validators;
 use crate::listing::Listing;
@@ -13,7 +14,7 @@ use crate::sign;
 use roost_vfs::cache::Cache;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The first line of a note, naming its layout.
 const MAGIC: &[u8] = b"roost index note 1\n";
@@ -25,14 +26,6 @@ pub(super) struct Note {
     pub text: Vec<u8>,
     pub sig: Option<Vec<u8>>,
     pub validators: Option<Validators>,
-}
-
-/// A note read back: what it says of the directory, how to ask whether it changed, and
-/// how long ago it was last known current.
-pub(super) struct Recalled {
-    pub known: Known,
-    pub validators: Option<Validators>,
-    pub age: Duration,
 }
 
 impl Note {
@@ -109,14 +102,22 @@ impl HttpNet {
     }
 
     /// The index of `dir` a run kept, parsed, if there is one that reads back whole, that
-    /// parses, and (with pinned keys) whose kept signature one of them verifies.
-    pub(super) fn recall(&self, authority: &str, dir: &[u8]) -> Option<Recalled> {
+    /// parses, and (with pinned keys) whose kept signature one of them verifies, unexpired
+    /// and at the highest revision seen; with how long ago it was last known current.
+    pub(super) fn recall(&self, authority: &str, dir: &[u8]) -> Option<(Dir, Duration)> {
         let (bytes, at) = self.cache.remembered(&self.note_key(authority, dir))?;
         let note = Note::decode(&bytes)?;
         let keys = &self.options.keys;
-        if !keys.is_empty() && sign::check(note.sig.as_deref(), &note.text, dir, keys).is_err() {
-            return None;
-        }
+        let expires = if keys.is_empty() {
+            None
+        } else {
+            let signed =
+                sign::check(note.sig.as_deref(), &note.text, dir, keys, sign::now()).ok()?;
+            if self.rollback(authority, dir, &signed).is_some() {
+                return None;
+            }
+            Some(signed.expires)
+        };
         let entries = crate::index::parse(&note.text).ok()?;
         // A time ahead of the clock (it was set back): as old as can be.
         let age = SystemTime::now()
@@ -133,11 +134,15 @@ impl HttpNet {
                 age.as_secs_f64()
             );
         }
-        Some(Recalled {
+        let d = Dir {
             known: Known::Indexed(Arc::new(Listing::new(entries))),
+            // An age beyond what this machine's `Instant`s reach back to (its uptime): held
+            // as known current now, which lengthens its TTL by at most that age.
+            at: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
             validators: note.validators,
-            age,
-        })
+            expires,
+        };
+        Some((d, age))
     }
 }
 
