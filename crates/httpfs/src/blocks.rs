@@ -89,6 +89,13 @@ impl Blocks {
         }
         out
     }
+
+    /// Whether `data` is block `i` (its SHA-256 is the one listed).
+    pub fn is_block(&self, i: usize, data: &[u8]) -> bool {
+        self.hashes
+            .get(i)
+            .is_some_and(|h| sha2::Sha256::digest(data).as_slice() == h)
+    }
 }
 
 /// The SHA-256 of a stream as a whole and, if asked, of each of its blocks.

@@ -959,7 +959,7 @@ impl Driver for HttpNet {
             return Err(libc::ENOSYS);
         }
         let me = self.me.upgrade().ok_or(libc::EIO)?;
-        let file = partial::PartialFile::new(me, (path, &authority, &rest), st, blocks)?;
+        let file = partial::PartialFile::new(me, (path, &authority, &rest), (st, version), blocks)?;
         Ok(Box::new(file))
     }
 

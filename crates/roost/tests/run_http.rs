@@ -1725,14 +1725,48 @@ fn a_program_reading_part_of_a_large_file_fetches_only_its_blocks() {
         [BIG_RANGES[0], BIG_RANGES[1], BIG_RANGES[2]],
         "{got:?}"
     );
-    // Read through: every block once, the same bytes.
+    // The blocks fetched are kept in the cache: the same reads again ask for nothing.
+    let before = web.log().lines().count();
+    let o = s.run(&[], &FETCH_BLOCKS, &["python3", "-c", &program]);
+    assert_eq!(stdout(&o), want, "{}", stderr(&o));
+    assert_eq!(asked_for(&web, before, "/t/big.dat"), Vec::<String>::new());
+    // A kept block that was changed in the cache (bytes the program reads) is not used,
+    // but fetched again.
+    let copy = std::fs::read_dir(s.cache.path().join("objects"))
+        .unwrap()
+        .flatten()
+        .flat_map(|k| std::fs::read_dir(k.path()).unwrap().flatten())
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "blocks"))
+        .expect("a copy filled block by block");
+    let f = std::fs::File::options().write(true).open(&copy).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, b"XX", MIB as u64).unwrap();
+    let before = web.log().lines().count();
+    let o = s.run(&[], &FETCH_BLOCKS, &["python3", "-c", &program]);
+    assert_eq!(stdout(&o), want, "{}", stderr(&o));
+    let got = asked_for(&web, before, "/t/big.dat");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].contains(BIG_RANGES[1]), "{got:?}");
+    // Read through: only the block never fetched, the same bytes; the file is then
+    // whole in the cache, and used whole (also without notifications).
     let before = web.log().lines().count();
     let local = s.root().join("t/big.dat");
     let o = s.run(&[], &FETCH_BLOCKS, &["cmp", &url, local.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(asked_for(&web, before, "/t/big.dat").len(), 4);
+    let got = asked_for(&web, before, "/t/big.dat");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].contains(BIG_RANGES[3]), "{got:?}");
+    assert!(!copy.exists(), "the copy became the object");
+    for mode in MODES {
+        let before = web.log().lines().count();
+        let o = s.run(mode, &FETCH_BLOCKS, &["python3", "-c", &program]);
+        assert_eq!(stdout(&o), want, "{mode:?}: {}", stderr(&o));
+        assert_eq!(asked_for(&web, before, "/t/big.dat"), Vec::<String>::new());
+    }
     // Without notifications the file is fetched whole (in blocks), and kept: the next
     // run's partial read finds it in the cache and asks the server nothing.
+    let mut s = s;
+    s.cache = tempfile::tempdir().unwrap();
     let before = web.log().lines().count();
     let o = s.run(
         &["--no-notify"],

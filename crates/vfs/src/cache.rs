@@ -16,6 +16,10 @@
 //!   AFS). [`Cache::flush`] sends what is pending; drivers call it before each operation,
 //!   so a program never reads an older version of a file it has closed.
 
+mod blocks;
+
+pub use blocks::BlockCopy;
+
 use crate::Errno;
 use sha2::Digest;
 use std::collections::HashMap;
@@ -535,7 +539,9 @@ impl Cache {
             };
             for v in versions.flatten() {
                 if let Ok(m) = v.metadata() {
-                    out.push((v.path(), m.len(), m.atime().max(m.mtime())));
+                    // What it takes on disk: a copy filled block by block is sparse.
+                    let size = m.len().min(m.blocks() * 512);
+                    out.push((v.path(), size, m.atime().max(m.mtime())));
                 }
             }
         }

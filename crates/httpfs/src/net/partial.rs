@@ -1,14 +1,17 @@
 //! Large files read in place, block by block (`docs/httpfs.md`, "Partial reads"): a file
 //! of at least the block threshold whose index entry has block hashes is opened as an
 //! [`OpenFile`] (the agent gives the program a virtual descriptor, as for a direct-mode
-//! Chirp file), and each read fetches only the blocks it covers that this descriptor has
-//! not fetched yet, with Range requests, each checked against its hash before any of it
-//! is read ([`super::ranged`]). The blocks land in a nameless sparse file of this agent's,
-//! gone when the descriptor closes. A server that answers ranges with the whole file gets
-//! the file fetched whole into the cache once, and read from there.
+//! Chirp file), and each read fetches only the blocks it covers that are not at hand,
+//! with Range requests, each checked against its hash before any of it is read
+//! ([`super::ranged`]). Blocks land in a nameless file of this agent's, then go to the
+//! cache's shared copy of the file ([`roost_vfs::cache::BlockCopy`]), where the other
+//! descriptors and later runs find them (each block checked against its hash once by
+//! each descriptor that takes it from there). A server that answers ranges with the whole
+//! file gets the file fetched whole into the cache once, and read from there.
 
 use super::{Copy, HttpNet};
 use crate::blocks::Blocks;
+use roost_vfs::cache::{BlockCopy, Version};
 use roost_vfs::{Errno, OpenFile, Stat, StatFs};
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
@@ -23,13 +26,25 @@ pub(super) struct PartialFile {
     url: String,
     stat: Stat,
     blocks: Arc<Blocks>,
-    /// The blocks fetched so far, and where they are.
     state: Mutex<State>,
 }
 
+/// Where this descriptor reads a block from, once checked.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Held {
+    No,
+    /// In the cache's shared copy.
+    Shared,
+    /// In this descriptor's own file (the shared copy could not take it).
+    Own,
+}
+
 struct State {
-    have: Vec<bool>,
-    copy: std::fs::File,
+    held: Vec<Held>,
+    /// Where fetched blocks land, checked, before they are stored in `shared`.
+    own: std::fs::File,
+    /// The cache's shared copy (`None` when the cache could not make one).
+    shared: Option<BlockCopy>,
     /// The whole file, once a server answered a range with all of it (or the origin's
     /// block did not match, and the file was fetched again whole, with a fresh index).
     whole: Option<std::fs::File>,
@@ -43,12 +58,14 @@ impl PartialFile {
     pub(super) fn new(
         net: Arc<HttpNet>,
         (path, authority, rest): (&[u8], &str, &[u8]),
-        stat: Stat,
+        (stat, version): (Stat, Version),
         blocks: Arc<Blocks>,
     ) -> Result<PartialFile, Errno> {
-        let copy = net.cache.scratch()?;
-        copy.set_len(stat.size)
+        let own = net.cache.scratch()?;
+        own.set_len(stat.size)
             .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        let key = net.cache_key(authority, rest);
+        let shared = net.cache.blocks_of(&key, version, blocks.hashes.len()).ok();
         Ok(PartialFile {
             url: net.url(authority, rest),
             path: path.to_vec(),
@@ -56,8 +73,9 @@ impl PartialFile {
             rest: rest.to_vec(),
             stat,
             state: Mutex::new(State {
-                have: vec![false; blocks.hashes.len()],
-                copy,
+                held: vec![Held::No; blocks.hashes.len()],
+                own,
+                shared,
                 whole: None,
                 last_end: 0,
                 in_a_row: 0,
@@ -67,11 +85,32 @@ impl PartialFile {
         })
     }
 
-    /// Fetches the blocks of `[offset, end)` not fetched yet (one caller at a time: a
-    /// block two threads want is fetched once), and when the program reads on from where
-    /// it stopped, up to a stream's worth of the blocks after them at the same time (read
-    /// ahead: a web server's file is the version its index vouches for, so no later read
-    /// could have seen other content).
+    /// Takes the blocks of `first..=last` that the shared copy holds and this descriptor
+    /// does not yet, each checked against its hash.
+    fn take_shared(&self, state: &mut State, first: usize, last: usize) {
+        let Some(shared) = &state.shared else {
+            return;
+        };
+        let present = shared.present(first, last);
+        let mut buf = Vec::new();
+        for i in first..=last {
+            if state.held[i] != Held::No || !present[i - first] {
+                continue;
+            }
+            let (at, len) = self.blocks.range(i, self.stat.size);
+            buf.resize(len as usize, 0);
+            let read = shared.data().read_exact_at(&mut buf, at);
+            if read.is_ok() && self.blocks.is_block(i, &buf) {
+                state.held[i] = Held::Shared;
+            }
+        }
+    }
+
+    /// Makes the blocks of `[offset, end)` held (one caller at a time: a block two
+    /// threads want is fetched once): from the shared copy, else fetched, and when the
+    /// program reads on from where it stopped, up to a stream's worth of the blocks after
+    /// them at the same time (read ahead: a web server's file is the version its index
+    /// vouches for, so no later read could have seen other content).
     fn fill(&self, state: &mut State, offset: u64, end: u64) -> Result<(), Errno> {
         let size = self.blocks.size;
         state.in_a_row = if offset == state.last_end {
@@ -81,13 +120,20 @@ impl PartialFile {
         };
         state.last_end = end;
         let (first, last) = ((offset / size) as usize, ((end - 1) / size) as usize);
-        if (first..=last).all(|i| state.have[i]) {
+        let all_held = |state: &State| (first..=last).all(|i| state.held[i] != Held::No);
+        if all_held(state) {
             return Ok(());
         }
         let streams = self.net.options.streams.max(1);
         let ahead = state.in_a_row.saturating_sub(1).min(streams);
-        let last = (last + ahead).min(state.have.len() - 1);
-        let todo: Vec<usize> = (first..=last).filter(|&i| !state.have[i]).collect();
+        let last_wanted = (last + ahead).min(state.held.len() - 1);
+        self.take_shared(state, first, last_wanted);
+        if all_held(state) {
+            return Ok(());
+        }
+        let todo: Vec<usize> = (first..=last_wanted)
+            .filter(|&i| state.held[i] == Held::No)
+            .collect();
         let net = &self.net;
         let mut copy = Copy {
             route: net.client.origin(),
@@ -97,14 +143,18 @@ impl PartialFile {
         let fetched = net.fetch_some_blocks(
             (&self.authority, &self.url),
             super::ANY,
-            &state.copy,
+            &state.own,
             (&self.blocks, self.stat.size, &todo),
             &mut copy,
         );
         match fetched {
             Ok(super::ranged::Fetched::Done) => {
+                let stored = state
+                    .shared
+                    .as_ref()
+                    .is_some_and(|shared| shared.store(&state.own, &todo, size).is_ok());
                 for i in todo {
-                    state.have[i] = true;
+                    state.held[i] = if stored { Held::Shared } else { Held::Own };
                 }
                 Ok(())
             }
@@ -136,11 +186,23 @@ impl OpenFile for PartialFile {
         if state.whole.is_none() {
             self.fill(&mut state, offset, end)?;
         }
-        let source = state.whole.as_ref().unwrap_or(&state.copy);
         let mut buf = vec![0u8; (end - offset) as usize];
-        source
-            .read_exact_at(&mut buf, offset)
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        let mut at = offset;
+        while at < end {
+            // Each block from where it is held (the whole file when there is one).
+            let i = (at / self.blocks.size) as usize;
+            let block_end = ((i as u64 + 1) * self.blocks.size).min(end);
+            let source = match (&state.whole, state.held[i], &state.shared) {
+                (Some(whole), _, _) => whole,
+                (None, Held::Shared, Some(shared)) => shared.data(),
+                _ => &state.own,
+            };
+            let part = &mut buf[(at - offset) as usize..(block_end - offset) as usize];
+            source
+                .read_exact_at(part, at)
+                .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+            at = block_end;
+        }
         Ok(buf)
     }
 
