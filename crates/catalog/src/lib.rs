@@ -5,10 +5,12 @@
 //! - [`Catalog`]: the table of servers, keyed by reporting address and port, with up/down state.
 //! - [`CatalogServer`]: UDP updates on the port, TCP updates on port+1 (cctools' default since
 //!   7.10), and HTTP queries (`/query.json`, `/query.text`) on the port over TCP.
-//! - [`query`]: the client side, as `roost status` uses it.
+//! - [`query`], [`query_first`]: the client side, as `roost status` uses it; [`servers`]:
+//!   what an answer says of the servers a client means to use.
 //! - [`json`]: the small JSON value all of them share.
 
 pub mod json;
+pub mod servers;
 pub mod update;
 
 use json::Value;
@@ -730,6 +732,21 @@ pub fn query(host: &str, port: u16, timeout: Duration) -> Result<Vec<Value>, Str
         Ok(_) => Err(format!("{host}:{port}: the answer is not a JSON array")),
         Err(e) => Err(format!("{host}:{port}: the answer is not JSON: {e}")),
     }
+}
+
+/// The records of the first of `catalogs` that answers, else why each did not.
+pub fn query_first(
+    catalogs: &[(String, u16)],
+    timeout: Duration,
+) -> Result<Vec<Value>, Vec<String>> {
+    let mut why = Vec::new();
+    for (host, port) in catalogs {
+        match query(host, *port, timeout) {
+            Ok(records) => return Ok(records),
+            Err(e) => why.push(e),
+        }
+    }
+    Err(why)
 }
 
 /// Splits an HTTP response at the blank line (CRLF or, as cctools writes it, bare LF).

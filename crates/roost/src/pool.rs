@@ -147,13 +147,13 @@ pub(crate) fn query_first(
     catalogs: &[(String, u16)],
     timeout: Duration,
 ) -> Option<Vec<Value>> {
-    for (host, port) in catalogs {
-        match roost_catalog::query(host, *port, timeout) {
-            Ok(r) => return Some(r),
-            Err(e) => eprintln!("{who}: catalog {e}"),
-        }
-    }
-    None
+    roost_catalog::query_first(catalogs, timeout)
+        .map_err(|why| {
+            for e in why {
+                eprintln!("{who}: catalog {e}");
+            }
+        })
+        .ok()
 }
 
 pub fn status_main(args: StatusArgs) -> ExitCode {
