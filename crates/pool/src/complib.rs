@@ -313,6 +313,7 @@ fn calibrate(
         let alone = Config {
             hosts: vec![host.clone()],
             progress: false,
+            follow: None,
             ..config.clone()
         };
         let report = crate::run(std::slice::from_ref(&t), &alone);

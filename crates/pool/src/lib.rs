@@ -5,9 +5,12 @@
 //! other hosts, and makes sure each task's outputs are fetched once. Tasks come from a task
 //! file or a command template ([`taskfile`]); [`report`] sums up what each host did; and
 //! [`complib`] is the worked example, a Smith-Waterman library comparison. [`slurm`] hands
-//! the same bag to Slurm as job arrays instead.
+//! the same bag to Slurm as job arrays instead. With [`follow`], a run asks the catalog
+//! again every few seconds and routes around the hosts it shows down, taking back those
+//! that return and taking on those that join.
 
 pub mod complib;
+pub mod follow;
 pub mod hosts;
 pub mod progress;
 pub mod report;
@@ -21,8 +24,10 @@ use hosts::Host;
 use roost_client::Options;
 use schedule::{Assignment, Scheduler, Status};
 use staging::Staging;
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 use taskfile::Task;
 
@@ -44,22 +49,55 @@ pub struct Config {
     pub speculate: bool,
     /// Draw a progress line on standard error.
     pub progress: bool,
+    /// Follow the catalog during the run (`None`: the hosts are fixed at the start).
+    pub follow: Option<follow::Follow>,
 }
 
 /// The scheduler shared by the hosts' threads, and a signal for changes.
 pub(crate) struct Shared {
     scheduler: Mutex<Scheduler>,
     changed: Condvar,
+    /// Lines about the hosts (left, paused, back, joined) for the run's main thread to print.
+    news: Mutex<Vec<String>>,
+    /// The jobs each host had under way when it left the run, to kill if it comes back.
+    orphans: Mutex<HashMap<usize, Vec<i64>>>,
 }
 
 impl Shared {
+    fn new(scheduler: Scheduler) -> Shared {
+        Shared {
+            scheduler: Mutex::new(scheduler),
+            changed: Condvar::new(),
+            news: Mutex::new(Vec::new()),
+            orphans: Mutex::new(HashMap::new()),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Scheduler> {
         self.scheduler.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn change(&self, f: impl FnOnce(&mut Scheduler)) {
-        f(&mut self.lock());
+    fn change<R>(&self, f: impl FnOnce(&mut Scheduler) -> R) -> R {
+        let r = f(&mut self.lock());
         self.changed.notify_all();
+        r
+    }
+
+    /// A line for the log (`roost pool: ...`), printed once by the main thread.
+    fn tell(&self, line: String) {
+        self.news
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(line);
+        self.changed.notify_all();
+    }
+
+    fn take_news(&self) -> Vec<String> {
+        std::mem::take(&mut *self.news.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn orphans(&self) -> MutexGuard<'_, HashMap<usize, Vec<i64>>> {
+        self.orphans.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn next(&self, host: usize) -> Option<Assignment> {
@@ -99,6 +137,11 @@ impl Shared {
         });
     }
 
+    /// A host that had left is back in the run.
+    fn back(&self, host: usize) {
+        self.change(|s| s.back(host));
+    }
+
     /// Waits until something changes, or `most` passes.
     fn wait(&self, most: Duration) {
         let guard = self.lock();
@@ -106,49 +149,113 @@ impl Shared {
     }
 }
 
-/// Runs `tasks` over `config.hosts`; returns what became of each task and what each host
-/// did.
+/// What every host's thread of a run shares; it starts them.
+pub(crate) struct Crew<'a> {
+    shared: &'a Shared,
+    tasks: &'a [Task],
+    staging: &'a Staging,
+    options: &'a Options,
+    output_dir: &'a Path,
+    queue: usize,
+}
+
+impl<'env> Crew<'env> {
+    /// Starts the thread of host `index`; `rejoin`: the host had left the run and is
+    /// being tried again.
+    fn start<'scope>(
+        &'scope self,
+        scope: &'scope Scope<'scope, 'env>,
+        index: usize,
+        host: Host,
+        rejoin: bool,
+    ) -> ScopedJoinHandle<'scope, ()> {
+        let name = format!("pool {}", host.name);
+        let worker = worker::Worker {
+            index,
+            host,
+            rejoin,
+            shared: self.shared,
+            tasks: self.tasks,
+            staging: self.staging,
+            options: self.options,
+            output_dir: self.output_dir,
+            queue: self.queue,
+        };
+        std::thread::Builder::new()
+            .name(name)
+            .spawn_scoped(scope, move || worker.run())
+            .expect("a thread per host")
+    }
+}
+
+/// Runs `tasks` over `config.hosts` (and, following the catalog, the hosts that join);
+/// returns what became of each task and what each host did.
 pub fn run(tasks: &[Task], config: &Config) -> report::Report {
     let started = Instant::now();
     let costs: Vec<f64> = tasks.iter().map(|t| t.cost).collect();
-    let shared = Shared {
-        scheduler: Mutex::new(Scheduler::new(
-            &costs,
-            config.hosts.len(),
-            config.retries,
-            config.speculate,
-        )),
-        changed: Condvar::new(),
-    };
+    let mut scheduler =
+        Scheduler::new(&costs, config.hosts.len(), config.retries, config.speculate);
+    scheduler.hold(config.follow.is_some());
+    let shared = Shared::new(scheduler);
     let staging = Staging::new(&config.remote_dir, tasks);
-    std::thread::scope(|scope| {
-        for (index, host) in config.hosts.iter().enumerate() {
-            let worker = worker::Worker {
-                index,
-                host,
-                shared: &shared,
-                tasks,
-                staging: &staging,
-                options: &config.options,
-                output_dir: &config.output_dir,
-                queue: config.queue,
-            };
-            std::thread::Builder::new()
-                .name(format!("pool {}", host.name))
-                .spawn_scoped(scope, move || worker.run())
-                .expect("a thread per host");
-        }
-        if config.progress {
-            let mut line = progress::Line::new(tasks.len(), started);
-            while !shared.finished() {
-                line.draw(&shared.lock());
-                shared.wait(Duration::from_millis(250));
+    let crew = Crew {
+        shared: &shared,
+        tasks,
+        staging: &staging,
+        options: &config.options,
+        output_dir: &config.output_dir,
+        queue: config.queue,
+    };
+    let mut line = config
+        .progress
+        .then(|| progress::Line::new(tasks.len(), started));
+    let hosts = std::thread::scope(|scope| {
+        let workers: Vec<_> = config
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(index, host)| crew.start(scope, index, host.clone(), false))
+            .collect();
+        let crew = &crew;
+        let watcher = config.follow.as_ref().map(|f| {
+            let hosts = config.hosts.clone();
+            scope.spawn(move || follow::watch(f, crew, scope, hosts, workers))
+        });
+        loop {
+            print_news(&shared, line.as_mut());
+            if shared.finished() {
+                break;
             }
+            if let Some(line) = &mut line {
+                line.draw(&shared.lock());
+            }
+            shared.wait(Duration::from_millis(250));
+        }
+        if let Some(line) = &mut line {
             line.clear();
         }
+        match watcher {
+            Some(w) => w.join().unwrap_or_else(|_| config.hosts.clone()),
+            None => config.hosts.clone(),
+        }
     });
+    print_news(&shared, None);
     let scheduler = shared.lock();
-    report::Report::new(tasks, config, &scheduler, started)
+    report::Report::new(tasks, &hosts, &scheduler, started)
+}
+
+/// Prints the lines about hosts that came in since the last time, above the progress line.
+fn print_news(shared: &Shared, line: Option<&mut progress::Line>) {
+    let news = shared.take_news();
+    if news.is_empty() {
+        return;
+    }
+    if let Some(line) = line {
+        line.clear();
+    }
+    for n in news {
+        eprintln!("{n}");
+    }
 }
 
 /// The exit status a run earns: 0 when every task is done, 1 otherwise.

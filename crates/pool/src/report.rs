@@ -1,9 +1,9 @@
 //! What a run did: each task's fate and each host's share of the work, as a table for people
 //! and as JSON for programs (`roost pool run --json`).
 
+use crate::hosts::Host;
 use crate::schedule::{HostStats, Scheduler, Status};
 use crate::taskfile::Task;
-use crate::Config;
 use roost_catalog::json::Value;
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -28,6 +28,21 @@ pub struct HostReport {
     /// Seconds from the run's start to this host's first attempt and to its last task done.
     pub first_start: Option<f64>,
     pub last_done: Option<f64>,
+    /// What happened to it during the run (left, paused, resumed, back, joined): seconds
+    /// from the run's start, and what.
+    pub changes: Vec<(f64, String)>,
+}
+
+impl HostReport {
+    /// Its changes for the table: `paused (down in the catalog) at 2.1 s, resumed at 4.0 s`.
+    pub fn note(&self) -> String {
+        let changes: Vec<String> = self
+            .changes
+            .iter()
+            .map(|(at, what)| format!("{what} at {at:.1} s"))
+            .collect();
+        changes.join(", ")
+    }
 }
 
 /// A finished run.
@@ -43,10 +58,9 @@ pub struct Report {
 }
 
 impl Report {
-    pub(crate) fn new(tasks: &[Task], config: &Config, s: &Scheduler, started: Instant) -> Report {
-        let since = |t: Option<Instant>| t.map(|t| t.duration_since(started).as_secs_f64());
-        let hosts: Vec<HostReport> = config
-            .hosts
+    pub(crate) fn new(tasks: &[Task], hosts: &[Host], s: &Scheduler, started: Instant) -> Report {
+        let since = |t: Instant| t.saturating_duration_since(started).as_secs_f64();
+        let hosts: Vec<HostReport> = hosts
             .iter()
             .enumerate()
             .map(|(i, h)| HostReport {
@@ -54,8 +68,14 @@ impl Report {
                 headroom: h.headroom,
                 slots: h.slots,
                 stats: s.host(i).clone(),
-                first_start: since(s.host(i).first_start),
-                last_done: since(s.host(i).last_done),
+                first_start: s.host(i).first_start.map(since),
+                last_done: s.host(i).last_done.map(since),
+                changes: s
+                    .host(i)
+                    .changes
+                    .iter()
+                    .map(|(at, what)| (since(*at), what.clone()))
+                    .collect(),
             })
             .collect();
         Report {
@@ -127,9 +147,7 @@ impl Report {
                 (s.lost + s.killed).to_string(),
                 format!("{:.2}", s.done as f64 / secs),
                 human(s.done_cost / secs),
-                s.down
-                    .as_ref()
-                    .map_or(String::new(), |d| format!("down: {d}")),
+                h.note(),
             ]);
         }
         let widths: Vec<usize> = (0..9)
@@ -196,6 +214,20 @@ impl Report {
                     ("down".into(), st.down.as_deref().map_or(Value::Null, s)),
                     ("first_start".into(), h.first_start.map_or(Value::Null, f)),
                     ("last_done".into(), h.last_done.map_or(Value::Null, f)),
+                    (
+                        "changes".into(),
+                        Value::Array(
+                            h.changes
+                                .iter()
+                                .map(|(at, what)| {
+                                    Value::Object(vec![
+                                        ("at".into(), f(*at)),
+                                        ("change".into(), s(what)),
+                                    ])
+                                })
+                                .collect(),
+                        ),
+                    ),
                 ])
             })
             .collect();

@@ -9,6 +9,11 @@
 //! it; others are discarded, so no output is counted twice. A failed attempt (the command
 //! failed, or its outputs could not be fetched) is retried on another host, up to the retry
 //! limit; a lost one (its host died) is retried without counting against it.
+//!
+//! A run that follows the catalog ([`crate::follow`]) also pauses a host the catalog shows
+//! down (it gets no new attempts), resumes it, takes back a host that left, and adds hosts
+//! that join; it holds pending tasks while no host can take them, until the follower gives
+//! them up ([`Scheduler::give_up_pending`]).
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Instant;
@@ -53,8 +58,15 @@ pub struct HostStats {
     /// Attempts lost with the host, or killed because another copy finished first.
     pub lost: usize,
     pub killed: usize,
-    /// Why the host was given up, if it was.
+    /// Why the host left the run, while it is out of it.
     pub down: Option<String>,
+    /// When it left the run, while it is out of it.
+    pub left_at: Option<Instant>,
+    /// Given no new attempts while the catalog shows it down.
+    pub paused: bool,
+    /// What happened to the host during the run (left, paused, resumed, back, joined), and
+    /// when.
+    pub changes: Vec<(Instant, String)>,
     /// When its first attempt started and its last counted one ended.
     pub first_start: Option<Instant>,
     pub last_done: Option<Instant>,
@@ -88,6 +100,8 @@ pub struct Scheduler {
     /// Failed attempts allowed per task beyond the first.
     retries: u32,
     speculate: bool,
+    /// Keep pending tasks while no host can take them (hosts may come back).
+    hold: bool,
 }
 
 impl Scheduler {
@@ -113,24 +127,29 @@ impl Scheduler {
             hosts: vec![HostStats::default(); hosts],
             retries,
             speculate,
+            hold: false,
         };
         s.give_up_without_hosts();
         s
     }
 
-    fn alive(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.hosts.len()).filter(|&h| self.hosts[h].down.is_none())
+    /// The hosts that may be given attempts: in the run and not paused.
+    fn available(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.hosts.len()).filter(|&h| self.hosts[h].down.is_none() && !self.hosts[h].paused)
     }
 
     /// The next attempt for `host`, if there is one for it now.
     pub fn next(&mut self, host: usize, now: Instant) -> Option<Assignment> {
-        if self.hosts[host].down.is_some() {
+        if self.hosts[host].down.is_some() || self.hosts[host].paused {
             return None;
         }
         // Not a task that failed here, while a host it has not failed on is left.
         let position = self.pending.iter().position(|&t| {
             let failed_on = &self.tasks[t].failed_on;
-            !failed_on.contains(&host) || self.alive().all(|h| h == host || failed_on.contains(&h))
+            !failed_on.contains(&host)
+                || self
+                    .available()
+                    .all(|h| h == host || failed_on.contains(&h))
         });
         let (task, speculative) = match position {
             Some(p) => (self.pending.remove(p)?, false),
@@ -299,16 +318,70 @@ impl Scheduler {
 
     /// `host` cannot be used any more, for `why`; its attempts must be reported lost.
     pub fn host_down(&mut self, host: usize, why: &str) {
-        self.hosts[host].down.get_or_insert_with(|| why.to_string());
+        let stats = &mut self.hosts[host];
+        if stats.down.is_none() {
+            let now = Instant::now();
+            stats.down = Some(why.to_string());
+            stats.left_at = Some(now);
+            stats.changes.push((now, format!("down ({why})")));
+        }
         self.give_up_without_hosts();
     }
 
-    fn give_up_without_hosts(&mut self) {
-        if self.alive().next().is_some() {
-            return;
-        }
+    /// Holds pending tasks while no host can take them (`true`), or gives them up then.
+    pub fn hold(&mut self, hold: bool) {
+        self.hold = hold;
+        self.give_up_without_hosts();
+    }
+
+    /// `host` gets no new attempts until [`Scheduler::resume`]; those under way go on.
+    pub fn pause(&mut self, host: usize, why: &str) {
+        let stats = &mut self.hosts[host];
+        stats.paused = true;
+        stats
+            .changes
+            .push((Instant::now(), format!("paused ({why})")));
+    }
+
+    pub fn resume(&mut self, host: usize) {
+        let stats = &mut self.hosts[host];
+        stats.paused = false;
+        stats.changes.push((Instant::now(), "resumed".into()));
+    }
+
+    /// `host`, which had left the run, is back in it.
+    pub fn back(&mut self, host: usize) {
+        let stats = &mut self.hosts[host];
+        stats.down = None;
+        stats.left_at = None;
+        stats.paused = false;
+        stats.changes.push((Instant::now(), "back".into()));
+    }
+
+    /// A host joined the run during it; its number.
+    pub fn join(&mut self) -> usize {
+        let host = self.add_host();
+        self.hosts[host]
+            .changes
+            .push((Instant::now(), "joined".into()));
+        host
+    }
+
+    /// True while tasks wait and no host may take them.
+    pub fn starved(&self) -> bool {
+        !self.pending.is_empty() && self.available().next().is_none()
+    }
+
+    /// Gives up every pending task, for `why`.
+    pub fn give_up_pending(&mut self, why: &str) {
         for task in self.pending.drain(..) {
-            self.tasks[task].status = Status::Failed("no host left to run it".into());
+            self.tasks[task].status = Status::Failed(why.to_string());
+        }
+    }
+
+    fn give_up_without_hosts(&mut self) {
+        if !self.hold && self.available().next().is_none() {
+            self.give_up_pending("no host left to run it");
         }
     }
 
@@ -337,9 +410,14 @@ impl Scheduler {
         &self.hosts[host]
     }
 
-    /// Counts for the progress line: (done, running, failed, pending, hosts alive).
+    /// How many hosts the run has had.
+    pub fn host_count(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// Counts for the progress line: (done, running, failed, pending, hosts taking tasks).
     pub fn counts(&self) -> (usize, usize, usize, usize, usize) {
-        let mut c = (0, 0, 0, 0, self.alive().count());
+        let mut c = (0, 0, 0, 0, self.available().count());
         for t in &self.tasks {
             match t.status {
                 Status::Done => c.0 += 1,
@@ -444,6 +522,43 @@ mod tests {
         assert!(s.finished());
         assert_eq!(s.counts().2, 2);
         assert!(Scheduler::new(&[1.0], 0, 0, false).finished());
+    }
+
+    #[test]
+    fn a_paused_host_gets_nothing_new_and_held_tasks_wait_for_a_host() {
+        let now = Instant::now();
+        let mut s = Scheduler::new(&[1.0, 1.0, 1.0], 2, 0, false);
+        s.hold(true);
+        let a = s.next(0, now).unwrap();
+        s.pause(0, "down in the catalog");
+        assert_eq!(s.next(0, now), None, "paused");
+        assert!(s.claim(a.task, 0, a.attempt), "what runs there goes on");
+        s.done(a.task, 0, a.attempt, now);
+        s.host_down(1, "connection reset");
+        assert!(s.starved());
+        assert!(!s.finished(), "held, not given up");
+        s.resume(0);
+        assert!(!s.starved());
+        let b = s.next(0, now).unwrap();
+        s.lost(b.task, 0, b.attempt);
+        s.back(1);
+        assert_eq!(s.host(1).down, None);
+        let c = s.next(1, now).expect("a host taken back gets tasks");
+        let joined = s.join();
+        assert_eq!((joined, s.host_count()), (2, 3));
+        let d = s.next(joined, now).expect("a host that joined gets tasks");
+        let changes: Vec<&str> = s.host(0).changes.iter().map(|c| c.1.as_str()).collect();
+        assert_eq!(changes, ["paused (down in the catalog)", "resumed"]);
+        assert_eq!(s.host(2).changes[0].1, "joined");
+        s.host_down(0, "gone");
+        s.host_down(1, "gone");
+        s.host_down(2, "gone");
+        s.lost(c.task, 1, c.attempt);
+        s.lost(d.task, 2, d.attempt);
+        assert!(!s.finished(), "held");
+        s.give_up_pending("no host for 60 s");
+        assert_eq!(s.counts().2, 2);
+        s.hold(false);
     }
 
     #[test]

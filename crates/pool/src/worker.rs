@@ -5,7 +5,10 @@
 //! the outputs of the attempt that claims its task, reap, and tidy up.
 //!
 //! A connection that breaks, or a server that refuses jobs, takes the host out of the run:
-//! its attempts are reported lost, and the scheduler gives their tasks to other hosts.
+//! its attempts are reported lost, and the scheduler gives their tasks to other hosts. (A
+//! connection found broken while nothing is under way, e.g. the server restarted between
+//! tasks, is made anew once first.) A host taken back into the run ([`crate::follow`])
+//! gets a new thread, which first kills the jobs it had under way when it left.
 
 use crate::hosts::Host;
 use crate::schedule::Assignment;
@@ -29,7 +32,9 @@ struct HostLost(String);
 
 pub(crate) struct Worker<'a> {
     pub index: usize,
-    pub host: &'a Host,
+    pub host: Host,
+    /// The host had left the run: it is back only if it can be reached and prepared.
+    pub rejoin: bool,
     pub shared: &'a Shared,
     pub tasks: &'a [Task],
     pub staging: &'a Staging,
@@ -41,28 +46,75 @@ pub(crate) struct Worker<'a> {
 
 impl Worker<'_> {
     pub fn run(&self) {
-        let mut client = match Client::connect(&self.host.authority, self.options) {
-            Ok(c) => c,
-            Err(e) => {
-                return self
-                    .shared
-                    .host_down(self.index, &format!("connect: {e}"), &[])
-            }
+        let connected = Client::connect(&self.host.authority, self.options)
+            .map_err(|e| HostLost(format!("connect: {e}")))
+            .and_then(|mut client| self.prepare(&mut client).map(|()| client));
+        let mut client = match connected {
+            Ok(client) => client,
+            // Not back after all: it stays out, and waits for another report.
+            Err(_) if self.rejoin => return,
+            Err(HostLost(why)) => return self.leave(&why, &[]),
         };
+        if self.rejoin {
+            self.kill_orphans(&mut client);
+            self.shared.back(self.index);
+            self.shared.tell(format!(
+                "roost pool: {}: reported to the catalog again since it left: taken back",
+                self.host.name
+            ));
+        }
         let mut state = State {
             staged: HashSet::new(),
             inflight: Vec::new(),
         };
-        let outcome = self
-            .prepare(&mut client)
-            .and_then(|()| self.serve(&mut client, &mut state));
-        if let Err(HostLost(why)) = outcome {
-            let lost: Vec<Assignment> = state.inflight.iter().map(|i| i.a).collect();
-            self.shared.host_down(self.index, &why, &lost);
+        if let Err(HostLost(why)) = self.serve(&mut client, &mut state) {
+            self.leave(&why, &state.inflight);
         }
         if !client.is_broken() {
             let _ = client.rmall(&self.staging.run_dir);
         }
+    }
+
+    /// The host leaves the run, for `why`: what it had under way is lost (and its jobs
+    /// remembered, to kill should it come back).
+    fn leave(&self, why: &str, inflight: &[Inflight]) {
+        let lost: Vec<Assignment> = inflight.iter().map(|i| i.a).collect();
+        let jobs = inflight.iter().map(|i| i.job).filter(|&j| j > 0);
+        self.shared
+            .orphans()
+            .entry(self.index)
+            .or_default()
+            .extend(jobs);
+        self.shared.host_down(self.index, why, &lost);
+        self.shared.tell(format!(
+            "roost pool: {}: left the run: {why}",
+            self.host.name
+        ));
+    }
+
+    /// Kills and reaps the jobs this host had under way when it left the run (a restarted
+    /// server runs the committed ones again; their tasks have been retried since).
+    fn kill_orphans(&self, client: &mut Client) {
+        let jobs = self
+            .shared
+            .orphans()
+            .remove(&self.index)
+            .unwrap_or_default();
+        if !jobs.is_empty() {
+            let _ = client.job_kill(&jobs);
+            let _ = client.job_reap(&jobs);
+        }
+    }
+
+    /// Makes the connection anew after it was found broken with nothing under way; false if
+    /// the host cannot be reached or prepared.
+    fn reconnect(&self, client: &mut Client, state: &mut State) -> bool {
+        if !client.is_broken() || !state.inflight.is_empty() || client.reconnect().is_err() {
+            return false;
+        }
+        // A server restarted on an empty export has lost what was staged.
+        state.staged.clear();
+        self.prepare(client).is_ok()
     }
 
     fn prepare(&self, client: &mut Client) -> Result<(), HostLost> {
@@ -76,7 +128,13 @@ impl Worker<'_> {
                 let Some(a) = self.shared.next(self.index) else {
                     break;
                 };
-                match self.submit(client, state, a) {
+                let submitted = match self.submit(client, state, a) {
+                    Err(Submit::Host(_)) if self.reconnect(client, state) => {
+                        self.submit(client, state, a)
+                    }
+                    other => other,
+                };
+                match submitted {
                     Ok(job) => state.inflight.push(Inflight { job, a }),
                     Err(Submit::Task(why)) => self.shared.failed(a, self.index, &why),
                     Err(Submit::Host(why)) => {

@@ -6,6 +6,7 @@ use crate::pool::{catalog_addresses, query_first};
 use crate::remote::{options, ConnectArgs, Failure};
 use crate::signals::StopSignals;
 use clap::{Args, Subcommand};
+use roost_pool::follow::Follow;
 use roost_pool::hosts::{self, Host};
 use roost_pool::slurm::Slurm;
 use roost_pool::{complib, taskfile, Config};
@@ -61,6 +62,17 @@ struct PoolOptions {
     /// Do not copy slow hosts' last tasks to idle fast hosts.
     #[arg(long)]
     no_speculate: bool,
+    /// Seconds between looks at the catalog during the run: hosts it shows down get no new
+    /// tasks, hosts that come back or join are taken on.
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+    follow_interval: f64,
+    /// Read the catalog once, at the start (hosts are fixed for the run).
+    #[arg(long)]
+    no_follow: bool,
+    /// Following the catalog: seconds waiting tasks wait for a host when none can take them
+    /// (all down or left), before they are given up.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    host_wait: f64,
     /// No progress line (it is drawn only on a terminal anyway).
     #[arg(long, short)]
     quiet: bool,
@@ -87,7 +99,12 @@ With --command, each FILE is a task's input under its own name; {} in the comman
 
 Hosts are the catalog's up servers that run jobs (roost serve --jobs --catalog), most
 thermostat headroom first; each runs as many tasks at once as it reports (--job-concurrency)
-and its headroom allows. Each input is staged once per host under --remote-dir; a failed
+and its headroom allows. The run asks the catalog again every --follow-interval seconds
+(--no-follow: only at the start): a host it shows down gets no new tasks (what runs there
+goes on), a host that left the run and reported again since (a restarted server) is taken
+back, a new server is taken on (up to --hosts); each change is logged once as
+`roost pool: HOST: ...`. A catalog that stops answering leaves the run with its hosts. When
+no host can take the waiting tasks, they wait --host-wait seconds for one, then fail. Each input is staged once per host under --remote-dir; a failed
 task is retried on another host (--retries), a task lost with its host is retried without
 counting; each task's outputs are fetched from exactly one attempt. At the end a table shows
 each host's tasks and throughput.
@@ -237,7 +254,17 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
     if pool.slots == 0 || pool.hosts == Some(0) {
         return Err((2, "--slots and --hosts must be at least 1".into()));
     }
+    let seconds = |name: &str, v: f64| {
+        if v.is_finite() && (0.1..=86_400.0).contains(&v) {
+            Ok(Duration::from_secs_f64(v))
+        } else {
+            Err((2, format!("--{name} {v}: expected 0.1 to 86400 seconds")))
+        }
+    };
+    let every = seconds("follow-interval", pool.follow_interval)?;
+    let host_wait = seconds("host-wait", pool.host_wait)?;
     let mut chosen: Vec<Host> = Vec::new();
+    let mut follow = None;
     for s in &pool.servers {
         let s = s
             .strip_prefix("chirp://")
@@ -257,6 +284,17 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
         } else {
             hosts::choose_servers(&records)
         });
+        if jobs && !pool.no_follow {
+            follow = Some(Follow {
+                catalogs,
+                every,
+                // A catalog answers in milliseconds; a silent one must not hold the run.
+                timeout: timeout.min(Duration::from_secs(5)),
+                most: pool.hosts,
+                host_wait,
+                first_answer: records,
+            });
+        }
     }
     chosen.dedup_by(|a, b| a.authority == b.authority);
     if let Some(most) = pool.hosts {
@@ -282,6 +320,7 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
         queue: pool.queue,
         speculate: !pool.no_speculate,
         progress: !pool.quiet && !pool.json && unsafe { libc::isatty(libc::STDERR_FILENO) } == 1,
+        follow,
     })
 }
 
@@ -401,7 +440,9 @@ fn run_complib(args: ComplibArgs) -> Outcome {
             ),
         ));
     }
-    let config = config(&args.pool, PathBuf::from("."), true)?;
+    let mut config = config(&args.pool, PathBuf::from("."), true)?;
+    // Efficiency needs each host's standalone rate: the hosts are those calibrated.
+    config.follow = None;
     let setup = complib::Setup {
         work_dir: args.work,
         program,

@@ -1,10 +1,13 @@
 //! `roost pool run` and `roost pool complib` (issue 13, item 7) with real processes on
 //! 127.0.0.1: a catalog, several `roost serve --jobs --catalog` servers, and the roost
 //! command finding them in the catalog, staging inputs, running tasks and fetching outputs;
-//! a server killed in the middle of a run; complib's scores against the scalar reference.
+//! a server killed in the middle of a run; a run that follows the catalog, taking back a
+//! server restarted by `--supervise` and taking on one that joins; complib's scores against
+//! the scalar reference.
 
 mod bag_support;
 mod netns_support;
+mod pool_support;
 mod run_support;
 mod serve_support;
 
@@ -20,11 +23,17 @@ use std::time::{Duration, Instant};
 struct Pool {
     servers: Vec<JobServer>,
     catalog_port: u16,
-    _catalog: Proc,
+    catalog: Proc,
 }
 
 impl Pool {
     fn start(count: usize) -> Pool {
+        Pool::start_with(&vec![&[][..]; count])
+    }
+
+    /// A server for each of `extra`, with those options more.
+    fn start_with(extra: &[&[&str]]) -> Pool {
+        let count = extra.len();
         let mut cmd = roost();
         cmd.args([
             "catalog",
@@ -36,15 +45,14 @@ impl Pool {
             "2",
         ]);
         let (catalog, catalog_port) = start_announcing(cmd);
-        let reports_to = format!("127.0.0.1:{catalog_port}");
-        let servers = (0..count)
-            .map(|_| JobServer::start(&["--catalog", &reports_to, "--catalog-interval", "1"]))
-            .collect();
-        let pool = Pool {
-            servers,
+        let mut pool = Pool {
+            servers: Vec::new(),
             catalog_port,
-            _catalog: catalog,
+            catalog,
         };
+        for more in extra {
+            pool.add(more);
+        }
         let deadline = Instant::now() + Duration::from_secs(15);
         while pool.listed() < count {
             assert!(
@@ -54,6 +62,14 @@ impl Pool {
             std::thread::sleep(Duration::from_millis(100));
         }
         pool
+    }
+
+    /// Starts one more server reporting every second, with `extra` options.
+    fn add(&mut self, extra: &[&str]) {
+        let reports_to = format!("127.0.0.1:{}", self.catalog_port);
+        let mut args = vec!["--catalog", &reports_to, "--catalog-interval", "1"];
+        args.extend_from_slice(extra);
+        self.servers.push(JobServer::start(&args));
     }
 
     /// Up servers with jobs in the catalog.
@@ -264,6 +280,166 @@ fn a_server_killed_mid_run_loses_nothing_and_no_output_comes_twice() {
         .filter(|t| int(t, "attempts") > 1)
         .count();
     assert!(retried >= 1, "the lost task ran again elsewhere");
+}
+
+/// Task files whose tasks each write where they ran (their sandbox) and when they ended.
+fn where_and_when(dir: &Path, n: usize) {
+    let mut tasks = String::new();
+    for i in 0..n {
+        tasks.push_str(&format!(
+            "out/{i}.txt=result : : sleep 0.4; pwd -P > result; date +%s.%N >> result\n"
+        ));
+    }
+    std::fs::write(dir.join("tasks"), tasks).unwrap();
+}
+
+/// For each output: the server whose job directory ran it, and when it ended (Unix s).
+fn ran_where_and_when(dir: &Path, n: usize, pool: &Pool) -> Vec<(usize, f64)> {
+    (0..n)
+        .map(|i| {
+            let text = std::fs::read_to_string(dir.join(format!("out/{i}.txt"))).unwrap();
+            let (sandbox, ended) = text.trim().split_once('\n').unwrap();
+            let server = pool
+                .servers
+                .iter()
+                .position(|s| {
+                    let root = s.job_root.path().canonicalize().unwrap();
+                    Path::new(sandbox).starts_with(root)
+                })
+                .unwrap_or_else(|| panic!("task {i} ran in {sandbox}"));
+            (server, ended.parse().unwrap())
+        })
+        .collect()
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// The report's entry for server `i`.
+fn host_entry<'a>(r: &'a Value, pool: &Pool, i: usize) -> &'a Value {
+    array(r, "hosts")
+        .iter()
+        .find(|h| h.get("host").unwrap().to_plain().ends_with(&pool.suffix(i)))
+        .unwrap_or_else(|| panic!("no host {i} in {}", r.to_json()))
+}
+
+fn changes(host: &Value) -> Vec<String> {
+    array(host, "changes")
+        .iter()
+        .map(|c| c.get("change").unwrap().to_plain())
+        .collect()
+}
+
+#[test]
+fn a_run_follows_the_catalog_taking_back_a_restarted_server_and_taking_on_a_new_one() {
+    let supervised: &[&str] = &["--supervise", "--restart-delay", "0.2"];
+    let mut pool = Pool::start_with(&[&[], supervised]);
+    let work = tempfile::tempdir().unwrap();
+    let n = 24;
+    where_and_when(work.path(), n);
+    let child = pool
+        .command(work.path(), "run")
+        .args([
+            "tasks",
+            "--json",
+            "--no-speculate",
+            "--follow-interval",
+            "0.3",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The victim's server (not its supervisor) is killed while it runs a task.
+    let victim = 1;
+    let sandboxes = pool.servers[victim].job_root.path().join("jobs/sandboxes");
+    pool_support::wait_for("a task on the victim", Duration::from_secs(20), || {
+        std::fs::read_dir(&sandboxes).is_ok_and(|mut d| d.next().is_some())
+    });
+    let catalog_port = pool.catalog_port;
+    let reports = |port: u16| {
+        roost_catalog::query("127.0.0.1", catalog_port, Duration::from_secs(5))
+            .unwrap()
+            .iter()
+            .find(|r| r.get("port").and_then(Value::as_i64) == Some(i64::from(port)))
+            .and_then(|r| r.get("reports").and_then(Value::as_i64))
+            .unwrap()
+    };
+    let victim_port = pool.servers[victim].server.port;
+    let server = pool_support::server_of(pool.servers[victim].server.pid());
+    unsafe { libc::kill(server, libc::SIGKILL) };
+    let killed_at = unix_now();
+    let reported = reports(victim_port);
+    // A server that starts now joins the run.
+    pool.add(&[]);
+    let joiner = 2;
+    let joined = pool.servers[joiner].job_root.path().join("jobs/sandboxes");
+    pool_support::wait_for("a task on the new server", Duration::from_secs(20), || {
+        std::fs::read_dir(&joined).is_ok_and(|mut d| d.next().is_some())
+    });
+    // The restarted server reports at once; a few of the run's looks at the catalog later
+    // it has been taken back.
+    pool_support::wait_for(
+        "the restarted server's report",
+        Duration::from_secs(10),
+        || reports(victim_port) > reported,
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    // Then the catalog goes: the run goes on with the hosts it has.
+    let _ = pool.catalog.0.kill();
+    let _ = pool.catalog.0.wait();
+    let out = child.wait_with_output().unwrap();
+    succeeded(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    let r = report(&out);
+    assert_eq!(int(&r, "tasks_done"), n as i64);
+    let ran = ran_where_and_when(work.path(), n, &pool);
+    let after = |i: usize| {
+        ran.iter()
+            .filter(|(s, t)| *s == i && *t > killed_at)
+            .count()
+    };
+    assert!(
+        after(victim) >= 1,
+        "the restarted server ran tasks again: {ran:?}"
+    );
+    assert!(after(joiner) >= 1, "the new server ran tasks: {ran:?}");
+    let victim_changes = changes(host_entry(&r, &pool, victim));
+    assert!(
+        victim_changes.len() == 2
+            && victim_changes[0].starts_with("down (")
+            && victim_changes[1] == "back",
+        "{victim_changes:?}"
+    );
+    assert_eq!(changes(host_entry(&r, &pool, joiner)), ["joined"]);
+    assert!(int(host_entry(&r, &pool, victim), "lost") >= 1);
+    // Each change logged once, the catalog's silence once.
+    let suffix = |i: usize| pool.suffix(i);
+    let lines = |what: &str| stderr.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(
+        lines(&format!("{}: left the run: ", suffix(victim))),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(
+        lines(&format!(
+            "{}: reported to the catalog again since it left: taken back",
+            suffix(victim)
+        )),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(
+        lines(&format!("{}: joined the pool: taken on", suffix(joiner))),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(lines("the catalog does not answer"), 1, "{stderr}");
 }
 
 #[test]

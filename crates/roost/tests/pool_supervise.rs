@@ -7,7 +7,9 @@
 mod pool_support;
 mod run_support;
 
-use pool_support::{catalog_records, hmac_client, key_file, keys, start_catalog, wait_for};
+use pool_support::{
+    catalog_records, children, hmac_client, key_file, keys, server_of, start_catalog, wait_for,
+};
 use roost_catalog::json::Value;
 use roost_server::accounting::ledger;
 use roost_server::accounting::record::Kind;
@@ -31,35 +33,6 @@ fn supervised(dir: &Path, export: &Path, log: &Path, extra: &[&str]) -> (Proc, u
         .args(extra)
         .stderr(std::fs::File::create(log).unwrap());
     announced(cmd)
-}
-
-/// The processes whose parent is `parent`.
-fn children(parent: u32) -> Vec<i32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        let ppid: u32 = after.split(' ').nth(1).unwrap().parse().unwrap();
-        if ppid == parent {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-/// The supervised server's pid.
-fn server_of(supervisor: &Proc) -> i32 {
-    let mut pid = None;
-    wait_for("the server process", Duration::from_secs(10), || {
-        pid = children(supervisor.0.id()).first().copied();
-        pid.is_some()
-    });
-    pid.unwrap()
 }
 
 fn alive(pid: i32) -> bool {
@@ -109,7 +82,7 @@ fn a_killed_server_comes_back_with_its_files_acls_and_ledger() {
         reports_of(catalog, port) >= 1
     });
     let reports = reports_of(catalog, port);
-    let first = server_of(&supervisor);
+    let first = server_of(supervisor.0.id());
 
     // roost run reads the file, the server is killed, roost run reads it again.
     let mark = dir.path().join("read-once");
@@ -224,7 +197,7 @@ fn a_crash_loop_backs_off_and_ends_when_the_server_can_start() {
     // Without its export the server cannot start again: it exits at once, again and again.
     let away = dir.path().join("away");
     std::fs::rename(&export, &away).unwrap();
-    unsafe { libc::kill(server_of(&supervisor), libc::SIGKILL) };
+    unsafe { libc::kill(server_of(supervisor.0.id()), libc::SIGKILL) };
     let deaths = |text: &str| -> Vec<(f64, String)> {
         text.lines()
             .filter(|l| l.contains("event=server-died"))

@@ -141,11 +141,7 @@ pub fn run(
         line.clear();
     }
     d.tidy();
-    let nodes = Config {
-        hosts: d.nodes.clone(),
-        ..config.clone()
-    };
-    let mut report = Report::new(tasks, &nodes, &d.scheduler, started);
+    let mut report = Report::new(tasks, &d.nodes, &d.scheduler, started);
     report.slurm_jobs = d.jobs.clone();
     if let Some(why) = abort {
         for t in &mut report.tasks {

@@ -1,4 +1,5 @@
-//! Test support for the pool: a catalog and its records, hmac keys and clients, waiting.
+//! Test support for the pool: a catalog and its records, hmac keys and clients, waiting,
+//! the server a `roost serve --supervise` runs.
 //! Needs `run_support` beside it (processes that announce where they listen).
 #![allow(dead_code)]
 
@@ -75,4 +76,33 @@ pub fn hmac_client(port: u16, name: &str) -> Client {
         ..Options::default()
     };
     Client::connect(&format!("127.0.0.1:{port}"), &options).expect("connect")
+}
+
+/// The processes whose parent is `parent`.
+pub fn children(parent: u32) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let ppid: u32 = after.split(' ').nth(1).unwrap().parse().unwrap();
+        if ppid == parent {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// The pid of the server that the supervisor `supervisor` (`roost serve --supervise`) runs.
+pub fn server_of(supervisor: u32) -> i32 {
+    let mut pid = None;
+    wait_for("the server process", Duration::from_secs(10), || {
+        pid = children(supervisor).first().copied();
+        pid.is_some()
+    });
+    pid.unwrap()
 }
