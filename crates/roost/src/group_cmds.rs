@@ -5,13 +5,14 @@
 //! by command), over a group directory or `--hosts FILE PATH`,
 //! flat or through a relay tree (`docs/group.md`).
 
+use crate::group_catalog;
 use crate::remote::{options, ConnectArgs, Failure};
 use clap::{Args, Subcommand};
 use roost_client::ChirpUrl;
 use roost_group::aggregate::{DataAggr, StatusAggr};
 use roost_group::api::{
-    gopen, gopen_members, merge_line_classes, FileOp, Group, GroupData, GroupError, GroupOptions,
-    MemberSpec, Outcome, O_BESTEFFORT,
+    gopen_members, merge_line_classes, read_group_dir, FileOp, Group, GroupData, GroupError,
+    GroupOptions, MemberSpec, Outcome, O_BESTEFFORT,
 };
 use roost_group::hostset;
 use roost_group::lines::{LineSpec, Pattern};
@@ -38,6 +39,10 @@ pub struct GroupArgs {
     /// instead of the links of a group directory.
     #[arg(long, value_name = "FILE")]
     hosts: Option<PathBuf>,
+    /// Ask this catalog (HOST[:PORT], repeatable: the first that answers) which servers are
+    /// down: members on them are skipped at once, named on standard error, and never relay.
+    #[arg(long = "catalog", value_name = "HOST[:PORT]")]
+    catalogs: Vec<String>,
 }
 
 /// The group tools.
@@ -219,8 +224,10 @@ fn hosts_members(file: &PathBuf, path: &str) -> Result<Vec<MemberSpec>, Failure>
         .collect()
 }
 
-/// Opens the group best effort, reporting members that did not open.
-fn open(args: &GroupArgs, target: &str, flags: i32, mode: u32) -> Result<Group, Failure> {
+/// Opens the group best effort, reporting members that did not open; with `--catalog`,
+/// without the members on servers it shows down. Returns the group and how many members
+/// were left out that way.
+fn open(args: &GroupArgs, target: &str, flags: i32, mode: u32) -> Result<(Group, usize), Failure> {
     let options = group_options(args)?;
     if options.relay.is_some() && options.connect.credentials.hmac_key.is_none() {
         eprintln!(
@@ -229,15 +236,29 @@ fn open(args: &GroupArgs, target: &str, flags: i32, mode: u32) -> Result<Group, 
         );
     }
     let flags = flags | O_BESTEFFORT;
-    let group = match &args.hosts {
-        Some(file) => gopen_members(hosts_members(file, target)?, flags, mode, &options),
-        None => gopen(target, flags, mode, &options),
+    let mut members = match &args.hosts {
+        Some(file) => hosts_members(file, target)?,
+        None => read_group_dir(target, &options.connect)
+            .map_err(|e| Failure(format!("{target}: {e}")))?,
+    };
+    let mut skipped = 0;
+    if let Some(servers) = group_catalog::ask(&args.catalogs, options.timeout)? {
+        if let Some(relay) = &options.relay {
+            group_catalog::check_relay(&servers, relay)?;
+        }
+        (members, skipped) = group_catalog::skip_down(&servers, members);
+        if members.is_empty() {
+            return Err(Failure(format!(
+                "{target}: every member's server is down in the catalog"
+            )));
+        }
     }
-    .map_err(|e| Failure(format!("{target}: {e}")))?;
+    let group = gopen_members(members, flags, mode, &options)
+        .map_err(|e| Failure(format!("{target}: {e}")))?;
     for (name, code) in group.open_failures() {
         eprintln!("roost: {name}: {}", code.message());
     }
-    Ok(group)
+    Ok((group, skipped))
 }
 
 /// Reports members that failed (by their status of the last operation).
@@ -288,7 +309,7 @@ fn pgrep(
     } else {
         Pattern::regex(pattern).map_err(|e| Failure(format!("bad pattern: {e}")))?
     };
-    let mut group = open(args, target, libc::O_RDONLY, 0)?;
+    let (mut group, skipped) = open(args, target, libc::O_RDONLY, 0)?;
     let spec = LineSpec {
         pattern,
         numbers,
@@ -324,7 +345,7 @@ fn pgrep(
     }
     drop(stdout);
     let _ = group.close();
-    let errors = !failed.is_empty() || !group.open_failures().is_empty();
+    let errors = !failed.is_empty() || !group.open_failures().is_empty() || skipped > 0;
     Ok(ExitCode::from(match (errors, classes.is_empty()) {
         (true, _) => 2,
         (false, false) => 0,
@@ -364,7 +385,7 @@ fn ptail(
     duration: Option<f64>,
     target: &str,
 ) -> Result<ExitCode, Failure> {
-    let mut group = open(args, target, libc::O_RDONLY, 0)?;
+    let (mut group, _) = open(args, target, libc::O_RDONLY, 0)?;
     let spec = LineSpec {
         pattern: Pattern::All,
         numbers: false,
@@ -429,7 +450,7 @@ fn psync(
     let mode = std::fs::metadata(source)
         .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
         .unwrap_or(0o644);
-    let mut group = open(args, target, libc::O_RDWR | libc::O_CREAT, mode)?;
+    let (mut group, skipped) = open(args, target, libc::O_RDWR | libc::O_CREAT, mode)?;
     group.gbindaggr(FileOp::Lseek, Some(StatusAggr::Max), None);
     let largest = outcome_of(group.lseek(0, Whence::End))?.status.unwrap_or(0);
     if largest as u64 > roost_wire::MAX_BLOCK {
@@ -464,7 +485,10 @@ fn psync(
         data.len()
     );
     let closed = outcome_of(group.close())?;
-    let ok = failed.is_empty() && closed.failed.is_empty() && group.open_failures().is_empty();
+    let ok = failed.is_empty()
+        && closed.failed.is_empty()
+        && group.open_failures().is_empty()
+        && skipped == 0;
     Ok(if ok {
         ExitCode::SUCCESS
     } else {
@@ -489,7 +513,7 @@ fn ptop(
     iterations: Option<u64>,
     target: &str,
 ) -> Result<ExitCode, Failure> {
-    let mut group = open(args, target, libc::O_RDONLY, 0)?;
+    let (mut group, _) = open(args, target, libc::O_RDONLY, 0)?;
     let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let clear = unsafe { libc::isatty(1) } == 1;
     let mut previous: BTreeMap<(String, Option<u32>), (u64, std::time::Instant)> = BTreeMap::new();
@@ -586,7 +610,7 @@ fn pcp(args: &GroupArgs, source: &PathBuf, target: &str) -> Result<ExitCode, Fai
         .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
         .unwrap_or(0o644);
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
-    let mut group = open(args, target, flags, mode)?;
+    let (mut group, skipped) = open(args, target, flags, mode)?;
     let mut failed = BTreeSet::new();
     let mut block = vec![0u8; WRITE_BLOCK];
     loop {
@@ -608,7 +632,10 @@ fn pcp(args: &GroupArgs, source: &PathBuf, target: &str) -> Result<ExitCode, Fai
     for &i in closed.failed.iter().filter(|i| !failed.contains(i)) {
         eprintln!("roost: {}: close failed", group.gfiles()[i]);
     }
-    let ok = failed.is_empty() && closed.failed.is_empty() && group.open_failures().is_empty();
+    let ok = failed.is_empty()
+        && closed.failed.is_empty()
+        && group.open_failures().is_empty()
+        && skipped == 0;
     Ok(if ok {
         ExitCode::SUCCESS
     } else {

@@ -2,6 +2,7 @@
 
 mod accounting;
 mod background;
+mod group_catalog;
 mod group_cmds;
 mod identity;
 mod index;

@@ -1,10 +1,14 @@
-//! `roost pgrep` and `roost pcp` against real servers, flat and through relay trees.
+//! `roost pgrep` and `roost pcp` against real servers, flat and through relay trees; with
+//! `--catalog`, members on servers the catalog shows down skipped at once.
 
 mod group_support;
+mod pool_support;
+mod run_support;
 mod serve_support;
 
 use group_support::Cluster;
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 fn roost(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_roost"))
@@ -415,4 +419,130 @@ fn ptop_reads_a_real_proc_served_by_roost() {
     let roost_row = second.lines().find(|l| l.starts_with("roost ")).unwrap();
     let cpu = roost_row.split_whitespace().nth(3).unwrap();
     assert!(cpu.parse::<f64>().is_ok(), "{second}");
+}
+
+#[test]
+fn with_a_catalog_members_on_down_servers_are_skipped_at_once_and_never_relay() {
+    let (_catalog, port) = pool_support::start_catalog(&["--down-after", "1.5"]);
+    let catalog = format!("127.0.0.1:{port}");
+    let c = Cluster::reporting(5, "rwl", port);
+    c.write_files("/services", services);
+    let state = |i: usize| {
+        let records = roost_catalog::query("127.0.0.1", port, Duration::from_secs(5)).unwrap();
+        let servers = roost_catalog::servers::Servers::new(&records);
+        servers.find(&c.authority(i)).map(|s| s.up)
+    };
+    pool_support::wait_for("every server up", Duration::from_secs(10), || {
+        (0..5).all(|i| state(i) == Some(true))
+    });
+    // node4's server hangs: the kernel still takes connections, nothing answers them.
+    let hung = 3;
+    unsafe { libc::kill(c.servers[hung].pid() as i32, libc::SIGSTOP) };
+    pool_support::wait_for("the hung server down", Duration::from_secs(10), || {
+        state(hung) == Some(false)
+    });
+    let key = c.key_arg();
+    let dir = c.link_group("/services");
+    let dir = dir.to_str().unwrap();
+    let skipped = format!(
+        "roost: node4: {} is down in the catalog (no report for ",
+        c.authority(hung)
+    );
+    let timed = |args: &[&str]| {
+        let start = Instant::now();
+        let out = roost(args);
+        (out, start.elapsed())
+    };
+    let (out, took) = timed(&[
+        "pgrep",
+        "--key",
+        &key,
+        "--timeout",
+        "6",
+        "--catalog",
+        &catalog,
+        "-F",
+        "udp",
+        dir,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("pgrep with --catalog: {took:?}\n{err}");
+    assert!(
+        took < Duration::from_secs(2),
+        "skipped at once, not after 6 s: {took:?}"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a member left out is an error: {out:?}"
+    );
+    assert_eq!(
+        stdout(&out),
+        "node[1-3,5]: domain 53/udp\nnode1: ntp 123/udp\n"
+    );
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with(&skipped)).count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .all(|l| !l.contains("node4") || l.starts_with(&skipped)),
+        "{err}"
+    );
+    // Without the catalog the same search waits for the hung server.
+    let (out, took) = timed(&["pgrep", "--key", &key, "--timeout", "3", "-F", "udp", dir]);
+    eprintln!("pgrep without --catalog: {took:?}");
+    assert!(took >= Duration::from_millis(2500), "{took:?} {out:?}");
+    // Through a tree of fan-out 2 from node1, node4 would relay for node5: left out, it
+    // relays for no one, and node5 still gets its copy.
+    let source = c.keys.path().join("payload");
+    std::fs::write(&source, b"new config\n").unwrap();
+    let copy = c.link_group("/copy");
+    let relay = c.authority(0);
+    let (out, took) = timed(&[
+        "pcp",
+        "--key",
+        &key,
+        "--timeout",
+        "6",
+        "--catalog",
+        &catalog,
+        "--relay",
+        &relay,
+        "--fanout",
+        "2",
+        source.to_str().unwrap(),
+        copy.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(err.starts_with(&skipped), "{err}");
+    for (i, s) in c.servers.iter().enumerate() {
+        let copied = std::fs::read(s.root().join("copy")).ok();
+        let want = (i != hung).then(|| b"new config\n".to_vec());
+        assert_eq!(copied, want, "server {i}");
+    }
+    // A root relay the catalog shows down is refused.
+    let down_relay = c.authority(hung);
+    let (out, took) = timed(&[
+        "pgrep",
+        "--key",
+        &key,
+        "--catalog",
+        &catalog,
+        "--relay",
+        &down_relay,
+        "x",
+        dir,
+    ]);
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is down in the catalog")
+            || String::from_utf8_lossy(&out.stderr).contains(": down in the catalog"),
+        "{out:?}"
+    );
+    unsafe { libc::kill(c.servers[hung].pid() as i32, libc::SIGCONT) };
 }

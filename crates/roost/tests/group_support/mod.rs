@@ -29,12 +29,25 @@ impl Cluster {
 
     /// `n` servers; `alice`'s rights on server `i` are `rights(i)`.
     pub fn start_with(n: usize, rights: impl Fn(usize) -> String) -> Cluster {
+        Cluster::start_with_args(n, rights, &[])
+    }
+
+    /// `n` servers reporting every second to the catalog on `catalog`; `alice` has `rights`.
+    pub fn reporting(n: usize, rights: &str, catalog: u16) -> Cluster {
+        let to = format!("127.0.0.1:{catalog}");
+        let args = ["--catalog", &to, "--catalog-interval", "1"];
+        Cluster::start_with_args(n, |_| rights.to_string(), &args)
+    }
+
+    /// `n` servers with `extra` options; `alice`'s rights on server `i` are `rights(i)`.
+    pub fn start_with_args(n: usize, rights: impl Fn(usize) -> String, extra: &[&str]) -> Cluster {
         let keys = tempfile::tempdir().unwrap();
         let servers = (0..n)
             .map(|i| {
                 let mut args = TestServer::with_keys(keys.path(), &[USER]);
                 args.extend(["--acl".into(), format!("hmac:{USER}={}", rights(i))]);
                 args.extend(["--acl".into(), "address:127.0.0.1=rwl".into()]);
+                args.extend(extra.iter().map(|a| a.to_string()));
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
                 TestServer::start(&args)
             })
