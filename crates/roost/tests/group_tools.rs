@@ -448,23 +448,17 @@ fn with_a_catalog_members_on_down_servers_are_skipped_at_once_and_never_relay() 
         "roost: node4: {} is down in the catalog (no report for ",
         c.authority(hung)
     );
-    let timed = |args: &[&str]| {
+    // `roost TOOL --key K --timeout SECONDS [--catalog C] REST...`, and how long it took.
+    let timed = |tool: &str, timeout: &str, catalog: Option<&str>, rest: &[&str]| {
+        let mut args = vec![tool, "--key", &key, "--timeout", timeout];
+        args.extend(catalog.map(|c| ["--catalog", c]).iter().flatten());
+        args.extend_from_slice(rest);
         let start = Instant::now();
-        let out = roost(args);
+        let out = roost(&args);
         (out, start.elapsed())
     };
-    let (out, took) = timed(&[
-        "pgrep",
-        "--key",
-        &key,
-        "--timeout",
-        "6",
-        "--catalog",
-        &catalog,
-        "-F",
-        "udp",
-        dir,
-    ]);
+    let catalog = Some(catalog.as_str());
+    let (out, took) = timed("pgrep", "6", catalog, &["-F", "udp", dir]);
     let err = String::from_utf8_lossy(&out.stderr);
     eprintln!("pgrep with --catalog: {took:?}\n{err}");
     assert!(
@@ -491,7 +485,7 @@ fn with_a_catalog_members_on_down_servers_are_skipped_at_once_and_never_relay() 
         "{err}"
     );
     // Without the catalog the same search waits for the hung server.
-    let (out, took) = timed(&["pgrep", "--key", &key, "--timeout", "3", "-F", "udp", dir]);
+    let (out, took) = timed("pgrep", "3", None, &["-F", "udp", dir]);
     eprintln!("pgrep without --catalog: {took:?}");
     assert!(took >= Duration::from_millis(2500), "{took:?} {out:?}");
     // Through a tree of fan-out 2 from node1, node4 would relay for node5: left out, it
@@ -500,21 +494,19 @@ fn with_a_catalog_members_on_down_servers_are_skipped_at_once_and_never_relay() 
     std::fs::write(&source, b"new config\n").unwrap();
     let copy = c.link_group("/copy");
     let relay = c.authority(0);
-    let (out, took) = timed(&[
+    let (out, took) = timed(
         "pcp",
-        "--key",
-        &key,
-        "--timeout",
         "6",
-        "--catalog",
-        &catalog,
-        "--relay",
-        &relay,
-        "--fanout",
-        "2",
-        source.to_str().unwrap(),
-        copy.to_str().unwrap(),
-    ]);
+        catalog,
+        &[
+            "--relay",
+            &relay,
+            "--fanout",
+            "2",
+            source.to_str().unwrap(),
+            copy.to_str().unwrap(),
+        ],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(took < Duration::from_secs(2), "{took:?}");
     assert_eq!(out.status.code(), Some(1), "{out:?}");
@@ -526,17 +518,7 @@ fn with_a_catalog_members_on_down_servers_are_skipped_at_once_and_never_relay() 
     }
     // A root relay the catalog shows down is refused.
     let down_relay = c.authority(hung);
-    let (out, took) = timed(&[
-        "pgrep",
-        "--key",
-        &key,
-        "--catalog",
-        &catalog,
-        "--relay",
-        &down_relay,
-        "x",
-        dir,
-    ]);
+    let (out, took) = timed("pgrep", "6", catalog, &["--relay", &down_relay, "x", dir]);
     assert!(took < Duration::from_secs(2), "{took:?}");
     assert_eq!(out.status.code(), Some(2));
     assert!(

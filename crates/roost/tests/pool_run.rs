@@ -72,6 +72,27 @@ impl Pool {
         self.servers.push(JobServer::start(&args));
     }
 
+    /// `roost pool run tasks --json --no-speculate EXTRA...` in `dir`, under way.
+    fn start_run(&self, dir: &Path, extra: &[&str]) -> std::process::Child {
+        self.command(dir, "run")
+            .args(["tasks", "--json", "--no-speculate"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Waits until server `i` runs (or has run) a task.
+    fn wait_busy(&self, i: usize) {
+        let sandboxes = self.servers[i].job_root.path().join("jobs/sandboxes");
+        pool_support::wait_for(
+            &format!("a task on server {i}"),
+            Duration::from_secs(20),
+            || std::fs::read_dir(&sandboxes).is_ok_and(|mut d| d.next().is_some()),
+        );
+    }
+
     /// Up servers with jobs in the catalog.
     fn listed(&self) -> usize {
         roost_catalog::query("127.0.0.1", self.catalog_port, Duration::from_secs(5))
@@ -232,21 +253,10 @@ fn a_server_killed_mid_run_loses_nothing_and_no_output_comes_twice() {
     let mut pool = Pool::start(3);
     let work = tempfile::tempdir().unwrap();
     bag(work.path(), 12, "0.6");
-    let child = pool
-        .command(work.path(), "run")
-        .args(["tasks", "--json", "--no-speculate"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until the victim runs a task, then kill it.
     let victim = 1;
-    let sandboxes = pool.servers[victim].job_root.path().join("jobs/sandboxes");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_dir(&sandboxes).map_or(true, |mut d| d.next().is_none()) {
-        assert!(Instant::now() < deadline, "no task ever ran on the victim");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let child = pool.start_run(work.path(), &[]);
+    // Wait until the victim runs a task, then kill it.
+    pool.wait_busy(victim);
     let pid = pool.servers[victim].server.pid();
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let out = child.wait_with_output().unwrap();
@@ -341,25 +351,10 @@ fn a_run_follows_the_catalog_taking_back_a_restarted_server_and_taking_on_a_new_
     let work = tempfile::tempdir().unwrap();
     let n = 24;
     where_and_when(work.path(), n);
-    let child = pool
-        .command(work.path(), "run")
-        .args([
-            "tasks",
-            "--json",
-            "--no-speculate",
-            "--follow-interval",
-            "0.3",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = pool.start_run(work.path(), &["--follow-interval", "0.3"]);
     // The victim's server (not its supervisor) is killed while it runs a task.
     let victim = 1;
-    let sandboxes = pool.servers[victim].job_root.path().join("jobs/sandboxes");
-    pool_support::wait_for("a task on the victim", Duration::from_secs(20), || {
-        std::fs::read_dir(&sandboxes).is_ok_and(|mut d| d.next().is_some())
-    });
+    pool.wait_busy(victim);
     let catalog_port = pool.catalog_port;
     let reports = |port: u16| {
         roost_catalog::query("127.0.0.1", catalog_port, Duration::from_secs(5))
@@ -377,10 +372,7 @@ fn a_run_follows_the_catalog_taking_back_a_restarted_server_and_taking_on_a_new_
     // A server that starts now joins the run.
     pool.add(&[]);
     let joiner = 2;
-    let joined = pool.servers[joiner].job_root.path().join("jobs/sandboxes");
-    pool_support::wait_for("a task on the new server", Duration::from_secs(20), || {
-        std::fs::read_dir(&joined).is_ok_and(|mut d| d.next().is_some())
-    });
+    pool.wait_busy(joiner);
     // The restarted server reports at once; a few of the run's looks at the catalog later
     // it has been taken back.
     pool_support::wait_for(
