@@ -10,7 +10,8 @@
 //! Polling is adaptive, so that a server farther away than the budget costs no CPU: a wait
 //! that outlasts the budget turns polling off for the next reads, for longer after each
 //! further miss (up to [`MAX_REST`] reads); one answer that arrives within the budget turns
-//! it back on.
+//! it back on. The policy ([`Spin`]) serves the server too, which polls for a client's next
+//! request the same way (`roost serve --poll-us`).
 
 use std::io::{self, Read};
 use std::net::TcpStream;
@@ -66,53 +67,55 @@ fn wait_or_say_slow(fd: i32) {
     }
 }
 
-/// The receiving half of a connection.
-pub struct Receiver {
-    stream: TcpStream,
+/// Adaptive polling: polls for up to a budget before the caller blocks, and after a poll
+/// that found nothing in time lets that many more reads block without polling (twice as
+/// many after each further miss, up to [`MAX_REST`]); a poll that finds data resets it.
+pub struct Spin {
     budget: Duration,
     /// Reads left to make without polling, and how many to rest after the next miss.
     resting: u32,
     rest_after_miss: u32,
 }
 
-impl Receiver {
-    /// Reads from `stream`, polling for up to `budget` first (zero: never poll).
-    pub fn new(stream: TcpStream, budget: Duration) -> Receiver {
-        Receiver {
-            stream,
+impl Spin {
+    /// Polls for up to `budget` (zero: never).
+    pub fn new(budget: Duration) -> Spin {
+        Spin {
             budget,
             resting: 0,
             rest_after_miss: 1,
         }
     }
 
-    /// Polls for up to the budget: `Some` with the outcome of a `recv` that found data (or
-    /// failed), `None` if nothing came in time.
-    fn poll(&mut self, buf: &mut [u8]) -> Option<io::Result<usize>> {
+    /// Calls `try_now` (one attempt that does not block: `None` when there is nothing yet)
+    /// until it has an outcome or the budget is spent, unless resting. `None`: the caller
+    /// blocks for the data.
+    pub fn poll<T>(
+        &mut self,
+        mut try_now: impl FnMut() -> Option<io::Result<T>>,
+    ) -> Option<io::Result<T>> {
+        if self.budget.is_zero() {
+            return None;
+        }
+        if self.resting > 0 {
+            self.resting -= 1;
+            if self.resting == 0 {
+                // Try polling again on the next read; a miss then rests twice as long.
+                self.rest_after_miss = (self.rest_after_miss * 2).min(MAX_REST);
+            }
+            return None;
+        }
         let start = Instant::now();
         loop {
-            // SAFETY: `buf` is valid for writes of its length; the fd is a live socket.
-            let n = unsafe {
-                libc::recv(
-                    self.stream.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if n >= 0 {
-                return Some(Ok(n as usize));
-            }
-            let e = io::Error::last_os_error();
-            match e.kind() {
-                io::ErrorKind::WouldBlock => {}
-                io::ErrorKind::Interrupted => continue,
-                _ => return Some(Err(e)),
+            if let Some(done) = try_now() {
+                self.rest_after_miss = 1;
+                return Some(done);
             }
             if start.elapsed() >= self.budget {
+                self.resting = self.rest_after_miss;
                 return None;
             }
-            // The server may have been woken on this very CPU (a wake-up favours the
+            // The other side may have been woken on this very CPU (a wake-up favours the
             // waker's): give it the CPU rather than spin in front of it.
             // SAFETY: no arguments; it cannot fail on Linux.
             unsafe { libc::sched_yield() };
@@ -120,33 +123,59 @@ impl Receiver {
     }
 }
 
+/// One `recv` of what socket `fd` holds into the `len` bytes at `to`, without waiting:
+/// `None` when it holds nothing yet.
+///
+/// # Safety
+///
+/// `to` must be valid for writes of `len` bytes (they need not be initialized: only what
+/// the kernel reports written is).
+pub unsafe fn recv_now(fd: i32, to: *mut u8, len: usize) -> Option<io::Result<usize>> {
+    loop {
+        // SAFETY: the caller's promise; `fd` is the caller's socket.
+        let n = unsafe { libc::recv(fd, to.cast(), len, libc::MSG_DONTWAIT) };
+        if n >= 0 {
+            return Some(Ok(n as usize));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock => return None,
+            io::ErrorKind::Interrupted => continue,
+            _ => return Some(Err(e)),
+        }
+    }
+}
+
+/// The receiving half of a connection.
+pub struct Receiver {
+    stream: TcpStream,
+    spin: Spin,
+}
+
+impl Receiver {
+    /// Reads from `stream`, polling for up to `budget` first (zero: never poll).
+    pub fn new(stream: TcpStream, budget: Duration) -> Receiver {
+        Receiver {
+            stream,
+            spin: Spin::new(budget),
+        }
+    }
+}
+
 impl Read for Receiver {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() || self.budget.is_zero() {
-            wait_or_say_slow(self.stream.as_raw_fd());
-            return self.stream.read(buf);
-        }
-        if self.resting > 0 {
-            self.resting -= 1;
-            wait_or_say_slow(self.stream.as_raw_fd());
-            let n = self.stream.read(buf);
-            if self.resting == 0 {
-                // Try polling again on the next read; a miss then rests twice as long.
-                self.rest_after_miss = (self.rest_after_miss * 2).min(MAX_REST);
-            }
-            return n;
-        }
-        match self.poll(buf) {
-            Some(done) => {
-                self.rest_after_miss = 1;
-                done
-            }
-            None => {
-                self.resting = self.rest_after_miss;
-                wait_or_say_slow(self.stream.as_raw_fd());
-                self.stream.read(buf)
+        let fd = self.stream.as_raw_fd();
+        if !buf.is_empty() {
+            // SAFETY: `buf` is valid for writes of its length.
+            if let Some(done) = self
+                .spin
+                .poll(|| unsafe { recv_now(fd, buf.as_mut_ptr(), buf.len()) })
+            {
+                return done;
             }
         }
+        wait_or_say_slow(fd);
+        self.stream.read(buf)
     }
 }
 
@@ -172,7 +201,7 @@ mod tests {
         let mut buf = [0u8; 16];
         assert_eq!(r.read(&mut buf).unwrap(), 5);
         assert_eq!(&buf[..5], b"hello");
-        assert_eq!(r.resting, 0);
+        assert_eq!(r.spin.resting, 0);
     }
 
     #[test]
@@ -191,20 +220,20 @@ mod tests {
             });
             assert_eq!(r.read(&mut buf).unwrap(), 4, "round {round}");
             writer.join().unwrap();
-            assert_eq!(r.resting, expected_rest, "round {round}");
+            assert_eq!(r.spin.resting, expected_rest, "round {round}");
             // Rest: these reads block without polling, then polling is tried again.
             for _ in 0..expected_rest {
                 b.write_all(b"x").unwrap();
                 assert_eq!(r.read(&mut buf).unwrap(), 1);
             }
-            assert_eq!(r.resting, 0);
+            assert_eq!(r.spin.resting, 0);
             expected_rest *= 2;
         }
         // An answer within the budget: polling is back on at full strength.
         b.write_all(b"now").unwrap();
         std::thread::sleep(Duration::from_millis(10));
         assert_eq!(r.read(&mut buf).unwrap(), 3);
-        assert_eq!(r.rest_after_miss, 1);
+        assert_eq!(r.spin.rest_after_miss, 1);
     }
 
     #[test]
@@ -214,7 +243,7 @@ mod tests {
         let mut r = Receiver::new(a, Duration::ZERO);
         let mut buf = [0u8; 4];
         assert_eq!(r.read(&mut buf).unwrap(), 0);
-        assert_eq!(r.resting, 0);
+        assert_eq!(r.spin.resting, 0);
     }
 
     #[test]

@@ -81,6 +81,12 @@ pub struct ServeArgs {
     /// Largest payload one request may carry, in bytes.
     #[arg(long, default_value_t = Limits::default().max_message, value_name = "BYTES")]
     pub max_message: u64,
+    /// Microseconds a connection polls for the client's next request after answering one,
+    /// before its thread sleeps: a client in a tight loop of requests then never waits for
+    /// a sleeping thread to be woken (adaptive: a client slower than this is soon no
+    /// longer polled for). 0 never polls.
+    #[arg(long, default_value_t = Limits::default().request_poll.as_micros() as u64, value_name = "MICROSECONDS")]
+    pub poll_us: u64,
     /// How much to log on standard error: error, info (a line per connection) or debug
     /// (a line per request).
     #[arg(long, default_value = "info", value_name = "LEVEL")]
@@ -194,11 +200,18 @@ fn run(args: ServeArgs) -> Result<(), String> {
     raise_fd_limit();
     let root_acl = root_acl(&args.acls)?;
     let auth = auth_config(&args)?;
+    if args.poll_us > 10_000 {
+        return Err(format!(
+            "--poll-us {}: expected 0 to 10000 microseconds",
+            args.poll_us
+        ));
+    }
     let limits = Limits {
         max_connections: args.max_connections,
         idle_timeout: Duration::from_secs(args.idle_timeout),
         stall_timeout: Duration::from_secs(args.stall_timeout.max(1)),
         max_message: args.max_message,
+        request_poll: Duration::from_micros(args.poll_us),
         ..Limits::default()
     };
     let catalogs = args

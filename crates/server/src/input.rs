@@ -8,9 +8,11 @@
 //! the next request is most likely another large write, fills stop after a few hundred bytes:
 //! enough for a request line, leaving nearly all of the next payload in the socket.
 
+use roost_client::receive::{recv_now, Spin};
 use std::io::{self, BufRead, Read};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
+use std::time::Duration;
 
 /// Most bytes a short fill asks for: a typical request line and a little more.
 const SHORT_FILL: usize = 256;
@@ -24,6 +26,8 @@ pub struct Input<'a> {
     /// How much of `buf` has been consumed.
     pos: usize,
     short: bool,
+    /// Polling for the next bytes before a read blocks (none until [`Input::poll_for`]).
+    spin: Spin,
 }
 
 impl<'a> Input<'a> {
@@ -33,7 +37,15 @@ impl<'a> Input<'a> {
             buf: Vec::with_capacity(capacity),
             pos: 0,
             short: false,
+            spin: Spin::new(Duration::ZERO),
         }
+    }
+
+    /// Polls for up to `budget` for the next bytes before a read blocks (adaptive, as
+    /// `roost_client::receive` says): a client that sends its next request right after an
+    /// answer finds this thread awake, not asleep on a CPU that must be woken first.
+    pub fn poll_for(&mut self, budget: Duration) {
+        self.spin = Spin::new(budget);
     }
 
     /// Makes the following fills short (see the module comment) or full-sized again.
@@ -56,6 +68,13 @@ impl<'a> Input<'a> {
         self.buf.clear();
         self.pos = 0;
         let want = max.min(self.buf.capacity());
+        let (fd, spare) = (self.socket.as_raw_fd(), self.buf.as_mut_ptr());
+        // SAFETY: `spare` is valid for writes of `want` bytes, the vector's capacity.
+        if let Some(done) = self.spin.poll(|| unsafe { recv_now(fd, spare, want) }) {
+            // SAFETY: the kernel wrote that many bytes into the spare capacity.
+            unsafe { self.buf.set_len(done?) };
+            return Ok(());
+        }
         loop {
             // SAFETY: the kernel writes at most `want` bytes into the vector's spare capacity,
             // which holds at least that many; only the bytes it reports written become part
@@ -132,5 +151,35 @@ mod tests {
         let mut rest = Vec::new();
         input.read_to_end(&mut rest).unwrap();
         assert_eq!(rest, data[line.len()..]);
+    }
+
+    #[test]
+    fn polled_reads_get_every_byte_whenever_it_comes() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let mut input = Input::new(&server, 64);
+        input.poll_for(Duration::from_millis(20));
+        // A request there at once, one that comes within the budget, one after it (the
+        // poll gives up and the read blocks), each whole and in order, short fills too.
+        let writer = std::thread::spawn(move || {
+            client.write_all(b"one\n").unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            client.write_all(b"two\n").unwrap();
+            std::thread::sleep(Duration::from_millis(60));
+            client.write_all(&[b'x'; 300]).unwrap();
+            client.write_all(b"\nthree\n").unwrap();
+        });
+        let mut lines = Vec::new();
+        for _ in 0..4 {
+            let mut line = Vec::new();
+            input.read_until(b'\n', &mut line).unwrap();
+            lines.push(line);
+        }
+        writer.join().unwrap();
+        assert_eq!(lines[0], b"one\n");
+        assert_eq!(lines[1], b"two\n");
+        assert_eq!(lines[2].len(), 301);
+        assert_eq!(lines[3], b"three\n");
     }
 }

@@ -24,7 +24,14 @@ pub struct Limits {
     pub max_line: usize,
     /// Largest payload a single request may carry or ask for, in bytes.
     pub max_message: u64,
+    /// How long an authenticated connection polls for the next request before its
+    /// thread sleeps (adaptive: a client that is slower than this soon stops being
+    /// polled for); zero never polls.
+    pub request_poll: Duration,
 }
+
+/// The default of [`Limits::request_poll`].
+pub const DEFAULT_REQUEST_POLL: Duration = Duration::from_micros(50);
 
 impl Default for Limits {
     fn default() -> Limits {
@@ -34,6 +41,7 @@ impl Default for Limits {
             stall_timeout: Duration::from_secs(60),
             max_line: 1024,
             max_message: roost_wire::MAX_BLOCK,
+            request_poll: DEFAULT_REQUEST_POLL,
         }
     }
 }

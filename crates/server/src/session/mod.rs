@@ -126,6 +126,7 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
         }
     };
     let _ = stream.set_read_timeout(Some(wake));
+    reader.poll_for(shared.limits.request_poll);
     log::event(
         Level::Info,
         "connect",
