@@ -76,7 +76,12 @@ pub fn open(
         create,
         exclusive,
         truncate: flags & libc::O_TRUNC != 0 && access != libc::O_RDONLY,
-        mode: mode & 0o7777 & !umask(tid),
+        // The umask (a read of /proc) only matters to a file made.
+        mode: if create {
+            mode & 0o7777 & !umask(tid)
+        } else {
+            0
+        },
     };
     if n.ensure_waiting().is_err() {
         return Some(Reply::Answered);
