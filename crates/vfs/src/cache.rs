@@ -958,6 +958,21 @@ mod tests {
         d
     }
 
+    /// Makes `count` objects (`/f0`, `/f1`, ... on `h:1`) holding `data` each.
+    fn fill_objects(cache: &Arc<Cache>, count: u64, data: &[u8]) {
+        for i in 0..count {
+            let v = Version {
+                ino: i,
+                size: data.len() as u64,
+                mtime: 0,
+            };
+            let key = Cache::key("h:1", format!("/f{i}").as_bytes());
+            cache
+                .object((&key, "f"), v, |f| f.write_all(data).map_err(errno_of))
+                .unwrap();
+        }
+    }
+
     #[test]
     fn objects_are_found_by_version_and_filled_once() {
         let dir = tmp("obj");
@@ -1069,17 +1084,7 @@ mod tests {
             cache.raise(&key, 5);
             assert_eq!(cache.highest(&key), 7);
             // Not an object: a bound of 10 bytes and many objects never evict it.
-            for i in 0..5u64 {
-                let v = Version {
-                    ino: i,
-                    size: 8,
-                    mtime: 1,
-                };
-                let k = Cache::key("h:1", format!("/f{i}").as_bytes());
-                cache
-                    .object((&k, "f"), v, |f| f.write_all(b"12345678").map_err(errno_of))
-                    .unwrap();
-            }
+            fill_objects(&cache, 5, b"12345678");
             cache.close();
         }
         let cache = Cache::new(&dir, DEFAULT_LIMIT, false);
@@ -1140,17 +1145,7 @@ mod tests {
     fn eviction_keeps_the_total_under_the_bound() {
         let dir = tmp("evict");
         let cache = Cache::new(&dir, 10, false);
-        for i in 0..5u64 {
-            let v = Version {
-                ino: i,
-                size: 4,
-                mtime: 0,
-            };
-            let key = Cache::key("h:1", format!("/f{i}").as_bytes());
-            cache
-                .object((&key, "f"), v, |f| f.write_all(b"1234").map_err(errno_of))
-                .unwrap();
-        }
+        fill_objects(&cache, 5, b"1234");
         assert!(cache.count_objects() <= 10, "{}", cache.count_objects());
         cache.close();
         std::fs::remove_dir_all(dir).unwrap();
