@@ -302,6 +302,29 @@ fn over_the_memory_limit(mechanism: &str) {
     assert!(g.server.log_text().contains("thermostat-kill"));
 }
 
+/// Under cgroup v1, a job's first process is in its groups before it runs the program: a
+/// shell that reads its own `/proc/self/cgroup` at once (a builtin `read`, no child) finds
+/// the job's cpu and memory groups.
+#[test]
+fn under_cgroup_v1_a_job_runs_in_its_groups_from_its_first_instruction() {
+    if !cgroup1_here() {
+        return;
+    }
+    let g = Guarded::start("default cpu 100%\n", "cgroup1");
+    let script = "n=0; while read -r l; do case \"$l\" in \
+                  *:cpu*/job-[0-9]*) n=$((n+1));; *:memory:*/job-[0-9]*) n=$((n+1));; esac; \
+                  done < /proc/self/cgroup; echo \"in $n groups\"; exit $((2 - n))";
+    for _ in 0..5 {
+        let out = g.run_job(script).wait_with_output().unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            shown.contains("FINISHED") && out.status.success(),
+            "{shown}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// Under cgroup v1, a process that left the job's process group ends with the job.
 #[test]
 fn under_cgroup_v1_a_process_in_a_session_of_its_own_ends_with_the_job() {

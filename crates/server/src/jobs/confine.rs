@@ -250,6 +250,12 @@ pub fn restrict_self(ruleset: libc::c_int) -> io::Result<()> {
 /// [`ResourceLimits::release`] once every process of it is gone. The thermostat will put the
 /// group under its stop/continue loop there ([`crate::thermostat`]).
 pub trait ResourceLimits: Send + Sync {
+    /// Files the job's first process writes `0` to before it runs the program (a
+    /// cgroup's `cgroup.procs`: it enters its groups itself, before its first instruction,
+    /// where [`ResourceLimits::admit`] would find it some time after it started).
+    fn entry_files(&self, _job: i64) -> io::Result<Vec<std::fs::File>> {
+        Ok(Vec::new())
+    }
     fn admit(&self, job: i64, pgid: i32) -> io::Result<()>;
     fn release(&self, job: i64);
     /// Why the limits killed job `job`, if they did (asked before [`ResourceLimits::release`]):

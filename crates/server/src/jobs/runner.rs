@@ -260,12 +260,23 @@ fn start(
         // std drops the supplementary groups when it changes the user as root.
         command.uid(identity.uid).gid(identity.gid);
     }
+    let entry = inner
+        .limits
+        .entry_files(id)
+        .map_err(|e| JobError::io(&e, "cannot put the job under the owner's limits".into()))?;
+    let entry_fds: Vec<i32> = entry.iter().map(|f| f.as_raw_fd()).collect();
     let parent = std::process::id() as libc::pid_t;
     let ruleset_fd = ruleset.as_ref().map(|fd| fd.as_raw_fd());
     // SAFETY: the closure makes only system calls (no allocation, no locks), as required
     // between fork and exec.
     unsafe {
         command.pre_exec(move || {
+            // Into the owner's limits before anything else runs.
+            for &fd in &entry_fds {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
             libc::umask(0o022);
             // The job dies with the thread watching it (and so with the server)...
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {

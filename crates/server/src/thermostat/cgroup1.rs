@@ -178,6 +178,24 @@ impl Cgroup1 {
         [self.cpu.join(&name), self.mem.join(&name)]
     }
 
+    /// The `cgroup.procs` files of job `job`'s groups (made now), open for writing: the
+    /// job's first process writes `0` to each before it runs the program, so that it runs
+    /// under its limits from its first instruction (the files are the server's, opened
+    /// with its rights; a process may move itself into a group whose file it holds).
+    pub fn entry_files(&self, job: i64) -> io::Result<Vec<std::fs::File>> {
+        self.job_dirs(job)
+            .iter()
+            .map(|dir| {
+                make_dir(dir)?;
+                let procs = dir.join("cgroup.procs");
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&procs)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", procs.display())))
+            })
+            .collect()
+    }
+
     /// Puts job `job` in its groups: every process in group `pgid` and every descendant of
     /// one (it may have started others, even in sessions of their own, before it was
     /// admitted), looked for again until a look finds no process left outside (what a

@@ -247,6 +247,13 @@ fn oom_verdict(limits: Limits) -> String {
 }
 
 impl ResourceLimits for Thermostat {
+    fn entry_files(&self, job: i64) -> io::Result<Vec<std::fs::File>> {
+        match &self.lock().enforcer {
+            Enforcer::Cgroup1(groups) => groups.entry_files(job),
+            _ => Ok(Vec::new()),
+        }
+    }
+
     fn admit(&self, job: i64, pgid: i32) -> io::Result<()> {
         let mut s = self.lock();
         if let Enforcer::Cgroup1(groups) = &s.enforcer {
