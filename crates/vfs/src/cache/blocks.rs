@@ -13,9 +13,13 @@ use crate::Errno;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// A version of an object being filled block by block, shared on disk.
 pub struct BlockCopy {
+    /// The cache, which counts what the copy takes and evicts when it is over its bound.
+    cache: Arc<Cache>,
     data: File,
     have: File,
     count: usize,
@@ -28,7 +32,12 @@ pub struct BlockCopy {
 impl Cache {
     /// The block copy of the object of `key` at `version`, in `count` blocks, made on
     /// first use (and the other versions of `key` dropped then).
-    pub fn blocks_of(&self, key: &str, version: Version, count: usize) -> Result<BlockCopy, Errno> {
+    pub fn blocks_of(
+        self: &Arc<Self>,
+        key: &str,
+        version: Version,
+        count: usize,
+    ) -> Result<BlockCopy, Errno> {
         let dir = self.objects.join(key);
         std::fs::create_dir_all(&dir).map_err(errno_of)?;
         let name = version.name();
@@ -58,6 +67,7 @@ impl Cache {
             have.set_len(count as u64).map_err(errno_of)?;
         }
         Ok(BlockCopy {
+            cache: Arc::clone(self),
             data,
             have,
             count,
@@ -100,12 +110,20 @@ impl BlockCopy {
     pub fn store(&self, from: &File, which: &[usize], block_size: u64) -> Result<(), Errno> {
         let size = self.data.metadata().map_err(errno_of)?.len();
         let mut buf = Vec::new();
+        let mut stored = 0;
         for &i in which {
             let at = i as u64 * block_size;
             let len = block_size.min(size.saturating_sub(at)) as usize;
             buf.resize(len, 0);
             from.read_exact_at(&mut buf, at).map_err(errno_of)?;
             self.data.write_all_at(&buf, at).map_err(errno_of)?;
+            stored += len as u64;
+        }
+        // Counted as a fill is (a block stored twice, by two agents, is counted twice until
+        // the next count of what the objects take).
+        let cache = &self.cache;
+        if cache.used.fetch_add(stored, Ordering::Relaxed) + stored > cache.limit {
+            cache.evict(&self.data_path);
         }
         for &i in which {
             self.have.write_all_at(&[1], i as u64).map_err(errno_of)?;
@@ -194,6 +212,35 @@ mod tests {
         std::fs::remove_file(&data).unwrap();
         let d = cache.blocks_of(&key, v2, 3).unwrap();
         assert_eq!(d.present(0, 2), [false, false, false]);
+        cache.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn stored_blocks_count_toward_the_bound_and_evict_older_objects() {
+        let dir = std::env::temp_dir().join(format!("roost-blocks-bound-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = Cache::new(&dir, 12, false);
+        let other = Cache::key("http://h:1", b"/small");
+        let v = |ino, size| Version {
+            ino,
+            size,
+            mtime: 1,
+        };
+        cache
+            .object((&other, "small"), v(1, 8), |f| {
+                std::io::Write::write_all(f, b"12345678").map_err(errno_of)
+            })
+            .unwrap();
+        assert!(cache.holds(&other, v(1, 8)));
+        let key = Cache::key("http://h:1", b"/big");
+        let copy = cache.blocks_of(&key, v(2, 10), 3).unwrap();
+        let own = cache.scratch().unwrap();
+        own.write_all_at(b"abcdefghij", 0).unwrap();
+        copy.store(&own, &[0, 1], 4).unwrap();
+        // 8 + 8 bytes is over 12: the older object went, the copy stayed.
+        assert!(!cache.holds(&other, v(1, 8)));
+        assert_eq!(copy.present(0, 2), [true, true, false]);
         cache.close();
         std::fs::remove_dir_all(dir).unwrap();
     }
