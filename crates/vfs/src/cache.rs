@@ -845,11 +845,11 @@ impl Cache {
     }
 }
 
-/// Where [`Cache::stamp`] keeps an object's change time.
 /// The name of a driver's note among a key's objects (no version is named so: versions
 /// are numbers).
 const NOTE: &str = "note";
 
+/// Where [`Cache::stamp`] keeps an object's change time.
 fn stamp_path(object: &Path) -> PathBuf {
     let mut p = object.as_os_str().to_owned();
     p.push(".ctime");
@@ -863,10 +863,14 @@ static SHOWN: AtomicU64 = AtomicU64::new(0);
 /// file are of no more use. Files being filled (`.tmp*`) stay. Never for the directory of
 /// copies used once, whose files are other files', in use.
 fn drop_older_versions(dir: &Path, current: &Path) {
+    drop_entries(dir, |e| e == current || e == stamp_path(current));
+}
+
+/// Removes the files of `dir` but those `keep` names and those being filled (`.tmp*`).
+fn drop_entries(dir: &Path, keep: impl Fn(&Path) -> bool) {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
-            let kept = e.path() == current || e.path() == stamp_path(current);
-            if !kept && !e.file_name().as_bytes().starts_with(b".tmp") {
+            if !keep(&e.path()) && !e.file_name().as_bytes().starts_with(b".tmp") {
                 let _ = std::fs::remove_file(e.path());
             }
         }

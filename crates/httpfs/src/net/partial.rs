@@ -3,11 +3,11 @@
 //! [`OpenFile`] (the agent gives the program a virtual descriptor, as for a direct-mode
 //! Chirp file), and each read fetches only the blocks it covers that are not at hand,
 //! with Range requests, each checked against its hash before any of it is read
-//! ([`super::ranged`]). Blocks land in a nameless file of this agent's, then go to the
-//! cache's shared copy of the file ([`roost_vfs::cache::BlockCopy`]), where the other
-//! descriptors and later runs find them (each block checked against its hash once by
-//! each descriptor that takes it from there). A server that answers ranges with the whole
-//! file gets the file fetched whole into the cache once, and read from there.
+//! ([`super::ranged`]). A descriptor reads only from its own nameless file, where its
+//! blocks were checked as they arrived, or copied once checked from the cache's shared
+//! copy of the file ([`roost_vfs::cache::BlockCopy`]), where it leaves the blocks it
+//! fetched for the other descriptors and later runs. A server that answers ranges with
+//! the whole file gets the file fetched whole into the cache once, and read from there.
 
 use super::{Copy, HttpNet};
 use crate::blocks::Blocks;
@@ -29,19 +29,10 @@ pub(super) struct PartialFile {
     state: Mutex<State>,
 }
 
-/// Where this descriptor reads a block from, once checked.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Held {
-    No,
-    /// In the cache's shared copy.
-    Shared,
-    /// In this descriptor's own file (the shared copy could not take it).
-    Own,
-}
-
 struct State {
-    held: Vec<Held>,
-    /// Where fetched blocks land, checked, before they are stored in `shared`.
+    /// The blocks checked into `own`.
+    held: Vec<bool>,
+    /// This descriptor's blocks: fetched and checked, or checked from the shared copy.
     own: std::fs::File,
     /// The cache's shared copy (`None` when the cache could not make one).
     shared: Option<BlockCopy>,
@@ -73,7 +64,7 @@ impl PartialFile {
             rest: rest.to_vec(),
             stat,
             state: Mutex::new(State {
-                held: vec![Held::No; blocks.hashes.len()],
+                held: vec![false; blocks.hashes.len()],
                 own,
                 shared,
                 whole: None,
@@ -86,7 +77,8 @@ impl PartialFile {
     }
 
     /// Takes the blocks of `first..=last` that the shared copy holds and this descriptor
-    /// does not yet, each checked against its hash.
+    /// does not yet, each checked against its hash, into this descriptor's own file (the
+    /// bytes checked are the bytes returned, whatever the shared copy holds later).
     fn take_shared(&self, state: &mut State, first: usize, last: usize) {
         let Some(shared) = &state.shared else {
             return;
@@ -94,14 +86,17 @@ impl PartialFile {
         let present = shared.present(first, last);
         let mut buf = Vec::new();
         for i in first..=last {
-            if state.held[i] != Held::No || !present[i - first] {
+            if state.held[i] || !present[i - first] {
                 continue;
             }
             let (at, len) = self.blocks.range(i, self.stat.size);
             buf.resize(len as usize, 0);
             let read = shared.data().read_exact_at(&mut buf, at);
-            if read.is_ok() && self.blocks.is_block(i, &buf) {
-                state.held[i] = Held::Shared;
+            if read.is_ok()
+                && self.blocks.is_block(i, &buf)
+                && state.own.write_all_at(&buf, at).is_ok()
+            {
+                state.held[i] = true;
             }
         }
     }
@@ -120,7 +115,7 @@ impl PartialFile {
         };
         state.last_end = end;
         let (first, last) = ((offset / size) as usize, ((end - 1) / size) as usize);
-        let all_held = |state: &State| (first..=last).all(|i| state.held[i] != Held::No);
+        let all_held = |state: &State| (first..=last).all(|i| state.held[i]);
         if all_held(state) {
             return Ok(());
         }
@@ -131,9 +126,7 @@ impl PartialFile {
         if all_held(state) {
             return Ok(());
         }
-        let todo: Vec<usize> = (first..=last_wanted)
-            .filter(|&i| state.held[i] == Held::No)
-            .collect();
+        let todo: Vec<usize> = (first..=last_wanted).filter(|&i| !state.held[i]).collect();
         let net = &self.net;
         let mut copy = Copy {
             route: net.client.origin(),
@@ -149,12 +142,14 @@ impl PartialFile {
         );
         match fetched {
             Ok(super::ranged::Fetched::Done) => {
-                let stored = state
-                    .shared
-                    .as_ref()
-                    .is_some_and(|shared| shared.store(&state.own, &todo, size).is_ok());
+                // Read from this descriptor's own file, where they were checked; the shared
+                // copy is for the others.
+                if let Some(shared) = &state.shared {
+                    let check = |i: usize, data: &[u8]| self.blocks.is_block(i, data);
+                    let _ = shared.store(&state.own, &todo, size, &check);
+                }
                 for i in todo {
-                    state.held[i] = if stored { Held::Shared } else { Held::Own };
+                    state.held[i] = true;
                 }
                 Ok(())
             }
@@ -186,23 +181,11 @@ impl OpenFile for PartialFile {
         if state.whole.is_none() {
             self.fill(&mut state, offset, end)?;
         }
+        let source = state.whole.as_ref().unwrap_or(&state.own);
         let mut buf = vec![0u8; (end - offset) as usize];
-        let mut at = offset;
-        while at < end {
-            // Each block from where it is held (the whole file when there is one).
-            let i = (at / self.blocks.size) as usize;
-            let block_end = ((i as u64 + 1) * self.blocks.size).min(end);
-            let source = match (&state.whole, state.held[i], &state.shared) {
-                (Some(whole), _, _) => whole,
-                (None, Held::Shared, Some(shared)) => shared.data(),
-                _ => &state.own,
-            };
-            let part = &mut buf[(at - offset) as usize..(block_end - offset) as usize];
-            source
-                .read_exact_at(part, at)
-                .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
-            at = block_end;
-        }
+        source
+            .read_exact_at(&mut buf, offset)
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
         Ok(buf)
     }
 

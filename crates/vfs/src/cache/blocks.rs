@@ -1,18 +1,21 @@
 //! Copies filled block by block: a large remote file that programs read only in part
 //! keeps the blocks they read in the cache, for every descriptor and agent of the user.
 //! `DIR/objects/KEY/VERSION.blocks` is a sparse file of the object's size holding the
-//! blocks fetched so far; `VERSION.have` says which, one byte a block (1: stored). The
-//! marks are hints: a reader checks each block it takes from here against its hash
-//! before using it (a crash, an eviction racing a store, anything else that left other
-//! bytes is then a block fetched again), and only blocks checked on arrival are stored.
-//! Once every block is marked the copy becomes the object itself (`VERSION`), which later
-//! opens use whole.
+//! blocks fetched so far; `VERSION.have` says which, one byte a block (1: stored). Only
+//! blocks checked on arrival are stored, and a mark is written only while both names
+//! still stand for the files the writer holds (an eviction or a newer copy may have
+//! replaced them). The marks are hints all the same: a reader checks each block it takes
+//! from here against its hash, and the copy becomes the object itself (`VERSION`, later
+//! used whole) only after every block, read back through the promoter's own descriptor,
+//! checked, and by a link made from that descriptor, never from a name another may have
+//! replaced.
 
-use super::{errno_of, Cache, Version};
+use super::{drop_entries, errno_of, Cache, Version};
 use crate::Errno;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -23,7 +26,7 @@ pub struct BlockCopy {
     data: File,
     have: File,
     count: usize,
-    /// The object's own name and the two names of this copy, for the promotion.
+    /// The object's own name and the two names of this copy.
     object: PathBuf,
     data_path: PathBuf,
     have_path: PathBuf,
@@ -45,24 +48,42 @@ impl Cache {
             dir.join(format!("{name}.blocks")),
             dir.join(format!("{name}.have")),
         );
-        let open = |path: &PathBuf| {
+        let open = |path: &Path| {
             File::options()
                 .read(true)
                 .write(true)
-                .create(true)
-                .truncate(false)
                 .open(path)
                 .map_err(errno_of)
         };
-        let fresh = !data_path.exists();
-        let (data, have) = (open(&data_path)?, open(&have_path)?);
-        if fresh {
-            // Marks left beside a copy that was evicted stand for nothing.
-            have.set_len(0).map_err(errno_of)?;
-            drop_other_versions(&dir, &name);
-        }
+        let made = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&data_path);
+        let (data, made) = match made {
+            Ok(data) => (data, true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (open(&data_path)?, false),
+            Err(e) => return Err(errno_of(e)),
+        };
         // Whoever makes it sizes it; sizing again to the same length is harmless.
         data.set_len(version.size).map_err(errno_of)?;
+        let have = match open(&have_path) {
+            // Marks left beside a copy made anew here (the one they were written for was
+            // evicted) stand for nothing: new marks, put in place whole.
+            Ok(have) if !made => have,
+            _ => {
+                let (tmp, have) = super::temporary(&dir)?;
+                have.set_len(count as u64).map_err(errno_of)?;
+                std::fs::rename(&tmp, &have_path).map_err(errno_of)?;
+                drop_entries(&dir, |e| {
+                    e.file_name().is_some_and(|n| {
+                        let n = n.to_string_lossy();
+                        n == name || n.starts_with(&format!("{name}."))
+                    })
+                });
+                have
+            }
+        };
         if have.metadata().map_err(errno_of)?.len() < count as u64 {
             have.set_len(count as u64).map_err(errno_of)?;
         }
@@ -78,18 +99,11 @@ impl Cache {
     }
 }
 
-/// Removes what `dir` holds of versions other than `name` (a file's older copies).
-fn drop_other_versions(dir: &std::path::Path, name: &str) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let other = e.file_name();
-        let other = other.to_string_lossy();
-        let mine = other == name || other.starts_with(&format!("{name}."));
-        if !mine && !other.starts_with(".tmp") && other != super::NOTE {
-            let _ = std::fs::remove_file(e.path());
-        }
+/// Whether `path` names the file `file` is open on.
+fn same_file(file: &File, path: &Path) -> bool {
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }
 
@@ -105,15 +119,21 @@ impl BlockCopy {
     }
 
     /// Stores blocks `which` (of `block_size` bytes; the last one shorter) from `from`,
-    /// where they were fetched and checked at their own offsets, then marks them. When
-    /// that completes the copy, it becomes the object.
-    pub fn store(&self, from: &File, which: &[usize], block_size: u64) -> Result<(), Errno> {
+    /// where they were fetched and checked at their own offsets, then marks them (if the
+    /// copy's names are still this copy's). When that completes the copy, it becomes the
+    /// object, if every block read back passes `check` (block number, bytes).
+    pub fn store(
+        &self,
+        from: &File,
+        which: &[usize],
+        block_size: u64,
+        check: &dyn Fn(usize, &[u8]) -> bool,
+    ) -> Result<(), Errno> {
         let size = self.data.metadata().map_err(errno_of)?.len();
         let mut buf = Vec::new();
         let mut stored = 0;
         for &i in which {
-            let at = i as u64 * block_size;
-            let len = block_size.min(size.saturating_sub(at)) as usize;
+            let (at, len) = span(i, block_size, size);
             buf.resize(len, 0);
             from.read_exact_at(&mut buf, at).map_err(errno_of)?;
             self.data.write_all_at(&buf, at).map_err(errno_of)?;
@@ -125,11 +145,14 @@ impl BlockCopy {
         if cache.used.fetch_add(stored, Ordering::Relaxed) + stored > cache.limit {
             cache.evict(&self.data_path);
         }
+        if !(same_file(&self.data, &self.data_path) && same_file(&self.have, &self.have_path)) {
+            return Ok(()); // replaced meanwhile: this descriptor keeps what it stored
+        }
         for &i in which {
             self.have.write_all_at(&[1], i as u64).map_err(errno_of)?;
         }
         if self.present(0, self.count - 1).iter().all(|&p| p) {
-            self.promote();
+            self.promote(block_size, size, check);
         }
         Ok(())
     }
@@ -139,14 +162,56 @@ impl BlockCopy {
         &self.data
     }
 
-    /// Makes the whole copy the object (a link: descriptors open on it keep reading),
-    /// and removes its block names. Not synced, as whole objects are not (see
-    /// `Cache::fill`).
-    fn promote(&self) {
-        let _ = std::fs::hard_link(&self.data_path, &self.object);
-        let _ = std::fs::remove_file(&self.have_path);
-        let _ = std::fs::remove_file(&self.data_path);
+    /// Makes the whole copy the object, if every block read back through this descriptor
+    /// passes `check` (a block that does not loses its mark, to be fetched again): a link
+    /// made from the descriptor (a copy whose name was removed meanwhile has none to give,
+    /// and is not promoted), put in place under the object's name. The block names go.
+    /// Not synced, as whole objects are not (see `Cache::fill`).
+    fn promote(&self, block_size: u64, size: u64, check: &dyn Fn(usize, &[u8]) -> bool) {
+        let mut buf = Vec::new();
+        for i in 0..self.count {
+            let (at, len) = span(i, block_size, size);
+            buf.resize(len, 0);
+            if self.data.read_exact_at(&mut buf, at).is_err() || !check(i, &buf) {
+                let _ = self.have.write_all_at(&[0], i as u64);
+                return;
+            }
+        }
+        let Some(dir) = self.object.parent() else {
+            return;
+        };
+        let Ok((tmp, _)) = super::temporary(dir) else {
+            return;
+        };
+        let _ = std::fs::remove_file(&tmp);
+        let from = std::ffi::CString::new(format!("/proc/self/fd/{}", self.data.as_raw_fd()));
+        let to = std::ffi::CString::new(tmp.as_os_str().as_encoded_bytes());
+        let (Ok(from), Ok(to)) = (from, to) else {
+            return;
+        };
+        // SAFETY: two valid C strings.
+        let linked = unsafe {
+            libc::linkat(
+                libc::AT_FDCWD,
+                from.as_ptr(),
+                libc::AT_FDCWD,
+                to.as_ptr(),
+                libc::AT_SYMLINK_FOLLOW,
+            )
+        } == 0;
+        if linked && std::fs::rename(&tmp, &self.object).is_ok() {
+            let _ = std::fs::remove_file(&self.have_path);
+            let _ = std::fs::remove_file(&self.data_path);
+        } else {
+            let _ = std::fs::remove_file(&tmp);
+        }
     }
+}
+
+/// The offset and length of block `i` of a file of `size` bytes in blocks of `block_size`.
+fn span(i: usize, block_size: u64, size: u64) -> (u64, usize) {
+    let at = i as u64 * block_size;
+    (at, block_size.min(size.saturating_sub(at)) as usize)
 }
 
 #[cfg(test)]
@@ -181,7 +246,7 @@ mod tests {
         // Blocks of 4 bytes (the last one 2), fetched into a file of the agent's own.
         let own = cache.scratch().unwrap();
         own.write_all_at(b"abcdefghij", 0).unwrap();
-        a.store(&own, &[0, 2], 4).unwrap();
+        a.store(&own, &[0, 2], 4, &|_, _| true).unwrap();
         // Another descriptor (or agent) sees them.
         let b = cache.blocks_of(&key, version, 3).unwrap();
         assert_eq!(b.present(0, 2), [true, false, true]);
@@ -191,7 +256,7 @@ mod tests {
         assert_eq!(&buf, b"ij");
         assert!(!cache.holds(&key, version));
         // The last block makes it the object, whole; the block names go.
-        b.store(&own, &[1], 4).unwrap();
+        b.store(&own, &[1], 4, &|_, _| true).unwrap();
         assert!(cache.holds(&key, version));
         let object = dir.join("objects").join(&key).join(version.name());
         assert_eq!(std::fs::read(&object).unwrap(), b"abcdefghij");
@@ -207,11 +272,54 @@ mod tests {
             ..version
         };
         let c = cache.blocks_of(&key, v2, 3).unwrap();
-        c.store(&own, &[0], 4).unwrap();
+        c.store(&own, &[0], 4, &|_, _| true).unwrap();
         let data = object.with_file_name(format!("{}.blocks", v2.name()));
         std::fs::remove_file(&data).unwrap();
         let d = cache.blocks_of(&key, v2, 3).unwrap();
         assert_eq!(d.present(0, 2), [false, false, false]);
+        cache.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_full_copy_with_a_bad_block_is_not_made_the_object_and_a_replaced_one_is_not_marked() {
+        let dir = std::env::temp_dir().join(format!("roost-blocks-bad-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = Cache::new(&dir, DEFAULT_LIMIT, false);
+        let key = Cache::key("http://h:1", b"/big");
+        let version = Version {
+            ino: 3,
+            size: 10,
+            mtime: 1,
+        };
+        let own = cache.scratch().unwrap();
+        own.write_all_at(b"abcdefghij", 0).unwrap();
+        let good = |i: usize, b: &[u8]| b == &b"abcdefghij"[i * 4..(i * 4 + 4).min(10)];
+        let a = cache.blocks_of(&key, version, 3).unwrap();
+        a.store(&own, &[0, 1], 4, &good).unwrap();
+        // Block 0 changed in the cache, unread since: completing the copy checks it.
+        a.data().write_all_at(b"X", 1).unwrap();
+        a.store(&own, &[2], 4, &good).unwrap();
+        assert!(!cache.holds(&key, version), "not the object");
+        assert_eq!(a.present(0, 2), [false, true, true], "its mark is gone");
+        a.store(&own, &[0], 4, &good).unwrap();
+        assert!(cache.holds(&key, version));
+        // A copy whose names were replaced (evicted, made anew by another) marks nothing
+        // in the new one, and never becomes the object.
+        let v2 = Version {
+            mtime: 2,
+            ..version
+        };
+        let old = cache.blocks_of(&key, v2, 3).unwrap();
+        let data = dir
+            .join("objects")
+            .join(&key)
+            .join(format!("{}.blocks", v2.name()));
+        std::fs::remove_file(&data).unwrap();
+        let new = cache.blocks_of(&key, v2, 3).unwrap();
+        old.store(&own, &[0, 1, 2], 4, &good).unwrap();
+        assert_eq!(new.present(0, 2), [false, false, false]);
+        assert!(!cache.holds(&key, v2));
         cache.close();
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -237,7 +345,7 @@ mod tests {
         let copy = cache.blocks_of(&key, v(2, 10), 3).unwrap();
         let own = cache.scratch().unwrap();
         own.write_all_at(b"abcdefghij", 0).unwrap();
-        copy.store(&own, &[0, 1], 4).unwrap();
+        copy.store(&own, &[0, 1], 4, &|_, _| true).unwrap();
         // 8 + 8 bytes is over 12: the older object went, the copy stayed.
         assert!(!cache.holds(&other, v(1, 8)));
         assert_eq!(copy.present(0, 2), [true, true, false]);
