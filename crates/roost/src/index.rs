@@ -42,7 +42,9 @@ KEYFILE writes a .roostindex.sig next to each index, and roost run --http-key KE
 then refuses any index the key did not sign. Keep KEYFILE off the web server. Each
 signature carries a revision (it grows with each signing) and an expiry (--expires-in,
 default 30d): clients refuse an expired signature, and an older revision of a directory
-than one they saw. Re-run roost index --sign at least every half --expires-in.
+than one they saw. Re-run roost index --sign at least every half --expires-in. Keep the
+.roostindex.sig files with the tree: after putting back an older tree, run roost index
+--sign --resign, so that its directories get revisions above those clients saw.
 
 Large files (--block-threshold, default 64M) are listed with the SHA-256 of each block
 (--block-size, default 4M): roost run fetches them as parallel Range requests and checks
@@ -61,8 +63,8 @@ pub struct IndexArgs {
     #[arg(long, value_name = "KEYFILE")]
     pub sign: Option<PathBuf>,
     /// How long a signature is valid (s, m, h or d suffix): clients refuse it after that.
-    /// A signature with less than half of this left is made again, so run roost index
-    /// --sign at least that often.
+    /// A signature with less than half of this left (or more than all of it: the option
+    /// was shortened) is made again, so run roost index --sign at least that often.
     #[arg(
         long,
         default_value = "30d",
@@ -70,6 +72,11 @@ pub struct IndexArgs {
         requires = "sign"
     )]
     pub expires_in: String,
+    /// Sign every directory anew, at a revision above its signature's, even one that
+    /// verifies: after putting back an older tree with its signatures, which clients that
+    /// saw newer revisions would otherwise refuse.
+    #[arg(long, requires = "sign")]
+    pub resign: bool,
     /// Write a new private key to KEYFILE (never over an existing file) and its public key
     /// to KEYFILE.pub, print the public key, and index nothing.
     #[arg(long, value_name = "KEYFILE", conflicts_with_all = ["dir", "sign"])]
@@ -103,6 +110,8 @@ struct Indexer {
     signer: Option<SigningKey>,
     /// How long a signature is valid, in seconds.
     validity: i64,
+    /// Sign every directory anew (`--resign`).
+    resign: bool,
     blocks: BlockPolicy,
     verbose: bool,
     progress: Progress,
@@ -198,9 +207,9 @@ impl Indexer {
             s.path == path
                 && s.key == key
                 && s.verifies(text, &key)
-                && s.expires - now >= self.validity / 2
+                && (self.validity / 2..=self.validity).contains(&(s.expires - now))
         });
-        if valid {
+        if valid && !self.resign {
             return SigFile::Keep;
         }
         // The time in milliseconds (a signature that cannot be read any more is replaced
@@ -356,6 +365,7 @@ pub fn main(args: IndexArgs) -> ExitCode {
         root: dir.clone(),
         signer,
         validity,
+        resign: args.resign,
         blocks,
         verbose: args.verbose,
         progress: Progress::new("hashing", None),

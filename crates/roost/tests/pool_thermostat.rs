@@ -325,6 +325,44 @@ fn under_cgroup_v1_a_job_runs_in_its_groups_from_its_first_instruction() {
     }
 }
 
+/// Under cgroup v1, a job that cannot start leaves no group behind (its groups are made
+/// before it starts, for it to enter them).
+#[test]
+fn under_cgroup_v1_a_job_that_cannot_start_leaves_no_group() {
+    if !cgroup1_here() {
+        return;
+    }
+    // An odd limit, to find this server's guests' group by its quota.
+    let g = Guarded::start("default cpu 37%\n", "cgroup1");
+    let out = g
+        .run_job("exec /nonexistent/program")
+        .wait_with_output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("FINISHED"));
+    let description = r#"{"executable":"/nonexistent/program","arguments":["p"],"files":[]}"#;
+    let file = g._root.path().join("missing.json");
+    std::fs::write(&file, description).unwrap();
+    let out = roost()
+        .args(["job", "run", "--auth", "address", &g.host()])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("ERRORED"), "{shown}");
+    // SAFETY: a plain query.
+    let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as u64;
+    let quota = 37 * cores * 1000;
+    let groups = guest_groups_with_quota(quota);
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    let jobs: Vec<_> = std::fs::read_dir(&groups[0])
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("job-"))
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(jobs, Vec::<PathBuf>::new());
+}
+
 /// Under cgroup v1, a process that left the job's process group ends with the job.
 #[test]
 fn under_cgroup_v1_a_process_in_a_session_of_its_own_ends_with_the_job() {

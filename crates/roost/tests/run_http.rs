@@ -1457,15 +1457,23 @@ fn signatures_carry_a_growing_revision_and_an_expiry_renewed_at_half_time() {
     );
     let out = stdout(&s.index_with("t", &["--sign", key, "--expires-in", "90d"]));
     assert!(out.contains("0 signatures written"), "{out}");
+    // A shorter --expires-in takes effect at once: 90 days left of 7 is too many.
+    let out = stdout(&s.index_with("t", &["--sign", key, "--expires-in", "7d"]));
+    assert!(out.contains("2 signatures written"), "{out}");
+    let (rev4, expires4) = revision_and_expiry(&sig);
+    assert!(
+        rev4 > rev3 && (expires4 - before - 7 * 86_400).abs() < 60,
+        "{expires4}"
+    );
     // A signature of version 1 (roosts before revisions) is made again.
     std::fs::write(
         &sig,
         "#roost-signature 1\npath /\nkey roost-ed25519 00\nsignature 00\n",
     )
     .unwrap();
-    let out = stdout(&s.index_with("t", &["--sign", key]));
+    let out = stdout(&s.index_with("t", &["--sign", key, "--expires-in", "7d"]));
     assert!(out.contains("1 signatures written"), "{out}");
-    assert!(revision_and_expiry(&sig).0 > rev3);
+    assert!(revision_and_expiry(&sig).0 > rev4);
     // A bad --expires-in, or one without --sign, exits with status 2 and one line.
     for (options, want) in [
         (
@@ -1524,6 +1532,10 @@ fn an_older_signed_index_served_again_is_refused_as_a_rollback() {
     s.index_signed("t", &key);
     let saved = |name: &str| std::fs::read(s.root().join("t").join(name)).unwrap();
     let old = [".roostindex", ".roostindex.sig", "f"].map(|n| (n, saved(n)));
+    let old_f_time = std::fs::metadata(s.root().join("t/f"))
+        .unwrap()
+        .modified()
+        .unwrap();
     let web = Web::python(s.root());
     let options = pinned(&[&public]);
     let cat = |extra: &[&str]| {
@@ -1583,6 +1595,25 @@ fn an_older_signed_index_served_again_is_refused_as_a_rollback() {
         std::fs::write(s.root().join("t").join(n), bytes).unwrap();
     }
     assert_eq!(stdout(&cat(&["--http-ttl", "0"])), "new and longer\n");
+    // A publisher going back on purpose: the older tree put back as it was (times too, as
+    // `rsync -a` puts it) and signed again with --resign (its signatures verify, so a plain
+    // --sign keeps them) is taken.
+    for (n, bytes) in &old {
+        std::fs::write(s.root().join("t").join(n), bytes).unwrap();
+    }
+    std::fs::File::options()
+        .write(true)
+        .open(s.root().join("t/f"))
+        .unwrap()
+        .set_modified(old_f_time)
+        .unwrap();
+    let kept = stdout(&s.index_signed("t", &key));
+    assert!(kept.contains("0 signatures written"), "{kept}");
+    let err = stderr(&cat(&["--http-ttl", "0"]));
+    assert!(err.contains("roost index --sign --resign"), "{err}");
+    let resigned = stdout(&s.index_with("t", &["--sign", key.to_str().unwrap(), "--resign"]));
+    assert!(resigned.contains("1 signatures written"), "{resigned}");
+    assert_eq!(stdout(&cat(&["--http-ttl", "0"])), "old\n");
 }
 
 // Large files in blocks: `roost index --block-threshold/--block-size` records block hashes,

@@ -492,14 +492,32 @@ impl Cache {
     }
 
     /// Records `value` under `key` unless a number as high is there already (through a
-    /// temporary name: a reader sees one number or the other). Failures are silent.
+    /// temporary name: a reader sees one number or the other). Writers take turns (an
+    /// exclusive `flock` on `highest/.lock`), so two raising at once never leave the lower
+    /// of their numbers. Failures are silent.
     pub fn raise(&self, key: &str, value: u64) {
         if self.highest(key) >= value {
             return;
         }
         let dir = self.objects.with_file_name("highest");
-        let made = std::fs::create_dir_all(&dir).map_err(errno_of);
-        let Ok((tmp, mut f)) = made.and_then(|()| temporary(&dir)) else {
+        if std::fs::create_dir_all(&dir).is_err() {
+            return;
+        }
+        let Ok(lock) = File::options()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join(".lock"))
+        else {
+            return;
+        };
+        // SAFETY: a valid descriptor; the lock goes with it.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0
+            || self.highest(key) >= value
+        {
+            return;
+        }
+        let Ok((tmp, mut f)) = temporary(&dir) else {
             return;
         };
         if f.write_all(value.to_string().as_bytes()).is_err()
@@ -1095,6 +1113,19 @@ mod tests {
         assert_eq!(cache.highest(&key), 7);
         cache.raise(&key, 9);
         assert_eq!(cache.highest(&key), 9);
+        // Many raising at once, in any order: the highest stays.
+        let threads: Vec<_> = (10..50u64)
+            .rev()
+            .map(|v| {
+                let cache = Arc::clone(&cache);
+                let key = key.clone();
+                std::thread::spawn(move || cache.raise(&key, v))
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(cache.highest(&key), 49);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -30,7 +30,9 @@ pub(super) struct Dir {
     pub known: Known,
     pub at: Instant,
     pub validators: Option<Validators>,
+    /// With pinned keys: when its signature expires, and its revision.
     pub expires: Option<i64>,
+    pub revision: Option<u64>,
 }
 
 impl Dir {
@@ -42,6 +44,7 @@ impl Dir {
             at: Instant::now(),
             validators: None,
             expires: None,
+            revision: None,
         }
     }
 
@@ -62,8 +65,8 @@ pub(super) struct Grown {
     validators: Option<Validators>,
 }
 
-/// A signature that verified an index: its text and its expiry.
-type Verified = (Vec<u8>, i64);
+/// A signature that verified an index: its text, and its expiry and revision.
+type Verified = (Vec<u8>, (i64, u64));
 
 /// What a GET of an index (or a GROW-FS listing, or a signature) found.
 enum Got {
@@ -253,13 +256,23 @@ impl HttpNet {
             }
         }
         let url = self.url(authority, &crate::join(dir, INDEX_NAME.as_bytes()));
+        // An index kept at a revision older than one since seen (by another run) is asked
+        // for whole: a 304 would keep it.
+        let outdone = before
+            .as_ref()
+            .and_then(|b| b.revision)
+            .is_some_and(|r| r < self.cache.highest(&self.revision_key(authority, dir)));
+        let before = before.filter(|_| !outdone);
         let unless = before.as_ref().and_then(|b| b.validators.as_ref());
         match self.fetch_index(authority, dir, from, unless)? {
             (Got::Unchanged, _) => {
-                self.note_confirmed(authority, dir);
+                let before = before.expect("asked with validators");
+                if let Some(v) = &before.validators {
+                    self.note_confirmed(authority, dir, v);
+                }
                 return Ok(Dir {
                     at: Instant::now(),
-                    ..before.expect("asked with validators")
+                    ..before
                 });
             }
             (
@@ -270,7 +283,8 @@ impl HttpNet {
             ) => {
                 return match crate::index::parse(&text) {
                     Ok(entries) => {
-                        let (sig, expires) = sig.unzip();
+                        let (sig, signed) = sig.unzip();
+                        let (expires, revision) = signed.unzip();
                         let note = Note {
                             text,
                             sig,
@@ -282,6 +296,7 @@ impl HttpNet {
                             at: Instant::now(),
                             validators: note.validators,
                             expires,
+                            revision,
                         })
                     }
                     Err(e) => {
@@ -334,7 +349,7 @@ impl HttpNet {
             };
             let why = match sign::check(sig.as_deref(), text, dir, keys, sign::now()) {
                 Ok(signed) => match self.rollback(authority, dir, &signed) {
-                    None => return Ok((got, sig.map(|s| (s, signed.expires)))),
+                    None => return Ok((got, sig.map(|s| (s, (signed.expires, signed.revision))))),
                     Some(why) => why,
                 },
                 Err(why) => why,
@@ -353,6 +368,11 @@ impl HttpNet {
         }
     }
 
+    /// The cache key of the highest revision seen for `dir` on `authority`.
+    fn revision_key(&self, authority: &str, dir: &[u8]) -> String {
+        Cache::key(&format!("revision+{}://{authority}", self.scheme), dir)
+    }
+
     /// `None` when the revision of `signed` (verified for `dir` on `authority`) is no lower
     /// than the highest one seen for `dir`, by this run or an earlier one (it becomes the
     /// highest); else why it is refused: an older signed index served again in place of a
@@ -363,12 +383,13 @@ impl HttpNet {
         dir: &[u8],
         signed: &sign::Signature,
     ) -> Option<String> {
-        let key = Cache::key(&format!("revision+{}://{authority}", self.scheme), dir);
+        let key = self.revision_key(authority, dir);
         let seen = self.cache.highest(&key);
         if signed.revision < seen {
             return Some(format!(
                 "revision {} of the signed index is older than revision {seen} seen before \
-                 (an older tree served again)",
+                 (an older tree served again; if its publisher put it back on purpose, they \
+                 sign it again with roost index --sign --resign)",
                 signed.revision
             ));
         }

@@ -91,9 +91,18 @@ impl HttpNet {
             .remember(&self.note_key(authority, dir), &note.encode());
     }
 
-    /// Records that the kept index of `dir` is still the server's (a 304).
-    pub(super) fn note_confirmed(&self, authority: &str, dir: &[u8]) {
-        self.cache.confirm(&self.note_key(authority, dir));
+    /// Records that the kept index of `dir` is still the server's: a 304 answered
+    /// `validators`, so the note is confirmed only if it is the one they came with (another
+    /// run may have kept another since).
+    pub(super) fn note_confirmed(&self, authority: &str, dir: &[u8], validators: &Validators) {
+        let key = self.note_key(authority, dir);
+        let kept = self
+            .cache
+            .remembered(&key)
+            .and_then(|(b, _)| Note::decode(&b));
+        if kept.is_some_and(|n| n.validators.as_ref() == Some(validators)) {
+            self.cache.confirm(&key);
+        }
     }
 
     /// Drops the kept index of `dir` (a file's content showed it out of date).
@@ -108,23 +117,26 @@ impl HttpNet {
         let (bytes, at) = self.cache.remembered(&self.note_key(authority, dir))?;
         let note = Note::decode(&bytes)?;
         let keys = &self.options.keys;
-        let expires = if keys.is_empty() {
-            None
+        let (expires, revision) = if keys.is_empty() {
+            (None, None)
         } else {
             let signed =
                 sign::check(note.sig.as_deref(), &note.text, dir, keys, sign::now()).ok()?;
             if self.rollback(authority, dir, &signed).is_some() {
                 return None;
             }
-            Some(signed.expires)
+            (Some(signed.expires), Some(signed.revision))
         };
         let entries = crate::index::parse(&note.text).ok()?;
         // A time ahead of the clock (it was set back): as old as can be.
         let age = SystemTime::now()
             .duration_since(at)
             .unwrap_or(Duration::MAX);
-        self.recalled.fetch_add(1, Ordering::Relaxed);
-        if self.options.verbose {
+        // Counted and said when used as it is (past its TTL it is only asked about).
+        if age < self.options.ttl {
+            self.recalled.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.options.verbose && age < self.options.ttl {
             let url = self.url(
                 authority,
                 &crate::join(dir, crate::index::INDEX_NAME.as_bytes()),
@@ -141,6 +153,7 @@ impl HttpNet {
             at: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
             validators: note.validators,
             expires,
+            revision,
         };
         Some((d, age))
     }

@@ -137,7 +137,11 @@ fn run_job(inner: &Arc<Inner>, id: i64, cpu_us: &mut u64) -> Option<Outcome> {
     }
     let child = match start(inner, id, &subject, &description, &sandbox) {
         Ok(child) => child,
-        Err(e) => return Some(Outcome::errored(e.message)),
+        Err(e) => {
+            // Its groups may have been made for it already (`entry_files`).
+            inner.limits.release(id);
+            return Some(Outcome::errored(e.message));
+        }
     };
     let pgid = child.id() as i32;
     if let Some((_, start_ticks)) = confine::group_and_start(pgid) {
