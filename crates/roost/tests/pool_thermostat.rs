@@ -348,7 +348,11 @@ fn under_cgroup_v1_a_job_that_cannot_start_leaves_no_group() {
         .output()
         .unwrap();
     let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(shown.contains("ERRORED"), "{shown}");
+    assert!(
+        shown.contains("ERRORED")
+            && shown.contains("cannot run /nonexistent/program or put it in its cgroups"),
+        "{shown}"
+    );
     // SAFETY: a plain query.
     let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as u64;
     let quota = 37 * cores * 1000;

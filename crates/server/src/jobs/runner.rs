@@ -306,7 +306,14 @@ fn start(
         } else {
             String::new()
         };
-        JobError::io(&e, format!("cannot run {executable}{hint}"))
+        // The child's failures before exec come back as the spawn's: entering the
+        // groups is one of them.
+        let or_groups = if entry.is_empty() {
+            ""
+        } else {
+            " or put it in its cgroups"
+        };
+        JobError::io(&e, format!("cannot run {executable}{hint}{or_groups}"))
     })?;
     log::event(
         Level::Debug,
