@@ -87,6 +87,10 @@ pub struct Vfds {
     epoll: OwnedFd,
     /// Held while a number of the range is chosen and filled ([`Vfds::place`]).
     placing: Mutex<()>,
+    /// The number last placed: the search starts below it, where the next free one most
+    /// likely is, so a program holding many files open does not pay a look at each of
+    /// them for every open.
+    hint: std::sync::atomic::AtomicU32,
 }
 
 impl Vfds {
@@ -104,6 +108,7 @@ impl Vfds {
             // SAFETY: just created, owned by nobody else.
             epoll: unsafe { OwnedFd::from_raw_fd(epoll) },
             placing: Mutex::new(()),
+            hint: std::sync::atomic::AtomicU32::new(top),
         });
         let watcher = Arc::clone(&vfds);
         std::thread::Builder::new()
@@ -215,8 +220,9 @@ impl Vfds {
         self.files.lock().expect("vfds lock").get(&ino).cloned()
     }
 
-    /// A free number of the range in thread `tid`'s table, from the top, below the
-    /// thread's descriptor limit (a program may have lowered it).
+    /// A free number of the range in thread `tid`'s table, below the thread's descriptor
+    /// limit (a program may have lowered it): the first free one looking down from the
+    /// number last placed, then down from the top to it.
     pub fn free_slot(&self, tid: i32) -> Option<u32> {
         // SAFETY: the kernel fills the plain-data struct.
         let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
@@ -229,9 +235,13 @@ impl Vfds {
         } else {
             self.top
         };
-        (self.base..top)
+        use std::sync::atomic::Ordering;
+        let from = self.hint.load(Ordering::Relaxed).clamp(self.base, top);
+        let free = (self.base..from)
             .rev()
-            .find(|n| std::fs::symlink_metadata(format!("/proc/{tid}/fd/{n}")).is_err())
+            .chain((from..top).rev())
+            .find(|n| std::fs::symlink_metadata(format!("/proc/{tid}/fd/{n}")).is_err())?;
+        Some(free)
     }
 
     /// Runs `fill` with a free number of the range in thread `tid`'s table (`None`: the
@@ -239,7 +249,11 @@ impl Vfds {
     /// notification threads never pick the same number.
     pub fn place<R>(&self, tid: i32, fill: impl FnOnce(Option<u32>) -> R) -> R {
         let _one_at_a_time = self.placing.lock().expect("placing lock");
-        fill(self.free_slot(tid))
+        let slot = self.free_slot(tid);
+        if let Some(slot) = slot {
+            self.hint.store(slot, std::sync::atomic::Ordering::Relaxed);
+        }
+        fill(slot)
     }
 
     /// Closes every file (the run is over).

@@ -894,6 +894,32 @@ fn a_stat_right_after_close_sees_what_was_written() {
     }
 }
 
+/// Many direct-mode files open at once, some closed and others opened in their place:
+/// each descriptor has its own number and reads its own file.
+#[test]
+fn many_direct_mode_files_open_at_once_each_read_their_own() {
+    let r = Remote::start();
+    for i in 0..40 {
+        r.write(&format!("d/f{i}"), format!("file {i}\n").as_bytes());
+    }
+    let mount = format!("/m={}", r.url("/d"));
+    let program = r#"import os
+fds = {}
+for round in range(3):
+    for i in range(40):
+        fds.setdefault(i, []).append(os.open(f'/m/f{i}', os.O_RDONLY))
+    for i in range(0, 40, 2):
+        os.close(fds[i].pop())
+numbers = [fd for l in fds.values() for fd in l]
+assert len(numbers) == len(set(numbers)) == 60, numbers
+for i, l in fds.items():
+    for fd in l:
+        assert os.pread(fd, 64, 0) == f'file {i}\n'.encode(), (i, fd)
+print(len(numbers), 'ok')"#;
+    let o = r.run(&[], &["--mount", &mount], &["python3", "-c", program]);
+    assert_eq!(stdout(&o), "60 ok\n", "{}", stderr(&o));
+}
+
 /// Two programs on one remote file in direct mode see each other's writes while both
 /// have it open (each writes its half, then reads the whole); in cached mode each sees
 /// only its own until it closes, which is what sets direct mode apart.
