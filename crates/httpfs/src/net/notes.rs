@@ -214,6 +214,81 @@ mod tests {
         assert!(accepted.get() > 100, "{}", accepted.get());
     }
 
+    /// A driver over a cache in a fresh directory (no server is asked anything).
+    fn driver(dir: &std::path::Path, ttl: Duration) -> Arc<HttpNet> {
+        let cache = Cache::new(dir, roost_vfs::cache::DEFAULT_LIMIT, false);
+        let options = crate::net::HttpOptions {
+            ttl,
+            ..Default::default()
+        };
+        HttpNet::new("http", cache, options).unwrap()
+    }
+
+    fn index_text() -> Vec<u8> {
+        crate::index::write(&crate::index::parse(b"#roost-index 1\n").unwrap())
+    }
+
+    #[test]
+    fn a_304_confirms_only_the_note_its_validators_came_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let net = driver(dir.path(), Duration::from_secs(300));
+        let other = Validators::from_line("\"other\"\0").unwrap();
+        net.note(
+            "h:1",
+            b"/d",
+            &Note {
+                text: index_text(),
+                sig: None,
+                validators: Some(validators()),
+            },
+        );
+        let key = net.note_key("h:1", b"/d");
+        let old = SystemTime::now() - Duration::from_secs(3600);
+        let set_time = |t| {
+            let objects = dir.path().join("objects").join(&key).join("note");
+            std::fs::File::options()
+                .write(true)
+                .open(objects)
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        };
+        set_time(old);
+        let time = || net.cache.remembered(&key).unwrap().1;
+        // A 304 to other validators (another run kept another note since): untouched.
+        net.note_confirmed("h:1", b"/d", &other);
+        assert!(time() <= old);
+        net.note_confirmed("h:1", b"/d", &validators());
+        assert!(time() > old);
+    }
+
+    #[test]
+    fn a_note_past_its_ttl_is_returned_to_ask_about_but_not_counted_as_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let net = driver(dir.path(), Duration::from_secs(60));
+        let note = Note {
+            text: index_text(),
+            sig: None,
+            validators: Some(validators()),
+        };
+        net.note("h:1", b"/d", &note);
+        let (_, age) = net.recall("h:1", b"/d").unwrap();
+        assert!(age < Duration::from_secs(60));
+        assert_eq!(net.recalled.load(Ordering::Relaxed), 1);
+        let objects = dir.path().join("objects");
+        let file = objects.join(net.note_key("h:1", b"/d")).join("note");
+        std::fs::File::options()
+            .write(true)
+            .open(file)
+            .unwrap()
+            .set_modified(SystemTime::now() - Duration::from_secs(600))
+            .unwrap();
+        let (d, age) = net.recall("h:1", b"/d").unwrap();
+        assert!(age >= Duration::from_secs(600));
+        assert_eq!(d.validators, Some(validators()));
+        assert_eq!(net.recalled.load(Ordering::Relaxed), 1, "not counted");
+    }
+
     #[test]
     fn torn_or_foreign_notes_are_refused() {
         let whole = Note {
