@@ -327,9 +327,7 @@ impl Cache {
             return Err(libc::ESTALE);
         }
         std::fs::rename(&tmp, path).map_err(errno_of)?;
-        if self.used.fetch_add(size, Ordering::Relaxed) + size > self.limit {
-            self.evict(path);
-        }
+        self.added(size, path);
         Ok(path.to_path_buf())
     }
 
@@ -405,14 +403,8 @@ impl Cache {
     /// was made or last found to hold its content: a small file `OBJECT.ctime` (not an
     /// extended attribute of the copy, which programs reading it would see and copy).
     pub fn stamp(&self, object: &Path, ctime: i64) {
-        let Some(dir) = object.parent() else {
-            return;
-        };
-        if let Ok((tmp, mut f)) = temporary(dir) {
-            let written = f.write_all(ctime.to_string().as_bytes());
-            if written.is_err() || std::fs::rename(&tmp, stamp_path(object)).is_err() {
-                let _ = std::fs::remove_file(tmp);
-            }
+        if let Some(dir) = object.parent() {
+            let _ = write_whole(dir, &stamp_path(object), ctime.to_string().as_bytes());
         }
     }
 
@@ -442,16 +434,11 @@ impl Cache {
         let dir = self.objects.join(key);
         let note = dir.join(NOTE);
         let made = std::fs::create_dir_all(&dir).map_err(errno_of);
-        let Ok((tmp, mut f)) = made.and_then(|()| temporary(&dir)) else {
-            return;
-        };
-        if f.write_all(content).is_err() || std::fs::rename(&tmp, &note).is_err() {
-            let _ = std::fs::remove_file(tmp);
-            return;
-        }
-        let size = content.len() as u64;
-        if self.used.fetch_add(size, Ordering::Relaxed) + size > self.limit {
-            self.evict(&note);
+        if made
+            .and_then(|()| write_whole(&dir, &note, content))
+            .is_ok()
+        {
+            self.added(content.len() as u64, &note);
         }
     }
 
@@ -517,13 +504,14 @@ impl Cache {
         {
             return;
         }
-        let Ok((tmp, mut f)) = temporary(&dir) else {
-            return;
-        };
-        if f.write_all(value.to_string().as_bytes()).is_err()
-            || std::fs::rename(&tmp, dir.join(key)).is_err()
-        {
-            let _ = std::fs::remove_file(tmp);
+        let _ = write_whole(&dir, &dir.join(key), value.to_string().as_bytes());
+    }
+
+    /// Counts `bytes` more in the objects (`at` was filled or grew), evicting the least
+    /// recently used others when that passes the bound.
+    fn added(&self, bytes: u64, at: &Path) {
+        if self.used.fetch_add(bytes, Ordering::Relaxed) + bytes > self.limit {
+            self.evict(at);
         }
     }
 
@@ -958,6 +946,18 @@ fn temporary(dir: &Path) -> Result<(PathBuf, File), Errno> {
             Err(e) => return Err(errno_of(e)),
         }
     }
+}
+
+/// Makes `to` hold `content`, written under a temporary name in `dir` and renamed over
+/// it: a reader sees the old content or the new, whole.
+fn write_whole(dir: &Path, to: &Path, content: &[u8]) -> Result<(), Errno> {
+    let (tmp, mut f) = temporary(dir)?;
+    let written = f.write_all(content).map_err(errno_of);
+    let renamed = written.and_then(|()| std::fs::rename(&tmp, to).map_err(errno_of));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(tmp);
+    }
+    renamed
 }
 
 /// Reads a whole small file (tests).

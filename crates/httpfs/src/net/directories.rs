@@ -65,8 +65,12 @@ pub(super) struct Grown {
     validators: Option<Validators>,
 }
 
-/// A signature that verified an index: its text, and its expiry and revision.
-type Verified = (Vec<u8>, (i64, u64));
+/// A signature that verified an index: its text, its expiry and its revision.
+struct Verified {
+    text: Vec<u8>,
+    expires: i64,
+    revision: u64,
+}
 
 /// What a GET of an index (or a GROW-FS listing, or a signature) found.
 enum Got {
@@ -283,8 +287,10 @@ impl HttpNet {
             ) => {
                 return match crate::index::parse(&text) {
                     Ok(entries) => {
-                        let (sig, signed) = sig.unzip();
-                        let (expires, revision) = signed.unzip();
+                        let (sig, expires, revision) = match sig {
+                            Some(v) => (Some(v.text), Some(v.expires), Some(v.revision)),
+                            None => (None, None, None),
+                        };
                         let note = Note {
                             text,
                             sig,
@@ -349,7 +355,14 @@ impl HttpNet {
             };
             let why = match sign::check(sig.as_deref(), text, dir, keys, sign::now()) {
                 Ok(signed) => match self.rollback(authority, dir, &signed) {
-                    None => return Ok((got, sig.map(|s| (s, (signed.expires, signed.revision))))),
+                    None => {
+                        let verified = sig.map(|text| Verified {
+                            text,
+                            expires: signed.expires,
+                            revision: signed.revision,
+                        });
+                        return Ok((got, verified));
+                    }
                     Some(why) => why,
                 },
                 Err(why) => why,

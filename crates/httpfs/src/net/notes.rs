@@ -135,16 +135,16 @@ impl HttpNet {
         // Counted and said when used as it is (past its TTL it is only asked about).
         if age < self.options.ttl {
             self.recalled.fetch_add(1, Ordering::Relaxed);
-        }
-        if self.options.verbose && age < self.options.ttl {
-            let url = self.url(
-                authority,
-                &crate::join(dir, crate::index::INDEX_NAME.as_bytes()),
-            );
-            eprintln!(
-                "roost: {url} from the cache (known current {:.0} s ago)",
-                age.as_secs_f64()
-            );
+            if self.options.verbose {
+                let url = self.url(
+                    authority,
+                    &crate::join(dir, crate::index::INDEX_NAME.as_bytes()),
+                );
+                eprintln!(
+                    "roost: {url} from the cache (known current {:.0} s ago)",
+                    age.as_secs_f64()
+                );
+            }
         }
         let d = Dir {
             known: Known::Indexed(Arc::new(Listing::new(entries))),

@@ -16,7 +16,6 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A version of an object being filled block by block, shared on disk.
@@ -141,10 +140,7 @@ impl BlockCopy {
         }
         // Counted as a fill is (a block stored twice, by two agents, is counted twice until
         // the next count of what the objects take).
-        let cache = &self.cache;
-        if cache.used.fetch_add(stored, Ordering::Relaxed) + stored > cache.limit {
-            cache.evict(&self.data_path);
-        }
+        self.cache.added(stored, &self.data_path);
         if !(same_file(&self.data, &self.data_path) && same_file(&self.have, &self.have_path)) {
             return Ok(()); // replaced meanwhile: this descriptor keeps what it stored
         }
