@@ -21,7 +21,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How often a running job is checked for a kill request or its time limit.
+/// How often a running job is checked for a kill request or its time limit (its end is
+/// seen at once, through a pidfd, where the kernel has them).
 const POLL: Duration = Duration::from_millis(50);
 /// Time between SIGTERM and SIGKILL when a job is stopped.
 const GRACE: Duration = Duration::from_secs(2);
@@ -333,6 +334,7 @@ fn watch(
 ) -> ((Option<std::process::ExitStatus>, u64), Option<Stop>) {
     let deadline = Instant::now() + inner.config.time_limit;
     let mut stop: Option<(Stop, Instant)> = None;
+    let ended = ExitNotice::open(child.id() as i32);
     loop {
         if has_exited(pgid) {
             // Until the leader is reaped its number cannot be reused: what is left of its
@@ -357,7 +359,33 @@ fn watch(
             Some((_, since)) if since.elapsed() >= GRACE => stop_group(pgid, libc::SIGKILL),
             Some(_) => {}
         }
-        std::thread::sleep(POLL);
+        ended.wait(POLL);
+    }
+}
+
+/// A way to sleep until a child process ends: a pidfd, readable once it has (Linux 5.3);
+/// without one, the sleep lasts its whole time.
+struct ExitNotice(Option<std::os::fd::OwnedFd>);
+
+impl ExitNotice {
+    fn open(pid: i32) -> ExitNotice {
+        use std::os::fd::FromRawFd;
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        // SAFETY: a descriptor pidfd_open just made, owned by nobody else.
+        ExitNotice((fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }))
+    }
+
+    /// Returns when the process has ended or `most` has passed.
+    fn wait(&self, most: Duration) {
+        let Some(fd) = &self.0 else {
+            return std::thread::sleep(most);
+        };
+        let mut poll = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        unsafe { libc::poll(&mut poll, 1, most.as_millis() as libc::c_int) };
     }
 }
 
