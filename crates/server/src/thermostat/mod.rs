@@ -18,7 +18,7 @@ pub mod schedule;
 use crate::jobs::confine::ResourceLimits;
 use crate::log::{self, Level};
 use schedule::{Limits, Schedule};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -72,6 +72,8 @@ struct State {
     groups: BTreeMap<i64, i32>,
     /// Jobs the watchdog killed, with their status text.
     verdicts: BTreeMap<i64, String>,
+    /// Jobs given files to enter their groups by before they run: started, they are in them.
+    entering: BTreeSet<i64>,
     limits: Limits,
     enforcer: Enforcer,
 }
@@ -164,6 +166,7 @@ impl Thermostat {
         let state = Arc::new(Mutex::new(State {
             groups: BTreeMap::new(),
             verdicts: BTreeMap::new(),
+            entering: BTreeSet::new(),
             limits,
             enforcer,
         }));
@@ -226,6 +229,7 @@ fn run(
             verdicts,
             limits,
             enforcer,
+            ..
         } = &mut *s;
         for (job, why) in enforcer.step(groups, *limits) {
             if let std::collections::btree_map::Entry::Vacant(entry) = verdicts.entry(job) {
@@ -248,15 +252,23 @@ fn oom_verdict(limits: Limits) -> String {
 
 impl ResourceLimits for Thermostat {
     fn entry_files(&self, job: i64) -> io::Result<Vec<std::fs::File>> {
-        match &self.lock().enforcer {
-            Enforcer::Cgroup1(groups) => groups.entry_files(job),
-            _ => Ok(Vec::new()),
+        let mut s = self.lock();
+        let files = match &s.enforcer {
+            Enforcer::Cgroup1(groups) => groups.entry_files(job)?,
+            _ => Vec::new(),
+        };
+        if !files.is_empty() {
+            s.entering.insert(job);
         }
+        Ok(files)
     }
 
     fn admit(&self, job: i64, pgid: i32) -> io::Result<()> {
         let mut s = self.lock();
-        if let Enforcer::Cgroup1(groups) = &s.enforcer {
+        // A job that entered its groups before it ran needs no look through /proc for its
+        // processes: whatever it started since is in them too.
+        let entered = s.entering.remove(&job);
+        if let (Enforcer::Cgroup1(groups), false) = (&s.enforcer, entered) {
             groups.admit(job, pgid)?;
         }
         s.groups.insert(job, pgid);
@@ -269,6 +281,7 @@ impl ResourceLimits for Thermostat {
         let mut s = self.lock();
         s.groups.remove(&job);
         s.verdicts.remove(&job);
+        s.entering.remove(&job);
         if let Enforcer::Cgroup1(groups) = &s.enforcer {
             if let Err(e) = groups.release(job) {
                 log::event(
