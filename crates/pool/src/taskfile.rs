@@ -38,7 +38,7 @@ pub struct Task {
     pub name: String,
     pub inputs: Vec<FileSpec>,
     pub outputs: Vec<FileSpec>,
-    /// Run by `/bin/sh -c` in the sandbox.
+    /// Run by `/bin/sh -c` in the sandbox (a plain one directly: `worker::job_argv`).
     pub command: String,
     /// How much work the task is, in any unit (complib: cells); 1 unless known.
     pub cost: f64,

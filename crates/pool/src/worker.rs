@@ -259,9 +259,12 @@ impl Worker<'_> {
             &self.staging.output(a, "stderr"),
             "OUTPUT",
         ));
+        let (executable, argv) = job_argv(&task.command);
+        let argv: Vec<String> = argv.iter().map(|w| s(w)).collect();
         format!(
-            r#"{{"executable":"/bin/sh","arguments":["sh","-c",{}],"tag":{},"files":[{}]}}"#,
-            s(&task.command),
+            r#"{{"executable":{},"arguments":[{}],"tag":{},"files":[{}]}}"#,
+            s(&executable),
+            argv.join(","),
             s(&format!(
                 "roost pool run: {} (attempt {})",
                 task.name, a.attempt
@@ -375,5 +378,70 @@ impl<T> FilterBroken for Result<T, Error> {
             Err(e) if e.breaks_connection() => Err(e),
             _ => Ok(()),
         }
+    }
+}
+
+/// How a task's command runs: its words as the argument vector when it needs no shell
+/// (plain words, the first naming the program by a path, as `./prog in out`), which spares
+/// each task a shell's start; else `/bin/sh -c COMMAND`.
+fn job_argv(command: &str) -> (String, Vec<String>) {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@ \t".contains(c);
+    let words: Vec<&str> = command.split_ascii_whitespace().collect();
+    match words.first() {
+        // `NAME=value prog` sets a variable in a shell.
+        Some(first)
+            if first.contains('/') && !first.contains('=') && command.chars().all(plain) =>
+        {
+            (
+                first.to_string(),
+                words.iter().map(|w| w.to_string()).collect(),
+            )
+        }
+        _ => (
+            "/bin/sh".into(),
+            vec!["sh".into(), "-c".into(), command.into()],
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::job_argv;
+
+    #[test]
+    fn plain_commands_run_without_a_shell_and_others_with_one() {
+        let direct = |c: &str, exe: &str, argv: &[&str]| {
+            assert_eq!(
+                job_argv(c),
+                (
+                    exe.to_string(),
+                    argv.iter().map(|w| w.to_string()).collect()
+                ),
+                "{c}"
+            )
+        };
+        direct(
+            "./roost-align search q.fa t.fa -o s.tsv",
+            "./roost-align",
+            &["./roost-align", "search", "q.fa", "t.fa", "-o", "s.tsv"],
+        );
+        direct(
+            "/usr/bin/sort  -k2,2\tin",
+            "/usr/bin/sort",
+            &["/usr/bin/sort", "-k2,2", "in"],
+        );
+        let shell = |c: &str| assert_eq!(job_argv(c).0, "/bin/sh", "{c}");
+        // No path: PATH is searched by a shell, not by the server.
+        shell("sort in");
+        shell("./sortit in > out");
+        shell("./x 'a b'");
+        shell("./x $HOME");
+        shell("./x *.fa");
+        shell("./a; ./b");
+        shell("./a | ./b");
+        shell("A=./b ./c");
+        shell("./x ~");
+        shell("./x # comment");
+        shell("");
     }
 }
