@@ -67,6 +67,8 @@ pub struct Client {
     authority: String,
     subject: Subject,
     broken: bool,
+    /// Requests sent whose answers nobody waits for: the next call reads them first.
+    unanswered: usize,
     options: Options,
 }
 
@@ -108,6 +110,7 @@ impl Client {
             authority,
             subject,
             broken: false,
+            unanswered: 0,
             options: opts.clone(),
         })
     }
@@ -240,8 +243,13 @@ impl Client {
         Ok(())
     }
 
-    /// Reads a result line: the non-negative value, or the server's error.
+    /// Reads a result line: the non-negative value, or the server's error (after the
+    /// answers of requests sent without waiting, which are dropped).
     pub(crate) fn finish(&mut self) -> Result<u64> {
+        while self.unanswered > 0 {
+            read_result(&mut self.reader)?;
+            self.unanswered -= 1;
+        }
         let n = read_result(&mut self.reader)?;
         roost_wire::reply::check(n).map_err(Error::remote)
     }
@@ -260,6 +268,19 @@ impl Client {
         let mut buf = vec![0u8; n];
         self.reader.read_exact(&mut buf)?;
         Ok(buf)
+    }
+
+    /// Sends a request whose only answer is a result line nobody needs, without waiting
+    /// for it: the next call on this connection reads it first (and drops it), so the
+    /// connection is free again at once.
+    pub(crate) fn unanswered(&mut self, req: Request) -> Result<()> {
+        debug_assert_eq!(req.reply_body(), roost_wire::ReplyBody::None);
+        self.guard(|c| {
+            c.send(&req, &[])?;
+            c.flush()?;
+            c.unanswered += 1;
+            Ok(())
+        })
     }
 
     /// A request whose only answer is the result line.

@@ -30,6 +30,12 @@ impl Client {
         self.simple(Request::Close { fd }).map(drop)
     }
 
+    /// Closes a descriptor without waiting for the answer (a close's failure leaves nothing
+    /// to do): the request is sent now, and its answer read and dropped by the next call.
+    pub fn close_unanswered(&mut self, fd: i64) -> Result<()> {
+        self.unanswered(Request::Close { fd })
+    }
+
     /// Stats an open file.
     pub fn fstat(&mut self, fd: i64) -> Result<Stat> {
         self.stat_reply(Request::Fstat { fd }).map(|(_, st)| st)

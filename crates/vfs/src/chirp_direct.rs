@@ -184,7 +184,8 @@ impl Drop for DirectFile {
             Ok(None),
         );
         if let Ok(Some(mut o)) = state {
-            if o.client.close(o.fd).is_ok() {
+            // The connection goes back to the pool at once, for the next open to use.
+            if o.client.close_unanswered(o.fd).is_ok() {
                 self.server.give_back(o.client);
             }
         }

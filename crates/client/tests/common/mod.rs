@@ -54,7 +54,8 @@ macro_rules! battery_tests {
             name_rpcs digests_match_local_computation server_errors_arrive_as_errno whole_file_transfers
             pipelined_transfers_round_trip offsets_beyond_4_gib_work unicode_and_awkward_names
             extended_attributes streams_end_the_connection reconnect_after_an_abandoned_transfer
-            each_method_authenticates_alone tree_copies_round_trip pipelined_small_requests);
+            each_method_authenticates_alone tree_copies_round_trip pipelined_small_requests
+            closes_sent_without_waiting);
     };
     (@each $start:expr; $($name:ident)*) => {$(
         #[test]
@@ -105,6 +106,22 @@ pub fn descriptor_rpcs(server: &impl TestServer) {
     c.close(fd).unwrap();
     assert_eq!(c.close(fd).unwrap_err().errno(), libc::EBADF);
     assert_eq!(std::fs::read(server.local("/f")).unwrap(), b"hello");
+}
+
+pub fn closes_sent_without_waiting(server: &impl TestServer) {
+    let mut c = server.client();
+    let rwc = OpenFlags::from_letters(b"rwc").unwrap();
+    let (a, _) = c.open("/a", rwc, 0o644).unwrap();
+    let (b, _) = c.open("/b", rwc, 0o644).unwrap();
+    c.close_unanswered(a).unwrap();
+    // A failing close's answer is dropped too, not taken for the next call's.
+    c.close_unanswered(a + b + 100).unwrap();
+    assert_eq!(c.pwrite(b, b"after", 0).unwrap(), 5);
+    assert_eq!(c.fstat(b).unwrap().size, 5);
+    // The first was closed on the server.
+    assert_eq!(c.close(a).unwrap_err().errno(), libc::EBADF);
+    c.close(b).unwrap();
+    assert_eq!(std::fs::read(server.local("/b")).unwrap(), b"after");
 }
 
 pub fn name_rpcs(server: &impl TestServer) {
