@@ -10,6 +10,7 @@
 //! the loop.
 
 pub mod cgroup1;
+pub mod cgroupfs;
 pub mod control;
 pub mod feedback;
 pub mod procs;
@@ -114,6 +115,14 @@ impl Enforcer {
         }
     }
 
+    /// The jobs' groups, under a cgroup mechanism.
+    fn jobs(&self) -> Option<&cgroupfs::JobGroups> {
+        match self {
+            Enforcer::Cgroup1(groups) => Some(groups.jobs()),
+            Enforcer::Loop(_) => None,
+        }
+    }
+
     fn apply(&self, limits: Limits) {
         if let Enforcer::Cgroup1(groups) = self {
             if let Err(e) = groups.apply(limits) {
@@ -129,16 +138,19 @@ impl Enforcer {
     /// One turn: the loop's, or a look for jobs the kernel found over the memory limit
     /// (whose other processes are then killed too). Returns the jobs killed, with why.
     fn step(&mut self, groups: &BTreeMap<i64, i32>, limits: Limits) -> Vec<(i64, String)> {
-        match self {
-            Enforcer::Loop(feedback) => feedback.step(groups, limits),
-            Enforcer::Cgroup1(cg) => {
+        if let Enforcer::Loop(feedback) = self {
+            return feedback.step(groups, limits);
+        }
+        match self.jobs() {
+            None => Vec::new(),
+            Some(jobs) => {
                 let mut killed = Vec::new();
                 for (job, pgid) in groups {
-                    if cg.oom_kills(*job) == 0 {
+                    if jobs.oom_kills(*job) == 0 {
                         continue;
                     }
                     unsafe { libc::kill(-pgid, libc::SIGKILL) };
-                    for pid in cg.pids(*job) {
+                    for pid in jobs.pids(*job) {
                         unsafe { libc::kill(pid, libc::SIGKILL) };
                     }
                     killed.push((*job, oom_verdict(limits)));
@@ -253,9 +265,9 @@ fn oom_verdict(limits: Limits) -> String {
 impl ResourceLimits for Thermostat {
     fn entry_files(&self, job: i64) -> io::Result<Vec<std::fs::File>> {
         let mut s = self.lock();
-        let files = match &s.enforcer {
-            Enforcer::Cgroup1(groups) => groups.entry_files(job)?,
-            _ => Vec::new(),
+        let files = match s.enforcer.jobs() {
+            Some(jobs) => jobs.entry_files(job)?,
+            None => Vec::new(),
         };
         if !files.is_empty() {
             s.entering.insert(job);
@@ -268,8 +280,8 @@ impl ResourceLimits for Thermostat {
         // A job that entered its groups before it ran needs no look through /proc for its
         // processes: whatever it started since is in them too.
         let entered = s.entering.remove(&job);
-        if let (Enforcer::Cgroup1(groups), false) = (&s.enforcer, entered) {
-            groups.admit(job, pgid)?;
+        if let (Some(jobs), false) = (s.enforcer.jobs(), entered) {
+            jobs.admit(job, pgid)?;
         }
         s.groups.insert(job, pgid);
         Ok(())
@@ -282,8 +294,8 @@ impl ResourceLimits for Thermostat {
         s.groups.remove(&job);
         s.verdicts.remove(&job);
         s.entering.remove(&job);
-        if let Enforcer::Cgroup1(groups) = &s.enforcer {
-            if let Err(e) = groups.release(job) {
+        if let Some(jobs) = s.enforcer.jobs() {
+            if let Err(e) = jobs.release(job) {
                 log::event(
                     Level::Error,
                     "thermostat-release",
@@ -303,8 +315,8 @@ impl ResourceLimits for Thermostat {
             return Some(why.clone());
         }
         // The kernel may have killed the job's last process since the thermostat last looked.
-        match &s.enforcer {
-            Enforcer::Cgroup1(groups) if groups.oom_kills(job) > 0 => {
+        match s.enforcer.jobs() {
+            Some(jobs) if jobs.oom_kills(job) > 0 => {
                 let why = oom_verdict(s.limits);
                 log::event(
                     Level::Info,
