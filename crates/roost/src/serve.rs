@@ -121,8 +121,10 @@ pub struct ServeArgs {
     /// docs/pool.md "Thermostat"); `roost thermostat set` changes the limits while running.
     #[arg(long, value_name = "FILE")]
     pub thermostat: Option<PathBuf>,
-    /// How the thermostat holds jobs to its limits: auto (the best available) or loop
-    /// (SIGSTOP/SIGCONT and a memory watchdog over the jobs' processes).
+    /// How the thermostat holds jobs to its limits: cgroup2 (cpu.max and memory.max in the
+    /// unified hierarchy: as root, or in a group delegated to the server's user), cgroup1
+    /// (the v1 cpu and memory hierarchies, as root), loop (SIGSTOP/SIGCONT and a memory
+    /// watchdog over the jobs' processes), or auto: the first of these that works here.
     #[arg(long, default_value = "auto", value_name = "MECHANISM")]
     pub thermostat_mechanism: String,
     /// The accounting ledger: what each user consumed here and what the owner offered
@@ -337,7 +339,7 @@ fn stop_on_signals(
             let signal = signals.wait();
             accounting.flush();
             if let Some(job_dir) = &job_dir {
-                roost_server::thermostat::cgroup1::Cgroup1::remove_leftovers(job_dir);
+                roost_server::thermostat::remove_leftovers(job_dir);
             }
             log::event(
                 Level::Info,

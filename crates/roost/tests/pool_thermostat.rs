@@ -6,9 +6,9 @@
 mod run_support;
 mod serve_support;
 
-use roost_server::thermostat::cgroup1::Cgroup1;
 use run_support::{processes_with, roost};
 use serve_support::TestServer;
+use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -89,7 +89,7 @@ impl Drop for Guarded {
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(3) {
             std::thread::sleep(Duration::from_millis(100));
-            if Cgroup1::remove_leftovers(&self.job_dir) == 0 {
+            if roost_server::thermostat::remove_leftovers(&self.job_dir) == 0 {
                 break;
             }
         }
@@ -474,4 +474,144 @@ fn a_stopped_server_leaves_no_cgroup_behind() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!groups[0].exists(), "{} left behind", groups[0].display());
+}
+
+/// The unified hierarchy's group this process is in, and so a server it starts, read from
+/// `/proc/self/mountinfo` and `/proc/self/cgroup` (`None`: no v2 hierarchy), and the v1
+/// hierarchies' controllers.
+fn unified_group() -> (Option<PathBuf>, Vec<String>) {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mut v2 = None;
+    let mut v1 = Vec::new();
+    for line in mountinfo.lines() {
+        let (left, right) = line.split_once(" - ").unwrap();
+        let r: Vec<&str> = right.split_whitespace().collect();
+        let point = left.split_whitespace().nth(4).unwrap();
+        match r[0] {
+            "cgroup2" => v2 = Some(PathBuf::from(point)),
+            "cgroup" => v1.extend(r[2].split(',').map(String::from)),
+            _ => {}
+        }
+    }
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own = cgroup.lines().find_map(|l| l.strip_prefix("0::"));
+    let group = v2
+        .zip(own)
+        .map(|(m, own)| match own.trim_start_matches('/') {
+            "" => m,
+            own => m.join(own),
+        });
+    (group, v1)
+}
+
+/// `--thermostat-mechanism cgroup2` either works (the unified hierarchy gives this group
+/// cpu and memory, and the server may use them: it says so) or stops the server with exit
+/// status 2 and a line naming what is missing. Which one is decided here from the group's
+/// own `cgroup.controllers`: on this (hybrid) machine, where cpu and memory are bound to v1,
+/// the error names both; and `auto` passes over cgroup2, saying why.
+#[test]
+fn cgroup2_is_refused_naming_what_is_missing_or_else_used() {
+    let (group, v1) = unified_group();
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("schedule");
+    std::fs::write(&file, "default cpu 100%\n").unwrap();
+    let job_dir = root.path().join("jobs");
+    let mut server = roost()
+        .arg("serve")
+        .arg(root.path())
+        .args(["--port", "0", "--listen", "127.0.0.1", "--jobs"])
+        .arg("--job-dir")
+        .arg(&job_dir)
+        .arg("--ledger")
+        .arg(root.path().join("ledger"))
+        .arg("--thermostat")
+        .arg(&file)
+        .args(["--thermostat-mechanism", "cgroup2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let available: Vec<String> = group
+        .as_ref()
+        .and_then(|g| std::fs::read_to_string(g.join("cgroup.controllers")).ok())
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let missing: Vec<&str> = ["cpu", "memory"]
+        .into_iter()
+        .filter(|c| !available.iter().any(|a| a == c))
+        .collect();
+    if first.is_empty() {
+        // It stopped: with exit status 2 and one clear line.
+        let out = server.wait_with_output().unwrap();
+        let all = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{all}");
+        // After the log lines of what started before.
+        let err = all.lines().last().unwrap_or_default();
+        assert!(
+            err.starts_with("roost serve: --thermostat-mechanism cgroup2: ")
+                && err.ends_with("; use --thermostat-mechanism cgroup1 or loop"),
+            "{all}"
+        );
+        match &group {
+            None => assert!(err.contains("no cgroup v2 hierarchy is mounted"), "{err}"),
+            Some(g) if !missing.is_empty() => {
+                assert!(
+                    err.contains(&format!("cgroup v2 at {} has no ", g.display())),
+                    "{err}"
+                );
+                for c in &missing {
+                    let why = if v1.iter().any(|v| v == c) {
+                        format!("no {c} controller (it is bound to a v1 hierarchy)")
+                    } else {
+                        format!("no {c} controller (")
+                    };
+                    assert!(err.contains(&why), "{err}");
+                }
+            }
+            // The controllers are there but not the server's to use (its group holds this
+            // test too, or belongs to another user): it says which.
+            Some(g) => assert!(
+                err.contains(&format!("{}", g.display()))
+                    && (err.contains("holds processes other than this server")
+                        || err.contains("is not this server's to change")),
+                "{err}"
+            ),
+        }
+        eprintln!("cgroup2 refused here: {err}");
+    } else {
+        assert!(missing.is_empty(), "started without {missing:?}: {first}");
+        let now = job_dir.join("thermostat.now");
+        let start = Instant::now();
+        while !std::fs::read_to_string(&now)
+            .unwrap_or_default()
+            .contains("mechanism cgroup2")
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no thermostat.now"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+        let out = server.wait_with_output().unwrap();
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(log.contains("mechanism=cgroup2"), "{log}");
+        assert_eq!(roost_server::thermostat::remove_leftovers(&job_dir), 0);
+        eprintln!("cgroup2 used here");
+    }
+    if !missing.is_empty() {
+        let g = Guarded::start("default cpu 100%\n", "auto");
+        let log = g.server.log_text();
+        assert!(
+            log.contains("thermostat-no-cgroup") && log.contains("mechanism=cgroup2"),
+            "{log}"
+        );
+        assert!(!g.show().contains("mechanism cgroup2"), "{}", g.show());
+    }
 }

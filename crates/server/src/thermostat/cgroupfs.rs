@@ -41,7 +41,10 @@ impl Mount {
             Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
             _ => path,
         };
-        self.point.join(within.trim_start_matches('/'))
+        match within.trim_start_matches('/') {
+            "" => self.point.clone(),
+            rest => self.point.join(rest),
+        }
     }
 
     fn has(&self, controller: &str) -> bool {

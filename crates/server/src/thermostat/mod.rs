@@ -1,15 +1,17 @@
 //! The thermostat (Legion's "pain management", issue 13 item 3): the owner's limits on
 //! guest jobs, CPU percent of the machine and memory for all of them together, on a weekly
 //! schedule ([`schedule`]) that `roost thermostat set` overrides while the server runs
-//! ([`control`]), enforced by cgroup v1 groups where they are writable ([`cgroup1`]), or else
-//! by a stop/continue loop with a memory watchdog ([`feedback`]) over the jobs' processes
-//! ([`procs`]).
+//! ([`control`]), enforced by cgroup v2 where its controllers are the server's to use
+//! ([`cgroup2`]), by cgroup v1 groups where they are writable ([`cgroup1`]; what the two
+//! share is in [`cgroupfs`]), or else by a stop/continue loop with a memory watchdog
+//! ([`feedback`]) over the jobs' processes ([`procs`]).
 //!
 //! [`Thermostat`] is the jobs' [`ResourceLimits`]: a job is admitted by its process group
 //! when it starts; one thread, every [`TICK`], rereads the limits (each second) and runs
 //! the loop.
 
 pub mod cgroup1;
+pub mod cgroup2;
 pub mod cgroupfs;
 pub mod control;
 pub mod feedback;
@@ -21,7 +23,7 @@ use crate::log::{self, Level};
 use schedule::{Limits, Schedule};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,6 +35,8 @@ pub const REREAD: Duration = Duration::from_secs(1);
 /// How the limits are enforced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mechanism {
+    /// cgroup v2: `cpu.max` and `memory.max` on a group of the unified hierarchy.
+    Cgroup2,
     /// cgroup v1 `cpu` and `memory` groups.
     Cgroup1,
     /// SIGSTOP/SIGCONT over the jobs' processes, a watchdog over their memory.
@@ -40,24 +44,37 @@ pub enum Mechanism {
 }
 
 impl Mechanism {
+    /// Every mechanism, in the order `auto` tries them.
+    pub const ALL: [Mechanism; 3] = [Mechanism::Cgroup2, Mechanism::Cgroup1, Mechanism::Loop];
+
     pub fn name(self) -> &'static str {
         match self {
+            Mechanism::Cgroup2 => "cgroup2",
             Mechanism::Cgroup1 => "cgroup1",
             Mechanism::Loop => "loop",
         }
     }
 
-    /// Parses `--thermostat-mechanism`: `auto` (the best available), `cgroup1` or `loop`.
+    /// Parses `--thermostat-mechanism`: `auto` (the best available), `cgroup2`, `cgroup1`
+    /// or `loop`.
     pub fn parse(text: &str) -> Result<Option<Mechanism>, String> {
-        match text {
-            "auto" => Ok(None),
-            "cgroup1" => Ok(Some(Mechanism::Cgroup1)),
-            "loop" => Ok(Some(Mechanism::Loop)),
-            _ => Err(format!(
-                "--thermostat-mechanism {text}: expected auto, cgroup1 or loop"
-            )),
+        if text == "auto" {
+            return Ok(None);
         }
+        Mechanism::ALL
+            .into_iter()
+            .find(|m| m.name() == text)
+            .map(Some)
+            .ok_or_else(|| {
+                format!("--thermostat-mechanism {text}: expected auto, cgroup2, cgroup1 or loop")
+            })
     }
+}
+
+/// Removes the cgroups, v2 and v1, that the server of the jobs in `job_dir` left and that
+/// hold no process any more. Returns how many are left (0: none).
+pub fn remove_leftovers(job_dir: &Path) -> usize {
+    cgroup2::Cgroup2::remove_leftovers(job_dir) + cgroup1::Cgroup1::remove_leftovers(job_dir)
 }
 
 /// The thermostat's configuration.
@@ -81,6 +98,7 @@ struct State {
 
 /// The mechanism at work.
 enum Enforcer {
+    Cgroup2(cgroup2::Cgroup2),
     Cgroup1(cgroup1::Cgroup1),
     Loop(feedback::Feedback),
 }
@@ -88,50 +106,76 @@ enum Enforcer {
 impl Enforcer {
     fn mechanism(&self) -> Mechanism {
         match self {
+            Enforcer::Cgroup2(_) => Mechanism::Cgroup2,
             Enforcer::Cgroup1(_) => Mechanism::Cgroup1,
             Enforcer::Loop(_) => Mechanism::Loop,
         }
     }
 
-    /// The mechanism asked for, or the best available: cgroup v1 when its groups can be
-    /// made and written, else the loop.
-    fn choose(asked: Option<Mechanism>, job_dir: &std::path::Path) -> Result<Enforcer, String> {
-        match asked {
-            Some(Mechanism::Loop) => Ok(Enforcer::Loop(feedback::Feedback::new())),
-            Some(Mechanism::Cgroup1) => cgroup1::Cgroup1::create(job_dir)
-                .map(Enforcer::Cgroup1)
-                .map_err(|e| format!("--thermostat-mechanism cgroup1: {e}")),
-            None => match cgroup1::Cgroup1::create(job_dir) {
-                Ok(groups) => Ok(Enforcer::Cgroup1(groups)),
-                Err(e) => {
-                    log::event(
-                        Level::Info,
-                        "thermostat-no-cgroup",
-                        &[("why", &e), ("instead", &"loop")],
-                    );
-                    Ok(Enforcer::Loop(feedback::Feedback::new()))
-                }
-            },
+    fn create(mechanism: Mechanism, job_dir: &Path) -> io::Result<Enforcer> {
+        match mechanism {
+            Mechanism::Cgroup2 => cgroup2::Cgroup2::create(job_dir).map(Enforcer::Cgroup2),
+            Mechanism::Cgroup1 => cgroup1::Cgroup1::create(job_dir).map(Enforcer::Cgroup1),
+            Mechanism::Loop => Ok(Enforcer::Loop(feedback::Feedback::new())),
         }
+    }
+
+    /// The mechanism asked for, or the best available: the first of [`Mechanism::ALL`]
+    /// whose groups can be made and written (the loop always can).
+    fn choose(asked: Option<Mechanism>, job_dir: &Path) -> Result<Enforcer, String> {
+        if let Some(m) = asked {
+            return Enforcer::create(m, job_dir).map_err(|e| {
+                let others: Vec<&str> = Mechanism::ALL
+                    .iter()
+                    .filter(|o| **o != m)
+                    .map(|o| o.name())
+                    .collect();
+                format!(
+                    "--thermostat-mechanism {}: {e}; use --thermostat-mechanism {}",
+                    m.name(),
+                    others.join(" or ")
+                )
+            });
+        }
+        let mut tried = Mechanism::ALL.into_iter().peekable();
+        while let Some(m) = tried.next() {
+            match Enforcer::create(m, job_dir) {
+                Ok(enforcer) => return Ok(enforcer),
+                Err(e) => log::event(
+                    Level::Info,
+                    "thermostat-no-cgroup",
+                    &[
+                        ("mechanism", &m.name()),
+                        ("why", &e),
+                        ("next", &tried.peek().map_or("none", |n| n.name())),
+                    ],
+                ),
+            }
+        }
+        Err("no thermostat mechanism works here".into())
     }
 
     /// The jobs' groups, under a cgroup mechanism.
     fn jobs(&self) -> Option<&cgroupfs::JobGroups> {
         match self {
+            Enforcer::Cgroup2(groups) => Some(groups.jobs()),
             Enforcer::Cgroup1(groups) => Some(groups.jobs()),
             Enforcer::Loop(_) => None,
         }
     }
 
     fn apply(&self, limits: Limits) {
-        if let Enforcer::Cgroup1(groups) = self {
-            if let Err(e) = groups.apply(limits) {
-                log::event(
-                    Level::Error,
-                    "thermostat-apply",
-                    &[("limits", &limits), ("error", &e)],
-                );
-            }
+        let done = match self {
+            Enforcer::Cgroup2(groups) => groups.apply(limits),
+            Enforcer::Cgroup1(groups) => groups.apply(limits),
+            Enforcer::Loop(_) => Ok(()),
+        };
+        if let Err(e) = done {
+            log::event(
+                Level::Error,
+                "thermostat-apply",
+                &[("limits", &limits), ("error", &e)],
+            );
         }
     }
 
