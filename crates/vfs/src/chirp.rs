@@ -1,6 +1,7 @@
 //! The Chirp driver: `/chirp/HOST[:PORT]/PATH` (driver paths `/HOST[:PORT]/PATH`) on any
 //! Chirp server, through `roost-client`. One driver serves every server; each server gets a
-//! pool of authenticated connections shared by all the program's threads and processes, and
+//! pool of authenticated connections shared by all the program's threads and processes
+//! (and a few more that its direct-mode files share: [`crate::chirp_direct`]), and
 //! a short-lived attribute cache (filled by directory listings too, so `ls -l` costs one
 //! RPC). Files are opened through local copies ([`crate::cache`]): read whole into the
 //! shared cache, validated against the server's attributes on every open; written copies
@@ -689,6 +690,8 @@ pub struct Server {
     options: ChirpOptions,
     /// Idle authenticated connections.
     pool: Mutex<Vec<Client>>,
+    /// The connections direct-mode files are open on ([`crate::chirp_direct::Line`]).
+    pub(crate) lines: Mutex<Vec<Arc<crate::chirp_direct::Line>>>,
     /// lstat answers (and symlink targets) by path, with when they were learnt.
     attrs: Mutex<Learnt<Result<roost_client::Stat, Errno>>>,
     links: Mutex<Learnt<Vec<u8>>>,
@@ -710,6 +713,7 @@ impl Server {
             authority,
             options,
             pool: Mutex::new(Vec::new()),
+            lines: Mutex::new(Vec::new()),
             attrs: Mutex::new(HashMap::new()),
             links: Mutex::new(HashMap::new()),
             reached: AtomicBool::new(false),
@@ -828,6 +832,7 @@ impl Server {
                 return Err(failure.errno());
             }
             self.pool.lock().expect("pool lock").clear();
+            crate::chirp_direct::Line::all_lost(self);
             if Instant::now() + delay > deadline {
                 eprintln!(
                     "roost: chirp://{}{name}: {failure}; gave up after {} s (--timeout)",

@@ -1,25 +1,140 @@
-//! Files used in place on a Chirp server (direct mode, [`OpenFile`]): each open file holds
-//! its own connection (taken from the server's pool, given back when closed), because a
-//! Chirp descriptor belongs to the connection that opened it.
+//! Files used in place on a Chirp server (direct mode, [`OpenFile`]). A Chirp descriptor
+//! belongs to the connection that opened it, so each file is bound to one of the server's
+//! *lines* ([`Line`]): up to [`MAX_LINES`] connections that the run's direct-mode files
+//! share (an unused one is taken first, a new one made while there are fewer, else the one
+//! with the fewest files), rather than a connection per open file.
 //!
 //! Failures: a lost connection is re-established as [`Server::retrying`] does for any
-//! call, and the file is opened again by name; if the name now leads to another file
-//! (device or inode changed) or to none, the descriptor is stale: this call and every later
-//! one fail with ESTALE, and the program's other files carry on. Every retried call is
-//! safe to make twice: reads, `pwrite` at an explicit offset (the agent turns `O_APPEND`
-//! into a write at the end it learnt first, so a retry writes the same bytes at the same
-//! place), truncate, chmod, chown, fsync and stat.
+//! call, and the file is opened again by name, on a line that still works; if the name now
+//! leads to another file (device or inode changed) or to none, the descriptor is stale:
+//! this call and every later one fail with ESTALE, and the program's other files carry on.
+//! A line found lost by one file is lost for all of its files, which open themselves again
+//! at their next call. Every retried call is safe to make twice: reads, `pwrite` at an
+//! explicit offset (the agent turns `O_APPEND` into a write at the end it learnt first, so
+//! a retry writes the same bytes at the same place), truncate, chmod, chown, fsync and stat.
 
 use crate::chirp::{Failure, Server};
 use crate::driver::{OpenFile, OpenMode, Stat, StatFs};
 use crate::Errno;
 use roost_client::{Client, Error as ClientError, OpenFlags};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-/// A connection and the server's descriptor for the file on it.
+/// The most connections to one server that direct-mode files are spread over.
+pub const MAX_LINES: usize = 4;
+
+/// A connection direct-mode files share.
+pub(crate) struct Line {
+    /// `None` once given up after a failure.
+    client: Mutex<Option<Client>>,
+    /// Broken, or given up after a failure on the server: its files open themselves again
+    /// elsewhere.
+    lost: AtomicBool,
+    /// Files open on it.
+    files: AtomicUsize,
+}
+
+impl Line {
+    fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Gives up every line of `server` (after a failure on one: the others most likely
+    /// went with it); their files open themselves again at their next call.
+    pub(crate) fn all_lost(server: &Server) {
+        for line in server.lines.lock().expect("lines lock").drain(..) {
+            line.lost.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The line a file opened now goes on.
+    fn choose(server: &Server) -> Result<Arc<Line>, Failure> {
+        {
+            let mut lines = server.lines.lock().expect("lines lock");
+            lines.retain(|l| !l.is_lost());
+            let least = lines.iter().min_by_key(|l| l.files.load(Ordering::Relaxed));
+            if let Some(l) =
+                least.filter(|l| l.files.load(Ordering::Relaxed) == 0 || lines.len() >= MAX_LINES)
+            {
+                return Ok(Arc::clone(l));
+            }
+        }
+        // Connecting may take a while: not under the lock.
+        let line = Arc::new(Line {
+            client: Mutex::new(Some(server.connection()?)),
+            lost: AtomicBool::new(false),
+            files: AtomicUsize::new(0),
+        });
+        server
+            .lines
+            .lock()
+            .expect("lines lock")
+            .push(Arc::clone(&line));
+        Ok(line)
+    }
+
+    /// The connection, for one call; `Lost` if the line was given up meanwhile.
+    fn lock(&self) -> Result<Held<'_>, Failure> {
+        let held = Held(self.client.lock().unwrap_or_else(|e| e.into_inner()));
+        match &*held.0 {
+            Some(c) if !c.is_broken() && !self.is_lost() => Ok(held),
+            _ => {
+                self.lost.store(true, Ordering::Relaxed);
+                Err(Failure::Lost(ClientError::Io(
+                    std::io::Error::from_raw_os_error(libc::ENOTCONN),
+                )))
+            }
+        }
+    }
+
+    /// A call on the line failed with `e`: the server's answer, or a lost connection,
+    /// which gives the line up (aborted: the request may sit unsent in the kernel, and it
+    /// must not reach the server after the retry).
+    fn failed(&self, held: &mut Held<'_>, e: ClientError) -> Failure {
+        if !e.breaks_connection() {
+            return Failure::Answer(e.errno());
+        }
+        self.lost.store(true, Ordering::Relaxed);
+        if let Some(client) = held.0.take() {
+            client.abort();
+        }
+        Failure::Lost(e)
+    }
+}
+
+/// A line's connection, held for one call ([`Line::lock`] saw it there).
+struct Held<'a>(MutexGuard<'a, Option<Client>>);
+
+impl std::ops::Deref for Held<'_> {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        self.0.as_ref().expect("a held line has its connection")
+    }
+}
+
+impl std::ops::DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.0.as_mut().expect("a held line has its connection")
+    }
+}
+
+/// A file open on a line: the server's descriptor for it there.
 struct Opened {
-    client: Client,
+    line: Arc<Line>,
     fd: i64,
+}
+
+impl Opened {
+    fn new(line: Arc<Line>, fd: i64) -> Opened {
+        line.files.fetch_add(1, Ordering::Relaxed);
+        Opened { line, fd }
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        self.line.files.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// One file open in place on a server.
@@ -61,33 +176,26 @@ impl DirectFile {
             ..flags
         };
         let mode = how.mode & 0o7777;
-        let opened = server.retrying(rest, |retry| {
-            let mut client = server.connection()?;
-            let first = client.open(rest, flags, mode);
-            let answer = match first {
+        let (opened, st) = server.retrying(rest, |retry| {
+            let line = Line::choose(&server)?;
+            let mut client = line.lock()?;
+            let answer = match client.open(rest, flags, mode) {
                 Err(e) if retry && how.exclusive && e.errno() == libc::EEXIST => {
                     client.open(rest, reopen, mode)
                 }
                 other => other,
             };
             match answer {
-                Ok((fd, st)) => Ok((Opened { client, fd }, st)),
-                Err(e) if !e.breaks_connection() => {
-                    server.give_back(client);
-                    Err(Failure::Answer(e.errno()))
+                Ok((fd, st)) => {
+                    drop(client);
+                    Ok((Opened::new(line, fd), st))
                 }
-                Err(e) => {
-                    client.abort();
-                    Err(Failure::Lost(e))
-                }
+                Err(e) => Err(line.failed(&mut client, e)),
             }
-        });
-        let (opened, st) = opened?;
+        })?;
         let is = st.mode as u32 & libc::S_IFMT;
         if is != libc::S_IFREG {
-            let mut opened = opened;
-            let _ = opened.client.close(opened.fd);
-            server.give_back(opened.client);
+            close(opened);
             return Err(if is == libc::S_IFDIR {
                 libc::EISDIR
             } else {
@@ -119,6 +227,9 @@ impl DirectFile {
                 Err(e) => return Err(Failure::Answer(*e)),
                 Ok(opened) => opened,
             };
+            if opened.as_ref().is_some_and(|o| o.line.is_lost()) {
+                *opened = None;
+            }
             if opened.is_none() {
                 match self.reopen() {
                     Ok(o) => *opened = Some(o),
@@ -135,39 +246,35 @@ impl DirectFile {
                     Err(f) => return Err(f),
                 }
             }
-            let o = opened.as_mut().expect("opened above");
-            match op(&mut o.client, o.fd) {
-                Ok(v) => Ok(v),
-                Err(e) if !e.breaks_connection() => Err(Failure::Answer(e.errno())),
-                Err(e) => {
-                    opened.take().expect("opened").client.abort();
-                    Err(Failure::Lost(e))
-                }
+            let o = opened.as_ref().expect("opened above");
+            let result = {
+                let mut client = o.line.lock()?;
+                op(&mut client, o.fd).map_err(|e| o.line.failed(&mut client, e))
+            };
+            if let Err(Failure::Lost(_)) = &result {
+                *opened = None;
             }
+            result
         })
     }
 
-    /// Opens the file again on a new connection; ESTALE if its name leads elsewhere now.
+    /// Opens the file again, on a line that works; ESTALE if its name leads elsewhere now.
     fn reopen(&self) -> Result<Opened, Failure> {
-        let mut client = self.server.connection()?;
+        let line = Line::choose(&self.server)?;
+        let mut client = line.lock()?;
         match client.open(&self.rest, self.reopen, 0) {
-            Ok((fd, st)) if (st.dev, st.ino) == self.identity => Ok(Opened { client, fd }),
+            Ok((fd, st)) if (st.dev, st.ino) == self.identity => {
+                drop(client);
+                Ok(Opened::new(line, fd))
+            }
             Ok((fd, _)) => {
-                let _ = client.close(fd);
-                self.server.give_back(client);
+                let _ = client.close_unanswered(fd);
                 Err(Failure::Answer(libc::ESTALE))
             }
-            Err(e) if !e.breaks_connection() => {
-                self.server.give_back(client);
-                Err(Failure::Answer(match e.errno() {
-                    libc::ENOENT | libc::ENOTDIR => libc::ESTALE,
-                    other => other,
-                }))
-            }
-            Err(e) => {
-                client.abort();
-                Err(Failure::Lost(e))
-            }
+            Err(e) => Err(match line.failed(&mut client, e) {
+                Failure::Answer(libc::ENOENT | libc::ENOTDIR) => Failure::Answer(libc::ESTALE),
+                other => other,
+            }),
         }
     }
 
@@ -183,11 +290,17 @@ impl Drop for DirectFile {
             self.state.get_mut().unwrap_or_else(|e| e.into_inner()),
             Ok(None),
         );
-        if let Ok(Some(mut o)) = state {
-            // The connection goes back to the pool at once, for the next open to use.
-            if o.client.close_unanswered(o.fd).is_ok() {
-                self.server.give_back(o.client);
-            }
+        if let Ok(Some(opened)) = state {
+            close(opened);
+        }
+    }
+}
+
+/// Closes a file on its line without waiting for the answer: the line's next call reads it.
+fn close(opened: Opened) {
+    if let Ok(mut client) = opened.line.lock() {
+        if let Err(e) = client.close_unanswered(opened.fd) {
+            opened.line.failed(&mut client, e);
         }
     }
 }
