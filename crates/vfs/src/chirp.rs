@@ -832,7 +832,6 @@ impl Server {
                 return Err(failure.errno());
             }
             self.pool.lock().expect("pool lock").clear();
-            crate::chirp_direct::Line::all_lost(self);
             if Instant::now() + delay > deadline {
                 eprintln!(
                     "roost: chirp://{}{name}: {failure}; gave up after {} s (--timeout)",

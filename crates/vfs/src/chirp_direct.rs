@@ -8,8 +8,8 @@
 //! call, and the file is opened again by name, on a line that still works; if the name now
 //! leads to another file (device or inode changed) or to none, the descriptor is stale:
 //! this call and every later one fail with ESTALE, and the program's other files carry on.
-//! A line found lost by one file is lost for all of its files, which open themselves again
-//! at their next call. Every retried call is safe to make twice: reads, `pwrite` at an
+//! A line lost to one file's call is lost to all of its files, which open themselves again
+//! at their next call; the server's other lines carry on. Every retried call is safe to make twice: reads, `pwrite` at an
 //! explicit offset (the agent turns `O_APPEND` into a write at the end it learnt first, so
 //! a retry writes the same bytes at the same place), truncate, chmod, chown, fsync and stat.
 
@@ -18,17 +18,16 @@ use crate::driver::{OpenFile, OpenMode, Stat, StatFs};
 use crate::Errno;
 use roost_client::{Client, Error as ClientError, OpenFlags};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 /// The most connections to one server that direct-mode files are spread over.
-pub const MAX_LINES: usize = 4;
+pub(crate) const MAX_LINES: usize = 4;
 
 /// A connection direct-mode files share.
 pub(crate) struct Line {
-    /// `None` once given up after a failure.
+    /// `None` once given up.
     client: Mutex<Option<Client>>,
-    /// Broken, or given up after a failure on the server: its files open themselves again
-    /// elsewhere.
+    /// Given up after a failure: its files open themselves again elsewhere.
     lost: AtomicBool,
     /// Files open on it.
     files: AtomicUsize,
@@ -39,52 +38,83 @@ impl Line {
         self.lost.load(Ordering::Relaxed)
     }
 
-    /// Gives up every line of `server` (after a failure on one: the others most likely
-    /// went with it); their files open themselves again at their next call.
-    pub(crate) fn all_lost(server: &Server) {
-        for line in server.lines.lock().expect("lines lock").drain(..) {
-            line.lost.store(true, Ordering::Relaxed);
-        }
+    fn files(&self) -> usize {
+        self.files.load(Ordering::Relaxed)
+    }
+
+    /// Of `lines` (lost ones dropped first), the one a file opened now takes: an unused
+    /// one, or the least used once there are [`MAX_LINES`]; `None`: make another.
+    fn pick(lines: &mut Vec<Arc<Line>>) -> Option<Arc<Line>> {
+        lines.retain(|l| !l.is_lost());
+        let least = lines.iter().min_by_key(|l| l.files())?;
+        (least.files() == 0 || lines.len() >= MAX_LINES).then(|| Arc::clone(least))
     }
 
     /// The line a file opened now goes on.
     fn choose(server: &Server) -> Result<Arc<Line>, Failure> {
-        {
-            let mut lines = server.lines.lock().expect("lines lock");
-            lines.retain(|l| !l.is_lost());
-            let least = lines.iter().min_by_key(|l| l.files.load(Ordering::Relaxed));
-            if let Some(l) =
-                least.filter(|l| l.files.load(Ordering::Relaxed) == 0 || lines.len() >= MAX_LINES)
-            {
-                return Ok(Arc::clone(l));
-            }
+        if let Some(line) = Line::pick(&mut server.lines.lock().expect("lines lock")) {
+            return Ok(line);
         }
-        // Connecting may take a while: not under the lock.
+        // Connecting may take a while: not under the lock, so another open may have made
+        // a line meanwhile (then this connection goes to the pool).
+        let client = server.connection()?;
+        let mut lines = server.lines.lock().expect("lines lock");
+        if let Some(line) = Line::pick(&mut lines) {
+            drop(lines);
+            server.give_back(client);
+            return Ok(line);
+        }
         let line = Arc::new(Line {
-            client: Mutex::new(Some(server.connection()?)),
+            client: Mutex::new(Some(client)),
             lost: AtomicBool::new(false),
             files: AtomicUsize::new(0),
         });
-        server
-            .lines
-            .lock()
-            .expect("lines lock")
-            .push(Arc::clone(&line));
+        lines.push(Arc::clone(&line));
         Ok(line)
     }
 
-    /// The connection, for one call; `Lost` if the line was given up meanwhile.
-    fn lock(&self) -> Result<Held<'_>, Failure> {
-        let held = Held(self.client.lock().unwrap_or_else(|e| e.into_inner()));
-        match &*held.0 {
-            Some(c) if !c.is_broken() && !self.is_lost() => Ok(held),
-            _ => {
-                self.lost.store(true, Ordering::Relaxed);
-                Err(Failure::Lost(ClientError::Io(
-                    std::io::Error::from_raw_os_error(libc::ENOTCONN),
-                )))
+    /// Runs `op` on the line's connection: `None` when the line was given up before
+    /// (nothing was sent); a failure that breaks the connection gives the line up.
+    fn call<T>(
+        &self,
+        op: impl FnOnce(&mut Client) -> Result<T, ClientError>,
+    ) -> Option<Result<T, Failure>> {
+        let mut held = self.lock()?;
+        Some(op(&mut held).map_err(|e| self.failed(&mut held, e)))
+    }
+
+    /// The connection, for one call; `None` if the line was given up. Another file's call
+    /// may hold it: waiting for it is blocking, which the agent must hear of first.
+    fn lock(&self) -> Option<Held<'_>> {
+        let mut guard = match self.client.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::WouldBlock) => {
+                crate::about_to_block();
+                self.client.lock().unwrap_or_else(|e| self.poisoned(e))
             }
+            Err(TryLockError::Poisoned(e)) => self.poisoned(e),
+        };
+        if guard.as_ref().is_some_and(Client::is_broken) {
+            self.lost.store(true, Ordering::Relaxed);
         }
+        if self.is_lost() || guard.is_none() {
+            self.lost.store(true, Ordering::Relaxed);
+            if let Some(client) = guard.take() {
+                client.abort();
+            }
+            return None;
+        }
+        Some(Held(guard))
+    }
+
+    /// A call panicked half-way with the line held: what it left unread is not to be read
+    /// as another call's answer.
+    fn poisoned<'a>(
+        &self,
+        e: std::sync::PoisonError<MutexGuard<'a, Option<Client>>>,
+    ) -> MutexGuard<'a, Option<Client>> {
+        self.lost.store(true, Ordering::Relaxed);
+        e.into_inner()
     }
 
     /// A call on the line failed with `e`: the server's answer, or a lost connection,
@@ -176,21 +206,25 @@ impl DirectFile {
             ..flags
         };
         let mode = how.mode & 0o7777;
-        let (opened, st) = server.retrying(rest, |retry| {
+        // An open was sent and its answer lost: a retried exclusive create that finds the
+        // file counts as done (that open made it).
+        let mut sent = false;
+        let (opened, st) = server.retrying(rest, |_| loop {
             let line = Line::choose(&server)?;
-            let mut client = line.lock()?;
-            let answer = match client.open(rest, flags, mode) {
-                Err(e) if retry && how.exclusive && e.errno() == libc::EEXIST => {
-                    client.open(rest, reopen, mode)
+            let sent_before = sent;
+            let answer = line.call(|c| {
+                sent = true;
+                match c.open(rest, flags, mode) {
+                    Err(e) if sent_before && how.exclusive && e.errno() == libc::EEXIST => {
+                        c.open(rest, reopen, mode)
+                    }
+                    other => other,
                 }
-                other => other,
-            };
+            });
             match answer {
-                Ok((fd, st)) => {
-                    drop(client);
-                    Ok((Opened::new(line, fd), st))
-                }
-                Err(e) => Err(line.failed(&mut client, e)),
+                // The line went before the open was sent: another.
+                None => continue,
+                Some(r) => return r.map(|(fd, st)| (Opened::new(line, fd), st)),
             }
         })?;
         let is = st.mode as u32 & libc::S_IFMT;
@@ -222,7 +256,7 @@ impl DirectFile {
     ) -> Result<T, Errno> {
         let mut state = self.state.lock().expect("direct file lock");
         let server = &self.server;
-        server.retrying(&self.rest, |_| {
+        server.retrying(&self.rest, |_| loop {
             let opened = match &mut *state {
                 Err(e) => return Err(Failure::Answer(*e)),
                 Ok(opened) => opened,
@@ -247,34 +281,34 @@ impl DirectFile {
                 }
             }
             let o = opened.as_ref().expect("opened above");
-            let result = {
-                let mut client = o.line.lock()?;
-                op(&mut client, o.fd).map_err(|e| o.line.failed(&mut client, e))
-            };
-            if let Err(Failure::Lost(_)) = &result {
-                *opened = None;
+            match o.line.call(|c| op(c, o.fd)) {
+                // The line went before the call was sent: open the file again elsewhere.
+                None => *opened = None,
+                Some(Err(Failure::Lost(e))) => {
+                    *opened = None;
+                    return Err(Failure::Lost(e));
+                }
+                Some(r) => return r,
             }
-            result
         })
     }
 
     /// Opens the file again, on a line that works; ESTALE if its name leads elsewhere now.
     fn reopen(&self) -> Result<Opened, Failure> {
-        let line = Line::choose(&self.server)?;
-        let mut client = line.lock()?;
-        match client.open(&self.rest, self.reopen, 0) {
-            Ok((fd, st)) if (st.dev, st.ino) == self.identity => {
-                drop(client);
-                Ok(Opened::new(line, fd))
-            }
-            Ok((fd, _)) => {
-                let _ = client.close_unanswered(fd);
-                Err(Failure::Answer(libc::ESTALE))
-            }
-            Err(e) => Err(match line.failed(&mut client, e) {
-                Failure::Answer(libc::ENOENT | libc::ENOTDIR) => Failure::Answer(libc::ESTALE),
-                other => other,
-            }),
+        loop {
+            let line = Line::choose(&self.server)?;
+            let answer = line.call(|c| match c.open(&self.rest, self.reopen, 0)? {
+                (fd, st) if (st.dev, st.ino) == self.identity => Ok(Some(fd)),
+                (fd, _) => c.close_unanswered(fd).map(|()| None),
+            });
+            return match answer {
+                None => continue,
+                Some(Ok(Some(fd))) => Ok(Opened::new(line, fd)),
+                Some(Ok(None) | Err(Failure::Answer(libc::ENOENT | libc::ENOTDIR))) => {
+                    Err(Failure::Answer(libc::ESTALE))
+                }
+                Some(Err(f)) => Err(f),
+            };
         }
     }
 
@@ -298,11 +332,7 @@ impl Drop for DirectFile {
 
 /// Closes a file on its line without waiting for the answer: the line's next call reads it.
 fn close(opened: Opened) {
-    if let Ok(mut client) = opened.line.lock() {
-        if let Err(e) = client.close_unanswered(opened.fd) {
-            opened.line.failed(&mut client, e);
-        }
-    }
+    let _ = opened.line.call(|c| c.close_unanswered(opened.fd));
 }
 
 impl OpenFile for DirectFile {
