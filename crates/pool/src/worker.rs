@@ -13,7 +13,7 @@
 use crate::hosts::Host;
 use crate::schedule::Assignment;
 use crate::staging::{phrase, Move, Staging};
-use crate::taskfile::Task;
+use crate::taskfile::{FileSpec, Task};
 use crate::Shared;
 use roost_catalog::json::{self, Value};
 use roost_client::{Client, Error, Options};
@@ -259,7 +259,7 @@ impl Worker<'_> {
             &self.staging.output(a, "stderr"),
             "OUTPUT",
         ));
-        let (executable, argv) = job_argv(&task.command);
+        let (executable, argv) = job_argv(&task.command, &task.inputs);
         let argv: Vec<String> = argv.iter().map(|w| s(w)).collect();
         format!(
             r#"{{"executable":{},"arguments":[{}],"tag":{},"files":[{}]}}"#,
@@ -381,67 +381,104 @@ impl<T> FilterBroken for Result<T, Error> {
     }
 }
 
-/// How a task's command runs: its words as the argument vector when it needs no shell
-/// (plain words, the first naming the program by a path, as `./prog in out`), which spares
-/// each task a shell's start; else `/bin/sh -c COMMAND`.
-fn job_argv(command: &str) -> (String, Vec<String>) {
+/// How a task's command runs: its words as the argument vector when it needs no shell —
+/// plain words, the first naming by `./` a staged input that the kernel runs by itself (an
+/// executable ELF file or `#!` script), as `./prog in out` — which spares each task a
+/// shell's start; else `/bin/sh -c COMMAND` (which also runs a script without `#!`, and
+/// answers 126 or 127 for a program it cannot run).
+fn job_argv(command: &str, inputs: &[FileSpec]) -> (String, Vec<String>) {
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@ \t".contains(c);
     let words: Vec<&str> = command.split_ascii_whitespace().collect();
-    match words.first() {
-        // `NAME=value prog` sets a variable in a shell.
-        Some(first)
-            if first.contains('/') && !first.contains('=') && command.chars().all(plain) =>
-        {
-            (
-                first.to_string(),
-                words.iter().map(|w| w.to_string()).collect(),
-            )
-        }
-        _ => (
+    let runnable = words.first().is_some_and(|first| {
+        let staged = first
+            .strip_prefix("./")
+            .and_then(|name| inputs.iter().find(|i| i.task_path == name));
+        command.chars().all(plain)
+            && !first.contains('=')
+            && staged.is_some_and(|i| runs_by_itself(&i.local))
+    });
+    if runnable {
+        (
+            words[0].to_string(),
+            words.iter().map(|w| w.to_string()).collect(),
+        )
+    } else {
+        (
             "/bin/sh".into(),
             vec!["sh".into(), "-c".into(), command.into()],
-        ),
+        )
     }
+}
+
+/// Whether the kernel runs `path` by itself: executable, and an ELF file or a `#!` script.
+fn runs_by_itself(path: &Path) -> bool {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let executable = file
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let mut head = [0u8; 4];
+    executable
+        && file.read_exact(&mut head).is_ok()
+        && (head == *b"\x7fELF" || head.starts_with(b"#!"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::job_argv;
+    use crate::taskfile::FileSpec;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
-    fn plain_commands_run_without_a_shell_and_others_with_one() {
-        let direct = |c: &str, exe: &str, argv: &[&str]| {
-            assert_eq!(
-                job_argv(c),
-                (
-                    exe.to_string(),
-                    argv.iter().map(|w| w.to_string()).collect()
-                ),
-                "{c}"
-            )
+    fn staged_programs_run_without_a_shell_and_anything_else_with_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, text: &[u8], mode: u32| {
+            let local = dir.path().join(name);
+            std::fs::write(&local, text).unwrap();
+            std::fs::set_permissions(&local, std::fs::Permissions::from_mode(mode)).unwrap();
+            FileSpec {
+                local,
+                task_path: name.to_string(),
+            }
         };
-        direct(
-            "./roost-align search q.fa t.fa -o s.tsv",
-            "./roost-align",
-            &["./roost-align", "search", "q.fa", "t.fa", "-o", "s.tsv"],
+        let inputs = [
+            file("align", b"\x7fELF\x02\x01", 0o755),
+            file("script", b"#!/bin/sh\necho hi\n", 0o755),
+            file("bare", b"echo no interpreter line\n", 0o755),
+            file("notexec", b"\x7fELF\x02\x01", 0o644),
+        ];
+        let argv = |c: &str| job_argv(c, &inputs);
+        assert_eq!(
+            argv("./align search q.fa  t.fa\t-o s.tsv"),
+            (
+                "./align".to_string(),
+                ["./align", "search", "q.fa", "t.fa", "-o", "s.tsv"]
+                    .map(String::from)
+                    .to_vec()
+            )
         );
-        direct(
-            "/usr/bin/sort  -k2,2\tin",
-            "/usr/bin/sort",
-            &["/usr/bin/sort", "-k2,2", "in"],
-        );
-        let shell = |c: &str| assert_eq!(job_argv(c).0, "/bin/sh", "{c}");
-        // No path: PATH is searched by a shell, not by the server.
-        shell("sort in");
-        shell("./sortit in > out");
-        shell("./x 'a b'");
-        shell("./x $HOME");
-        shell("./x *.fa");
-        shell("./a; ./b");
-        shell("./a | ./b");
-        shell("A=./b ./c");
-        shell("./x ~");
-        shell("./x # comment");
+        assert_eq!(argv("./script a=b x:y").0, "./script");
+        let shell = |c: &str| assert_eq!(argv(c).0, "/bin/sh", "{c}");
+        // A script without `#!` (sh runs it), a program that cannot run (sh says 126),
+        // a program not staged (sh says 127 or finds it by PATH).
+        shell("./bare in");
+        shell("./notexec in");
+        shell("./missing in");
+        shell("align in");
+        shell("/usr/bin/sort in");
+        // Anything a shell reads differently.
+        shell("./align in > out");
+        shell("./align 'a b'");
+        shell("./align $HOME");
+        shell("./align *.fa");
+        shell("./align; ./script");
+        shell("./align | ./script");
+        shell("A=./b ./align");
+        shell("./align ~");
+        shell("./align # comment");
         shell("");
     }
 }
