@@ -178,6 +178,24 @@ fn move_out_of_the_way(g: &Path, name: &str, ours: &[i32]) -> io::Result<()> {
     Ok(())
 }
 
+/// Puts back, as far as the kernel lets it, what [`Cgroup2::create_in`] changed before one
+/// of its steps failed: the guests' group, the controllers it gave (`newly`), the server in
+/// `g` again and its leaf removed.
+fn undo(g: &Path, name: &str, ours: &[i32], newly: &[&str]) {
+    let _ = std::fs::remove_dir(g.join(name));
+    if !newly.is_empty() {
+        let disable: Vec<String> = newly.iter().map(|c| format!("-{c}")).collect();
+        let _ = cgroupfs::write(&g.join("cgroup.subtree_control"), &disable.join(" "));
+    }
+    let leaf = g.join(leaf_name(name));
+    if leaf.exists() {
+        for pid in ours {
+            let _ = cgroupfs::write(&g.join("cgroup.procs"), &pid.to_string());
+        }
+        let _ = std::fs::remove_dir(&leaf);
+    }
+}
+
 /// The guests' group.
 pub struct Cgroup2 {
     guests: PathBuf,
@@ -191,7 +209,8 @@ pub struct Cgroup2 {
 impl Cgroup2 {
     /// Makes (or takes over) the guests' group for the jobs in `job_dir`; fails, saying
     /// why, when the unified hierarchy lacks a controller here or is not the server's to
-    /// change. Nothing is changed before every check passed.
+    /// change. Nothing is changed before every check passed, and what was is put back
+    /// should a later step fail.
     pub fn create(job_dir: &Path) -> io::Result<Cgroup2> {
         let name = cgroupfs::group_name(job_dir);
         let unified = Unified::find(&Placement::of_self(), &name)?;
@@ -234,11 +253,39 @@ impl Cgroup2 {
                     ),
                 )
             })?;
+        // What the group gives its children already stays given, whatever happens here.
+        let given = words(&control)?;
+        let newly: Vec<&str> = need
+            .iter()
+            .copied()
+            .filter(|c| !given.iter().any(|g| g == c))
+            .collect();
         move_out_of_the_way(g, name, ours)?;
+        let made = Cgroup2::make(g, name, cores, need, &mut subtree);
+        if made.is_err() {
+            undo(g, name, ours, &newly);
+        }
+        made
+    }
+
+    /// The steps of [`Cgroup2::create_in`] once the server is out of the way: the
+    /// controllers given to `g`'s children, the guests' group and its limits.
+    fn make(
+        g: &Path,
+        name: &str,
+        cores: u64,
+        need: &[&str],
+        subtree: &mut std::fs::File,
+    ) -> io::Result<Cgroup2> {
         let enable: Vec<String> = need.iter().map(|c| format!("+{c}")).collect();
         subtree
             .write_all(enable.join(" ").as_bytes())
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", control.display())))?;
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", g.join("cgroup.subtree_control").display()),
+                )
+            })?;
         let guests = g.join(name);
         cgroupfs::make_dir(&guests)?;
         let memory = need.contains(&"memory");
@@ -443,6 +490,21 @@ mod tests {
         );
         // The test binary's parent is not this program.
         assert_eq!(own_processes(), vec![std::process::id() as i32]);
+    }
+
+    #[test]
+    fn a_step_failing_after_the_server_moved_puts_it_back() {
+        let tmp = hierarchy();
+        let top = tmp.path();
+        let (svc, u) = own_group(top, "/system.slice/roost.service", "cpu memory\n", "4242\n");
+        // The group already gives memory (its unit's setting): that stays.
+        std::fs::write(svc.join("cgroup.subtree_control"), "memory\n").unwrap();
+        // The guests' group cannot be made: a file has its name.
+        std::fs::write(svc.join("roost-x"), "").unwrap();
+        assert!(Cgroup2::create_in(&u, "roost-x", &[SERVER], 2, &NEEDED).is_err());
+        // Given back: cpu only (a fake file keeps the last write); the server in its group.
+        assert_eq!(read(&svc.join("cgroup.subtree_control")), "-cpu");
+        assert_eq!(read(&svc.join("cgroup.procs")), "4242");
     }
 
     #[test]
