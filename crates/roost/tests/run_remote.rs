@@ -1204,6 +1204,76 @@ fn a_call_waiting_on_a_stopped_server_holds_up_only_its_caller() {
         .contains("out"));
 }
 
+/// Two direct-mode files on one shared connection, both read while the server is stopped:
+/// the second call waits for the connection the first holds, and that wait too holds up
+/// only its caller (the run's other calls, on a local mapping, go on).
+#[test]
+fn a_call_waiting_for_a_shared_connection_holds_up_only_its_caller() {
+    let export = tempfile::tempdir().unwrap();
+    for i in 0..5 {
+        std::fs::write(export.path().join(format!("f{i}")), format!("file {i}\n")).unwrap();
+    }
+    let local = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = FixedServer::start(export.path(), port);
+    // Five files on four connections: the first and the fifth share one.
+    let program = format!(
+        r#"
+import os, threading, time
+fds = [os.open(f'/d/f{{i}}', os.O_RDONLY) for i in range(5)]
+open('/m/opened', 'w').close()
+while not os.path.exists('/m/stopped'):
+    time.sleep(0.02)
+got = {{}}
+def read(i):
+    got[i] = os.pread(fds[i], 64, 0).decode()
+readers = [threading.Thread(target=read, args=(i,)) for i in (0, 4)]
+for t in readers:
+    t.start()
+    time.sleep(0.3)
+os.listdir('/m')
+open('/m/marker', 'w').close()
+for t in readers:
+    t.join()
+print(got[0] + got[4], end='')
+"#
+    );
+    let mut run = roost()
+        .args(["run", "--io-timeout", "30", "--mount"])
+        .arg(format!("/m={}", local.path().display()))
+        .arg("--mount")
+        .arg(format!("/d=/chirp/127.0.0.1:{port}:direct"))
+        .args(["--", "python3", "-c", &program])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let wait_for = |name: &str, most: Duration| {
+        let start = Instant::now();
+        while !local.path().join(name).exists() && start.elapsed() < most {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        start.elapsed()
+    };
+    wait_for("opened", Duration::from_secs(30));
+    signal(server.0.id(), libc::SIGSTOP);
+    std::fs::write(local.path().join("stopped"), "").unwrap();
+    let waited = wait_for("marker", Duration::from_secs(15));
+    signal(server.0.id(), libc::SIGCONT);
+    let out = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        waited < Duration::from_secs(10),
+        "the local calls waited {waited:?} for the stopped server: {err}"
+    );
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "file 0\nfile 4\n",
+        "{err}"
+    );
+}
+
 /// A server that authenticates a client, then closes the connection in the middle of its
 /// first reply: roost retries until --timeout, then fails the call with EIO.
 #[test]
