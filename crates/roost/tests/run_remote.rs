@@ -1217,14 +1217,13 @@ fn a_call_waiting_for_a_shared_connection_holds_up_only_its_caller() {
     let port = free_port();
     let server = FixedServer::start(export.path(), port);
     // Five files on four connections: the first and the fifth share one.
-    let program = format!(
-        r#"
+    let program = r#"
 import os, threading, time
-fds = [os.open(f'/d/f{{i}}', os.O_RDONLY) for i in range(5)]
+fds = [os.open(f'/d/f{i}', os.O_RDONLY) for i in range(5)]
 open('/m/opened', 'w').close()
 while not os.path.exists('/m/stopped'):
     time.sleep(0.02)
-got = {{}}
+got = {}
 def read(i):
     got[i] = os.pread(fds[i], 64, 0).decode()
 readers = [threading.Thread(target=read, args=(i,)) for i in (0, 4)]
@@ -1236,14 +1235,13 @@ open('/m/marker', 'w').close()
 for t in readers:
     t.join()
 print(got[0] + got[4], end='')
-"#
-    );
-    let mut run = roost()
+"#;
+    let run = roost()
         .args(["run", "--io-timeout", "30", "--mount"])
         .arg(format!("/m={}", local.path().display()))
         .arg("--mount")
         .arg(format!("/d=/chirp/127.0.0.1:{port}:direct"))
-        .args(["--", "python3", "-c", &program])
+        .args(["--", "python3", "-c", program])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
