@@ -24,7 +24,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Set in the server's environment: it is the supervised child.
-pub const SUPERVISED: &str = "ROOST_SUPERVISED";
+pub const SUPERVISED: &str = roost_server::SUPERVISED_ENV;
 /// Set in a restarted server's environment: the port to listen on.
 pub const SUPERVISED_PORT: &str = "ROOST_SUPERVISED_PORT";
 /// How long a stopping server may take before it is killed.

@@ -12,6 +12,10 @@
 //! - [`thermostat`]: the owner's limits on jobs; [`accounting`]: the ledger of what users
 //!   consumed and owners offered, and the balances made from ledgers and prices.
 
+/// Set in a server's environment by `roost serve --supervise`: it is the supervised child
+/// (its parent the supervisor).
+pub const SUPERVISED_ENV: &str = "ROOST_SUPERVISED";
+
 pub mod accounting;
 pub mod acl;
 pub mod auth;

@@ -124,13 +124,16 @@ fn words(path: &Path) -> io::Result<Vec<String>> {
 }
 
 /// The server's processes: itself, after its supervisor (`roost serve --supervise`: its
-/// parent, running this same program), which moves with it into its leaf.
+/// parent, running this same program, which marked this one supervised), which moves with
+/// it into its leaf. Another parent running roost (`roost run -- roost serve`) stays.
 fn own_processes() -> Vec<i32> {
     use std::os::unix::fs::MetadataExt;
     let program = |pid: &str| std::fs::metadata(format!("/proc/{pid}/exe")).ok();
     let parent = unsafe { libc::getppid() };
     let mut ours = Vec::new();
-    if let (Some(me), Some(up)) = (program("self"), program(&parent.to_string())) {
+    let supervised = std::env::var_os(crate::SUPERVISED_ENV).is_some();
+    if let (true, Some(me), Some(up)) = (supervised, program("self"), program(&parent.to_string()))
+    {
         if (me.dev(), me.ino()) == (up.dev(), up.ino()) {
             ours.push(parent);
         }
