@@ -370,6 +370,8 @@ struct ExitNotice(Option<std::os::fd::OwnedFd>);
 impl ExitNotice {
     fn open(pid: i32) -> ExitNotice {
         use std::os::fd::FromRawFd;
+        // SAFETY: a plain system call on a number; its descriptor (close-on-exec, as every
+        // pidfd is) is owned below.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
         // SAFETY: a descriptor pidfd_open just made, owned by nobody else.
         ExitNotice((fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }))
@@ -385,6 +387,7 @@ impl ExitNotice {
             events: libc::POLLIN,
             revents: 0,
         };
+        // SAFETY: polls one pollfd of ours; EINTR only shortens the wait.
         unsafe { libc::poll(&mut poll, 1, most.as_millis() as libc::c_int) };
     }
 }
