@@ -9,9 +9,10 @@
 //! leads to another file (device or inode changed) or to none, the descriptor is stale:
 //! this call and every later one fail with ESTALE, and the program's other files carry on.
 //! A line lost to one file's call is lost to all of its files, which open themselves again
-//! at their next call; the server's other lines carry on. Every retried call is safe to make twice: reads, `pwrite` at an
-//! explicit offset (the agent turns `O_APPEND` into a write at the end it learnt first, so
-//! a retry writes the same bytes at the same place), truncate, chmod, chown, fsync and stat.
+//! at their next call; the server's other lines carry on. Every retried call is safe to
+//! make twice: reads, `pwrite` at an explicit offset (the agent turns `O_APPEND` into a
+//! write at the end it learnt first, so a retry writes the same bytes at the same place),
+//! truncate, chmod, chown, fsync and stat.
 
 use crate::chirp::{Failure, Server};
 use crate::driver::{OpenFile, OpenMode, Stat, StatFs};
@@ -94,17 +95,21 @@ impl Line {
             }
             Err(TryLockError::Poisoned(e)) => self.poisoned(e),
         };
-        if guard.as_ref().is_some_and(Client::is_broken) {
-            self.lost.store(true, Ordering::Relaxed);
-        }
-        if self.is_lost() || guard.is_none() {
-            self.lost.store(true, Ordering::Relaxed);
-            if let Some(client) = guard.take() {
-                client.abort();
-            }
+        if self.is_lost() || guard.as_ref().map_or(true, Client::is_broken) {
+            self.give_up(&mut guard);
             return None;
         }
         Some(Held(guard))
+    }
+
+    /// Gives the line up: its files open themselves again elsewhere, and its connection is
+    /// aborted (a request may sit unsent in the kernel, and it must not reach the server
+    /// after a retry).
+    fn give_up(&self, client: &mut Option<Client>) {
+        self.lost.store(true, Ordering::Relaxed);
+        if let Some(client) = client.take() {
+            client.abort();
+        }
     }
 
     /// A call panicked half-way with the line held: what it left unread is not to be read
@@ -118,17 +123,27 @@ impl Line {
     }
 
     /// A call on the line failed with `e`: the server's answer, or a lost connection,
-    /// which gives the line up (aborted: the request may sit unsent in the kernel, and it
-    /// must not reach the server after the retry).
+    /// which gives the line up.
     fn failed(&self, held: &mut Held<'_>, e: ClientError) -> Failure {
         if !e.breaks_connection() {
             return Failure::Answer(e.errno());
         }
-        self.lost.store(true, Ordering::Relaxed);
-        if let Some(client) = held.0.take() {
-            client.abort();
-        }
+        self.give_up(&mut held.0);
         Failure::Lost(e)
+    }
+
+    /// Runs `op` on a line [`Line::choose`] gives, on another if that one was given up
+    /// before anything was sent: the line it ran on, and what it answered.
+    fn run_on_one<T>(
+        server: &Server,
+        mut op: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<(Arc<Line>, T), Failure> {
+        loop {
+            let line = Line::choose(server)?;
+            if let Some(answer) = line.call(&mut op) {
+                return answer.map(|v| (line, v));
+            }
+        }
     }
 }
 
@@ -209,23 +224,17 @@ impl DirectFile {
         // An open was sent and its answer lost: a retried exclusive create that finds the
         // file counts as done (that open made it).
         let mut sent = false;
-        let (opened, st) = server.retrying(rest, |_| loop {
-            let line = Line::choose(&server)?;
-            let sent_before = sent;
-            let answer = line.call(|c| {
-                sent = true;
+        let (opened, st) = server.retrying(rest, |_| {
+            let (line, (fd, st)) = Line::run_on_one(&server, |c| {
+                let sent_before = std::mem::replace(&mut sent, true);
                 match c.open(rest, flags, mode) {
                     Err(e) if sent_before && how.exclusive && e.errno() == libc::EEXIST => {
                         c.open(rest, reopen, mode)
                     }
                     other => other,
                 }
-            });
-            match answer {
-                // The line went before the open was sent: another.
-                None => continue,
-                Some(r) => return r.map(|(fd, st)| (Opened::new(line, fd), st)),
-            }
+            })?;
+            Ok((Opened::new(line, fd), st))
         })?;
         let is = st.mode as u32 & libc::S_IFMT;
         if is != libc::S_IFREG {
@@ -295,20 +304,18 @@ impl DirectFile {
 
     /// Opens the file again, on a line that works; ESTALE if its name leads elsewhere now.
     fn reopen(&self) -> Result<Opened, Failure> {
-        loop {
-            let line = Line::choose(&self.server)?;
-            let answer = line.call(|c| match c.open(&self.rest, self.reopen, 0)? {
+        let found = Line::run_on_one(&self.server, |c| {
+            match c.open(&self.rest, self.reopen, 0)? {
                 (fd, st) if (st.dev, st.ino) == self.identity => Ok(Some(fd)),
                 (fd, _) => c.close_unanswered(fd).map(|()| None),
-            });
-            return match answer {
-                None => continue,
-                Some(Ok(Some(fd))) => Ok(Opened::new(line, fd)),
-                Some(Ok(None) | Err(Failure::Answer(libc::ENOENT | libc::ENOTDIR))) => {
-                    Err(Failure::Answer(libc::ESTALE))
-                }
-                Some(Err(f)) => Err(f),
-            };
+            }
+        });
+        match found {
+            Ok((line, Some(fd))) => Ok(Opened::new(line, fd)),
+            Ok((_, None)) | Err(Failure::Answer(libc::ENOENT | libc::ENOTDIR)) => {
+                Err(Failure::Answer(libc::ESTALE))
+            }
+            Err(f) => Err(f),
         }
     }
 
