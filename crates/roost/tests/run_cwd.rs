@@ -103,3 +103,41 @@ fn a_mapping_to_a_symlinked_directory_keeps_its_logical_cwd() {
     );
     assert_eq!((out.as_str(), code), ("/m\n", 0));
 }
+
+#[test]
+fn relative_names_in_a_mapped_cwd_keep_the_namespaces_view() {
+    // A relative name that the kernel would resolve to the same physical file is left to
+    // the kernel; every other one must still be resolved in the namespace: through a
+    // symlink to another mapping, into a nested mount point, into a denied directory, up
+    // through `..` out of the mapping.
+    let t = Tree::new("cwd-relative");
+    t.write("a/own", "own\n");
+    t.write("b/g", "other mapping\n");
+    t.write("c/f", "nested mount\n");
+    t.write("a/sec/s", "secret\n");
+    t.write("a/sub/f", "hidden under the mount\n");
+    std::os::unix::fs::symlink("/n/g", t.path("a/abs")).unwrap();
+    let (a, b, c) = (t.path("a"), t.path("b"), t.path("c"));
+    let mounts = [
+        format!("/m={}", a.display()),
+        format!("/n={}", b.display()),
+        format!("/m/sub={}", c.display()),
+        "/m/sec=DENY".to_string(),
+    ];
+    let mut options = Vec::new();
+    for m in &mounts {
+        options.extend(["--mount", m.as_str()]);
+    }
+    let script = "cd /m && cat own ./own abs sub/f; cat sec/s 2>/dev/null || echo denied; \
+                  stat -c %s own; ls .. | grep -qx tmp && echo parent; echo made >new; \
+                  cat new; readlink abs";
+    let (out, code) = both_from(&t.root, &options, &["sh", "-c", script]);
+    assert_eq!(
+        (out.as_str(), code),
+        (
+            "own\nown\nother mapping\nnested mount\ndenied\n4\nparent\nmade\n/n/g\n",
+            0
+        )
+    );
+    assert_eq!(std::fs::read_to_string(a.join("new")).unwrap(), "made\n");
+}
