@@ -24,6 +24,11 @@ const MAX_LINKS: usize = 40;
 const PROC: &[u8] = b"/proc";
 /// The cache is cleared rather than grown past this many entries.
 const CACHE_LIMIT: usize = 1 << 16;
+/// A working directory's logical name, when it was learnt and the generation then.
+type LearntCwd = (Vec<u8>, Instant, u64);
+
+/// The working directories' names are forgotten rather than kept past this many.
+const CWD_CACHE_LIMIT: usize = 1 << 10;
 /// How long a cached answer is trusted by default (FUSE's default entry timeout).
 pub const TTL: Duration = Duration::from_secs(1);
 
@@ -168,6 +173,10 @@ pub struct Namespace {
     /// its old path) is still known to have been entered through a mapping, and is named by
     /// reverse mapping its new path.
     entered_dirs: Mutex<HashSet<(u64, u64)>>,
+    /// Answers of [`Namespace::logical_cwd`] (physical → logical), with when and in which
+    /// generation each was learnt: one costs a stat while any directory was entered, and the
+    /// notification thread asks for every relative path.
+    cwds: Mutex<HashMap<Vec<u8>, LearntCwd>>,
     /// Lookups answered from the cache, and by asking a driver.
     hits: AtomicU64,
     misses: AtomicU64,
@@ -188,6 +197,7 @@ impl Namespace {
             ttl: TTL,
             entered: Mutex::new(HashMap::new()),
             entered_dirs: Mutex::new(HashSet::new()),
+            cwds: Mutex::new(HashMap::new()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             descriptor_names: std::sync::OnceLock::new(),
@@ -228,18 +238,20 @@ impl Namespace {
         let id = file_id(physical);
         let mut entered = self.entered.lock().expect("entered lock");
         let mut dirs = self.entered_dirs.lock().expect("entered lock");
-        if physical == logical {
-            entered.remove(physical);
-            if let Some(id) = id {
-                dirs.remove(&id);
-            }
+        let changed = if physical == logical {
+            let removed = entered.remove(physical).is_some();
+            id.is_some_and(|id| dirs.remove(&id)) || removed
         } else {
             if entered.len() >= CACHE_LIMIT {
                 entered.clear();
                 dirs.clear();
             }
-            entered.insert(physical.to_vec(), logical.to_vec());
-            dirs.extend(id);
+            let before = entered.insert(physical.to_vec(), logical.to_vec());
+            id.is_some_and(|id| dirs.insert(id)) || before.as_deref() != Some(logical)
+        };
+        if changed {
+            // Working directories' names learnt before are not kept (see `logical_cwd`).
+            self.generation.fetch_add(1, Ordering::AcqRel);
         }
     }
 
@@ -250,6 +262,23 @@ impl Namespace {
     /// so `..` climbs where it would natively); else the path through the mount with the
     /// longest matching physical root. A deleted directory keeps its kernel name.
     pub fn logical_cwd(&self, physical: &[u8]) -> Vec<u8> {
+        let (now, generation) = (Instant::now(), self.generation.load(Ordering::Acquire));
+        if let Some((logical, at, learnt_in)) = self.cwds.lock().expect("cwds lock").get(physical) {
+            if *learnt_in == generation && now.duration_since(*at) < self.ttl {
+                return logical.clone();
+            }
+        }
+        let logical = self.find_logical_cwd(physical);
+        let mut cwds = self.cwds.lock().expect("cwds lock");
+        if cwds.len() >= CWD_CACHE_LIMIT {
+            cwds.clear();
+        }
+        cwds.insert(physical.to_vec(), (logical.clone(), now, generation));
+        logical
+    }
+
+    /// [`Namespace::logical_cwd`], found afresh.
+    fn find_logical_cwd(&self, physical: &[u8]) -> Vec<u8> {
         let maps_to = |logical: &[u8]| self.kernel_path(logical).as_deref() == Some(physical);
         let entered = self
             .entered

@@ -266,18 +266,25 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         }
     }
     let paths = read_paths(tid, &regs, &kind);
-    // The cwd costs a /proc lookup: only relative paths and /proc magic links need it.
+    // The cwd costs a /proc lookup: only relative paths and /proc magic links need it (an
+    // empty one, as `fstat` gives with AT_EMPTY_PATH, names its dirfd).
     let needs_cwd = paths.is_empty()
         || matches!(kind, Kind::Path { args, .. } if args.len() > paths.len())
         || paths
             .iter()
-            .any(|(_, p)| p.first() != Some(&b'/') || p.starts_with(b"/proc"));
+            .any(|(_, p)| p.first().is_some_and(|&c| c != b'/') || p.starts_with(b"/proc"));
     let fs = caller_fs(&shared.ns, tid, needs_cwd);
     let mut decision = {
         let ns = &shared.ns;
-        // Only `/proc/.../exe` needs the logical executable (a /proc read to find it).
+        // Only `/proc/.../exe` needs the logical executable (a /proc read to find it): a
+        // name under /proc, or a relative one from a cwd there.
+        let in_proc = |p: &[u8]| p.starts_with(b"/proc");
+        let names_proc = paths.is_empty()
+            || paths
+                .iter()
+                .any(|(_, p)| in_proc(p) || (p.first() != Some(&b'/') && in_proc(&fs.physical)));
         let exe = match kind {
-            Kind::Readlink { .. } if needs_cwd => {
+            Kind::Readlink { .. } if names_proc => {
                 identity::tgid(tid).and_then(|g| shared.execs.exe(g, tid))
             }
             _ => None,
