@@ -877,6 +877,23 @@ mod tests {
     }
 
     #[test]
+    fn a_cwd_entered_under_another_name_is_named_so_at_once() {
+        let phys = tmpdir("cwd-names");
+        let mut t = MountTable::new();
+        t.add(b"/a", Target::local(bytes(&phys)));
+        t.add(b"/b", Target::local(bytes(&phys)));
+        let ns = Namespace::new(t);
+        let p = bytes(&phys);
+        ns.entered(&p, b"/a");
+        assert_eq!(ns.logical_cwd(&p), b"/a");
+        assert_eq!(ns.logical_cwd(&p), b"/a", "kept");
+        ns.entered(&p, b"/b");
+        assert_eq!(ns.logical_cwd(&p), b"/b", "not the name learnt before");
+        ns.entered(&p, &p);
+        assert_eq!(ns.logical_cwd(&p), p, "entered by its own path");
+    }
+
+    #[test]
     fn invalidate_under_forgets_a_subtree_only() {
         let phys = tmpdir("inval");
         std::fs::create_dir(phys.join("a")).unwrap();
