@@ -13,6 +13,7 @@ mod direct;
 pub mod exec;
 mod fifo;
 pub(crate) mod identity;
+pub mod keep_awake;
 mod locks;
 mod lookup;
 mod open;
@@ -296,6 +297,9 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             _ => Decision::pass(),
         }
     };
+    // A remote object's local copy is the driver's to make and to write back: only local
+    // names may be left to the kernel (`kernel_reaches`).
+    let local = !matches!(decision.action, Action::Remote(_));
     let (decision, regs) = match std::mem::replace(&mut decision.action, Action::Pass) {
         Action::Remote(call) => {
             if n.ensure_waiting().is_err() {
@@ -347,7 +351,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
                 return Reply::errno(libc::EFAULT);
             };
             let by_kernel = matches!(performed, Some(Performed::Open | Performed::Lookup));
-            if by_kernel && kernel_reaches(&kind, &regs, &paths, &fs.physical, &p) {
+            if by_kernel && local && kernel_reaches(&kind, &regs, &paths, &fs.physical, &p) {
                 return CONTINUE;
             }
             if performed == Some(Performed::Open) {
