@@ -56,6 +56,9 @@ pub struct Options {
     pub on_program_stop: Option<Box<dyn FnMut(i32)>>,
     /// `--uid/--gid/--hostname`: the identity the id queries and uname report.
     pub ids: VirtualIds,
+    /// `--idle-poll-us`: how long a low-priority thread keeps a CPU awake after each
+    /// descriptor roost installs in the program ([`notify::keep_awake`]; zero: never).
+    pub idle_poll: std::time::Duration,
 }
 
 /// What each driver of the mount table did (remote servers, their calls and time, cache
@@ -396,6 +399,7 @@ pub fn run(
             .set_descriptor_names(Box::new(move |ino| vfds.name_of(ino)));
     }
     if let Some(listener) = spawned.listener {
+        notify::keep_awake::start(options.idle_poll);
         notify::start(listener, Arc::clone(&shared));
     }
     // The tracer must not die (or stop) of the terminal's signals meant for the program.

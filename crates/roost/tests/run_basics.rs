@@ -99,6 +99,27 @@ fn bad_mount_file_line_names_file_and_line() {
 }
 
 #[test]
+fn idle_polling_is_bounded_and_can_be_turned_off() {
+    let o = run(&["--idle-poll-us", "20000", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("20000 is not in 0..=10000"),
+        "{}",
+        stderr(&o)
+    );
+    let t = Tree::new("idlepoll");
+    t.write("f", "mapped\n");
+    let mount = format!("/m={}", t.s());
+    for us in ["0", "10000"] {
+        let o = run(&["--idle-poll-us", us, "--mount", &mount, "--", "cat", "/m/f"]);
+        assert_eq!(
+            (stdout(&o).as_str(), o.status.code()),
+            ("mapped\n", Some(0))
+        );
+    }
+}
+
+#[test]
 fn mount_file_variables_deny_enoent_and_file_mounts() {
     let t = Tree::new("mountfile");
     t.write("data/in.txt", "input\n");

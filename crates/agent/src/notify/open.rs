@@ -79,6 +79,7 @@ impl Request {
                 libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, status & !libc::O_NONBLOCK);
             }
         }
+        super::keep_awake::installing();
         hand_over(n, fd, self.flags & libc::O_CLOEXEC != 0, None)
     }
 }
@@ -99,16 +100,7 @@ pub fn hand_over(n: Notification, fd: OwnedFd, cloexec: bool, at: Option<u32>) -
     if at.is_some() {
         flags |= libc::SECCOMP_ADDFD_FLAG_SETFD as u32;
     }
-    let addfd = libc::seccomp_notif_addfd {
-        id: n.id,
-        flags,
-        srcfd: fd.as_raw_fd() as u32,
-        newfd: at.unwrap_or(0),
-        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
-    };
-    // SAFETY: a plain-data request on the live listener.
-    let installed = unsafe { libc::ioctl(n.listener, libc::SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) };
-    let failure = super::lookup::last_errno();
+    let (installed, failure) = add_fd(n, &fd, flags, at.unwrap_or(0), cloexec);
     drop(fd);
     if installed >= 0 && at_once {
         return Reply::Answered;
@@ -126,19 +118,26 @@ pub fn hand_over(n: Notification, fd: OwnedFd, cloexec: bool, at: Option<u32>) -
     }
 }
 
-/// Installs `fd` at number `at` of the caller of notification `n` in place of what is
-/// there, and lets the call go on (`CONTINUE`) on it.
-pub fn replace_then_continue(n: Notification, fd: OwnedFd, cloexec: bool, at: u32) -> Reply {
+/// Installs a copy of `fd` in the caller of notification `n` (`SECCOMP_IOCTL_NOTIF_ADDFD`
+/// with `flags`, at `newfd` with SETFD): the number installed, or -1 and the errno.
+fn add_fd(n: Notification, fd: &OwnedFd, flags: u32, newfd: u32, cloexec: bool) -> (i32, i32) {
     let addfd = libc::seccomp_notif_addfd {
         id: n.id,
-        flags: libc::SECCOMP_ADDFD_FLAG_SETFD as u32,
+        flags,
         srcfd: fd.as_raw_fd() as u32,
-        newfd: at,
+        newfd,
         newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
     };
     // SAFETY: a plain-data request on the live listener.
     let installed = unsafe { libc::ioctl(n.listener, libc::SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) };
-    let failure = super::lookup::last_errno();
+    (installed, super::lookup::last_errno())
+}
+
+/// Installs `fd` at number `at` of the caller of notification `n` in place of what is
+/// there, and lets the call go on (`CONTINUE`) on it.
+pub fn replace_then_continue(n: Notification, fd: OwnedFd, cloexec: bool, at: u32) -> Reply {
+    let setfd = libc::SECCOMP_ADDFD_FLAG_SETFD as u32;
+    let (installed, failure) = add_fd(n, &fd, setfd, at, cloexec);
     drop(fd);
     match (installed, failure) {
         (r, _) if r >= 0 => super::CONTINUE,
