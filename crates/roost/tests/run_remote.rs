@@ -1537,6 +1537,23 @@ fn with_no_attribute_ttl_the_next_open_sees_a_change() {
 }
 
 #[test]
+fn a_cached_file_read_again_and_rewritten_in_one_run_shows_each_version() {
+    // The second read of an unchanged file reuses the copy shown for the first; a write
+    // in between replaces it, and the reads after see what was written.
+    let r = Remote::start();
+    r.write("again", b"one\n");
+    std::thread::sleep(Duration::from_millis(2500)); // cacheable, not changed just now
+    let f = r.url("/again");
+    let script = format!("cat {f}; cat {f}; echo two >{f}; cat {f}; echo three >>{f}; cat {f}");
+    let o = r.run(CACHED, &[], &["sh", "-c", &script]);
+    assert_eq!(text(&o), "one\none\ntwo\ntwo\nthree\n");
+    assert_eq!(
+        std::fs::read(r.root().join("again")).unwrap(),
+        b"two\nthree\n"
+    );
+}
+
+#[test]
 fn a_venv_made_on_the_server_runs_its_python_and_its_packages() {
     let r = Remote::start();
     std::fs::create_dir(r.root().join("envs")).unwrap();

@@ -17,6 +17,7 @@
 //!   so a program never reads an older version of a file it has closed.
 
 mod blocks;
+pub mod shown;
 
 pub use blocks::BlockCopy;
 
@@ -271,23 +272,8 @@ impl Cache {
         let path = dir.join(version.name());
         // A copy cut short (by a crash: objects are not synced) is fetched again.
         if self.holds(key, version) {
-            self.hits.fetch_add(1, Ordering::Relaxed);
-            if self.verbose {
-                eprintln!("roost: cache hit: {name}");
-            }
-            // Eviction goes by last use: the access time, set here.
-            let now = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: libc::UTIME_NOW,
-            };
-            let omit = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: libc::UTIME_OMIT,
-            };
-            let c =
-                std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
-            // SAFETY: a valid C string and two timespecs.
-            unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [now, omit].as_ptr(), 0) };
+            self.hit(name);
+            Cache::touch(&path);
             return Ok(path);
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
@@ -372,6 +358,31 @@ impl Cache {
     }
 
     /// Whether the object of `key` at `version` is here, whole (not cut short).
+    /// Counts a hit on `name` (said under `-v`).
+    pub fn hit(&self, name: &str) {
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        if self.verbose {
+            eprintln!("roost: cache hit: {name}");
+        }
+    }
+
+    /// Marks `object` used now: eviction goes by last use, its access time.
+    pub fn touch(object: &Path) {
+        let now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        };
+        let omit = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        };
+        let Ok(c) = std::ffi::CString::new(object.as_os_str().as_bytes()) else {
+            return;
+        };
+        // SAFETY: a valid C string and two timespecs.
+        unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [now, omit].as_ptr(), 0) };
+    }
+
     pub fn holds(&self, key: &str, version: Version) -> bool {
         let path = self.objects.join(key).join(version.name());
         std::fs::metadata(path).is_ok_and(|m| m.len() == version.size)

@@ -14,6 +14,7 @@
 //! retried mkdir, symlink or link that finds its name present, or unlink, rmdir or rename
 //! that finds its source gone, counts as done (the first attempt's effect).
 
+use crate::cache::shown::{Attrs, Shown};
 use crate::cache::{Cache, Destination, Version};
 use crate::content_check::{ContentCheck, ServerDigest};
 use crate::driver::{Driver, Intent, OpenFile, OpenMode, Stat, StatFs};
@@ -56,6 +57,8 @@ pub struct ChirpNet {
     servers: Mutex<HashMap<String, Arc<Server>>>,
     /// The cached copies whose content this run has checked.
     checked: ContentCheck,
+    /// The files shown for reading, to show again at the cost of a stat.
+    shown: Shown,
 }
 
 impl ChirpNet {
@@ -65,6 +68,7 @@ impl ChirpNet {
             options,
             servers: Mutex::new(HashMap::new()),
             checked: ContentCheck::default(),
+            shown: Shown::default(),
         }
     }
 
@@ -207,6 +211,10 @@ impl ChirpNet {
                 match st.mode as u32 & libc::S_IFMT {
                     libc::S_IFDIR => self.localize_dir(path, server, rest),
                     libc::S_IFREG => {
+                        if let Some(at) = self.shown.again(path, attrs_of(&st), Cache::touch) {
+                            self.cache.hit(&name);
+                            return Ok(at);
+                        }
                         // A file rewritten while it was fetched is fetched again, as the
                         // version it has now.
                         let mut st = st;
@@ -218,8 +226,14 @@ impl ChirpNet {
                             st = server.stat_fresh(rest)?;
                             object = fetch(&st);
                         }
-                        self.cache
-                            .show_file(path, &object?, st.mode as u32, st.mtime)
+                        let object = object?;
+                        let at = self
+                            .cache
+                            .show_file(path, &object, st.mode as u32, st.mtime)?;
+                        if let Fetched::Kept(kept) = &object {
+                            self.shown.note(path, attrs_of(&st), &at, kept);
+                        }
+                        Ok(at)
                     }
                     libc::S_IFLNK => Err(libc::ELOOP),
                     _ => Err(libc::EOPNOTSUPP),
@@ -335,6 +349,15 @@ fn version_of(st: &roost_client::Stat) -> Version {
         ino: st.ino as u64,
         size: st.size as u64,
         mtime: st.mtime,
+    }
+}
+
+/// What a shown copy stands for: the server's attributes that move with its content.
+fn attrs_of(st: &roost_client::Stat) -> Attrs {
+    Attrs {
+        version: version_of(st),
+        ctime: st.ctime,
+        mode: st.mode as u32,
     }
 }
 
