@@ -32,6 +32,7 @@ use crate::growfs;
 use crate::index::{Digest, Entry, Kind, INDEX_NAME};
 use crate::listing::Listing;
 use crate::sign::PublicKey;
+use roost_vfs::cache::shown::{Attrs, Shown};
 use roost_vfs::cache::{Cache, Version};
 use roost_vfs::{Driver, Errno, Intent, OpenFile, OpenMode, ReadAt, Stat, StatFs};
 use sha2::Digest as _;
@@ -175,6 +176,8 @@ pub struct HttpNet {
     /// The proxies (routes) whose copy of a file or of an index's signature was refused,
     /// said on stderr.
     distrusted: Mutex<HashSet<usize>>,
+    /// The files shown for reading, to show again at the cost of a stat.
+    shown: Shown,
     uid: u32,
     gid: u32,
     /// Requests, bytes of files fetched, blocks fetched by Range requests, refused
@@ -265,6 +268,7 @@ impl HttpNet {
             said: Mutex::new(HashSet::new()),
             down: Mutex::new(HashSet::new()),
             distrusted: Mutex::new(HashSet::new()),
+            shown: Shown::default(),
             // SAFETY: plain queries.
             uid: unsafe { libc::geteuid() },
             gid: unsafe { libc::getegid() },
@@ -691,6 +695,18 @@ impl HttpNet {
                     .filter(|_| st.size >= self.options.block_threshold)
                     .map(|b| (b, st.size)),
             };
+            // The version (size, time and hash) is what the cache keys a copy by.
+            let attrs = Attrs {
+                version,
+                change: 0,
+                mode: st.mode,
+            };
+            if attempts == 0 {
+                if let Some(at) = self.shown.again(full, attrs, Cache::touch) {
+                    self.cache.hit(&url);
+                    return Ok(at);
+                }
+            }
             if attempts == 0 && digest.is_some() && !self.cache.holds(&key, version) {
                 // A miss: its prefetch in progress is waited for (else it is fetched here),
                 // and the other files of its directory are prefetched meanwhile.
@@ -705,7 +721,11 @@ impl HttpNet {
                 self.download(authority, from, &url, f, vouch, &mut copy)
             });
             let wrong = match object {
-                Ok(object) => return self.cache.show_file(full, &object, st.mode, st.mtime.0),
+                Ok(object) => {
+                    let at = self.cache.show_file(full, &object, st.mode, st.mtime.0)?;
+                    self.shown.note(full, attrs, &at, &object);
+                    return Ok(at);
+                }
                 Err(libc::EBADMSG) => copy.mismatch.unwrap_or_default(),
                 Err(libc::ESTALE) => {
                     let said = if digest.is_some() {

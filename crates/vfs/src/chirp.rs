@@ -356,7 +356,7 @@ fn version_of(st: &roost_client::Stat) -> Version {
 fn attrs_of(st: &roost_client::Stat) -> Attrs {
     Attrs {
         version: version_of(st),
-        ctime: st.ctime,
+        change: st.ctime,
         mode: st.mode as u32,
     }
 }

@@ -4,7 +4,7 @@
 //! Showing a kept copy takes a look at the object (is it whole?), a touch of its access
 //! time (eviction goes by last use), a read of its change-time stamp and two stats of the
 //! mirror: 5-7 us per open of a cached file, a third of what the open costs. The server's
-//! attributes (inode, size, mtime, ctime, mode) say when the content may have changed: an
+//! attributes (the version, a change time, the mode) say when the content may have changed: an
 //! open that finds the same attributes as last time, and the mirror still holding the very
 //! copy it showed then (same inode: nothing replaced it, as a write or a directory
 //! listing may), gets that copy again. The access time is touched at most once a second.
@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Attrs {
     pub version: Version,
-    pub ctime: i64,
+    /// What else moves with the content (a Chirp server's ctime; 0 where the version
+    /// says it all, as a hash in it does).
+    pub change: i64,
     pub mode: u32,
 }
 
@@ -101,7 +103,7 @@ mod tests {
                 size: 3,
                 mtime: 100,
             },
-            ctime,
+            change: ctime,
             mode: 0o100644,
         }
     }
