@@ -76,6 +76,31 @@ pub fn split_first(path: &[u8]) -> (&[u8], &[u8]) {
     }
 }
 
+/// `path` as the kernel walks it, spelt without what changes nothing there: repeated
+/// slashes, and `.` components other than the last (`./f` is `f`, `a/./b` is `a/b`; a
+/// final `.` and a trailing slash are kept, since the kernel checks them).
+pub fn without_dots(path: &[u8]) -> Vec<u8> {
+    let parts: Vec<&[u8]> = components(path).collect();
+    let mut out = Vec::with_capacity(path.len());
+    if path.first() == Some(&b'/') {
+        out.push(b'/');
+    }
+    let last = parts.len().saturating_sub(1);
+    for (i, part) in parts.iter().enumerate() {
+        if *part == b"." && i != last {
+            continue;
+        }
+        if !out.is_empty() && out.last() != Some(&b'/') {
+            out.push(b'/');
+        }
+        out.extend_from_slice(part);
+    }
+    if path.ends_with(b"/") && out.last() != Some(&b'/') {
+        out.push(b'/');
+    }
+    out
+}
+
 /// True when the path has a `..` component (the kernel would climb physically).
 pub fn has_dotdot(path: &[u8]) -> bool {
     components(path).any(|c| c == b"..")
@@ -84,6 +109,28 @@ pub fn has_dotdot(path: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_dots_keeps_what_the_kernel_checks() {
+        for (given, tidy) in [
+            (&b"./f"[..], &b"f"[..]),
+            (b"a/./b", b"a/b"),
+            (b"a//b/", b"a/b/"),
+            (b"././f", b"f"),
+            (b"dir/.", b"dir/."),
+            (b".", b"."),
+            (b"./", b"./"),
+            (b"/x/./y", b"/x/y"),
+            (b"../a/./b", b"../a/b"),
+        ] {
+            assert_eq!(
+                without_dots(given),
+                tidy,
+                "{}",
+                String::from_utf8_lossy(given)
+            );
+        }
+    }
 
     #[test]
     fn parent_of_absolute_paths() {

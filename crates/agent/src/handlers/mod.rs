@@ -412,9 +412,10 @@ pub fn resolve_path(
         };
     }
     let base_physical = base.map(|(_, p)| p);
+    // `./f` and `a//b` reach what `f` and `a/b` do.
     let kernel_view = match &base_physical {
-        Some(base) => join(base, path),
-        None => path.to_vec(),
+        Some(base) => join(base, &roost_vfs::path::without_dots(path)),
+        None => roost_vfs::path::without_dots(path),
     };
     if !walked.followed_symlink && !has_dotdot(path) && physical == kernel_view {
         return Resolution::Pass {

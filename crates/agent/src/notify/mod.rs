@@ -297,9 +297,6 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             _ => Decision::pass(),
         }
     };
-    // A remote object's local copy is the driver's to make and to write back: only local
-    // names may be left to the kernel (`kernel_reaches`).
-    let local = !matches!(decision.action, Action::Remote(_));
     let (decision, regs) = match std::mem::replace(&mut decision.action, Action::Pass) {
         Action::Remote(call) => {
             if n.ensure_waiting().is_err() {
@@ -350,10 +347,6 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             let Some(p) = physical else {
                 return Reply::errno(libc::EFAULT);
             };
-            let by_kernel = matches!(performed, Some(Performed::Open | Performed::Lookup));
-            if by_kernel && local && kernel_reaches(&kind, &regs, &paths, &fs.physical, &p) {
-                return CONTINUE;
-            }
             if performed == Some(Performed::Open) {
                 return open::emulate(name, (&regs, tid), &p, other_identity, n, &shared.stops);
             }
@@ -370,52 +363,6 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             Reply::from(lookup::emulate(name, &regs, tid, &p, who.as_ref()))
         }
     }
-}
-
-/// Whether the kernel, left to resolve the caller's own path argument, reaches `physical`
-/// itself: a relative path from a working directory that is a mapped directory's physical
-/// one (`cd /src && make` under `--mount /src=$PWD`), or an absolute path mapped to
-/// itself. Then the call may go on (`CONTINUE`) as the very call roost would make, and the
-/// supervisor neither makes it nor installs a descriptor. That matters beyond the call's
-/// own cost: installing a descriptor (`SECCOMP_IOCTL_NOTIF_ADDFD`) wakes the caller and
-/// then roost with plain wake-ups, which in a VM often land on an idle virtual CPU
-/// (~20 us each here, where an answer's synchronous wake-up stays on its CPU).
-/// Only the same bytes count: a path through a symlink, `..`, a mount point or a dirfd
-/// differs from roost's resolution or is not compared, and is made by roost as before.
-fn kernel_reaches(
-    kind: &Kind,
-    regs: &Regs,
-    read: &[(u64, Vec<u8>)],
-    cwd: &[u8],
-    physical: &[u8],
-) -> bool {
-    let (dirfd, at) = match kind {
-        Kind::Path { args: [arg], .. } => (arg.dirfd, arg.path),
-        Kind::Readlink { dirfd, path, .. } => (*dirfd, *path),
-        _ => return false,
-    };
-    if dirfd.is_some_and(|i| regs.arg(i) as i32 != libc::AT_FDCWD) {
-        return false;
-    }
-    let Some((_, given)) = read.iter().find(|(addr, _)| *addr == regs.arg(at)) else {
-        return false;
-    };
-    if given.first() == Some(&b'/') {
-        return given == physical;
-    }
-    let mut relative = given.as_slice();
-    while let Some(rest) = relative.strip_prefix(b"./") {
-        relative = rest;
-    }
-    if relative.is_empty() || relative == b"." {
-        return !given.is_empty() && cwd == physical;
-    }
-    let base = cwd.strip_suffix(b"/").unwrap_or(cwd);
-    !cwd.is_empty()
-        && physical.len() == base.len() + 1 + relative.len()
-        && physical.starts_with(base)
-        && physical[base.len()] == b'/'
-        && physical.ends_with(relative)
 }
 
 /// The answer to a call that fails with `errno`; ENOSYS (a call roost cannot translate) is
