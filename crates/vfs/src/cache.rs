@@ -357,7 +357,6 @@ impl Cache {
             .map_err(errno_of)
     }
 
-    /// Whether the object of `key` at `version` is here, whole (not cut short).
     /// Counts a hit on `name` (said under `-v`).
     pub fn hit(&self, name: &str) {
         self.hits.fetch_add(1, Ordering::Relaxed);
@@ -383,6 +382,7 @@ impl Cache {
         unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [now, omit].as_ptr(), 0) };
     }
 
+    /// Whether the object of `key` at `version` is here, whole (not cut short).
     pub fn holds(&self, key: &str, version: Version) -> bool {
         let path = self.objects.join(key).join(version.name());
         std::fs::metadata(path).is_ok_and(|m| m.len() == version.size)

@@ -277,13 +277,8 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     let fs = caller_fs(&shared.ns, tid, needs_cwd);
     let mut decision = {
         let ns = &shared.ns;
-        // Only `/proc/.../exe` needs the logical executable (a /proc read to find it): a
-        // name under /proc, or a relative one from a cwd there.
-        let in_proc = |p: &[u8]| p.starts_with(b"/proc");
-        let names_proc = paths.is_empty()
-            || paths
-                .iter()
-                .any(|(_, p)| in_proc(p) || (p.first() != Some(&b'/') && in_proc(&fs.physical)));
+        // Only `/proc/.../exe` needs the logical executable (a /proc read to find it).
+        let names_proc = paths.is_empty() || paths.iter().any(|(_, p)| p.starts_with(b"/proc"));
         let exe = match kind {
             Kind::Readlink { .. } if names_proc => {
                 identity::tgid(tid).and_then(|g| shared.execs.exe(g, tid))

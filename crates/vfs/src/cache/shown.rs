@@ -6,8 +6,8 @@
 //! mirror: 5-7 us per open of a cached file, a third of what the open costs. The server's
 //! attributes (the version, a change time, the mode) say when the content may have changed: an
 //! open that finds the same attributes as last time, and the mirror still holding the very
-//! copy it showed then (same inode: nothing replaced it, as a write or a directory
-//! listing may), gets that copy again. The access time is touched at most once a second.
+//! copy it showed then (same inode and change time: nothing replaced it, as a write or a
+//! directory listing may), gets that copy again. The access time is touched at most once a second.
 
 use super::Version;
 use std::collections::HashMap;
@@ -29,9 +29,9 @@ pub struct Attrs {
 /// One file shown.
 struct Copy {
     attrs: Attrs,
-    /// Where the mirror shows it, and the (device, inode) found there.
+    /// Where the mirror shows it, and what was found there.
     at: Vec<u8>,
-    id: (u64, u64),
+    id: FileId,
     /// The cache's object, whose access time says when it was last used.
     object: PathBuf,
     touched: Instant,
@@ -48,11 +48,15 @@ pub struct Shown {
     copies: Mutex<HashMap<Vec<u8>, Copy>>,
 }
 
-/// (device, inode) of what `at` names, not following a final symlink.
-fn id_of(at: &[u8]) -> Option<(u64, u64)> {
+/// A file told apart from one made later at the same name: device, inode and change time
+/// (an inode number freed may be given to the next file made, which gets a new ctime).
+type FileId = (u64, u64, i64, i64);
+
+/// What `at` names, not following a final symlink.
+fn id_of(at: &[u8]) -> Option<FileId> {
     use std::os::unix::ffi::OsStrExt;
     let meta = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(at)).ok()?;
-    Some((meta.dev(), meta.ino()))
+    Some((meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec()))
 }
 
 impl Shown {
