@@ -196,3 +196,22 @@ fn a_path_in_unmapped_memory_is_efault_as_natively() {
     assert_eq!(code, 0, "{out}");
     assert_eq!(out, native);
 }
+
+#[test]
+fn a_magic_link_named_relative_to_a_cwd_under_proc_reads_logically() {
+    // `cd /proc/self && readlink exe` names the same link as `/proc/self/exe`: a program
+    // run from a mapping sees its logical name both ways.
+    let t = Tree::new("proc-relative");
+    std::fs::create_dir_all(t.path("bin")).unwrap();
+    std::fs::copy("/usr/bin/readlink", t.path("bin/readlink")).unwrap();
+    let options = [format!("/m={}", t.path("bin").display())];
+    let options = ["--mount", options[0].as_str()];
+    for script in [
+        "exec /m/readlink /proc/self/exe",
+        "cd /proc/self && exec /m/readlink exe",
+        "cd /proc && exec /m/readlink self/exe",
+    ] {
+        let (out, code) = run_both_with(&t, &options, &["sh", "-c", script]);
+        assert_eq!((out.as_str(), code), ("/m/readlink\n", 0), "{script}");
+    }
+}

@@ -161,7 +161,7 @@ pub fn readlink(
     let magic = if ctx.ns.table().is_empty() {
         None
     } else {
-        parse_magic(&path)
+        parse_magic(&absolute_name(ctx, dirfd, &path))
     };
     let Some(magic) = magic else {
         let spec = [PathArg {
@@ -187,6 +187,28 @@ pub fn readlink(
     d.logical = Some(path);
     d.physical = Some(value);
     d
+}
+
+/// The logical absolute name of `path` as the caller names it, so that a relative one
+/// from a directory under /proc (`cd /proc/self && readlink exe`) is seen as the magic
+/// link it is. A name with `..` is left as given (its meaning may depend on symlinks).
+fn absolute_name(ctx: &Ctx<'_>, dirfd: Option<usize>, path: &[u8]) -> Vec<u8> {
+    if path.first() == Some(&b'/') || path.is_empty() || roost_vfs::path::has_dotdot(path) {
+        return path.to_vec();
+    }
+    let dirfd = dirfd.map_or(super::AT_FDCWD, |i| ctx.int_arg(i));
+    let base = if dirfd == super::AT_FDCWD {
+        ctx.fs.logical.clone()
+    } else {
+        match fd_path(ctx.pid, dirfd) {
+            Some(p) => logical_of_physical(ctx.ns, &p),
+            None => return path.to_vec(),
+        }
+    };
+    if !base.starts_with(b"/proc") {
+        return path.to_vec();
+    }
+    roost_vfs::path::normalize(&roost_vfs::path::join(&base, path))
 }
 
 /// getcwd: the logical cwd when it differs from the kernel's.
