@@ -16,11 +16,12 @@
 # Prints median MB/s of RUNS rounds and each one's rate as a share of roost get's (target:
 # direct mode at 64K and up at least 0.70x).
 #   usage: bench/remote/micro.sh [RUNS]      (default 5)
-#   N: calls per Figure 7 figure (default 2000).
+#   N: calls per Figure 7 figure (default 20000: a loop long enough to show what opens
+#   cost once the kernel places wake-ups on an idle CPU, which 2,000 calls hid).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${1:-5}
-N=${N:-2000}
+N=${N:-20000}
 ROOST=${ROOST:-target/release/roost}
 BENCH=target/release/chirp-bench
 [ -x "$ROOST" ] || cargo build -q --release -p roost
