@@ -4,7 +4,10 @@
 //! kernel would: it execs the interpreter (or the loader, with `--argv0`) directly with the
 //! argument vector the kernel would have built, so the kernel never resolves a logical path.
 
-use super::{fd_path, logical_of_physical, procfs, Action, Arg, Ctx, Decision, Scratch, AT_FDCWD};
+use super::{
+    fd_path, logical_of_physical, procfs, relative_start, Action, Arg, Ctx, Decision, Scratch,
+    AT_FDCWD,
+};
 use crate::memory;
 use crate::syscalls::AT_EMPTY_PATH;
 use roost_vfs::path::join;
@@ -197,11 +200,9 @@ pub fn handle(
         }
     } else if path[0] == b'/' {
         path.clone()
-    } else if dirfd == AT_FDCWD {
-        join(&ctx.fs.logical, &path)
     } else {
-        match fd_path(ctx.pid, dirfd) {
-            Some(p) => join(&logical_of_physical(ctx.ns, &p), &path),
+        match relative_start(ctx, dirfd) {
+            Some((start, _)) => join(&start, &path),
             None => return Decision::pass(),
         }
     };

@@ -332,6 +332,17 @@ pub fn logical_of_physical(ns: &Namespace, physical: &[u8]) -> Vec<u8> {
     ns.table().reverse(physical)
 }
 
+/// Where the caller's relative names start: the logical and physical names of its cwd
+/// (`dirfd` is `AT_FDCWD`) or of directory descriptor `dirfd`; `None` when the descriptor
+/// has no path (a pipe, a memfd, a deleted file).
+pub(crate) fn relative_start(ctx: &Ctx<'_>, dirfd: i64) -> Option<(Vec<u8>, Vec<u8>)> {
+    if dirfd == AT_FDCWD {
+        return Some((ctx.fs.logical.clone(), ctx.fs.physical.clone()));
+    }
+    let physical = fd_path(ctx.pid, dirfd)?;
+    Some((logical_of_physical(ctx.ns, &physical), physical))
+}
+
 /// Resolves `path` (relative to `dirfd`, or the cwd) for a call that follows a final
 /// symlink or not. Every path is walked (warm: hash probes only), so a symlink outside the
 /// mounts that points into one is followed logically; a walk that touched no mount lets the
@@ -346,11 +357,9 @@ pub fn resolve_path(
     // Where a relative path starts: the directory's logical and physical names.
     let base = if path.first() == Some(&b'/') {
         None
-    } else if dirfd == AT_FDCWD {
-        Some((ctx.fs.logical.clone(), ctx.fs.physical.clone()))
     } else {
-        match fd_path(ctx.pid, dirfd) {
-            Some(p) => Some((logical_of_physical(ctx.ns, &p), p)),
+        match relative_start(ctx, dirfd) {
+            Some(start) => Some(start),
             None => {
                 return Resolution::Pass {
                     logical: path.to_vec(),

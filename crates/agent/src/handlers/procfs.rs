@@ -3,7 +3,10 @@
 //! resolve in the logical namespace ([`CallerProc`]); chdir and fchdir keep the virtual cwd in
 //! step with the kernel's.
 
-use super::{fd_path, logical_of_physical, path, resolve_path, Action, Ctx, Decision, Resolution};
+use super::{
+    fd_path, logical_of_physical, path, relative_start, resolve_path, Action, Ctx, Decision,
+    Resolution,
+};
 use crate::syscalls::PathArg;
 use crate::task::{AfterExit, Fs};
 use roost_vfs::path::strip_prefix;
@@ -197,18 +200,12 @@ fn absolute_name(ctx: &Ctx<'_>, dirfd: Option<usize>, path: &[u8]) -> Vec<u8> {
         return path.to_vec();
     }
     let dirfd = dirfd.map_or(super::AT_FDCWD, |i| ctx.int_arg(i));
-    let base = if dirfd == super::AT_FDCWD {
-        ctx.fs.logical.clone()
-    } else {
-        match fd_path(ctx.pid, dirfd) {
-            Some(p) => logical_of_physical(ctx.ns, &p),
-            None => return path.to_vec(),
+    match relative_start(ctx, dirfd) {
+        Some((base, _)) if base.starts_with(b"/proc") => {
+            roost_vfs::path::normalize(&roost_vfs::path::join(&base, path))
         }
-    };
-    if !base.starts_with(b"/proc") {
-        return path.to_vec();
+        _ => path.to_vec(),
     }
-    roost_vfs::path::normalize(&roost_vfs::path::join(&base, path))
 }
 
 /// getcwd: the logical cwd when it differs from the kernel's.

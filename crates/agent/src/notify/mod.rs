@@ -269,16 +269,16 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     let paths = read_paths(tid, &regs, &kind);
     // The cwd costs a /proc lookup: only relative paths and /proc magic links need it (an
     // empty one, as `fstat` gives with AT_EMPTY_PATH, names its dirfd).
-    let needs_cwd = paths.is_empty()
+    let names_proc = paths.is_empty() || paths.iter().any(|(_, p)| p.starts_with(b"/proc"));
+    let needs_cwd = names_proc
         || matches!(kind, Kind::Path { args, .. } if args.len() > paths.len())
         || paths
             .iter()
-            .any(|(_, p)| p.first().is_some_and(|&c| c != b'/') || p.starts_with(b"/proc"));
+            .any(|(_, p)| p.first().is_some_and(|&c| c != b'/'));
     let fs = caller_fs(&shared.ns, tid, needs_cwd);
     let mut decision = {
         let ns = &shared.ns;
         // Only `/proc/.../exe` needs the logical executable (a /proc read to find it).
-        let names_proc = paths.is_empty() || paths.iter().any(|(_, p)| p.starts_with(b"/proc"));
         let exe = match kind {
             Kind::Readlink { .. } if names_proc => {
                 identity::tgid(tid).and_then(|g| shared.execs.exe(g, tid))
