@@ -33,7 +33,7 @@ static KEEPER: OnceLock<KeepAwake> = OnceLock::new();
 /// `taskset`), or its cgroup (or one above) holding a CPU quota, which the polling would
 /// spend.
 pub fn start(window: Duration) {
-    if window.is_zero() || KEEPER.get().is_some() || allowed_cpus() < 2 || cpu_quota() {
+    if window.is_zero() || KEEPER.get().is_some() || allowed_cpus() < 2 || cpu_limited() {
         return;
     }
     let spawned = std::thread::Builder::new()
@@ -52,6 +52,11 @@ pub fn start(window: Duration) {
     }
 }
 
+/// Whether this process's cgroup, or one above it, holds a CPU quota.
+fn cpu_limited() -> bool {
+    roost_cgroup::Placement::of_self().cpu_limited()
+}
+
 /// How many CPUs this thread may run on.
 fn allowed_cpus() -> u32 {
     // SAFETY: the kernel fills the plain-data set.
@@ -62,43 +67,6 @@ fn allowed_cpus() -> u32 {
     }
     // SAFETY: counting the bits of the set just filled.
     unsafe { libc::CPU_COUNT(&set) as u32 }
-}
-
-/// Whether this process's cgroup, or one above it, limits its CPU time: `cpu.max` other
-/// than `max` (cgroup v2), `cpu.cfs_quota_us` other than -1 (v1).
-fn cpu_quota() -> bool {
-    let Ok(groups) = std::fs::read_to_string("/proc/self/cgroup") else {
-        return false;
-    };
-    groups.lines().any(|line| {
-        let mut fields = line.splitn(3, ':');
-        let (Some(_), Some(controllers), Some(path)) =
-            (fields.next(), fields.next(), fields.next())
-        else {
-            return false;
-        };
-        let (root, file) = if controllers.is_empty() {
-            ("/sys/fs/cgroup".to_string(), "cpu.max")
-        } else if controllers.split(',').any(|c| c == "cpu") {
-            (format!("/sys/fs/cgroup/{controllers}"), "cpu.cfs_quota_us")
-        } else {
-            return false;
-        };
-        let root = std::path::PathBuf::from(root);
-        let mut dir = root.join(path.trim_start_matches('/'));
-        loop {
-            let limited = std::fs::read_to_string(dir.join(file)).is_ok_and(|v| {
-                let v = v.split_whitespace().next().unwrap_or("max");
-                v != "max" && v != "-1"
-            });
-            if limited {
-                return true;
-            }
-            if dir == root || !dir.pop() {
-                return false;
-            }
-        }
-    })
 }
 
 /// Says that a descriptor is about to be installed: the poller runs from now on for its
@@ -190,7 +158,7 @@ mod tests {
 
     #[test]
     fn polls_at_the_lowest_priority_after_an_install_then_sleeps() {
-        if allowed_cpus() < 2 || cpu_quota() {
+        if allowed_cpus() < 2 || cpu_limited() {
             eprintln!("skipped: one CPU or a CPU quota here, where the poller does not start");
             return;
         }

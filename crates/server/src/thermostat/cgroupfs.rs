@@ -1,10 +1,11 @@
 //! What the thermostat's two cgroup mechanisms ([`super::cgroup1`], [`super::cgroup2`])
 //! share: where the hierarchies are mounted and where this process stands in them
-//! ([`Placement`], from `/proc/self/mountinfo` and `/proc/self/cgroup`), the name of a
+//! ([`Placement`], from the roost-cgroup crate, which the agent reads too), the name of a
 //! server's groups, the CPU quota, writes that say which file failed, and the groups of the
 //! jobs inside the guests' group ([`JobGroups`]): made before a job starts, entered, counted
 //! for OOM kills, emptied and removed, and those a previous server left removed.
 
+pub use roost_cgroup::{Mount, Placement};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -20,115 +21,6 @@ pub fn quota_us(cpu_percent: u32, cores: u64) -> Option<u64> {
 /// The machine's cores, online.
 pub fn cores() -> u64 {
     unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64
-}
-
-/// One cgroup file system mounted, from a line of `/proc/self/mountinfo`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mount {
-    /// `cgroup` (v1) or `cgroup2`.
-    pub fstype: String,
-    /// The part of the hierarchy mounted there (`/` unless a subtree is).
-    pub root: String,
-    pub point: PathBuf,
-    /// The super options: for v1, its controllers among them (`rw,cpu`).
-    pub options: String,
-}
-
-impl Mount {
-    /// The directory of the group `path` (as `/proc/self/cgroup` names it).
-    pub fn dir(&self, path: &str) -> PathBuf {
-        let within = match path.strip_prefix(self.root.trim_end_matches('/')) {
-            Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
-            _ => path,
-        };
-        match within.trim_start_matches('/') {
-            "" => self.point.clone(),
-            rest => self.point.join(rest),
-        }
-    }
-
-    fn has(&self, controller: &str) -> bool {
-        self.options.split(',').any(|o| o == controller)
-    }
-}
-
-/// Where the cgroup hierarchies are mounted and which group of each this process is in.
-#[derive(Clone, Debug, Default)]
-pub struct Placement {
-    pub mounts: Vec<Mount>,
-    /// From `/proc/self/cgroup`: the controllers of each hierarchy (empty for v2's `0::`)
-    /// and the group's path in it.
-    pub groups: Vec<(String, String)>,
-}
-
-impl Placement {
-    /// This process's (a file that cannot be read counts as empty).
-    pub fn of_self() -> Placement {
-        let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-        Placement::parse(&read("/proc/self/mountinfo"), &read("/proc/self/cgroup"))
-    }
-
-    /// From the texts of `/proc/self/mountinfo` and `/proc/self/cgroup`.
-    pub fn parse(mountinfo: &str, cgroup: &str) -> Placement {
-        let mounts = mountinfo
-            .lines()
-            .filter_map(|line| {
-                let (left, right) = line.split_once(" - ")?;
-                let mut r = right.split_whitespace();
-                let fstype = r.next()?;
-                if fstype != "cgroup" && fstype != "cgroup2" {
-                    return None;
-                }
-                let options = r.nth(1).unwrap_or_default();
-                let mut l = left.split_whitespace();
-                Some(Mount {
-                    fstype: fstype.into(),
-                    root: l.nth(3)?.into(),
-                    point: PathBuf::from(l.next()?),
-                    options: options.into(),
-                })
-            })
-            .collect();
-        let groups = cgroup
-            .lines()
-            .filter_map(|line| {
-                let mut f = line.splitn(3, ':');
-                let (_, list, path) = (f.next()?, f.next()?, f.next()?);
-                Some((list.to_string(), path.to_string()))
-            })
-            .collect();
-        Placement { mounts, groups }
-    }
-
-    /// The v1 hierarchy with `controller`.
-    pub fn v1_mount(&self, controller: &str) -> Option<&Mount> {
-        self.mounts
-            .iter()
-            .find(|m| m.fstype == "cgroup" && m.has(controller))
-    }
-
-    /// This process's group in the v1 hierarchy with `controller` (its root if it is in
-    /// none).
-    pub fn v1_group(&self, controller: &str) -> Option<PathBuf> {
-        let mount = self.v1_mount(controller)?;
-        let path = self
-            .groups
-            .iter()
-            .find(|(list, _)| list.split(',').any(|c| c == controller))
-            .map_or("/", |(_, path)| path.as_str());
-        Some(mount.dir(path))
-    }
-
-    /// The unified (v2) hierarchy, and this process's group in it.
-    pub fn v2_group(&self) -> Option<(&Mount, Option<PathBuf>)> {
-        let mount = self.mounts.iter().find(|m| m.fstype == "cgroup2")?;
-        let path = self
-            .groups
-            .iter()
-            .find(|(list, _)| list.is_empty())
-            .map(|(_, path)| mount.dir(path));
-        Some((mount, path))
-    }
 }
 
 /// The name of a server's guests' group, for the jobs in `job_dir`: `roost-` and a hash of
@@ -325,51 +217,11 @@ impl JobGroups {
 mod tests {
     use super::*;
 
-    const MOUNTINFO: &str = "\
-31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
-32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
-35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
-41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
-50 40 0:40 /lxc/c1 /mnt/sub rw,relatime - cgroup cgroup rw,cpuacct
-";
-
-    #[test]
-    fn hierarchies_and_own_groups_are_read_from_proc() {
-        let p = Placement::parse(
-            MOUNTINFO,
-            "4:memory:/process_api/7c\n1:cpu:/\n2:cpuacct:/lxc/c1/x\n0::/svc/roost\n",
-        );
-        assert_eq!(p.mounts.len(), 4);
-        assert_eq!(
-            p.v1_group("memory"),
-            Some(PathBuf::from("/sys/fs/cgroup/memory/process_api/7c"))
-        );
-        assert_eq!(p.v1_group("cpu"), Some(PathBuf::from("/sys/fs/cgroup/cpu")));
-        // A mounted subtree: the path is taken relative to it.
-        assert_eq!(p.v1_group("cpuacct"), Some(PathBuf::from("/mnt/sub/x")));
-        assert_eq!(p.v1_group("pids"), None);
-        let (mount, own) = p.v2_group().unwrap();
-        assert_eq!(mount.point, PathBuf::from("/sys/fs/cgroup/unified"));
-        assert_eq!(own, Some(PathBuf::from("/sys/fs/cgroup/unified/svc/roost")));
-        assert!(Placement::parse("", "").v2_group().is_none());
-    }
-
     #[test]
     fn quota_is_a_share_of_all_cores_and_none_when_unlimited() {
         assert_eq!(quota_us(30, 2), Some(60_000));
         assert_eq!(quota_us(1, 1), Some(1_000));
         assert_eq!(quota_us(100, 4), None);
-    }
-
-    #[test]
-    fn own_groups_are_found_on_this_machine() {
-        let p = Placement::of_self();
-        if p.v1_mount("cpu").is_some() {
-            assert!(p.v1_group("cpu").unwrap().join("cgroup.procs").exists());
-        }
-        if let Some((_, Some(own))) = p.v2_group() {
-            assert!(own.join("cgroup.procs").exists(), "{}", own.display());
-        }
     }
 
     #[test]
