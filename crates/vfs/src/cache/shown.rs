@@ -4,10 +4,11 @@
 //! Showing a kept copy takes a look at the object (is it whole?), a touch of its access
 //! time (eviction goes by last use), a read of its change-time stamp and two stats of the
 //! mirror: 5-7 us per open of a cached file, a third of what the open costs. The server's
-//! attributes (the version, a change time, the mode) say when the content may have changed: an
-//! open that finds the same attributes as last time, and the mirror still holding the very
-//! copy it showed then (same inode and change time: nothing replaced it, as a write or a
-//! directory listing may), gets that copy again. The access time is touched at most once a second.
+//! attributes (the version, a change time, the mode) say when the content may have
+//! changed: an open that finds the same attributes as last time, and the mirror still
+//! holding the very copy it showed then (same inode and change time: nothing replaced it,
+//! as a write or a directory listing may), gets that copy again. The access time is
+//! touched at most once a second.
 
 use super::Version;
 use std::collections::HashMap;
