@@ -33,6 +33,14 @@ impl Status {
         self.field(name)?.nth(index)?.parse().ok()
     }
 
+    /// The one value of a `Uid:` or `Gid:` line whose real, effective, saved and
+    /// file-system ids are all alike (None when they differ).
+    fn single(&self, name: &str) -> Option<u32> {
+        let mut ids = self.field(name)?.map(|v| v.parse::<u32>().ok());
+        let first = ids.next()??;
+        ids.all(|v| v == Some(first)).then_some(first)
+    }
+
     fn hex(&self, name: &str) -> Option<u64> {
         u64::from_str_radix(self.field(name)?.next()?, 16).ok()
     }
@@ -153,6 +161,65 @@ fn own() -> &'static Option<Identity> {
     OWN.get_or_init(|| Identity::read(unsafe { libc::gettid() }))
 }
 
+/// roost's own uid and gid when each of its real, effective, saved and file-system ids
+/// are one value (fixed for its life).
+fn own_single_ids() -> Option<(u32, u32)> {
+    static IDS: OnceLock<Option<(u32, u32)>> = OnceLock::new();
+    *IDS.get_or_init(|| {
+        // SAFETY: a plain id query.
+        let status = Status::read(unsafe { libc::gettid() })?;
+        Some((status.single("Uid:")?, status.single("Gid:")?))
+    })
+}
+
+/// The most groups `setgroups` takes (`NGROUPS_MAX`); more is EINVAL.
+const NGROUPS_MAX: u64 = 65536;
+
+/// Whether credential call `name` (`args` its arguments) by thread `tid`, which still
+/// shares roost's identity, leaves it so: roost's real, effective, saved and file-system
+/// ids are each one value, and the call sets ids only to that value (or to -1, "leave
+/// it") and the groups only to roost's own. make, run by root, sets its effective uid to
+/// its real one as it starts; that must not make every later call read its caller's
+/// identity. capset and anything unreadable count as changes.
+pub fn leaves_own_identity(name: &str, args: &[u64; 6], tid: i32) -> bool {
+    let (Some(own), Some((uid, gid))) = (own(), own_single_ids()) else {
+        return false;
+    };
+    // The kernel takes the low 32 bits of an id argument; -1 leaves an id as it is.
+    let all = |count: usize, id: u32| {
+        args[..count]
+            .iter()
+            .all(|&a| a as u32 == u32::MAX || a as u32 == id)
+    };
+    match name {
+        "setuid" | "setfsuid" => all(1, uid),
+        "setgid" | "setfsgid" => all(1, gid),
+        "setreuid" => all(2, uid),
+        "setregid" => all(2, gid),
+        "setresuid" => all(3, uid),
+        "setresgid" => all(3, gid),
+        "setgroups" => {
+            let count = args[0] as u32 as u64;
+            if count > NGROUPS_MAX {
+                return true; // refused with EINVAL: nothing changes
+            }
+            let Ok(bytes) = crate::memory::read(tid, args[1], count as usize * 4) else {
+                return false;
+            };
+            if bytes.len() != count as usize * 4 {
+                return false;
+            }
+            let mut groups: Vec<u32> = bytes
+                .chunks_exact(4)
+                .map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes")))
+                .collect();
+            groups.sort_unstable();
+            groups == own.groups
+        }
+        _ => false,
+    }
+}
+
 /// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
 const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
@@ -263,6 +330,60 @@ mod tests {
         assert!(other(&caught).signal_pending(|| 0));
         let ignored = format!("{thread}SigBlk:\t0\nSigIgn:\t2000\n");
         assert!(!other(&ignored).signal_pending(|| 0));
+    }
+
+    #[test]
+    fn setting_roost_s_own_ids_again_is_no_change() {
+        let (uid, gid) = own_single_ids().expect("the tests run with one uid and one gid");
+        let me = unsafe { libc::gettid() };
+        let args = |a: &[u64]| {
+            let mut all = [0u64; 6];
+            all[..a.len()].copy_from_slice(a);
+            all
+        };
+        let keep = u64::from(u32::MAX); // -1: leave the id as it is
+        let (uid, gid) = (u64::from(uid), u64::from(gid));
+        // make as root: setresuid(-1, 0, -1), setresgid(-1, 0, -1).
+        assert!(leaves_own_identity(
+            "setresuid",
+            &args(&[keep, uid, keep]),
+            me
+        ));
+        assert!(leaves_own_identity(
+            "setresgid",
+            &args(&[keep, gid, keep]),
+            me
+        ));
+        assert!(leaves_own_identity("setuid", &args(&[uid]), me));
+        // The kernel reads an id as 32 bits: -1 sign-extended to 64 still means "leave it".
+        assert!(leaves_own_identity("setreuid", &args(&[u64::MAX, uid]), me));
+        // Any other id, or capset, is a change.
+        assert!(!leaves_own_identity(
+            "setresuid",
+            &args(&[keep, uid + 1, keep]),
+            me
+        ));
+        assert!(!leaves_own_identity("setgid", &args(&[gid + 1]), me));
+        assert!(!leaves_own_identity("setfsuid", &args(&[uid + 1]), me));
+        assert!(!leaves_own_identity("capset", &args(&[0, 0]), me));
+        // setgroups: roost's own groups in any order keep it; one more group changes it.
+        let own_groups = own().as_ref().expect("own identity").groups.clone();
+        let mut reordered: Vec<u32> = own_groups.iter().rev().copied().collect();
+        let at = |g: &Vec<u32>| g.as_ptr() as u64;
+        let n = |g: &Vec<u32>| g.len() as u64;
+        assert!(leaves_own_identity(
+            "setgroups",
+            &args(&[n(&reordered), at(&reordered)]),
+            me
+        ));
+        reordered.push(own_groups.iter().max().map_or(1, |g| g + 1));
+        assert!(!leaves_own_identity(
+            "setgroups",
+            &args(&[n(&reordered), at(&reordered)]),
+            me
+        ));
+        // An unreadable list counts as a change.
+        assert!(!leaves_own_identity("setgroups", &args(&[2, 8]), me));
     }
 
     #[test]

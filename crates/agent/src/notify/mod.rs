@@ -223,8 +223,11 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     let (name, kind) = (entry.name, entry.kind);
     let performed = entry.notified.map(|n| n.performed);
     if let Kind::Credentials = kind {
-        // From now on roost acts with each caller's own identity (see `identity`).
-        shared.credentials_changed.store(true, Ordering::Relaxed);
+        // Unless the call keeps roost's identity, roost acts from now on with each
+        // caller's own (see `identity`).
+        if !identity::leaves_own_identity(name, &req.data.args, tid) {
+            shared.credentials_changed.store(true, Ordering::Relaxed);
+        }
         return CONTINUE;
     }
     if let Kind::Identity = kind {
