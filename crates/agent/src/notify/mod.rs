@@ -389,13 +389,15 @@ fn emulated(tid: i32, n: Option<Notification>, ret: i64, writes: Vec<(u64, Vec<u
 /// The caller's working directory, physical (what the kernel holds) and logical, when
 /// `needed` (a /proc read); empty otherwise.
 fn caller_fs(ns: &Namespace, tid: i32, needed: bool) -> Fs {
-    let physical = if needed {
-        std::fs::read_link(format!("/proc/{tid}/cwd"))
-            .map(|p| p.into_os_string().into_encoded_bytes())
-            .unwrap_or_else(|_| b"/".to_vec())
-    } else {
-        Vec::new()
-    };
+    if !needed {
+        return Fs {
+            logical: Vec::new(),
+            physical: Vec::new(),
+        };
+    }
+    let physical = std::fs::read_link(format!("/proc/{tid}/cwd"))
+        .map(|p| p.into_os_string().into_encoded_bytes())
+        .unwrap_or_else(|_| b"/".to_vec());
     Fs {
         logical: ns.logical_cwd(&physical),
         physical,
