@@ -35,6 +35,66 @@ pub struct VFile {
     end: OwnedFd,
     /// The inode of the program's end, which names this file in `/proc/PID/fd/N`.
     ino: u64,
+    /// Tells whether a descriptor of a traced thread is the program's end (None: no
+    /// epoll set could be made).
+    probe: Option<Probe>,
+}
+
+/// An epoll set holding only the program's end of a pair, registered under `number` (its
+/// number in roost then). `kcmp(KCMP_EPOLL_TFD)` against it says whether a traced thread's
+/// descriptor is that end, in about a third of what reading `/proc/PID/fd/N` costs. An
+/// epoll set holds no reference: the entry goes with the program's last copy, and the
+/// program's end still hangs up roost's when it goes.
+struct Probe {
+    set: OwnedFd,
+    number: RawFd,
+}
+
+impl Probe {
+    fn new(program: &OwnedFd) -> Option<Probe> {
+        // SAFETY: creates a descriptor we own.
+        let set = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if set < 0 {
+            return None;
+        }
+        // SAFETY: just created, owned by nobody else.
+        let set = unsafe { OwnedFd::from_raw_fd(set) };
+        let mut nothing = libc::epoll_event { events: 0, u64: 0 };
+        let number = program.as_raw_fd();
+        // SAFETY: adds a live descriptor of ours to our own set.
+        let rc =
+            unsafe { libc::epoll_ctl(set.as_raw_fd(), libc::EPOLL_CTL_ADD, number, &mut nothing) };
+        (rc == 0).then_some(Probe { set, number })
+    }
+
+    /// Whether descriptor `fd` of thread `tid` is the file this set holds.
+    fn holds(&self, tid: i32, fd: RawFd) -> bool {
+        /// `struct kcmp_epoll_slot`.
+        #[repr(C)]
+        struct Slot {
+            set: u32,
+            number: u32,
+            index: u64,
+        }
+        const KCMP_EPOLL_TFD: libc::c_long = 7;
+        let slot = Slot {
+            set: self.set.as_raw_fd() as u32,
+            number: self.number as u32,
+            index: 0,
+        };
+        // SAFETY: kcmp only reads the slot; 0 means the same open file.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_kcmp,
+                tid,
+                libc::getpid(),
+                KCMP_EPOLL_TFD,
+                fd as libc::c_long,
+                &slot as *const Slot,
+            )
+        };
+        rc == 0
+    }
 }
 
 /// What changes while a file is open.
@@ -78,12 +138,18 @@ impl VFile {
     }
 }
 
+/// How many files [`Vfds::get`] remembers at one number (a number is reused as files are
+/// closed and opened; the oldest is forgotten first).
+const SEEN_PER_NUMBER: usize = 4;
+
 /// Every virtual descriptor of the run, by the inode of its placeholder.
 pub struct Vfds {
     /// The reserved range `[base, top)`.
     pub base: u32,
     top: u32,
     files: Mutex<HashMap<u64, Arc<VFile>>>,
+    /// The files (by inode) found at each number of the range: checked first, by probe.
+    seen: Mutex<HashMap<RawFd, Vec<u64>>>,
     epoll: OwnedFd,
     /// Held while a number of the range is chosen and filled ([`Vfds::place`]).
     placing: Mutex<()>,
@@ -105,6 +171,7 @@ impl Vfds {
             base,
             top,
             files: Mutex::new(HashMap::new()),
+            seen: Mutex::new(HashMap::new()),
             // SAFETY: just created, owned by nobody else.
             epoll: unsafe { OwnedFd::from_raw_fd(epoll) },
             placing: Mutex::new(()),
@@ -174,6 +241,7 @@ impl Vfds {
             locks: Mutex::new(None),
             end,
             ino,
+            probe: Probe::new(&program),
         });
         self.watch(&vfile)?;
         self.files
@@ -205,10 +273,15 @@ impl Vfds {
         files.get(&ino).map(|f| f.logical.clone())
     }
 
-    /// The file behind descriptor `fd` of thread `tid`, if it is a virtual one.
+    /// The file behind descriptor `fd` of thread `tid`, if it is a virtual one: one found
+    /// at that number before, if its probe confirms it, else the one `/proc/PID/fd/N`
+    /// names (a number may hold another file now: a `dup2` onto it, a close and an open).
     pub fn get(&self, tid: i32, fd: RawFd) -> Option<Arc<VFile>> {
         if fd < self.base as RawFd {
             return None;
+        }
+        if let Some(vfile) = self.seen_at(tid, fd) {
+            return Some(vfile);
         }
         let link = std::fs::read_link(format!("/proc/{tid}/fd/{fd}")).ok()?;
         let ino = link
@@ -217,7 +290,29 @@ impl Vfds {
             .strip_suffix(']')?
             .parse()
             .ok()?;
-        self.files.lock().expect("vfds lock").get(&ino).cloned()
+        let vfile = self.files.lock().expect("vfds lock").get(&ino).cloned()?;
+        if vfile.probe.is_some() {
+            let mut seen = self.seen.lock().expect("vfds lock");
+            let inos = seen.entry(fd).or_default();
+            if inos.len() >= SEEN_PER_NUMBER {
+                inos.remove(0);
+            }
+            inos.push(ino);
+        }
+        Some(vfile)
+    }
+
+    /// The file at descriptor `fd` of thread `tid`, if it is one found at that number
+    /// before (in any process) and its probe confirms it. Files closed since are forgotten.
+    fn seen_at(&self, tid: i32, fd: RawFd) -> Option<Arc<VFile>> {
+        let mut seen = self.seen.lock().expect("vfds lock");
+        let inos = seen.get_mut(&fd)?;
+        let files = self.files.lock().expect("vfds lock");
+        inos.retain(|ino| files.contains_key(ino));
+        inos.iter()
+            .filter_map(|ino| files.get(ino))
+            .find(|f| f.probe.as_ref().is_some_and(|p| p.holds(tid, fd)))
+            .cloned()
     }
 
     /// A free number of the range in thread `tid`'s table, below the thread's descriptor

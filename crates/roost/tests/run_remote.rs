@@ -944,6 +944,50 @@ print(len(numbers), 'ok', connections)"#;
     );
 }
 
+/// A number of the descriptor range that held one direct-mode file and then holds another
+/// (the kernel's `dup2` onto it while the first lives on in a copy; a close and a new
+/// open) reads the file it holds now, in the process and in a child it forks: roost
+/// remembers which file it found at a number, and must check before it trusts that.
+#[test]
+fn a_descriptor_number_that_changes_file_reads_the_file_it_holds_now() {
+    let r = Remote::start();
+    for name in ["a", "b", "c"] {
+        r.write(&format!("d/{name}"), format!("file {name}\n").as_bytes());
+    }
+    let mount = format!("/m={}", r.url("/d"));
+    let program = r#"import os
+def read(fd):
+    return os.pread(fd, 64, 0).decode().strip()
+x = os.open('/m/a', os.O_RDONLY)
+assert read(x) == 'file a'
+z = os.dup(x)
+y = os.open('/m/b', os.O_RDONLY)
+assert read(y) == 'file b'
+os.dup2(y, x)
+assert (read(x), read(z), read(y)) == ('file b', 'file a', 'file b')
+pid = os.fork()
+if pid == 0:
+    ok = (read(x), read(z)) == ('file b', 'file a')
+    os._exit(0 if ok else 1)
+assert os.waitpid(pid, 0)[1] == 0, 'the child read another file'
+os.close(x); os.close(y); os.close(z)
+# New opens take the numbers of the range from the last one down, then from its top:
+# enough of them come back to the numbers x, y and z had.
+fds = [os.open('/m/c', os.O_RDONLY) for _ in range(255)]
+assert {x, y, z} & set(fds), (x, y, z, fds)
+assert all(read(fd) == 'file c' for fd in fds)
+print('ok')"#;
+    let o = run_with_cache(
+        r.cache.path(),
+        &[],
+        &["--mount", &mount],
+        &["python3", "-c", program],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(stdout(&o), "ok\n", "{}", stderr(&o));
+}
+
 /// Two programs on one remote file in direct mode see each other's writes while both
 /// have it open (each writes its half, then reads the whole); in cached mode each sees
 /// only its own until it closes, which is what sets direct mode apart.
