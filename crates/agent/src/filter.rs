@@ -62,6 +62,12 @@ pub enum Verdict {
         args: &'static [usize],
         from: u32,
     },
+    /// A notification when the `int` argument `arg` is one of `values`, else allowed
+    /// (prctl's options that lower a process's capabilities).
+    NotifyIfOneOf {
+        arg: usize,
+        values: &'static [u32],
+    },
     Errno(i32),
 }
 
@@ -87,7 +93,8 @@ fn ret(v: Verdict) -> libc::sock_filter {
             Verdict::NotifyUnless { .. }
             | Verdict::NotifyUnlessIs { .. }
             | Verdict::TraceIf { .. }
-            | Verdict::NotifyIfFdFrom { .. } => {
+            | Verdict::NotifyIfFdFrom { .. }
+            | Verdict::NotifyIfOneOf { .. } => {
                 unreachable!("expanded by build")
             }
             Verdict::Errno(e) => RET_ERRNO | (e as u32 & 0xffff),
@@ -137,7 +144,17 @@ pub fn build(rules: &[(u32, Verdict)], foreign: Verdict) -> Vec<libc::sock_filte
             }
             _ => None,
         };
-        if let Verdict::NotifyIfFdFrom { args, from } = verdict {
+        if let Verdict::NotifyIfOneOf { arg, values } = verdict {
+            // Past the comparisons: allow, then notify (each match jumps there).
+            let n = values.len() as u8;
+            p.push(jump(BPF_JEQ_K, nr, 0, n + 3));
+            p.push(stmt(BPF_LD_W_ABS, offset_arg_low(arg)));
+            for (i, &v) in values.iter().enumerate() {
+                p.push(jump(BPF_JEQ_K, v, n - i as u8, 0));
+            }
+            p.push(stmt(BPF_RET_K, RET_ALLOW));
+            p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF));
+        } else if let Verdict::NotifyIfFdFrom { args, from } = verdict {
             // Per argument: below the range, or negative, goes on to the next argument.
             p.push(jump(BPF_JEQ_K, nr, 0, 4 * args.len() as u8 + 1));
             for &arg in args {
@@ -257,6 +274,12 @@ mod tests {
         run_with(p, arch, nr, [0; 6])
     }
 
+    fn run_args(p: &[libc::sock_filter], nr: u32, first: &[u64]) -> u32 {
+        let mut args = [0; 6];
+        args[..first.len()].copy_from_slice(first);
+        run_with(p, arch::AUDIT_ARCH, nr, args)
+    }
+
     fn run_with(p: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
         let mut acc = 0u32;
         let mut pc = 0usize;
@@ -324,6 +347,31 @@ mod tests {
         assert_eq!(run(&p, 0x4000_0003, 5), notify);
         assert_eq!(run(&p, arch::AUDIT_ARCH, 0x4000_0000 | 2), notify);
         assert_eq!(run(&p, arch::AUDIT_ARCH, 39), RET_ALLOW);
+    }
+
+    #[test]
+    fn only_the_listed_values_of_an_argument_are_notified() {
+        let p = build(
+            &[
+                (
+                    157,
+                    Verdict::NotifyIfOneOf {
+                        arg: 0,
+                        values: &[24, 28],
+                    },
+                ),
+                (4, Verdict::Notify),
+            ],
+            Verdict::Errno(libc::ENOSYS),
+        );
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        assert_eq!(run_args(&p, 157, &[24]), notify);
+        assert_eq!(run_args(&p, 157, &[28]), notify);
+        assert_eq!(run_args(&p, 157, &[15]), RET_ALLOW); // PR_SET_NAME
+        assert_eq!(run_args(&p, 157, &[24 | 1 << 40]), notify); // an int: low half only
+                                                                // The rules after it are still reached.
+        assert_eq!(run(&p, arch::AUDIT_ARCH, 4), notify);
+        assert_eq!(run(&p, arch::AUDIT_ARCH, 5), RET_ALLOW);
     }
 
     #[test]

@@ -374,6 +374,8 @@ pub const SPECS: &[(&str, Kind)] = &[
     ("setfsuid", Kind::Credentials),
     ("setfsgid", Kind::Credentials),
     ("capset", Kind::Credentials),
+    // Only the options that lower capabilities (see `tracer::id_rule`).
+    ("prctl", Kind::Credentials),
     ("mount", Kind::Refuse(libc::EPERM)),
     ("umount2", Kind::Refuse(libc::EPERM)),
     ("pivot_root", Kind::Refuse(libc::EPERM)),

@@ -243,7 +243,9 @@ fn rules(table: &Table, full: bool, notify: bool, ids: bool, lazy: bool) -> Vec<
         .filter_map(|(nr, entry)| match entry.kind {
             Kind::Refuse(e) => Some((nr, Verdict::Errno(e))),
             Kind::Clone if lazy => None,
-            Kind::Credentials | Kind::Identity => Some(nr).zip(id_rule(entry.kind, notify, ids)),
+            Kind::Credentials | Kind::Identity => {
+                Some(nr).zip(id_rule((entry.name, entry.kind), notify, ids))
+            }
             _ if lazy && full => Some((nr, sent_back(entry.name))),
             Kind::Clone if full => Some((
                 nr,
@@ -267,13 +269,23 @@ fn rules(table: &Table, full: bool, notify: bool, ids: bool, lazy: bool) -> Vec<
         .collect()
 }
 
-/// The rule for a credential change or an id query (`kind`).
-fn id_rule(kind: Kind, notify: bool, ids: bool) -> Option<Verdict> {
+/// prctl's options that lower a process's capabilities: `PR_CAPBSET_DROP` (taken away at
+/// its next exec) and `PR_SET_SECUREBITS` (root keeping none across an exec, say).
+const CAPABILITY_PRCTLS: &[u32] = &[24, 28];
+
+/// The rule for a credential change or an id query (`name`, `kind`).
+fn id_rule((name, kind): (&str, Kind), notify: bool, ids: bool) -> Option<Verdict> {
     match kind {
         // Only the notification thread cares, and only when roost is root (others
         // cannot hand their tracees a different identity).
         // SAFETY: a plain id query.
-        Kind::Credentials if notify && unsafe { libc::geteuid() } == 0 => Some(Verdict::Notify),
+        Kind::Credentials if notify && unsafe { libc::geteuid() } == 0 => Some(match name {
+            "prctl" => Verdict::NotifyIfOneOf {
+                arg: 0,
+                values: CAPABILITY_PRCTLS,
+            },
+            _ => Verdict::Notify,
+        }),
         Kind::Identity if ids && notify => Some(Verdict::Notify),
         Kind::Identity if ids => Some(Verdict::Trace),
         _ => None,

@@ -156,6 +156,50 @@ print("nobody creates", code(lambda: os.open("/m/new", os.O_WRONLY | os.O_CREAT,
     assert!(!t.path("new").exists());
 }
 
+/// A root process can lose capabilities by dropping them from its bounding set and
+/// exec'ing: roost must then open with the caller's reduced capabilities, not with its own,
+/// with no other credential call made, and after one that only names root again
+/// (`setresuid(-1, 0, -1)`, as make makes).
+#[test]
+fn a_program_that_lost_capabilities_by_exec_opens_without_them() {
+    if !is_root() {
+        eprintln!("not root: nothing to check");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let t = Tree::new("open-capabilities");
+    let secret = t.write("secret", "nobody's\n");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let script = r#"python3 -c '
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 24, 1, 2
+for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+    assert libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0
+child = """
+import errno, os
+def code(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+print("reads a mode 000 file", code(lambda: os.open("/m/secret", os.O_RDONLY)))
+os.setresuid(-1, 0, -1)
+print("and after setresuid", code(lambda: os.open("/m/secret", os.O_RDONLY)))
+"""
+os.execv(sys.executable, [sys.executable, "-c", child])
+'"#;
+    let (out, code) = sh_both(&t, script);
+    assert_eq!(
+        (out.as_str(), code),
+        (
+            "reads a mode 000 file EACCES\nand after setresuid EACCES\n",
+            0
+        )
+    );
+}
+
 /// Holds a write lease on FILE until the kernel asks for it back, then gives it up after
 /// 0.3 s (as a lease holder flushes its cache first).
 const LEASE_HOLDER: &str = r#"

@@ -174,6 +174,7 @@ pub const NUMBERS: &[(&str, i64)] = &[
     ("setfsuid", 122),
     ("setfsgid", 123),
     ("capset", 126),
+    ("prctl", 157),
     ("utime", 132),
     ("mknod", 133),
     ("uselib", 134),

@@ -137,6 +137,14 @@ impl Identity {
         })
     }
 
+    /// Whether the two have the same ids, groups and capabilities (umasks aside).
+    fn same_credentials(&self, other: &Identity) -> bool {
+        Identity {
+            umask: other.umask,
+            ..self.clone()
+        } == *other
+    }
+
     /// The identity `access(2)` checks with (no `AT_EACCESS`): the real uid and gid, and
     /// the full permitted capabilities for a real root, none otherwise — as the kernel's
     /// `faccessat` overrides the caller's credentials.
@@ -172,15 +180,14 @@ fn own_single_ids() -> Option<(u32, u32)> {
     })
 }
 
-/// The most groups `setgroups` takes (`NGROUPS_MAX`); more is EINVAL.
-const NGROUPS_MAX: u64 = 65536;
-
-/// Whether credential call `name` (`args` its arguments) by thread `tid`, which still
-/// shares roost's identity, leaves it so: roost's real, effective, saved and file-system
-/// ids are each one value, and the call sets ids only to that value (or to -1, "leave
-/// it") and the groups only to roost's own. make, run by root, sets its effective uid to
-/// its real one as it starts; that must not make every later call read its caller's
-/// identity. capset and anything unreadable count as changes.
+/// Whether credential call `name` (`args` its arguments) by thread `tid` leaves its
+/// identity roost's own: the thread has roost's identity now (ids, groups, capabilities;
+/// it may have lost some without a trapped call, by `PR_CAPBSET_DROP` and an exec),
+/// roost's real, effective, saved and file-system ids are each one value, and the call
+/// sets ids only to that value (or to -1, "leave it"). make, run by root, sets its
+/// effective uid to its real one as it starts; that must not make every later call read
+/// its caller's identity. setgroups (whose list the caller could change between roost's
+/// look and the kernel's), capset and anything unreadable count as changes.
 pub fn leaves_own_identity(name: &str, args: &[u64; 6], tid: i32) -> bool {
     let (Some(own), Some((uid, gid))) = (own(), own_single_ids()) else {
         return false;
@@ -191,33 +198,21 @@ pub fn leaves_own_identity(name: &str, args: &[u64; 6], tid: i32) -> bool {
             .iter()
             .all(|&a| a as u32 == u32::MAX || a as u32 == id)
     };
-    match name {
+    let only_own_ids = match name {
         "setuid" | "setfsuid" => all(1, uid),
         "setgid" | "setfsgid" => all(1, gid),
         "setreuid" => all(2, uid),
         "setregid" => all(2, gid),
         "setresuid" => all(3, uid),
         "setresgid" => all(3, gid),
-        "setgroups" => {
-            let count = args[0] as u32 as u64;
-            if count > NGROUPS_MAX {
-                return true; // refused with EINVAL: nothing changes
-            }
-            let Ok(bytes) = crate::memory::read(tid, args[1], count as usize * 4) else {
-                return false;
-            };
-            if bytes.len() != count as usize * 4 {
-                return false;
-            }
-            let mut groups: Vec<u32> = bytes
-                .chunks_exact(4)
-                .map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes")))
-                .collect();
-            groups.sort_unstable();
-            groups == own.groups
-        }
         _ => false,
-    }
+    };
+    only_own_ids
+        && Status::read(tid).is_some_and(|status| {
+            status.single("Uid:") == Some(uid)
+                && status.single("Gid:") == Some(gid)
+                && Identity::of(&status).is_some_and(|who| who.same_credentials(own))
+        })
 }
 
 /// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
@@ -357,7 +352,7 @@ mod tests {
         assert!(leaves_own_identity("setuid", &args(&[uid]), me));
         // The kernel reads an id as 32 bits: -1 sign-extended to 64 still means "leave it".
         assert!(leaves_own_identity("setreuid", &args(&[u64::MAX, uid]), me));
-        // Any other id, or capset, is a change.
+        // Any other id, setgroups or capset is a change.
         assert!(!leaves_own_identity(
             "setresuid",
             &args(&[keep, uid + 1, keep]),
@@ -365,25 +360,24 @@ mod tests {
         ));
         assert!(!leaves_own_identity("setgid", &args(&[gid + 1]), me));
         assert!(!leaves_own_identity("setfsuid", &args(&[uid + 1]), me));
+        assert!(!leaves_own_identity("setgroups", &args(&[0, 0]), me));
         assert!(!leaves_own_identity("capset", &args(&[0, 0]), me));
-        // setgroups: roost's own groups in any order keep it; one more group changes it.
-        let own_groups = own().as_ref().expect("own identity").groups.clone();
-        let mut reordered: Vec<u32> = own_groups.iter().rev().copied().collect();
-        let at = |g: &Vec<u32>| g.as_ptr() as u64;
-        let n = |g: &Vec<u32>| g.len() as u64;
-        assert!(leaves_own_identity(
-            "setgroups",
-            &args(&[n(&reordered), at(&reordered)]),
-            me
-        ));
-        reordered.push(own_groups.iter().max().map_or(1, |g| g + 1));
-        assert!(!leaves_own_identity(
-            "setgroups",
-            &args(&[n(&reordered), at(&reordered)]),
-            me
-        ));
-        // An unreadable list counts as a change.
-        assert!(!leaves_own_identity("setgroups", &args(&[2, 8]), me));
+        // A thread that is gone (or whose identity cannot be read) is no proof.
+        assert!(!leaves_own_identity("setuid", &args(&[uid]), i32::MAX));
+    }
+
+    #[test]
+    fn credentials_compare_without_the_umask() {
+        let who = Identity::of(&Status(STATUS.into())).unwrap();
+        let other_umask = Identity::of(&Status(STATUS.replace("0027", "0022"))).unwrap();
+        assert!(who.same_credentials(&other_umask));
+        let fewer_caps = Identity::of(&Status(
+            STATUS.replace("CapEff:\t000001ffffffffff", "CapEff:\t000001fffffffffd"),
+        ))
+        .unwrap();
+        assert!(!who.same_credentials(&fewer_caps));
+        let other_groups = Identity::of(&Status(STATUS.replace("27 4", "27 5"))).unwrap();
+        assert!(!who.same_credentials(&other_groups));
     }
 
     #[test]
