@@ -383,13 +383,18 @@ pub fn run(
         catch_wake_signal();
     }
     let vfds = match (vfd_range, &spawned.listener) {
-        (Some((from, to)), Some(_)) => match Vfds::start(from, to) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                eprintln!("roost: direct-mode files cannot be served ({e}); they are cached");
-                None
+        (Some((from, to)), Some(_)) => {
+            // Each open direct-mode file holds two descriptors in roost. The program,
+            // started already, keeps the limit it was given.
+            crate::sys::raise_descriptor_limit();
+            match Vfds::start(from, to) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    eprintln!("roost: direct-mode files cannot be served ({e}); they are cached");
+                    None
+                }
             }
-        },
+        }
         _ => None,
     };
     let shared = Arc::new(Shared {

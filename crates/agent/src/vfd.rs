@@ -69,12 +69,12 @@ impl Probe {
 
     /// Whether descriptor `fd` of thread `tid` is the file this set holds.
     fn holds(&self, tid: i32, fd: RawFd) -> bool {
-        /// `struct kcmp_epoll_slot`.
+        /// `struct kcmp_epoll_slot`: the set, the number, which entry of that number.
         #[repr(C)]
         struct Slot {
             set: u32,
             number: u32,
-            index: u64,
+            index: u32,
         }
         const KCMP_EPOLL_TFD: libc::c_long = 7;
         let slot = Slot {
@@ -93,8 +93,25 @@ impl Probe {
                 &slot as *const Slot,
             )
         };
+        if rc < 0
+            && matches!(
+                crate::sys::last_errno(),
+                libc::ENOSYS | libc::EPERM | libc::EINVAL
+            )
+        {
+            // No kcmp here (an old kernel, one built without it, a seccomp profile that
+            // refuses it): every lookup reads /proc from now on.
+            PROBES_WORK.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
         rc == 0
     }
+}
+
+/// Cleared once `kcmp` turns out not to be available.
+static PROBES_WORK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+fn probes_work() -> bool {
+    PROBES_WORK.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// What changes while a file is open.
@@ -291,13 +308,15 @@ impl Vfds {
             .parse()
             .ok()?;
         let vfile = self.files.lock().expect("vfds lock").get(&ino).cloned()?;
-        if vfile.probe.is_some() {
+        if vfile.probe.is_some() && probes_work() {
             let mut seen = self.seen.lock().expect("vfds lock");
             let inos = seen.entry(fd).or_default();
-            if inos.len() >= SEEN_PER_NUMBER {
-                inos.remove(0);
+            if !inos.contains(&ino) {
+                if inos.len() >= SEEN_PER_NUMBER {
+                    inos.remove(0);
+                }
+                inos.push(ino);
             }
-            inos.push(ino);
         }
         Some(vfile)
     }
@@ -305,14 +324,22 @@ impl Vfds {
     /// The file at descriptor `fd` of thread `tid`, if it is one found at that number
     /// before (in any process) and its probe confirms it. Files closed since are forgotten.
     fn seen_at(&self, tid: i32, fd: RawFd) -> Option<Arc<VFile>> {
-        let mut seen = self.seen.lock().expect("vfds lock");
-        let inos = seen.get_mut(&fd)?;
-        let files = self.files.lock().expect("vfds lock");
-        inos.retain(|ino| files.contains_key(ino));
-        inos.iter()
-            .filter_map(|ino| files.get(ino))
+        if !probes_work() {
+            return None;
+        }
+        // The candidates are taken out first: no lock is held across the probes.
+        let candidates: Vec<Arc<VFile>> = {
+            let mut seen = self.seen.lock().expect("vfds lock");
+            let inos = seen.get_mut(&fd)?;
+            let files = self.files.lock().expect("vfds lock");
+            inos.retain(|ino| files.contains_key(ino));
+            inos.iter()
+                .filter_map(|ino| files.get(ino).cloned())
+                .collect()
+        };
+        candidates
+            .into_iter()
             .find(|f| f.probe.as_ref().is_some_and(|p| p.holds(tid, fd)))
-            .cloned()
     }
 
     /// A free number of the range in thread `tid`'s table, below the thread's descriptor
@@ -408,4 +435,49 @@ fn inode_of(fd: RawFd) -> Result<u64, Errno> {
         return Err(crate::sys::last_errno());
     }
     Ok(st.st_ino)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (OwnedFd, OwnedFd) {
+        let mut fds = [0; 2];
+        // SAFETY: fills two descriptors we then own.
+        assert_eq!(
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) },
+            0
+        );
+        // SAFETY: just created, owned by nobody else.
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+    }
+
+    /// A probe says yes for the file it holds, at any number and in any copy, and no for
+    /// another file at the same number and once the file is gone.
+    #[test]
+    fn a_probe_knows_its_file_at_any_number_and_nothing_else() {
+        let me = unsafe { libc::gettid() };
+        let (_end, program) = pair();
+        let probe = Probe::new(&program).expect("an epoll set");
+        // The program's copy lives at another number; roost's own is closed.
+        let copy = unsafe { libc::fcntl(program.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 600) };
+        assert!(copy >= 600);
+        drop(program);
+        assert!(
+            probe.holds(me, copy),
+            "kcmp(KCMP_EPOLL_TFD) is not available"
+        );
+        let (_other_end, other) = pair();
+        assert!(!probe.holds(me, other.as_raw_fd()));
+        // Another file put at the number (dup2): no longer this file.
+        let keep = unsafe { libc::fcntl(copy, libc::F_DUPFD_CLOEXEC, 0) };
+        assert_eq!(unsafe { libc::dup2(other.as_raw_fd(), copy) }, copy);
+        assert!(!probe.holds(me, copy));
+        assert!(probe.holds(me, keep));
+        // The last copy closed: the file is gone from the set.
+        unsafe { libc::close(keep) };
+        unsafe { libc::close(copy) };
+        assert!(!probe.holds(me, keep));
+        assert!(probes_work());
+    }
 }

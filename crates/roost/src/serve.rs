@@ -199,7 +199,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
         )
     })?;
     log::set_level(level);
-    raise_fd_limit();
+    // Each client holds a socket and its open files: bounded by `--max-connections`
+    // rather than by a default of 1024.
+    roost_agent::sys::raise_descriptor_limit();
     let root_acl = root_acl(&args.acls)?;
     let auth = auth_config(&args)?;
     if args.poll_us > 10_000 {
@@ -412,22 +414,6 @@ pub fn default_state_path(kind: &str, dir: &std::path::Path) -> PathBuf {
         }
     };
     base.join(kind).join(name)
-}
-
-/// Each client holds a socket and its open files: lift the soft descriptor limit to the hard
-/// one, so the server is bounded by `--max-connections` rather than by a default of 1024.
-fn raise_fd_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
 }
 
 /// The root ACL from `--acl` options, or the server's own unix user with every right.

@@ -976,16 +976,35 @@ os.close(x); os.close(y); os.close(z)
 fds = [os.open('/m/c', os.O_RDONLY) for _ in range(255)]
 assert {x, y, z} & set(fds), (x, y, z, fds)
 assert all(read(fd) == 'file c' for fd in fds)
-print('ok')"#;
-    let o = run_with_cache(
+import resource
+print('ok', resource.getrlimit(resource.RLIMIT_NOFILE)[0])"#;
+    // roost starts with a soft descriptor limit under its hard one (where there is room),
+    // lifts its own, and the program keeps the one it was started with.
+    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+        0
+    );
+    let soft = limit.rlim_max.min(1100);
+    let mut command = run_with_cache(
         r.cache.path(),
         &[],
         &["--mount", &mount],
         &["python3", "-c", program],
-    )
-    .output()
-    .unwrap();
-    assert_eq!(stdout(&o), "ok\n", "{}", stderr(&o));
+    );
+    // SAFETY: only setrlimit between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+            let lowered = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: limit.rlim_max,
+            };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lowered);
+            Ok(())
+        });
+    }
+    let o = command.output().unwrap();
+    assert_eq!(stdout(&o), format!("ok {soft}\n"), "{}", stderr(&o));
 }
 
 /// Two programs on one remote file in direct mode see each other's writes while both
