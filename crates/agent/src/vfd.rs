@@ -93,17 +93,22 @@ impl Probe {
                 &slot as *const Slot,
             )
         };
-        if rc < 0
-            && matches!(
-                crate::sys::last_errno(),
-                libc::ENOSYS | libc::EPERM | libc::EINVAL
-            )
-        {
+        if rc < 0 && !self.kcmp_works() {
             // No kcmp here (an old kernel, one built without it, a seccomp profile that
-            // refuses it): every lookup reads /proc from now on.
+            // refuses it): every lookup reads /proc from now on. A refusal for one
+            // process (one that made itself undumpable) leaves the others their probes.
             PROBES_WORK.store(false, std::sync::atomic::Ordering::Relaxed);
         }
         rc == 0
+    }
+
+    /// Whether kcmp answers at all: comparing roost's own set with itself.
+    fn kcmp_works(&self) -> bool {
+        const KCMP_FILE: libc::c_long = 0;
+        let set = self.set.as_raw_fd() as libc::c_long;
+        // SAFETY: compares two descriptors of this process; reads nothing else.
+        let me = unsafe { libc::getpid() };
+        unsafe { libc::syscall(libc::SYS_kcmp, me, me, KCMP_FILE, set, set) == 0 }
     }
 }
 
