@@ -111,6 +111,9 @@ pub struct Identity {
     real_uid: u32,
     real_gid: u32,
     permitted_caps: u64,
+    /// The uid and the gid, when the real, effective, saved and file-system ids are each
+    /// one value.
+    single_ids: Option<(u32, u32)>,
 }
 
 impl Identity {
@@ -134,6 +137,7 @@ impl Identity {
             real_uid: status.number("Uid:", 0)?,
             real_gid: status.number("Gid:", 0)?,
             permitted_caps: status.hex("CapPrm:")?,
+            single_ids: status.single("Uid:").zip(status.single("Gid:")),
         })
     }
 
@@ -169,17 +173,6 @@ fn own() -> &'static Option<Identity> {
     OWN.get_or_init(|| Identity::read(unsafe { libc::gettid() }))
 }
 
-/// roost's own uid and gid when each of its real, effective, saved and file-system ids
-/// are one value (fixed for its life).
-fn own_single_ids() -> Option<(u32, u32)> {
-    static IDS: OnceLock<Option<(u32, u32)>> = OnceLock::new();
-    *IDS.get_or_init(|| {
-        // SAFETY: a plain id query.
-        let status = Status::read(unsafe { libc::gettid() })?;
-        Some((status.single("Uid:")?, status.single("Gid:")?))
-    })
-}
-
 /// Whether credential call `name` (`args` its arguments) by thread `tid` leaves its
 /// identity roost's own: the thread has roost's identity now (ids, groups, capabilities;
 /// it may have lost some without a trapped call, by `PR_CAPBSET_DROP` and an exec),
@@ -189,7 +182,7 @@ fn own_single_ids() -> Option<(u32, u32)> {
 /// its caller's identity. setgroups (whose list the caller could change between roost's
 /// look and the kernel's), capset and anything unreadable count as changes.
 pub fn leaves_own_identity(name: &str, args: &[u64; 6], tid: i32) -> bool {
-    let (Some(own), Some((uid, gid))) = (own(), own_single_ids()) else {
+    let Some((own, (uid, gid))) = own().as_ref().and_then(|o| Some((o, o.single_ids?))) else {
         return false;
     };
     // The kernel takes the low 32 bits of an id argument; -1 leaves an id as it is.
@@ -207,12 +200,8 @@ pub fn leaves_own_identity(name: &str, args: &[u64; 6], tid: i32) -> bool {
         "setresgid" => all(3, gid),
         _ => false,
     };
-    only_own_ids
-        && Status::read(tid).is_some_and(|status| {
-            status.single("Uid:") == Some(uid)
-                && status.single("Gid:") == Some(gid)
-                && Identity::of(&status).is_some_and(|who| who.same_credentials(own))
-        })
+    // The caller's single ids are compared too: they are roost's uid and gid.
+    only_own_ids && Identity::read(tid).is_some_and(|who| who.same_credentials(own))
 }
 
 /// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
@@ -329,7 +318,10 @@ mod tests {
 
     #[test]
     fn setting_roost_s_own_ids_again_is_no_change() {
-        let (uid, gid) = own_single_ids().expect("the tests run with one uid and one gid");
+        let own = own().as_ref().expect("roost's own identity");
+        let (uid, gid) = own
+            .single_ids
+            .expect("the tests run with one uid and one gid");
         let me = unsafe { libc::gettid() };
         let args = |a: &[u64]| {
             let mut all = [0u64; 6];
@@ -378,6 +370,18 @@ mod tests {
         assert!(!who.same_credentials(&fewer_caps));
         let other_groups = Identity::of(&Status(STATUS.replace("27 4", "27 5"))).unwrap();
         assert!(!who.same_credentials(&other_groups));
+        // Only the saved uid differs: no longer one uid.
+        let root = |uids: &str| {
+            let status = STATUS
+                .replace("Uid:\t1000\t0\t0\t0", uids)
+                .replace("Gid:\t100\t0\t0\t0", "Gid:\t0\t0\t0\t0");
+            Identity::of(&Status(status)).unwrap()
+        };
+        let all_root = root("Uid:\t0\t0\t0\t0");
+        assert_eq!(all_root.single_ids, Some((0, 0)));
+        let saved = root("Uid:\t0\t0\t5\t0");
+        assert_eq!(saved.single_ids, None);
+        assert!(!all_root.same_credentials(&saved));
     }
 
     #[test]
