@@ -176,15 +176,14 @@ mod tests {
         for dir in [&point, &point.join("a"), &own] {
             std::fs::write(dir.join("cpu.cfs_quota_us"), "-1\n").unwrap();
         }
-        let placement = Placement {
-            mounts: vec![Mount {
-                fstype: "cgroup".into(),
-                root: "/".into(),
-                point: point.clone(),
-                options: "rw,cpu".into(),
-            }],
-            groups: vec![("cpu".into(), "/a/b".into())],
+        // One hierarchy mounted at `point`, as /proc/self/mountinfo would say it.
+        let mounted = |point: &std::path::Path, fstype: &str, options: &str| {
+            format!(
+                "32 31 0:29 / {} rw - {fstype} {fstype} {options}\n",
+                point.display()
+            )
         };
+        let placement = Placement::parse(&mounted(&point, "cgroup", "rw,cpu"), "4:cpu:/a/b\n");
         assert!(!placement.cpu_limited(), "no quota anywhere");
         std::fs::write(point.join("a/cpu.cfs_quota_us"), "50000\n").unwrap();
         assert!(placement.cpu_limited(), "a quota on the parent");
@@ -194,15 +193,7 @@ mod tests {
         let v2 = tmp.path().join("unified");
         std::fs::create_dir_all(v2.join("svc")).unwrap();
         std::fs::write(v2.join("svc/cpu.max"), "max 100000\n").unwrap();
-        let unified = Placement {
-            mounts: vec![Mount {
-                fstype: "cgroup2".into(),
-                root: "/".into(),
-                point: v2.clone(),
-                options: "rw".into(),
-            }],
-            groups: vec![(String::new(), "/svc".into())],
-        };
+        let unified = Placement::parse(&mounted(&v2, "cgroup2", "rw"), "0::/svc\n");
         assert!(!unified.cpu_limited(), "cpu.max is max");
         std::fs::write(v2.join("svc/cpu.max"), "20000 100000\n").unwrap();
         assert!(unified.cpu_limited(), "cpu.max set");
