@@ -54,7 +54,7 @@ attach() {
 }
 attach c "$NET.0.2"
 
-head -c 32 /dev/urandom | base64 >"$WORK/key"
+(umask 077; head -c 32 /dev/urandom | base64 >"$WORK/key")
 KEY="bench=$WORK/key"
 mkdir "$WORK/group" "$WORK/copy"
 : >"$WORK/pids"

@@ -18,7 +18,7 @@ BASE=19500
 WORK=$(mktemp -d /tmp/roost-group-bench.XXXXXX)
 trap 'kill $(cat "$WORK/pids") 2>/dev/null; rm -rf "$WORK"' EXIT INT TERM
 
-head -c 32 /dev/urandom | base64 >"$WORK/key"
+(umask 077; head -c 32 /dev/urandom | base64 >"$WORK/key")
 KEY="bench=$WORK/key"
 mkdir "$WORK/group" "$WORK/copy"
 : >"$WORK/pids"

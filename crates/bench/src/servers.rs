@@ -49,6 +49,9 @@ impl RunningServer {
                 "address:127.0.0.1=rwldpa",
                 "--max-connections",
                 "100000",
+                // The idle-connection figure opens a thousand from one address.
+                "--max-per-address",
+                "100000",
             ])
             .stdout(Stdio::piped())
             .spawn()

@@ -47,12 +47,12 @@ impl HmacKey {
     /// A key from its name and secret.
     pub fn new(name: &str, secret: &[u8]) -> Result<HmacKey> {
         if !auth::is_valid_key_name(name) {
-            return Err(Error::BadAddress(format!(
+            return Err(Error::BadKey(format!(
                 "hmac key name {name:?}: use letters, digits and . _ - @ +"
             )));
         }
         if secret.is_empty() {
-            return Err(Error::BadAddress(format!("hmac key {name}: empty secret")));
+            return Err(Error::BadKey(format!("hmac key {name}: empty secret")));
         }
         Ok(HmacKey {
             name: name.to_string(),
@@ -60,17 +60,17 @@ impl HmacKey {
         })
     }
 
-    /// Key `name` with the secret in `path` (the whole file, less one trailing newline).
+    /// Key `name` with the secret in `path` (see [`read_secret_file`]).
     pub fn from_file(name: &str, path: &Path) -> Result<HmacKey> {
-        let secret = std::fs::read(path).map_err(Error::Local)?;
-        HmacKey::new(name, secret.strip_suffix(b"\n").unwrap_or(&secret))
+        let secret = read_secret_file(path).map_err(Error::BadKey)?;
+        HmacKey::new(name, &secret)
     }
 
     /// Parses `NAME=FILE` and reads the key.
     pub fn from_spec(spec: &str) -> Result<HmacKey> {
         let (name, file) = spec
             .split_once('=')
-            .ok_or_else(|| Error::BadAddress(format!("hmac key {spec:?}: expected NAME=FILE")))?;
+            .ok_or_else(|| Error::BadKey(format!("hmac key {spec:?}: expected NAME=FILE")))?;
         HmacKey::from_file(name, Path::new(file))
     }
 
@@ -88,6 +88,37 @@ impl HmacKey {
         mac.update(nonce_hex.as_bytes());
         mac.finalize().into_bytes().to_vec()
     }
+}
+
+/// The secret in a key file: the whole file, less one trailing newline. A file that its
+/// group or others may read or write is refused, as ssh refuses such a private key: the
+/// secret is as good as theirs. Errors name the file and say what to do.
+pub fn read_secret_file(path: &Path) -> std::result::Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let shown = path.display();
+    let mut file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let mode = file
+        .metadata()
+        .map_err(|e| format!("cannot read {shown}: {e}"))?
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "{shown}: a key file must be private to its owner, but its mode is {:04o} \
+             (run chmod 600 {shown})",
+            mode & 0o7777
+        ));
+    }
+    let mut secret = Vec::new();
+    file.read_to_end(&mut secret)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if secret.last() == Some(&b'\n') {
+        secret.pop();
+    }
+    if secret.is_empty() {
+        return Err(format!("{shown} is empty: a key file holds the secret"));
+    }
+    Ok(secret)
 }
 
 /// Which methods to offer, in order, and the secrets they need.
@@ -121,6 +152,15 @@ impl Credentials {
         Ok(creds)
     }
 
+    /// What a server offers when it connects to another server on its own behalf
+    /// (`whoareyou`, group relays): `address`, then `hostname`, as cctools' server does.
+    /// Never `unix`: the server's client would create challenge files as the server's own
+    /// user, which a client of the server could then claim (the challenge path is theirs to
+    /// choose); never `hmac`, as a server holds no user's secret.
+    pub fn server_to_server() -> Credentials {
+        Credentials::only(&[Method::Address, Method::Hostname])
+    }
+
     /// Only these methods, in this order.
     pub fn only(methods: &[Method]) -> Credentials {
         Credentials {
@@ -152,13 +192,19 @@ fn read_yes_no<R: BufRead>(r: &mut R) -> Result<bool> {
     Ok(auth::parse_yes_no(&read_line(r, auth::AUTH_LINE_MAX)?)?)
 }
 
-/// True if a server may ask us to create `path`: an absolute path whose file name is one
+/// True if a server may ask us to create `path`: a file directly in a temporary directory
+/// (`/tmp`, `/var/tmp` or `$TMPDIR`, where a server's challenges live) whose name is one
 /// cctools (`challenge.*`) or roost (`roost-challenge.*`) would choose. A hostile server
 /// could otherwise make the client create empty files with meaningful names anywhere the
 /// user can write (`~/.hushlogin`, lock files...).
 fn plausible_challenge(path: &Path) -> bool {
     let name = path.file_name().map(OsStr::as_bytes).unwrap_or_default();
-    path.is_absolute() && (name.starts_with(b"challenge.") || name.starts_with(b"roost-challenge."))
+    let named_so = name.starts_with(b"challenge.") || name.starts_with(b"roost-challenge.");
+    let temp = std::env::temp_dir();
+    let in_temp = path.parent().is_some_and(|dir| {
+        [Path::new("/tmp"), Path::new("/var/tmp"), temp.as_path()].contains(&dir)
+    });
+    path.is_absolute() && named_so && in_temp
 }
 
 /// The `unix` method after the server's `yes`: create the named file, report, clean up.
@@ -317,16 +363,14 @@ mod tests {
 
     #[test]
     fn unix_creates_the_challenge_file_and_removes_it() {
-        let dir = std::env::temp_dir().join(format!("roost-auth-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let challenge = dir.join("roost-challenge.1.2");
+        let challenge =
+            std::env::temp_dir().join(format!("roost-challenge.test.{}", std::process::id()));
         let creds = Credentials::only(&[Method::Unix]);
         let server = format!("yes\n{}\nyes\nyes\nunix\nalice\n", challenge.display());
         let (subject, sent) = run(&creds, server.as_bytes(), true);
         assert_eq!(subject.unwrap().to_string(), "unix:alice");
         assert_eq!(sent, "unix\nyes\n");
         assert!(!challenge.exists());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -346,7 +390,19 @@ mod tests {
             assert_eq!(bad.exists(), existed, "{}", bad.display());
         }
         assert!(plausible_challenge(Path::new("/tmp/challenge.12.34")));
-        assert!(plausible_challenge(Path::new("/var/x/roost-challenge.1.2")));
+        assert!(plausible_challenge(Path::new(
+            "/var/tmp/roost-challenge.1.2"
+        )));
+        // Only directly in a temporary directory: not where a server's owner keeps files
+        // of value, such as the export or a user's home.
+        for elsewhere in [
+            "/var/x/roost-challenge.1.2",
+            "/tmp/sub/roost-challenge.1.2",
+            "/tmp/../etc/challenge.1",
+            "/root/.ssh/challenge.1",
+        ] {
+            assert!(!plausible_challenge(Path::new(elsewhere)), "{elsewhere}");
+        }
     }
 
     #[test]
@@ -360,8 +416,11 @@ mod tests {
 
     #[test]
     fn keys_read_like_the_servers_key_files() {
-        let path = std::env::temp_dir().join(format!("roost-key-test-{}", std::process::id()));
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile_dir("key");
+        let path = dir.join("build.key");
         std::fs::write(&path, b"s3 cret\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         let k = HmacKey::from_spec(&format!("build={}", path.display())).unwrap();
         assert_eq!(
             (k.name.as_str(), k.secret.as_slice()),
@@ -370,12 +429,37 @@ mod tests {
         assert!(!format!("{k:?}").contains("s3"));
         std::fs::write(&path, b"\n").unwrap();
         assert!(HmacKey::from_file("build", &path).is_err());
-        std::fs::remove_file(&path).unwrap();
         assert!(HmacKey::from_spec("no-equals").is_err());
         assert!(HmacKey::new("bad name", b"x").is_err());
-        assert!(matches!(
-            HmacKey::from_file("k", Path::new("/nonexistent/key")),
-            Err(Error::Local(_))
-        ));
+        let missing = HmacKey::from_file("k", Path::new("/nonexistent/key")).unwrap_err();
+        assert!(
+            missing.to_string().contains("/nonexistent/key"),
+            "{missing}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn key_files_others_may_read_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile_dir("open-key");
+        let path = dir.join("k.key");
+        std::fs::write(&path, b"secret").unwrap();
+        for mode in [0o644, 0o640, 0o604, 0o620] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = HmacKey::from_file("k", &path).unwrap_err().to_string();
+            assert!(err.contains("chmod 600") && err.contains("k.key"), "{err}");
+        }
+        for mode in [0o600, 0o400] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert!(HmacKey::from_file("k", &path).is_ok(), "{mode:o}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn tempfile_dir(what: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("roost-{what}-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 }

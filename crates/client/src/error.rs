@@ -30,6 +30,9 @@ pub enum Error {
     AuthFailed(Vec<String>),
     /// A bad URL or address.
     BadAddress(String),
+    /// An hmac key that cannot be used: a bad name, an empty secret, a file that cannot be
+    /// read or that others may read. The message names the key and the file.
+    BadKey(String),
 }
 
 /// The client's result type.
@@ -65,7 +68,7 @@ impl Error {
             Error::BadRequest(_) => libc::EINVAL,
             Error::Local(e) => e.raw_os_error().unwrap_or(libc::EIO),
             Error::AuthFailed(_) => libc::EACCES,
-            Error::BadAddress(_) => libc::EINVAL,
+            Error::BadAddress(_) | Error::BadKey(_) => libc::EINVAL,
         }
     }
 
@@ -79,7 +82,7 @@ impl Error {
             Error::BadRequest(e) => e.code(),
             Error::Local(e) => ErrorCode::from_errno(e.raw_os_error().unwrap_or(libc::EIO)),
             Error::AuthFailed(_) => ErrorCode::NotAuthenticated,
-            Error::BadAddress(_) => ErrorCode::InvalidRequest,
+            Error::BadAddress(_) | Error::BadKey(_) => ErrorCode::InvalidRequest,
         }
     }
 
@@ -138,6 +141,7 @@ impl fmt::Display for Error {
                 write!(f, "authentication failed (tried {})", tried.join(", "))
             }
             Error::BadAddress(a) => write!(f, "bad address: {a}"),
+            Error::BadKey(why) => f.write_str(why),
         }
     }
 }

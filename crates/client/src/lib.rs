@@ -30,7 +30,7 @@ pub mod tree;
 mod url;
 mod xattr;
 
-pub use auth::{Credentials, HmacKey};
+pub use auth::{read_secret_file, Credentials, HmacKey};
 pub use batch::Reply;
 pub use client::{Client, Options};
 pub use error::{Error, Result};

@@ -130,6 +130,11 @@ battery_tests!(Roost::start());
 fn hmac_authenticates_with_a_shared_key_file() {
     let key_file = std::env::temp_dir().join(format!("roost-client-key-{}", std::process::id()));
     std::fs::write(&key_file, "correct horse\n").unwrap();
+    std::fs::set_permissions(
+        &key_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
     let args = [
         "--key".to_string(),
         format!("ci={}", key_file.display()),

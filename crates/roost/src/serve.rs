@@ -72,6 +72,10 @@ pub struct ServeArgs {
     /// Most clients connected at once.
     #[arg(long, default_value_t = Limits::default().max_connections)]
     pub max_connections: usize,
+    /// Most clients connected at once from one address (one /64 for IPv6), so no single
+    /// host can take every slot.
+    #[arg(long, default_value_t = Limits::default().max_per_address, value_name = "N")]
+    pub max_per_address: usize,
     /// Disconnect clients idle for this many seconds.
     #[arg(long, default_value_t = Limits::default().idle_timeout.as_secs(), value_name = "SECONDS")]
     pub idle_timeout: u64,
@@ -212,6 +216,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
     }
     let limits = Limits {
         max_connections: args.max_connections,
+        max_per_address: args.max_per_address,
         idle_timeout: Duration::from_secs(args.idle_timeout),
         stall_timeout: Duration::from_secs(args.stall_timeout.max(1)),
         max_message: args.max_message,
@@ -466,12 +471,8 @@ fn auth_config(args: &ServeArgs) -> Result<AuthConfig, String> {
         if name.is_empty() || name.contains(char::is_whitespace) {
             return Err(format!("--key {spec}: the key name must be one word"));
         }
-        let secret =
-            std::fs::read(file).map_err(|e| format!("--key {spec}: cannot read {file}: {e}"))?;
-        let secret = secret.strip_suffix(b"\n").unwrap_or(&secret).to_vec();
-        if secret.is_empty() {
-            return Err(format!("--key {spec}: {file} is empty"));
-        }
+        let secret = roost_client::read_secret_file(std::path::Path::new(file))
+            .map_err(|why| format!("--key {spec}: {why}"))?;
         config.keys.insert(name.to_string(), secret);
     }
     Ok(config)

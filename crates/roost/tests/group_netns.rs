@@ -23,7 +23,7 @@ fn groups_span_hosts_in_network_namespaces() {
     let mut hosts = Hosts::create(4, 0);
     let keys = tempfile::tempdir().unwrap();
     let key = keys.path().join("alice.key");
-    std::fs::write(&key, USER.chars().rev().collect::<String>()).unwrap();
+    serve_support::write_private(&key, &USER.chars().rev().collect::<String>());
     let exports: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
     for (k, dir) in exports.iter().enumerate() {
         std::fs::write(dir.path().join("log"), format!("boot ok\nhost {k}\n")).unwrap();

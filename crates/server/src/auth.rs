@@ -5,16 +5,18 @@
 //! `yes\n<method>\n<name>\n` and the connection's subject is `<method>:<name>`.
 //!
 //! Methods: `address` (the peer's IP), `hostname` (reverse lookup confirmed by a forward one),
-//! `unix` (the client proves its local user by creating a file the server names), and `hmac`,
-//! roost's shared-secret method: the server sends a nonce, the client answers with a key name
-//! and HMAC-SHA256(secret, nonce); the secret never crosses the wire.
+//! `unix` (a client on this host proves the user that owns its connection: it creates a file
+//! the server names, and the file's owner must be the owner the kernel records for the
+//! client's socket), and `hmac`, roost's shared-secret method: the server sends a nonce, the
+//! client answers with a key name and HMAC-SHA256(secret, nonce); the secret never crosses
+//! the wire. Wrong hmac answers are slowed per address ([`crate::throttle`]).
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::io::{self, BufRead, Write};
-use std::net::{IpAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,8 +27,9 @@ const AUTH_LINE_MAX: usize = 1024;
 /// How long one read may wait during the handshake.
 pub const HANDSHAKE_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long the whole handshake may take.
-const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(30);
+/// How long the whole handshake may take, from the connection's first byte to its subject:
+/// a client that has not said who it is holds a slot only this long, however it dribbles.
+pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(15);
 
 /// Most methods one connection may try before it is dropped.
 const MAX_ATTEMPTS: usize = 16;
@@ -43,6 +46,8 @@ pub struct AuthConfig {
     pub challenge_dir: PathBuf,
     /// How long the client has to create a `unix` challenge file.
     pub challenge_timeout: Duration,
+    /// Wrong `hmac` answers per address, shared by every connection.
+    pub hmac_failures: std::sync::Arc<crate::throttle::Throttle>,
 }
 
 impl Default for AuthConfig {
@@ -57,17 +62,28 @@ impl Default for AuthConfig {
             keys: HashMap::new(),
             challenge_dir: PathBuf::from("/tmp"),
             challenge_timeout: Duration::from_secs(5),
+            hmac_failures: Default::default(),
         }
     }
+}
+
+/// The two ends of the connection being authenticated, as the server sees them.
+#[derive(Clone, Copy, Debug)]
+pub struct Endpoints {
+    /// The client's address and port.
+    pub peer: SocketAddr,
+    /// The server's own end.
+    pub local: SocketAddr,
 }
 
 /// Runs the handshake; `Ok(Some(subject))` on success, `Ok(None)` if the client gave up.
 pub fn accept<R: BufRead, W: Write>(
     config: &AuthConfig,
-    peer: IpAddr,
+    ends: Endpoints,
     reader: &mut R,
     writer: &mut W,
 ) -> io::Result<Option<String>> {
+    let peer = ends.peer.ip();
     let started = std::time::Instant::now();
     for _ in 0..MAX_ATTEMPTS {
         if started.elapsed() > HANDSHAKE_DEADLINE {
@@ -80,18 +96,25 @@ pub fn accept<R: BufRead, W: Write>(
             return Ok(None);
         };
         let method = Method::parse(offer.trim().as_bytes()).filter(|m| config.methods.contains(m));
-        let Some(method) = method else {
+        // `unix` proves the owner of the client's socket, so it is open only to a client
+        // whose socket is on this host.
+        let socket_owner = match method {
+            Some(Method::Unix) => crate::socket_owner::owner(ends.peer, ends.local),
+            _ => None,
+        };
+        let Some(method) = method.filter(|m| *m != Method::Unix || socket_owner.is_some()) else {
             send(writer, "no\n")?;
             continue;
         };
         send(writer, "yes\n")?;
-        let outcome = match method {
-            Method::Address => Outcome::Accepted(peer.to_string()),
-            Method::Hostname => {
+        let outcome = match (method, socket_owner) {
+            (Method::Address, _) => Outcome::Accepted(peer.to_string()),
+            (Method::Hostname, _) => {
                 confirmed_hostname(peer).map_or(Outcome::Rejected, Outcome::Accepted)
             }
-            Method::Unix => unix_challenge(config, reader, writer)?,
-            Method::Hmac => hmac_challenge(config, reader, writer)?,
+            (Method::Unix, Some(owner)) => unix_challenge(config, owner, reader, writer)?,
+            (Method::Unix, None) => Outcome::Rejected,
+            (Method::Hmac, _) => hmac_challenge(config, peer, reader, writer)?,
         };
         match outcome {
             Outcome::Accepted(name) => {
@@ -209,11 +232,15 @@ fn socket_addr_to_raw(addr: &std::net::SocketAddr) -> (libc::sockaddr_storage, l
 }
 
 /// The `unix` method: name a fresh path, wait for the client's "yes", and take the owner of
-/// the file it created there. Unlike cctools, only a freshly made file counts: an empty
-/// regular file (not a symlink, which would lend its target's owner), with one link (not a
-/// hard link to somebody else's file) and born after the challenge was issued.
+/// the file it created there, if that is `socket_owner`, the owner of the client's own
+/// connection. A file alone proves only that someone made it: the server's own client when
+/// `whoareyou` is pointed at a server that names this challenge, or another user whose fresh
+/// file the client renamed into place. Unlike cctools, only a freshly made file counts: an
+/// empty regular file (not a symlink, which would lend its target's owner), with one link
+/// (not a hard link to somebody else's file) and born after the challenge was issued.
 fn unix_challenge<R: BufRead, W: Write>(
     config: &AuthConfig,
+    socket_owner: libc::uid_t,
     reader: &mut R,
     writer: &mut W,
 ) -> io::Result<Outcome> {
@@ -251,7 +278,8 @@ fn unix_challenge<R: BufRead, W: Write>(
                 // File systems without birth times cannot tell a fresh file from an old one.
                 let fresh =
                     st.stx_mask & libc::STATX_BTIME != 0 && st.stx_btime.tv_sec >= issued - 1;
-                if regular && st.stx_nlink == 1 && st.stx_size == 0 && fresh {
+                let owners_agree = st.stx_uid == socket_owner;
+                if regular && st.stx_nlink == 1 && st.stx_size == 0 && fresh && owners_agree {
                     if let Some(user) = user_name(st.stx_uid) {
                         outcome = Outcome::Accepted(user);
                     }
@@ -285,8 +313,11 @@ pub fn user_name(uid: libc::uid_t) -> Option<String> {
 }
 
 /// The `hmac` method: a fresh nonce out, `<key> <hex mac>` back, compared in constant time.
+/// An address whose answers have been wrong waits its turn before the next is checked, so
+/// guessing goes no faster over many connections than over one.
 fn hmac_challenge<R: BufRead, W: Write>(
     config: &AuthConfig,
+    peer: IpAddr,
     reader: &mut R,
     writer: &mut W,
 ) -> io::Result<Outcome> {
@@ -295,23 +326,38 @@ fn hmac_challenge<R: BufRead, W: Write>(
     let Some(answer) = read_line(reader)? else {
         return Ok(Outcome::Abandoned);
     };
+    if !config.hmac_failures.wait_turn(peer, HANDSHAKE_DEADLINE) {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "too many wrong hmac answers from this address",
+        ));
+    }
+    let outcome = check_hmac(config, &nonce, &answer);
+    if matches!(outcome, Outcome::Rejected) {
+        config.hmac_failures.failed(peer);
+    }
+    Ok(outcome)
+}
+
+/// Whether `answer` is `<key> <hex mac>` for a key this server holds and `nonce`.
+fn check_hmac(config: &AuthConfig, nonce: &str, answer: &str) -> Outcome {
     let mut words = answer.split_whitespace();
     let (Some(key), Some(mac_hex), None) = (words.next(), words.next(), words.next()) else {
-        return Ok(Outcome::Rejected);
+        return Outcome::Rejected;
     };
     let (Some(secret), Some(mac)) = (
         config.keys.get(key),
         roost_wire::hex::decode(mac_hex.as_bytes()),
     ) else {
-        return Ok(Outcome::Rejected);
+        return Outcome::Rejected;
     };
     let mut expected =
         Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length");
     expected.update(nonce.as_bytes());
-    Ok(match expected.verify_slice(&mac) {
+    match expected.verify_slice(&mac) {
         Ok(()) => Outcome::Accepted(key.to_string()),
         Err(_) => Outcome::Rejected,
-    })
+    }
 }
 
 fn random_bytes<const N: usize>() -> [u8; N] {
@@ -333,10 +379,16 @@ mod tests {
     use super::*;
     use std::io::Cursor;
 
+    /// A client on another host: no socket of this host owns the connection.
+    const ENDS: Endpoints = Endpoints {
+        peer: SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1)), 1),
+        local: SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1)), 2),
+    };
+
     fn run(config: &AuthConfig, client: &str) -> (Option<String>, String) {
         let mut reader = Cursor::new(client.as_bytes().to_vec());
         let mut out = Vec::new();
-        let subject = accept(config, "127.0.0.1".parse().unwrap(), &mut reader, &mut out).unwrap();
+        let subject = accept(config, ENDS, &mut reader, &mut out).unwrap();
         (subject, String::from_utf8(out).unwrap())
     }
 
@@ -359,6 +411,14 @@ mod tests {
     }
 
     #[test]
+    fn unix_is_refused_when_no_socket_of_this_host_owns_the_connection() {
+        // ENDS names a connection no local socket holds, as a client on another host.
+        let (subject, out) = run(&AuthConfig::default(), "unix\naddress\n");
+        assert_eq!(subject.as_deref(), Some("address:127.0.0.1"));
+        assert!(out.starts_with("no\nyes\n"), "{out:?}");
+    }
+
+    #[test]
     fn hmac_rejects_a_wrong_mac_and_unknown_keys() {
         let mut config = AuthConfig::default();
         config.keys.insert("build".into(), b"s3cret".to_vec());
@@ -372,12 +432,6 @@ mod tests {
     fn over_long_lines_are_an_error() {
         let mut reader = Cursor::new(vec![b'a'; 5000]);
         let mut out = Vec::new();
-        assert!(accept(
-            &AuthConfig::default(),
-            "127.0.0.1".parse().unwrap(),
-            &mut reader,
-            &mut out
-        )
-        .is_err());
+        assert!(accept(&AuthConfig::default(), ENDS, &mut reader, &mut out).is_err());
     }
 }

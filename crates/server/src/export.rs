@@ -625,42 +625,28 @@ impl Export {
         Ok(())
     }
 
-    /// The names in a directory (without the hidden ACL file), each with its `lstat` when
-    /// `with_stat` is set.
-    pub fn list(
-        &self,
-        subject: &str,
-        path: &JailPath,
-        with_stat: bool,
-    ) -> OpResult<Vec<(Vec<u8>, Option<libc::stat>)>> {
+    /// Opens a directory for listing, after checking the list right. The entries are read
+    /// as they are sent ([`Listing::for_each`]), so a listing costs the same small memory
+    /// however large the directory, and stops as soon as the client is gone. The export lock
+    /// is held only for the check and the open: the listing reads through a descriptor of
+    /// the directory that was checked, which no later rename can redirect.
+    pub fn open_listing(&self, subject: &str, path: &JailPath) -> OpResult<Listing> {
         let _names = self.reading();
         let obj = self.directory(subject, path, Rights::LIST)?;
         let dirfd = OwnedFd::from(obj.reopen(libc::O_RDONLY | libc::O_DIRECTORY)?);
-        // `.` and `..` come first, as cctools lists them; the root's `..` is the root itself,
-        // so nothing about the host directory above the export leaks out.
-        let mut out = vec![(b".".to_vec(), with_stat.then_some(obj.stat))];
-        let parent_stat = if obj.real.is_root() {
+        // The root's `..` is the root itself, so nothing about the host directory above the
+        // export leaks out.
+        let parent = if obj.real.is_root() {
             obj.stat
         } else {
             fstat_at(&dirfd, c"..")?
         };
-        out.push((b"..".to_vec(), with_stat.then_some(parent_stat)));
-        for name in read_dir_names(&dirfd)? {
-            if name.starts_with(ACL_FILE_NAME) {
-                continue;
-            }
-            let stat = if with_stat {
-                let cname = CString::new(name.clone()).expect("directory entries hold no NUL");
-                match fstat_at(&dirfd, &cname) {
-                    Ok(st) => Some(st),
-                    Err(_) => continue, // vanished while listing
-                }
-            } else {
-                None
-            };
-            out.push((name, stat));
-        }
-        Ok(out)
+        Ok(Listing {
+            entries: DirStream::open(&dirfd)?,
+            dirfd,
+            dot: obj.stat,
+            dotdot: parent,
+        })
     }
 
     /// Checks that `subject` may read `path` (a job's input). A file that does not exist yet
@@ -714,13 +700,7 @@ impl Export {
             };
             self.require(subject, &name.dir, needs)?;
         }
-        let tmp = CString::new(format!(
-            "{}.put.{}.{}",
-            String::from_utf8_lossy(ACL_FILE_NAME),
-            std::process::id(),
-            next_unique()
-        ))
-        .expect("no NUL");
+        let tmp = crate::stale_uploads::upload_name(std::process::id(), next_unique());
         let fd = cvt(unsafe {
             libc::openat(
                 name.dir_fd.as_raw_fd(),
@@ -932,27 +912,98 @@ pub(crate) fn fstat(fd: RawFd) -> io::Result<libc::stat> {
 
 /// The entry names of an open directory, without `.` and `..`.
 fn read_dir_names(dirfd: &OwnedFd) -> io::Result<Vec<Vec<u8>>> {
-    let fd = cvt(unsafe { libc::dup(dirfd.as_raw_fd()) })?;
-    let dir = unsafe { libc::fdopendir(fd) };
-    if dir.is_null() {
-        let err = io::Error::last_os_error();
-        unsafe { libc::close(fd) };
-        return Err(err);
-    }
-    unsafe { libc::rewinddir(dir) };
     let mut names = Vec::new();
-    loop {
-        let entry = unsafe { libc::readdir64(dir) };
-        if entry.is_null() {
-            break;
-        }
-        let name = unsafe { CStr::from_ptr((*entry).d_name.as_ptr()) }.to_bytes();
-        if name != b"." && name != b".." {
-            names.push(name.to_vec());
+    let mut entries = DirStream::open(dirfd)?;
+    while let Some(name) = entries.next_name() {
+        names.push(name.to_vec());
+    }
+    Ok(names)
+}
+
+/// A directory's entries read one at a time (`readdir`), `.` and `..` left out.
+struct DirStream {
+    dir: std::ptr::NonNull<libc::DIR>,
+}
+
+// SAFETY: the stream is owned by one listing and used by one thread at a time.
+unsafe impl Send for DirStream {}
+
+impl DirStream {
+    /// A stream over a copy of `dirfd`, from its first entry.
+    fn open(dirfd: &OwnedFd) -> io::Result<DirStream> {
+        // SAFETY: dup of a descriptor we own; fdopendir takes the copy over on success.
+        let fd = cvt(unsafe { libc::dup(dirfd.as_raw_fd()) })?;
+        let Some(dir) = std::ptr::NonNull::new(unsafe { libc::fdopendir(fd) }) else {
+            let err = io::Error::last_os_error();
+            // SAFETY: fdopendir failed, so the copy is still ours to close.
+            unsafe { libc::close(fd) };
+            return Err(err);
+        };
+        // SAFETY: a valid stream; the copy shares its offset with `dirfd`, so start over.
+        unsafe { libc::rewinddir(dir.as_ptr()) };
+        Ok(DirStream { dir })
+    }
+
+    /// The next name, or `None` at the end.
+    fn next_name(&mut self) -> Option<&[u8]> {
+        loop {
+            // SAFETY: a valid stream; the entry stays valid until the next readdir, which
+            // the borrow of `self` prevents.
+            let entry = unsafe { libc::readdir64(self.dir.as_ptr()) };
+            if entry.is_null() {
+                return None;
+            }
+            let name = unsafe { CStr::from_ptr((*entry).d_name.as_ptr()) }.to_bytes();
+            if name != b"." && name != b".." {
+                return Some(name);
+            }
         }
     }
-    unsafe { libc::closedir(dir) };
-    Ok(names)
+}
+
+impl Drop for DirStream {
+    fn drop(&mut self) {
+        // SAFETY: the stream was opened by fdopendir and is closed once.
+        unsafe { libc::closedir(self.dir.as_ptr()) };
+    }
+}
+
+/// A directory being listed (see [`Export::open_listing`]).
+pub struct Listing {
+    dirfd: OwnedFd,
+    entries: DirStream,
+    dot: libc::stat,
+    dotdot: libc::stat,
+}
+
+impl Listing {
+    /// Calls `each` with every name (`.` and `..` first, as cctools lists them; never the
+    /// hidden ACL file) and, when `with_stat` is set, its `lstat`. Stops at the first error
+    /// `each` returns (the client has gone) and returns it.
+    pub fn for_each(
+        mut self,
+        with_stat: bool,
+        mut each: impl FnMut(&[u8], Option<&libc::stat>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        each(b".", with_stat.then_some(&self.dot))?;
+        each(b"..", with_stat.then_some(&self.dotdot))?;
+        let dirfd = self.dirfd;
+        while let Some(name) = self.entries.next_name() {
+            if name.starts_with(ACL_FILE_NAME) {
+                continue;
+            }
+            if !with_stat {
+                each(name, None)?;
+                continue;
+            }
+            let cname = CString::new(name).expect("directory entries hold no NUL");
+            match fstat_at(&dirfd, &cname) {
+                Ok(st) => each(name, Some(&st))?,
+                Err(_) => continue, // vanished while listing
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Removes directory `name` in `dir` if it holds nothing but its ACL file; the ACL file is
@@ -1022,7 +1073,7 @@ fn remove_tree(dir: RawFd, name: &CStr) -> io::Result<()> {
 }
 
 /// Opens `name` in `dir` as a directory without following it; `None` if it is anything else.
-fn open_subdir(dir: RawFd, name: &CStr) -> io::Result<Option<OwnedFd>> {
+pub(crate) fn open_subdir(dir: RawFd, name: &CStr) -> io::Result<Option<OwnedFd>> {
     let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     let fd = unsafe { libc::openat(dir, name.as_ptr(), flags) };
     if fd >= 0 {
@@ -1035,7 +1086,7 @@ fn open_subdir(dir: RawFd, name: &CStr) -> io::Result<Option<OwnedFd>> {
     }
 }
 
-fn child_names(dir: &OwnedFd) -> io::Result<Vec<CString>> {
+pub(crate) fn child_names(dir: &OwnedFd) -> io::Result<Vec<CString>> {
     Ok(read_dir_names(dir)?
         .into_iter()
         .map(|n| CString::new(n).expect("no NUL"))

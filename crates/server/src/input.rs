@@ -7,12 +7,15 @@
 //! socket without passing through the server's memory. So right after a spliced payload, when
 //! the next request is most likely another large write, fills stop after a few hundred bytes:
 //! enough for a request line, leaving nearly all of the next payload in the socket.
+//!
+//! A deadline ([`Input::set_deadline`]) bounds how long reads may take in all, not each: a
+//! client that sends one byte at a time cannot stretch a login or a request line forever.
 
 use roost_client::receive::{recv_now, Spin};
 use std::io::{self, BufRead, Read};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Most bytes a short fill asks for: a typical request line and a little more.
 const SHORT_FILL: usize = 256;
@@ -28,6 +31,12 @@ pub struct Input<'a> {
     short: bool,
     /// Polling for the next bytes before a read blocks (none until [`Input::poll_for`]).
     spin: Spin,
+    /// The socket's read timeout between deadlines.
+    timeout: Option<Duration>,
+    /// When reads must be done by, if they must.
+    deadline: Option<Instant>,
+    /// Whether the socket's timeout was shortened for the deadline.
+    shortened: bool,
 }
 
 impl<'a> Input<'a> {
@@ -38,7 +47,49 @@ impl<'a> Input<'a> {
             pos: 0,
             short: false,
             spin: Spin::new(Duration::ZERO),
+            timeout: socket.read_timeout().ok().flatten(),
+            deadline: None,
+            shortened: false,
         }
+    }
+
+    /// How long one read may wait for the client, outside a deadline.
+    pub fn set_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.timeout = timeout;
+        self.shortened = false;
+        self.socket.set_read_timeout(timeout)
+    }
+
+    /// From now on reads fail with `TimedOut` once `deadline` has passed; `None` lifts it.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        self.deadline = deadline;
+        if deadline.is_none() && self.shortened {
+            self.set_timeout(self.timeout)?;
+        }
+        Ok(())
+    }
+
+    /// Whether a deadline is in force.
+    pub fn has_deadline(&self) -> bool {
+        self.deadline.is_some()
+    }
+
+    /// Before a read that may block: fails once the deadline has passed, and otherwise
+    /// makes the socket give up no later than the deadline.
+    fn before_blocking(&mut self) -> io::Result<()> {
+        let Some(deadline) = self.deadline else {
+            return Ok(());
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client took too long",
+            ));
+        }
+        let wait = self.timeout.map_or(left, |t| t.min(left));
+        self.shortened = true;
+        self.socket.set_read_timeout(Some(wait))
     }
 
     /// Polls for up to `budget` for the next bytes before a read blocks (adaptive, as
@@ -75,6 +126,7 @@ impl<'a> Input<'a> {
             unsafe { self.buf.set_len(done?) };
             return Ok(());
         }
+        self.before_blocking()?;
         loop {
             // SAFETY: the kernel writes at most `want` bytes into the vector's spare capacity,
             // which holds at least that many; only the bytes it reports written become part
@@ -97,6 +149,7 @@ impl Read for Input<'_> {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         // A large read with nothing buffered goes straight from the socket.
         if self.pos == self.buf.len() && out.len() >= self.buf.capacity() {
+            self.before_blocking()?;
             return (&*self.socket).read(out);
         }
         let buffered = self.fill_buf()?;
@@ -181,5 +234,44 @@ mod tests {
         assert_eq!(lines[1], b"two\n");
         assert_eq!(lines[2].len(), 301);
         assert_eq!(lines[3], b"three\n");
+    }
+
+    #[test]
+    fn a_deadline_bounds_a_dribble_however_often_bytes_come() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let mut input = Input::new(&server, 64);
+        input.set_timeout(Some(Duration::from_secs(5))).unwrap();
+        let started = Instant::now();
+        input
+            .set_deadline(Some(started + Duration::from_millis(300)))
+            .unwrap();
+        let dribble = std::thread::spawn(move || {
+            for _ in 0..40 {
+                if client.write_all(b"x").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let mut line = Vec::new();
+        let err = input.read_until(b'\n', &mut line).unwrap_err();
+        // The deadline itself, or the socket timeout shortened to it.
+        assert!(
+            matches!(
+                err.kind(),
+                io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+            ),
+            "{err}"
+        );
+        let took = started.elapsed();
+        assert!(took < Duration::from_millis(1500), "{took:?}");
+        assert!(took >= Duration::from_millis(300), "{took:?}");
+        input.set_deadline(None).unwrap();
+        assert_eq!(server.read_timeout().unwrap(), Some(Duration::from_secs(5)));
+        drop(input);
+        drop(server);
+        dribble.join().unwrap();
     }
 }

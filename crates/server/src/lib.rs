@@ -4,8 +4,10 @@
 //! - [`jail`]: path resolution that cannot leave the export.
 //! - [`acl`]: per-directory access control lists.
 //! - [`export`]: every name operation, checked and carried out.
-//! - [`auth`]: the authentication handshake and its methods.
-//! - [`session`]: one client's request loop; [`listener`]: accepting clients.
+//! - [`auth`]: the authentication handshake and its methods; [`socket_owner`]: who owns a
+//!   local client's connection; [`throttle`]: slowing down guessers.
+//! - [`session`]: one client's request loop; [`listener`]: accepting clients;
+//!   [`stale_uploads`]: sweeping uploads a killed server left half-done.
 //! - [`relay`]: group file operations (`group_open`, `group_op`), relayed down a tree.
 //! - [`catalog_report`]: reporting this server to pool catalogs (`--catalog`).
 //! - [`jobs`]: the Chirp job RPCs (`--jobs`): programs run in sandboxes on this host.
@@ -31,7 +33,10 @@ pub mod log;
 pub mod output;
 pub mod relay;
 pub mod session;
+pub mod socket_owner;
 pub mod splice;
+pub mod stale_uploads;
 pub mod thermostat;
+pub mod throttle;
 
 pub use listener::{announced_addr, announcement, Limits, Server};

@@ -20,6 +20,10 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// A client that stops in the middle of a message for this long is disconnected.
     pub stall_timeout: Duration,
+    /// A request line must arrive whole within this long of its first byte.
+    pub line_timeout: Duration,
+    /// Clients connected at once from one address (one /64 for IPv6).
+    pub max_per_address: usize,
     /// Longest request line, in bytes (Chirp's own limit is 1024).
     pub max_line: usize,
     /// Largest payload a single request may carry or ask for, in bytes.
@@ -39,6 +43,8 @@ impl Default for Limits {
             max_connections: 4096,
             idle_timeout: Duration::from_secs(3600),
             stall_timeout: Duration::from_secs(60),
+            line_timeout: Duration::from_secs(10),
+            max_per_address: 256,
             max_line: 1024,
             max_message: roost_wire::MAX_BLOCK,
             request_poll: DEFAULT_REQUEST_POLL,
@@ -56,6 +62,8 @@ pub struct Shared {
     pub auth: AuthConfig,
     pub limits: Limits,
     connections: AtomicUsize,
+    /// Connections open from each address (IPv6 by /64).
+    per_address: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
 }
 
 /// A bound server, ready to run.
@@ -100,6 +108,7 @@ impl Server {
             auth,
             limits,
             connections: AtomicUsize::new(0),
+            per_address: Default::default(),
         });
         Ok(Server { listener, shared })
     }
@@ -132,8 +141,19 @@ impl Server {
         self.listener.local_addr()
     }
 
-    /// Serves until the process ends.
+    /// Serves until the process ends. Uploads a killed predecessor left half-done are
+    /// swept away meanwhile, in the background ([`crate::stale_uploads`]).
     pub fn run(self) -> io::Result<()> {
+        let export = self.shared.export.clone();
+        let started = std::time::SystemTime::now();
+        let _ = std::thread::Builder::new()
+            .name("stale uploads".into())
+            .spawn(move || {
+                let removed = crate::stale_uploads::sweep(&export, started);
+                if removed > 0 {
+                    log::event(Level::Info, "stale-uploads", &[("removed", &removed)]);
+                }
+            });
         loop {
             let (stream, peer) = match self.listener.accept() {
                 Ok(pair) => pair,
@@ -162,17 +182,57 @@ impl Server {
                 );
                 continue;
             }
+            if !self.shared.enter(peer.ip()) {
+                self.shared.connections.fetch_sub(1, Ordering::AcqRel);
+                log::event(
+                    Level::Error,
+                    "refused",
+                    &[
+                        ("peer", &peer),
+                        ("reason", &"too many connections from this address"),
+                        ("limit", &self.shared.limits.max_per_address),
+                    ],
+                );
+                continue;
+            }
             let shared = self.shared.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("conn {peer}"))
                 .stack_size(CONNECTION_STACK)
                 .spawn(move || {
                     connection(&shared, stream, peer);
+                    shared.leave(peer.ip());
                     shared.connections.fetch_sub(1, Ordering::AcqRel);
                 });
             if let Err(e) = spawned {
+                self.shared.leave(peer.ip());
                 self.shared.connections.fetch_sub(1, Ordering::AcqRel);
                 log::event(Level::Error, "refused", &[("peer", &peer), ("error", &e)]);
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Counts a new connection from `ip`; false if its address already has its share.
+    fn enter(&self, ip: std::net::IpAddr) -> bool {
+        let mut map = self.per_address.lock().unwrap_or_else(|e| e.into_inner());
+        let count = map.entry(crate::throttle::block(ip)).or_insert(0);
+        if *count >= self.limits.max_per_address {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
+    /// Counts a connection from `ip` as ended.
+    fn leave(&self, ip: std::net::IpAddr) {
+        let mut map = self.per_address.lock().unwrap_or_else(|e| e.into_inner());
+        let block = crate::throttle::block(ip);
+        if let Some(count) = map.get_mut(&block) {
+            *count -= 1;
+            if *count == 0 {
+                map.remove(&block);
             }
         }
     }

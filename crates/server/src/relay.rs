@@ -47,13 +47,12 @@ impl LocalOpener for ExportOpener<'_> {
     }
 }
 
-/// How a relay authenticates to its children, and waits for them without polling: any
-/// method but `hmac` (it holds no user secret); the delegation token inside `group_open`
-/// decides whom the files open for. `address` comes first: it costs nothing, where `unix` creates and removes a file and
-/// `hostname` looks names up, for each of the thousands of children of a large group.
+/// How a relay authenticates to its children, and waits for them without polling: as any
+/// server does on its own behalf ([`Credentials::server_to_server`]); the delegation token
+/// inside `group_open` decides whom the files open for.
 fn relay_options() -> Options {
     Options {
-        credentials: Credentials::only(&[Method::Address, Method::Unix, Method::Hostname]),
+        credentials: Credentials::server_to_server(),
         // A server's CPU is its owner's: a relay sleeps while it waits for its children.
         spin: std::time::Duration::ZERO,
         ..Options::default()

@@ -206,6 +206,23 @@ macro_rules! rpcs {
                 None
             }
 
+            /// The position among the arguments of the length of the inline payload RPC
+            /// `name` carries (always its `length` field), if it carries one.
+            fn inline_length_position(name: &[u8]) -> Option<usize> {
+                $(
+                    if name == $name.as_bytes() {
+                        #[allow(unused_mut)]
+                        let probe = Request::$variant { $( $field: <$ty>::default(), )* };
+                        if !matches!(probe.payload(), Payload::Inline(_)) {
+                            return None;
+                        }
+                        let fields: &[&str] = &[$(stringify!($field)),*];
+                        return fields.iter().position(|f| *f == "length");
+                    }
+                )*
+                None
+            }
+
             fn write_args(&self, out: &mut Vec<u8>) -> Result<(), WireError> {
                 match self {
                     $( Request::$variant { $($field),* } => {
@@ -431,6 +448,32 @@ impl Request {
                 String::from_utf8_lossy(name).into_owned(),
             )),
         }
+    }
+
+    /// For a line [`Request::parse`] refused: the length of the inline payload its RPC
+    /// carries, so a server can read past those bytes instead of taking them for requests.
+    /// `None` if the RPC carries no inline payload (or is unknown); `Some(Err)` if it does
+    /// but the length is missing or not a number (then nothing tells where the next request
+    /// starts, and the connection cannot go on). A line cut short by [`crate::LINE_MAX`]
+    /// counts as one whose length may be lost.
+    pub fn announced_payload(line: &[u8]) -> Option<Result<u64, WireError>> {
+        let mut words = Words::new(crate::strip_newline(line));
+        let name = words.next_word()?;
+        let position = Request::inline_length_position(name).or_else(|| {
+            UNSUPPORTED
+                .iter()
+                .find(|(n, _)| n.as_bytes() == name)
+                .and_then(|(_, index)| *index)
+        })?;
+        if line.len() > crate::LINE_MAX {
+            return Some(Err(WireError::LineTooLong));
+        }
+        let word = (0..position).try_for_each(|_| words.next_word().map(drop));
+        Some(
+            word.and_then(|()| words.next_word())
+                .ok_or(WireError::MissingArgument("length"))
+                .and_then(|w| u64::parse(w, "length")),
+        )
     }
 
     /// The request line, newline included. Fails if a string argument is empty or holds NUL

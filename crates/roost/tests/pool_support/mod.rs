@@ -56,11 +56,24 @@ pub fn keys(dir: &Path, names: &[&str]) -> Vec<String> {
     let mut args = Vec::new();
     for name in names {
         let file = key_file(dir, name);
-        std::fs::write(&file, name.chars().rev().collect::<String>()).unwrap();
+        write_key(&file, &name.chars().rev().collect::<String>());
         args.push("--key".to_string());
         args.push(format!("{name}={}", file.display()));
     }
     args
+}
+
+/// Writes a key file only its owner may read, as `--key` requires.
+pub fn write_key(path: &Path, secret: &str) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .expect("key file");
+    std::io::Write::write_all(&mut file, secret.as_bytes()).expect("write key file");
 }
 
 pub fn key_file(dir: &Path, name: &str) -> std::path::PathBuf {

@@ -80,7 +80,7 @@ impl TestServer {
         let mut args = Vec::new();
         for name in names {
             let file = dir.join(format!("{name}.key"));
-            std::fs::write(&file, name.chars().rev().collect::<String>()).unwrap();
+            write_private(&file, &name.chars().rev().collect::<String>());
             args.push("--key".to_string());
             args.push(format!("{name}={}", file.display()));
         }
@@ -111,6 +111,19 @@ impl Drop for TestServer {
     }
 }
 
+/// Writes a key file only its owner may read, as `--key` requires.
+pub fn write_private(path: &Path, text: &str) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .expect("key file");
+    file.write_all(text.as_bytes()).expect("write key file");
+}
+
 /// A raw Chirp connection.
 pub struct Raw {
     pub reader: BufReader<TcpStream>,
@@ -119,7 +132,42 @@ pub struct Raw {
 
 impl Raw {
     pub fn connect(port: u16) -> Raw {
-        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        Raw::over(TcpStream::connect(("127.0.0.1", port)).expect("connect"))
+    }
+
+    /// A connection from another loopback address (`127.0.0.2`...), as from another host.
+    pub fn connect_from(port: u16, local: &str) -> Raw {
+        use std::os::fd::FromRawFd;
+        let ip: std::net::Ipv4Addr = local.parse().expect("IPv4 address");
+        let addr = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(ip.octets()),
+            },
+            sin_zero: [0; 8],
+        };
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        // SAFETY: a fresh socket, bound and connected with valid sockaddr_in values, then
+        // owned by the TcpStream.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            assert!(fd >= 0, "socket");
+            let from = addr(ip, 0);
+            assert_eq!(
+                libc::bind(fd, (&from as *const libc::sockaddr_in).cast(), len),
+                0
+            );
+            let to = addr(std::net::Ipv4Addr::LOCALHOST, port);
+            assert_eq!(
+                libc::connect(fd, (&to as *const libc::sockaddr_in).cast(), len),
+                0
+            );
+            Raw::over(TcpStream::from_raw_fd(fd))
+        }
+    }
+
+    fn over(stream: TcpStream) -> Raw {
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();

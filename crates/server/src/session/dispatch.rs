@@ -197,6 +197,13 @@ impl Session<'_> {
                 self.send_data(result)
             }
             Request::Whoareyou { host, length } => {
+                // The server acts as a client on the caller's behalf: an owner's request.
+                if let Err(e) = self
+                    .export
+                    .require(&self.subject, &JailPath::root(), Rights::ADMIN)
+                {
+                    return self.send_failure(&e);
+                }
                 let result = whoareyou(host).map(|mut me| {
                     me.truncate(usize::try_from(*length).unwrap_or(usize::MAX));
                     me
@@ -362,6 +369,7 @@ fn whoareyou(host: &str) -> Result<Vec<u8>, ErrorCode> {
     let options = roost_client::Options {
         connect_timeout: WHOAREYOU_TIMEOUT,
         io_timeout: Some(WHOAREYOU_TIMEOUT),
+        credentials: roost_client::Credentials::server_to_server(),
         ..roost_client::Options::default()
     };
     let mut client = roost_client::Client::connect(host, &options).map_err(|e| e.code())?;

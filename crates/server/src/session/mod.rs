@@ -74,6 +74,15 @@ impl From<io::Error> for Stop {
 
 type Step = Result<(), Stop>;
 
+/// Whether a read gave up waiting: the socket's timeout (which Linux reports as `EAGAIN`) or
+/// a deadline.
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
 struct Session<'a> {
     export: &'a Export,
     shared: &'a Shared,
@@ -114,18 +123,28 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
     // Both directions share the one socket descriptor: a thousand clients cost a thousand fds.
     let mut reader = Input::new(&stream, READ_BUFFER);
     let mut writer = Output::new(&stream);
-    let subject = match crate::auth::accept(&shared.auth, peer.ip(), &mut reader, &mut writer) {
+    let _ = reader.set_deadline(Some(Instant::now() + crate::auth::HANDSHAKE_DEADLINE));
+    let ends = crate::auth::Endpoints {
+        peer,
+        local: stream.local_addr().unwrap_or(peer),
+    };
+    let subject = match crate::auth::accept(&shared.auth, ends, &mut reader, &mut writer) {
         Ok(Some(subject)) => subject,
         Ok(None) => {
             summary.reason = "authentication failed".into();
             return summary;
         }
         Err(e) => {
-            summary.reason = format!("authentication failed: {e}");
+            summary.reason = if is_timeout(&e) {
+                "authentication failed: the client took too long".into()
+            } else {
+                format!("authentication failed: {e}")
+            };
             return summary;
         }
     };
-    let _ = stream.set_read_timeout(Some(wake));
+    let _ = reader.set_deadline(None);
+    let _ = reader.set_timeout(Some(wake));
     reader.poll_for(shared.limits.request_poll);
     log::event(
         Level::Info,
@@ -186,7 +205,7 @@ impl Session<'_> {
             let outcome = match &request {
                 Ok(request) => self.handle(request),
                 Err(WireError::Empty) => continue,
-                Err(e) => self.refuse_line(e),
+                Err(e) => self.refuse_line(&line, e),
             };
             if log::enabled(Level::Debug) {
                 let shown = String::from_utf8_lossy(roost_wire::strip_newline(&line)).into_owned();
@@ -203,11 +222,40 @@ impl Session<'_> {
     }
 
     /// Reads one request line of at most `max_line` bytes. Waits up to the idle timeout for
-    /// the line to start. A line that is too long is consumed and answered with an error.
+    /// the line to start; once it has, the whole line must arrive within the line timeout.
+    /// A line that is too long is consumed and answered with an error.
     fn read_request_line(&mut self, line: &mut Vec<u8>) -> Result<bool, Stop> {
+        let read = self.read_line_within_deadline(line);
+        if self.reader.has_deadline() {
+            self.reader.set_deadline(None)?;
+        }
+        read
+    }
+
+    fn read_line_within_deadline(&mut self, line: &mut Vec<u8>) -> Result<bool, Stop> {
         let max = self.shared.limits.max_line;
         let idle_since = Instant::now();
         loop {
+            if line.is_empty() {
+                // Wait (up to the idle timeout) for the line's first bytes; if they are not
+                // the whole line, the rest has the line timeout from now.
+                match self.reader.fill_buf() {
+                    Ok([]) => return Ok(false),
+                    Ok(buffered) if !buffered.contains(&b'\n') => {
+                        let deadline = Instant::now() + self.shared.limits.line_timeout;
+                        self.reader.set_deadline(Some(deadline))?;
+                    }
+                    Ok(_) => {}
+                    Err(e) if is_timeout(&e) => {
+                        if idle_since.elapsed() >= self.shared.limits.idle_timeout {
+                            return Err(Stop::Broken("idle timeout".into()));
+                        }
+                        continue;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
             let mut limited = (&mut self.reader).take((max + 1 - line.len()) as u64);
             match limited.read_until(b'\n', line) {
                 Ok(0) if line.is_empty() => return Ok(false),
@@ -215,6 +263,12 @@ impl Session<'_> {
                 Ok(_) if line.last() == Some(&b'\n') => return Ok(true),
                 Ok(_) if line.len() > max => {
                     self.discard_rest_of_line()?;
+                    if Request::announced_payload(line).is_some() {
+                        // Its length was cut off with the line: the stream cannot go on.
+                        self.send_error(ErrorCode::TooBig)?;
+                        self.writer.flush()?;
+                        return Err(Stop::Broken("payload of unknown length".into()));
+                    }
                     log::event(
                         Level::Error,
                         "refused",
@@ -226,20 +280,11 @@ impl Session<'_> {
                     self.send_error(ErrorCode::TooBig)?;
                     self.writer.flush()?;
                     line.clear();
+                    self.reader.set_deadline(None)?;
                 }
                 Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    if !line.is_empty() {
-                        return Err(Stop::Broken("stalled mid-line".into()));
-                    }
-                    if idle_since.elapsed() >= self.shared.limits.idle_timeout {
-                        return Err(Stop::Broken("idle timeout".into()));
-                    }
+                Err(e) if is_timeout(&e) => {
+                    return Err(Stop::Broken("request line too slow".into()));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
@@ -247,6 +292,7 @@ impl Session<'_> {
         }
     }
 
+    /// Skips the rest of a line that was too long (within the line's deadline).
     fn discard_rest_of_line(&mut self) -> Step {
         loop {
             let buf = self.reader.fill_buf()?;
@@ -266,15 +312,28 @@ impl Session<'_> {
         }
     }
 
-    /// Answers a line that does not parse. Unknown RPCs and bad arguments get an error code;
-    /// the connection stays usable because no payload can follow a line we cannot read.
-    fn refuse_line(&mut self, error: &WireError) -> Step {
+    /// Answers a line that does not parse with an error code. The payload its RPC announces
+    /// is read past first, so that data is never taken for requests (a `pwrite` whose offset
+    /// is bad must not run `unlink /f` written as its data); when the length itself cannot
+    /// be read, nothing says where the next request starts and the connection ends.
+    fn refuse_line(&mut self, line: &[u8], error: &WireError) -> Step {
         log::event(
             Level::Error,
             "bad-request",
             &[("subject", &self.subject), ("error", error)],
         );
-        self.send_error(error.code())
+        match Request::announced_payload(line) {
+            None => self.send_error(error.code()),
+            Some(Ok(length)) => {
+                self.discard_payload(length)?;
+                self.send_error(error.code())
+            }
+            Some(Err(_)) => {
+                self.send_error(error.code())?;
+                self.writer.flush()?;
+                Err(Stop::Broken("payload of unknown length".into()))
+            }
+        }
     }
 
     // ---- replies --------------------------------------------------------------------------

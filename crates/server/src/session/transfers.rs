@@ -7,25 +7,28 @@ use std::os::fd::RawFd;
 impl Session<'_> {
     // ---- directories and ACLs -------------------------------------------------------------
 
+    /// `getdir` and `getlongdir`: entries leave as they are read, in the reply buffer's
+    /// 64 KiB sends, so a huge directory costs no more memory than a small one, and a client
+    /// that stops reading (or leaves) stops the listing at its next send.
     pub(super) fn getdir(&mut self, path: &[u8], long: bool) -> Step {
-        let result = self.with_path(path, |e, s, p| e.list(s, p, long));
-        match result {
-            Ok(entries) => {
-                self.send_result(0)?;
-                for (name, stat) in entries {
-                    let lines = match stat {
-                        Some(st) => listing::long_entry_lines(&name, &Stat::from(&st)),
-                        None => listing::name_line(&name),
-                    };
-                    if let Some(lines) = lines {
-                        self.writer.write_all(&lines)?;
-                    }
-                }
-                self.writer.write_all(listing::END)?;
-                Ok(())
+        let listing = match self.with_path(path, |e, s, p| e.open_listing(s, p)) {
+            Ok(listing) => listing,
+            Err(e) => return self.send_failure(&e),
+        };
+        self.send_result(0)?;
+        let writer = &mut self.writer;
+        listing.for_each(long, |name, stat| {
+            let lines = match stat {
+                Some(st) => listing::long_entry_lines(name, &Stat::from(st)),
+                None => listing::name_line(name),
+            };
+            match lines {
+                Some(lines) => writer.write_all(&lines),
+                None => Ok(()),
             }
-            Err(e) => self.send_failure(&e),
-        }
+        })?;
+        self.writer.write_all(listing::END)?;
+        Ok(())
     }
 
     pub(super) fn getacl(&mut self, path: &[u8]) -> Step {

@@ -489,6 +489,7 @@ fn mutated_valid_lines_never_panic_the_parser() {
             }
         }
         let _ = Request::parse(&line);
+        let _ = Request::announced_payload(&line);
     }
 }
 
@@ -503,4 +504,57 @@ fn group_rpcs_carry_their_message_and_answer_with_data() {
     assert_eq!(op.reply_body(), ReplyBody::Data);
     assert!(p("group_op 2").is_err());
     assert!(p("group_open -1").is_err());
+}
+
+#[test]
+fn a_refused_line_still_says_how_much_payload_follows() {
+    let of = |line: &str| Request::announced_payload(line.as_bytes());
+    // A bad argument other than the length: the payload is still 12 bytes.
+    assert!(p("pwrite 0 12 -1").is_err());
+    assert_eq!(of("pwrite 0 12 -1\n"), Some(Ok(12)));
+    assert_eq!(of("swrite x 5 1 1 0"), Some(Ok(5)));
+    assert_eq!(of("setxattr %00 user.a 7 0"), Some(Ok(7)));
+    assert_eq!(of("fsetxattr 3 user.a 9 zz"), Some(Ok(9)));
+    assert_eq!(of("job_create 10 extra"), Some(Ok(10)));
+    assert_eq!(of("group_op x 40"), Some(Ok(40)));
+    assert_eq!(of("ticket_register a b 30"), Some(Ok(30)));
+    // A length that does not parse, or none: nothing says where the next request starts.
+    assert!(matches!(of("pwrite 0 -8 0"), Some(Err(_))));
+    assert!(matches!(of("pwrite 0"), Some(Err(_))));
+    assert!(matches!(of("job_commit twelve"), Some(Err(_))));
+    let long = format!("setxattr /{} user.a 3 0", "a".repeat(2000));
+    assert!(matches!(of(&long), Some(Err(WireError::LineTooLong))));
+    // RPCs without an inline payload, and unknown ones.
+    assert_eq!(of("pread 0 12 -1"), None);
+    assert_eq!(of("putfile /f 420 -3"), None);
+    assert_eq!(of("nosuchrpc 12"), None);
+    assert_eq!(of(""), None);
+}
+
+#[test]
+fn every_inline_payload_rpc_has_a_length_argument() {
+    for name in Request::NAMES {
+        if let Some(at) = Request::inline_length_position(name.as_bytes()) {
+            assert!(at < 5, "{name}");
+        }
+    }
+    for name in [
+        "pwrite",
+        "swrite",
+        "setxattr",
+        "fsetxattr",
+        "lsetxattr",
+        "job_create",
+        "job_commit",
+        "job_kill",
+        "job_status",
+        "job_reap",
+        "group_open",
+        "group_op",
+    ] {
+        assert!(
+            Request::inline_length_position(name.as_bytes()).is_some(),
+            "{name}"
+        );
+    }
 }
