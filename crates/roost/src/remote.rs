@@ -182,10 +182,13 @@ pub fn main(command: RemoteCommand) -> ExitCode {
     }
 }
 
-/// Client options from the command line and the environment.
+/// Client options from the command line and the environment. `--key` wins over
+/// `ROOST_HMAC_KEY`, which is then not read at all.
 pub(crate) fn options(args: &ConnectArgs) -> Result<Options, Failure> {
-    let mut credentials =
-        Credentials::from_env().map_err(|e| Failure(format!("ROOST_HMAC_KEY: {e}")))?;
+    let mut credentials = match &args.key {
+        Some(_) => Credentials::new(),
+        None => Credentials::from_env().map_err(|e| Failure(format!("ROOST_HMAC_KEY: {e}")))?,
+    };
     if !args.auth.is_empty() {
         let methods = args
             .auth

@@ -138,3 +138,33 @@ fn errors_name_host_path_and_cause_and_exit_non_zero() {
     let (_, err) = cli_fails(&["put", dir.path().to_str().unwrap(), &format!("{url}/d")]);
     assert!(err.contains("is a directory (use put -r)"), "{err}");
 }
+
+#[test]
+fn an_explicit_key_wins_over_a_broken_environment_and_key_errors_name_the_file() {
+    let keys = tempfile::tempdir().unwrap();
+    let key_args = TestServer::with_keys(keys.path(), &["alice"]);
+    let mut args: Vec<&str> = key_args.iter().map(String::as_str).collect();
+    args.extend(["--auth", "hmac", "--acl", "hmac:alice=rl"]);
+    let server = TestServer::start(&args);
+    let url = format!("chirp://127.0.0.1:{}/", server.port);
+    let good = format!("alice={}", keys.path().join("alice.key").display());
+    let ls = |key: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_roost"));
+        cmd.env("ROOST_HMAC_KEY", "alice=/nonexistent/alice.key")
+            .arg("ls");
+        if let Some(key) = key {
+            cmd.args(["--key", key]);
+        }
+        cmd.arg(&url).output().unwrap()
+    };
+    let out = ls(Some(&good));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ls(None);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/alice.key"), "{err}");
+}
