@@ -12,6 +12,8 @@
 //! - [`confine`]: the job's user, its Landlock confinement, the thermostat's hook (the
 //!   thermostat itself is [`crate::thermostat`]).
 //! - [`runner`]: one thread per running job: start, watch, kill, finish.
+//! - [`view`], [`landlock`]: the files a job may see; [`seccomp`]: the sockets it may make;
+//!   [`tree`]: a running job's processes, signalled and measured.
 //!
 //! Who may do what: creating or committing a job needs the `x` right on the export's root
 //! (the right to run programs on this host), the `r` right on each input's directory and `w`
@@ -21,10 +23,14 @@
 pub mod confine;
 pub mod description;
 pub mod fuzz_check;
+pub mod landlock;
 pub mod record;
 mod runner;
 pub mod sandbox;
+pub mod seccomp;
 pub mod store;
+pub mod tree;
+pub mod view;
 
 use crate::export::{Export, OpError};
 use crate::jail::JailPath;
