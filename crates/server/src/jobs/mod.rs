@@ -9,11 +9,14 @@
 //!   ERRORED), as `job_status` reports it.
 //! - [`store`]: records on disk, crash-safe, so a restarted server still knows every job.
 //! - [`sandbox`]: binding inputs and outputs.
-//! - [`confine`]: the job's user, its Landlock confinement, the thermostat's hook (the
-//!   thermostat itself is [`crate::thermostat`]).
+//! - [`identity`]: the user a job runs as (one of `--job-uids` each, where given).
+//! - [`isolation`]: which namespaces this host lets jobs have, found out at start.
+//! - [`keeper`]: a job's first process, which makes its namespaces and confines its program.
+//! - [`view`], [`landlock`]: the files a job may see; [`seccomp`]: the sockets it may make.
+//! - [`tree`]: a running job's processes, signalled and measured; [`watch`]: a running job
+//!   watched to its end.
+//! - [`confine`]: the thermostat's hook (the thermostat itself is [`crate::thermostat`]).
 //! - [`runner`]: one thread per running job: start, watch, kill, finish.
-//! - [`view`], [`landlock`]: the files a job may see; [`seccomp`]: the sockets it may make;
-//!   [`tree`]: a running job's processes, signalled and measured.
 //!
 //! Who may do what: creating or committing a job needs the `x` right on the export's root
 //! (the right to run programs on this host), the `r` right on each input's directory and `w`
@@ -23,6 +26,9 @@
 pub mod confine;
 pub mod description;
 pub mod fuzz_check;
+pub mod identity;
+pub mod isolation;
+pub mod keeper;
 pub mod landlock;
 pub mod record;
 mod runner;
@@ -31,12 +37,15 @@ pub mod seccomp;
 pub mod store;
 pub mod tree;
 pub mod view;
+mod watch;
 
 use crate::export::{Export, OpError};
 use crate::jail::JailPath;
 use crate::log::{self, Level};
-use confine::{Identity, ResourceLimits};
+use confine::ResourceLimits;
 use description::{Description, FileKind};
+use identity::{JobUsers, UidRange};
+use isolation::Isolation;
 use record::{Job, Status};
 use roost_catalog::json::Value;
 use roost_wire::{ErrorCode, Rights};
@@ -97,10 +106,24 @@ pub struct JobConfig {
     pub time_limit: Duration,
     /// The user jobs run as when the server is root (default `nobody`).
     pub user: Option<String>,
+    /// The uids jobs of a root server run as, one for each running job (`--job-uids`).
+    pub uids: Option<UidRange>,
     /// `host:port` of this server, given to jobs as `CHIRP_HOST`.
     pub chirp_host: String,
     /// The owner's limits on jobs (`--thermostat`); `None`: none.
     pub thermostat: Option<crate::thermostat::Config>,
+    /// Jobs may reach the network, as this host (`--job-network`).
+    pub network: bool,
+    /// The namespaces jobs must have (`--job-namespaces`); `None`: the best this host allows.
+    pub namespaces: Option<keeper::Namespaces>,
+    /// Most processes (and threads) of one job (`--job-process-limit`).
+    pub process_limit: Option<u64>,
+    /// Most memory of one job, bytes (`--job-memory-limit`).
+    pub memory_limit: Option<u64>,
+    /// What jobs may see besides their sandbox.
+    pub view: view::View,
+    /// The program run as each job's keeper: `roost` itself ([`keeper::run_if_called`]).
+    pub keeper: PathBuf,
 }
 
 /// The jobs of one server.
@@ -111,9 +134,9 @@ pub struct Jobs {
 struct Inner {
     export: Arc<Export>,
     config: JobConfig,
-    identity: Identity,
-    /// The kernel's Landlock ABI, if it has Landlock.
-    landlock: Option<i64>,
+    users: JobUsers,
+    /// What this host lets jobs have.
+    isolation: Isolation,
     store: store::Store,
     table: Mutex<Table>,
     /// Signalled whenever a job ends (for `job_wait`).
@@ -139,35 +162,18 @@ impl Jobs {
         config: JobConfig,
         accounting: Option<Arc<crate::accounting::Accounting>>,
     ) -> Result<Jobs, String> {
-        let identity = Identity::resolve(config.user.as_deref())?;
+        let users = JobUsers::resolve(config.user.as_deref(), config.uids, config.concurrency)?;
         let dir = &config.dir;
         let (store, jobs, next_id) =
             store::Store::open(dir).map_err(|e| format!("job directory {}: {e}", dir.display()))?;
-        identity.check_reachable(store.sandboxes())?;
-        let landlock = confine::landlock_abi();
-        log::event(
-            Level::Info,
-            "jobs",
-            &[
-                ("dir", &dir.display()),
-                ("user", &identity.name),
-                ("concurrency", &config.concurrency),
-                (
-                    "landlock",
-                    &landlock.map_or("unavailable".to_string(), |v| format!("abi{v}")),
-                ),
-            ],
-        );
-        if landlock.is_none() {
-            log::event(
-                Level::Error,
-                "jobs-unconfined",
-                &[(
-                    "why",
-                    &"the kernel has no Landlock: jobs can write wherever their user may",
-                )],
-            );
-        }
+        users.check_reachable(store.sandboxes())?;
+        let isolation = Isolation::probe(
+            &config.keeper,
+            users.base(),
+            config.network,
+            config.namespaces,
+        )?;
+        log_isolation(&config, &users, &isolation);
         let mut table = Table {
             jobs: BTreeMap::new(),
             next_id,
@@ -199,8 +205,8 @@ impl Jobs {
         let inner = Arc::new(Inner {
             export,
             config,
-            identity,
-            landlock,
+            users,
+            isolation,
             store,
             table: Mutex::new(table),
             ended: Condvar::new(),
@@ -405,6 +411,63 @@ impl Inner {
         if let Err(e) = self.store.save(job) {
             log::event(Level::Error, "job-save", &[("id", &job.id), ("error", &e)]);
         }
+    }
+}
+
+/// Logs how jobs are confined here, and what they lack.
+fn log_isolation(config: &JobConfig, users: &JobUsers, isolation: &Isolation) {
+    let user = match config.uids {
+        Some(r) if users.per_job() => format!("uids {}-{}", r.first, r.last),
+        _ => users.base().name.clone(),
+    };
+    let limit = |v: Option<u64>| v.map_or("none".to_string(), |n| n.to_string());
+    log::event(
+        Level::Info,
+        "jobs",
+        &[
+            ("dir", &config.dir.display()),
+            ("user", &user),
+            ("concurrency", &config.concurrency),
+            ("isolation", &isolation.namespaces.name()),
+            ("network", &isolation.network_name()),
+            (
+                "landlock",
+                &isolation
+                    .landlock
+                    .map_or("unavailable".to_string(), |v| format!("abi{v}")),
+            ),
+            ("proc", &if isolation.own_proc { "own" } else { "host" }),
+            (
+                "processes",
+                &limit(isolation.process_limit(config.process_limit)),
+            ),
+            ("memory", &limit(config.memory_limit)),
+        ],
+    );
+    for why in &isolation.fallbacks {
+        log::event(Level::Info, "jobs-isolation", &[("why", why)]);
+    }
+    if isolation.landlock.is_none() {
+        log::event(
+            Level::Error,
+            "jobs-unconfined",
+            &[(
+                "why",
+                &"the kernel has no Landlock: jobs can read and write wherever their user may",
+            )],
+        );
+    }
+    if !isolation.namespaces.any() {
+        log::event(
+            Level::Error,
+            "jobs-without-namespaces",
+            &[(
+                "why",
+                &"no user namespace for this user: a job's processes are found through /proc, \
+                  it sees every process of the host, and no process cap holds (RLIMIT_NPROC \
+                  would count all of this user's processes)",
+            )],
+        );
     }
 }
 
