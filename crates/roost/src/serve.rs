@@ -145,6 +145,12 @@ pub struct ServeArgs {
     /// Most memory of one job (each process, and all together), or `none`.
     #[arg(long, default_value = "2G", value_name = "SIZE")]
     pub job_memory_limit: String,
+    /// Most jobs not yet reaped that one subject keeps; more are refused.
+    #[arg(long, default_value_t = roost_server::jobs::DEFAULT_JOBS_PER_SUBJECT as u64, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub jobs_per_subject: u64,
+    /// Most bytes of job descriptions that one subject's jobs not yet reaped hold.
+    #[arg(long, default_value = "16M", value_name = "SIZE")]
+    pub job_bytes_per_subject: String,
     /// Limit guest jobs' CPU and memory on a weekly schedule read from FILE (see
     /// docs/pool.md "Thermostat"); `roost thermostat set` changes the limits while running.
     #[arg(long, value_name = "FILE")]
@@ -326,6 +332,11 @@ fn run(args: ServeArgs) -> Result<(), String> {
                     .ok()
                     .filter(|n| *n >= 1 << 20)
             })?,
+            jobs_per_subject: args.jobs_per_subject as usize,
+            bytes_per_subject: crate::size::parse_size(
+                "--job-bytes-per-subject",
+                &args.job_bytes_per_subject,
+            )?,
             view: job_view(&args, &dir, job_dir)?,
             // Each job's keeper is this program (see main); through /proc, it is the one
             // running even after an upgrade replaced the file.

@@ -21,7 +21,8 @@
 //! Who may do what: creating or committing a job needs the `x` right on the export's root
 //! (the right to run programs on this host), the `r` right on each input's directory and `w`
 //! on each output's, checked again when the files are bound; only the subject that created a
-//! job may see, wait for, commit, kill or reap it.
+//! job may see, wait for, commit, kill or reap it. A subject keeps at most
+//! `--jobs-per-subject` jobs not yet reaped, holding at most `--job-bytes-per-subject`.
 
 pub mod confine;
 pub mod description;
@@ -120,11 +121,19 @@ pub struct JobConfig {
     pub process_limit: Option<u64>,
     /// Most memory of one job, bytes (`--job-memory-limit`).
     pub memory_limit: Option<u64>,
+    /// Most jobs not yet reaped one subject keeps (`--jobs-per-subject`).
+    pub jobs_per_subject: usize,
+    /// Most bytes of descriptions one subject's jobs not yet reaped hold
+    /// (`--job-bytes-per-subject`).
+    pub bytes_per_subject: u64,
     /// What jobs may see besides their sandbox.
     pub view: view::View,
     /// The program run as each job's keeper: `roost` itself ([`keeper::run_if_called`]).
     pub keeper: PathBuf,
 }
+
+/// Default `--jobs-per-subject`.
+pub const DEFAULT_JOBS_PER_SUBJECT: usize = 64;
 
 /// The jobs of one server.
 pub struct Jobs {
@@ -241,6 +250,7 @@ impl Jobs {
                 .map_err(|e| JobError::from_op(&e, format!("{} {}", f.kind.name(), f.serv_path)))?;
         }
         let mut table = self.inner.lock();
+        self.inner.check_room(&table, subject, &description)?;
         let id = table.next_id;
         let job = Job::new(id, subject, description);
         self.inner
@@ -404,6 +414,44 @@ impl Table {
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Refuses (NO_SPACE) a new job `description` of `subject` that would pass the most jobs
+    /// or bytes one subject keeps.
+    fn check_room(
+        &self,
+        table: &Table,
+        subject: &str,
+        description: &Description,
+    ) -> Result<(), JobError> {
+        let (count, bytes) = table
+            .jobs
+            .values()
+            .filter(|j| j.subject == subject)
+            .fold((0, 0), |(n, b), j| (n + 1, b + j.description.size()));
+        let limit = self.config.jobs_per_subject;
+        if count >= limit {
+            return Err(JobError::new(
+                ErrorCode::NoSpace,
+                format!(
+                    "{subject} has {count} jobs not yet reaped, the most this server keeps for \
+                     one subject: reap ended ones (job_reap) before creating more"
+                ),
+            ));
+        }
+        let size = description.size();
+        let limit = self.config.bytes_per_subject;
+        if bytes + size > limit {
+            return Err(JobError::new(
+                ErrorCode::NoSpace,
+                format!(
+                    "{subject}'s jobs not yet reaped hold {bytes} bytes of descriptions, and \
+                     this one {size} more: the most this server keeps for one subject is \
+                     {limit} bytes; reap ended jobs (job_reap) before creating more"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Stores a job's record; a failure is logged (the job goes on, in memory).
