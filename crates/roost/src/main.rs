@@ -71,6 +71,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // `roost serve --jobs` starts each job's first process as roost itself, under another
+    // name; it never gets here.
+    roost_server::jobs::keeper::run_if_called();
     match Cli::parse().command {
         Command::Run(args) => run::main(args),
         Command::Serve(args) => serve::main(args),

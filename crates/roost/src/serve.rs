@@ -6,6 +6,9 @@ use roost_server::acl::Acl;
 use roost_server::auth::{self, AuthConfig, Method};
 use roost_server::catalog_report;
 use roost_server::export::Export;
+use roost_server::jobs::identity::UidRange;
+use roost_server::jobs::keeper::Namespaces;
+use roost_server::jobs::view::View as JobView;
 use roost_server::jobs::JobConfig;
 use roost_server::log::{self, Level};
 use roost_server::thermostat::schedule::Schedule;
@@ -121,6 +124,37 @@ pub struct ServeArgs {
     /// A server not run as root runs jobs as its own user.
     #[arg(long, value_name = "USER")]
     pub job_user: Option<String>,
+    /// As root: run each job at once as a uid of its own from FIRST to LAST (no account may
+    /// have one; their group is --job-user's), so that jobs cannot touch one another's files
+    /// or processes even by their user.
+    #[arg(long, value_name = "FIRST-LAST")]
+    pub job_uids: Option<String>,
+    /// Let jobs reach the network as this host (and every address ACL granted to it):
+    /// without it, a job has a network of its own with a loopback only, or none.
+    #[arg(long)]
+    pub job_network: bool,
+    /// The namespaces jobs run in: user (a user namespace with PID, mount, IPC and network
+    /// namespaces, made by the job's user), root (the same without the user namespace, made
+    /// as root), none (processes followed through /proc, no process cap), or auto: the
+    /// first of these that works here.
+    #[arg(long, default_value = "auto", value_name = "KIND")]
+    pub job_namespaces: String,
+    /// Let jobs also read and run programs from DIR (repeatable; jobs read only their
+    /// sandbox, /usr, /bin, /sbin, /lib*, /etc less its secrets, and these).
+    #[arg(long = "job-read", value_name = "DIR")]
+    pub job_read: Vec<PathBuf>,
+    /// Most processes and threads of one job, or `none`.
+    #[arg(long, default_value = "512", value_name = "N")]
+    pub job_process_limit: String,
+    /// Most memory of one job (each process, and all together), or `none`.
+    #[arg(long, default_value = "2G", value_name = "SIZE")]
+    pub job_memory_limit: String,
+    /// Most jobs not yet reaped that one subject keeps; more are refused.
+    #[arg(long, default_value_t = roost_server::jobs::DEFAULT_JOBS_PER_SUBJECT as u64, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub jobs_per_subject: u64,
+    /// Most bytes of job descriptions that one subject's jobs not yet reaped hold.
+    #[arg(long, default_value = "16M", value_name = "SIZE")]
+    pub job_bytes_per_subject: String,
     /// Limit guest jobs' CPU and memory on a weekly schedule read from FILE (see
     /// docs/pool.md "Thermostat"); `roost thermostat set` changes the limits while running.
     #[arg(long, value_name = "FILE")]
@@ -290,12 +324,43 @@ fn run(args: ServeArgs) -> Result<(), String> {
             concurrency: args.job_concurrency as usize,
             time_limit: Duration::from_secs(args.job_time_limit),
             user: args.job_user.clone(),
+            uids: args.job_uids.as_deref().map(UidRange::parse).transpose()?,
             chirp_host: format!("{}:{}", catalog_report::host_name(), bound.port()),
             thermostat,
+            network: args.job_network,
+            namespaces: Namespaces::parse_option(&args.job_namespaces)?,
+            process_limit: limit("--job-process-limit", &args.job_process_limit, |t| {
+                t.parse::<u64>().ok().filter(|n| *n > 0)
+            })?,
+            memory_limit: limit("--job-memory-limit", &args.job_memory_limit, |t| {
+                crate::size::parse_size("", t)
+                    .ok()
+                    .filter(|n| *n >= 1 << 20)
+            })?,
+            jobs_per_subject: args.jobs_per_subject as usize,
+            bytes_per_subject: crate::size::parse_size(
+                "--job-bytes-per-subject",
+                &args.job_bytes_per_subject,
+            )?,
+            view: job_view(&args, &dir, job_dir)?,
+            // Each job's keeper is this program (see main); through /proc, it is the one
+            // running even after an upgrade replaced the file.
+            keeper: PathBuf::from("/proc/self/exe"),
         };
         server.enable_jobs(config)?;
-    } else if args.job_user.is_some() || args.job_dir.is_some() || args.thermostat.is_some() {
-        return Err("--job-user, --job-dir and --thermostat need --jobs".into());
+    } else if args.job_user.is_some()
+        || args.job_dir.is_some()
+        || args.thermostat.is_some()
+        || args.job_uids.is_some()
+        || args.job_network
+        || !args.job_read.is_empty()
+        || args.job_namespaces != "auto"
+    {
+        return Err(
+            "--job-user, --job-uids, --job-dir, --job-network, --job-namespaces, --job-read and \
+             --thermostat need --jobs"
+                .into(),
+        );
     }
     accounting
         .start()
@@ -381,6 +446,67 @@ fn thermostat_config(args: &ServeArgs) -> Result<Option<ThermostatConfig>, Strin
         schedule,
         mechanism,
     }))
+}
+
+/// The value of a limit `option`: `none`, or what `parse` makes of `text`.
+fn limit(
+    option: &str,
+    text: &str,
+    parse: impl Fn(&str) -> Option<u64>,
+) -> Result<Option<u64>, String> {
+    if text == "none" {
+        return Ok(None);
+    }
+    parse(text).map(Some).ok_or_else(|| {
+        let what = if option == "--job-memory-limit" {
+            "a size of at least 1M (512M, 2G)"
+        } else {
+            "a number above 0"
+        };
+        format!("{option} {text}: expected {what}, or none")
+    })
+}
+
+/// What jobs may see besides their sandbox: the `--job-read` directories (each outside the
+/// export and the job directory, whose files jobs must not read behind the ACLs), and never
+/// the export, the job directory, the server's key files or its thermostat's schedule.
+fn job_view(
+    args: &ServeArgs,
+    export: &std::path::Path,
+    job_dir: &std::path::Path,
+) -> Result<JobView, String> {
+    let job_dir = std::fs::canonicalize(job_dir).unwrap_or(job_dir.to_path_buf());
+    let mut extra = Vec::new();
+    for dir in &args.job_read {
+        let real =
+            std::fs::canonicalize(dir).map_err(|e| format!("--job-read {}: {e}", dir.display()))?;
+        if !real.is_dir() {
+            return Err(format!("--job-read {}: not a directory", dir.display()));
+        }
+        for (inside, what) in [
+            (export, "the export"),
+            (job_dir.as_path(), "the job directory"),
+        ] {
+            if real.starts_with(inside) {
+                return Err(format!(
+                    "--job-read {}: inside {what} {}, whose files jobs would read without \
+                     its ACLs: name a directory outside it",
+                    dir.display(),
+                    inside.display()
+                ));
+            }
+        }
+        extra.push(real);
+    }
+    let mut hidden = vec![export.to_path_buf(), job_dir];
+    hidden.extend(
+        args.keys
+            .iter()
+            .filter_map(|spec| spec.split_once('=').map(|(_, file)| PathBuf::from(file))),
+    );
+    hidden.extend(args.thermostat.clone());
+    hidden.extend(args.ledger.clone());
+    Ok(JobView::new(extra, hidden))
 }
 
 /// The default job directory for the export `dir` (see [`default_state_path`]).

@@ -2,146 +2,23 @@
 //! `roost serve --jobs` driven by roost's client, by `roost job` and by cctools' `chirp`, and
 //! `roost job` driving cctools' own `chirp_server --jobs`.
 
+mod job_support;
 mod run_support;
 mod serve_support;
 
-use roost_catalog::json::{self, Value};
-use roost_client::{Client, Credentials, ErrorCode, HmacKey, Method, Options};
+use job_support::{
+    client, eventually, field, records, shell_job, text_of, wait_ended, whoami, JobServer,
+};
+use roost_catalog::json::Value;
+use roost_client::{Credentials, ErrorCode, HmacKey, Method};
 use roost_group::fuzz_check::Rng;
 use run_support::{
     cctools_chirp_server, give_to_nobody, have, is_root, processes_with, read_port_file, roost,
 };
 use serve_support::TestServer;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
-
-/// A roost server with jobs, its job directory kept in a directory the jobs' user can search.
-struct JobServer {
-    server: TestServer,
-    job_root: tempfile::TempDir,
-}
-
-impl JobServer {
-    fn start(extra: &[&str]) -> JobServer {
-        let job_root = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(job_root.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-        JobServer::start_with(job_root, tempfile::tempdir().unwrap(), extra)
-    }
-
-    fn start_with(
-        job_root: tempfile::TempDir,
-        export: tempfile::TempDir,
-        extra: &[&str],
-    ) -> JobServer {
-        let job_dir = job_root.path().join("jobs");
-        let mut args = vec![
-            "--jobs".to_string(),
-            "--job-concurrency".into(),
-            "2".into(),
-            "--job-dir".into(),
-            job_dir.display().to_string(),
-            "--acl".into(),
-            "address:127.0.0.1=rwldax".into(),
-            "--acl".into(),
-            format!("unix:{}=rwldax", whoami()),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        JobServer {
-            server: TestServer::start_in(export, &refs),
-            job_root,
-        }
-    }
-
-    fn client(&self) -> Client {
-        client(self.server.port, Credentials::only(&[Method::Address]))
-    }
-
-    fn url(&self) -> String {
-        format!("chirp://127.0.0.1:{}", self.server.port)
-    }
-
-    fn export(&self) -> &Path {
-        self.server.root()
-    }
-}
-
-fn client(port: u16, credentials: Credentials) -> Client {
-    let options = Options {
-        credentials,
-        ..Options::default()
-    };
-    Client::connect(&format!("127.0.0.1:{port}"), &options).expect("connect")
-}
-
-fn whoami() -> String {
-    let out = Command::new("id").arg("-un").output().unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-/// A description running `script` with `sh -c`, with files given as (task, server, type).
-fn shell_job(script: &str, files: &[(&str, &str, &str)]) -> String {
-    let files: Vec<String> = files
-        .iter()
-        .map(|(task, serv, kind)| {
-            format!(r#"{{"task_path":"{task}","serv_path":"{serv}","type":"{kind}"}}"#)
-        })
-        .collect();
-    let script = json_string(script);
-    format!(
-        r#"{{"executable":"/bin/sh","arguments":["sh","-c",{script}],"files":[{}],"tag":"test"}}"#,
-        files.join(",")
-    )
-}
-
-fn json_string(s: &str) -> String {
-    let mut out = String::new();
-    json::write_string(s, &mut out);
-    out
-}
-
-/// The records of a `job_status`/`job_wait` answer.
-fn records(text: &str) -> Vec<Value> {
-    match json::parse(text.as_bytes()) {
-        Ok(Value::Array(items)) => items,
-        other => panic!("not a JSON array: {text} ({other:?})"),
-    }
-}
-
-fn field<'a>(record: &'a Value, key: &str) -> &'a Value {
-    record
-        .get(key)
-        .unwrap_or_else(|| panic!("no {key} in {}", record.to_json()))
-}
-
-fn text_of(record: &Value, key: &str) -> String {
-    field(record, key).to_plain()
-}
-
-/// Waits (in job_wait requests) until job `id` has ended; its record.
-fn wait_ended(c: &mut Client, id: i64) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let list = records(&c.job_wait(id, 5).unwrap());
-        if let Some(r) = list
-            .into_iter()
-            .find(|r| field(r, "id").as_i64() == Some(id))
-        {
-            return r;
-        }
-        assert!(Instant::now() < deadline, "job {id} never ended");
-    }
-}
-
-fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 #[test]
 fn a_job_reads_an_input_and_writes_outputs_that_roost_cat_shows() {

@@ -350,7 +350,7 @@ fn under_cgroup_v1_a_job_that_cannot_start_leaves_no_group() {
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(
         shown.contains("ERRORED")
-            && shown.contains("cannot run /nonexistent/program or put it in its cgroups"),
+            && shown.contains("cannot run /nonexistent/program: No such file or directory"),
         "{shown}"
     );
     // SAFETY: a plain query.

@@ -24,11 +24,33 @@ impl TestServer {
     }
 
     pub fn start_in(dir: tempfile::TempDir, args: &[&str]) -> TestServer {
+        TestServer::launch(dir, args, &[], &[])
+    }
+
+    /// [`TestServer::start_in`] with the server run by `wrapper` (a command and its
+    /// arguments that runs the rest, such as `setpriv --reuid=65534 ...`; empty: none) and
+    /// with `envs` added to its environment.
+    pub fn launch(
+        dir: tempfile::TempDir,
+        args: &[&str],
+        wrapper: &[&str],
+        envs: &[(&str, &str)],
+    ) -> TestServer {
         let log = dir.path().with_extension("log");
         // The ledger beside the log, not in the state directory, unless the test names one.
         let ledger = dir.path().with_extension("ledger");
         let own_ledger = !args.contains(&"--ledger");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_roost"))
+        let roost = env!("CARGO_BIN_EXE_roost");
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(roost);
+                c
+            }
+            None => Command::new(roost),
+        };
+        let mut child = command
+            .envs(envs.iter().copied())
             .arg("serve")
             .arg(dir.path())
             .args(["--listen", "127.0.0.1", "--port", "0"])

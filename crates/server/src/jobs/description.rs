@@ -331,6 +331,21 @@ impl Description {
         })
     }
 
+    /// The bytes it holds: its strings, and a word for each (what a subject's jobs are
+    /// charged, `--job-bytes-per-subject`).
+    pub fn size(&self) -> u64 {
+        const ITEM: usize = 8;
+        let strings = |v: &[&str]| v.iter().map(|s| s.len() + ITEM).sum::<usize>();
+        let files: usize = self
+            .files
+            .iter()
+            .map(|f| strings(&[&f.task_path, &f.serv_path]) + f.tag.as_ref().map_or(0, |t| t.len()))
+            .sum();
+        let environment: usize = self.environment.iter().map(|(k, v)| strings(&[k, v])).sum();
+        let arguments: usize = self.arguments.iter().map(|a| a.len() + ITEM).sum();
+        (strings(&[&self.executable, &self.tag]) + arguments + environment + files) as u64
+    }
+
     /// The description's members as JSON, in cctools' order (for a job record).
     pub fn members(&self) -> Vec<(String, Value)> {
         let files = self
@@ -417,6 +432,19 @@ mod tests {
         assert_eq!(d.files[1].task_path, "out");
         assert_eq!(d.files[1].kind, FileKind::Output);
         assert_eq!(d.files[1].binding, Binding::Copy);
+    }
+
+    #[test]
+    fn a_description_s_size_counts_its_strings() {
+        let d = parse(GOOD).unwrap();
+        // "/bin/sh" "t" | "sh" "-c" "x" | "A" "1" "B" "2" | "in" "/data/in" "out" "/o.%j"
+        // (task paths are normalized), and 8 for each of the 13.
+        assert_eq!(d.size(), 8 + 5 + 4 + 18 + 13 * 8);
+        let big = format!(
+            r#"{{"executable":"e","arguments":[],"files":[],"environment":{{"X":"{}"}}}}"#,
+            "x".repeat(10_000)
+        );
+        assert!(parse(&big).unwrap().size() > 10_000);
     }
 
     #[test]

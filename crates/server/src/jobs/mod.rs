@@ -9,28 +9,44 @@
 //!   ERRORED), as `job_status` reports it.
 //! - [`store`]: records on disk, crash-safe, so a restarted server still knows every job.
 //! - [`sandbox`]: binding inputs and outputs.
-//! - [`confine`]: the job's user, its Landlock confinement, the thermostat's hook (the
-//!   thermostat itself is [`crate::thermostat`]).
+//! - [`identity`]: the user a job runs as (one of `--job-uids` each, where given).
+//! - [`isolation`]: which namespaces this host lets jobs have, found out at start.
+//! - [`keeper`]: a job's first process, which makes its namespaces and confines its program.
+//! - [`view`], [`landlock`]: the files a job may see; [`seccomp`]: the sockets it may make.
+//! - [`tree`]: a running job's processes, signalled and measured; [`watch`]: a running job
+//!   watched to its end.
+//! - [`confine`]: the thermostat's hook (the thermostat itself is [`crate::thermostat`]).
 //! - [`runner`]: one thread per running job: start, watch, kill, finish.
 //!
 //! Who may do what: creating or committing a job needs the `x` right on the export's root
 //! (the right to run programs on this host), the `r` right on each input's directory and `w`
 //! on each output's, checked again when the files are bound; only the subject that created a
-//! job may see, wait for, commit, kill or reap it.
+//! job may see, wait for, commit, kill or reap it. A subject keeps at most
+//! `--jobs-per-subject` jobs not yet reaped, holding at most `--job-bytes-per-subject`.
 
 pub mod confine;
 pub mod description;
 pub mod fuzz_check;
+pub mod identity;
+pub mod isolation;
+pub mod keeper;
+pub mod landlock;
 pub mod record;
 mod runner;
 pub mod sandbox;
+pub mod seccomp;
 pub mod store;
+pub mod tree;
+pub mod view;
+mod watch;
 
 use crate::export::{Export, OpError};
 use crate::jail::JailPath;
 use crate::log::{self, Level};
-use confine::{Identity, ResourceLimits};
+use confine::ResourceLimits;
 use description::{Description, FileKind};
+use identity::{JobUsers, UidRange};
+use isolation::Isolation;
 use record::{Job, Status};
 use roost_catalog::json::Value;
 use roost_wire::{ErrorCode, Rights};
@@ -91,11 +107,33 @@ pub struct JobConfig {
     pub time_limit: Duration,
     /// The user jobs run as when the server is root (default `nobody`).
     pub user: Option<String>,
+    /// The uids jobs of a root server run as, one for each running job (`--job-uids`).
+    pub uids: Option<UidRange>,
     /// `host:port` of this server, given to jobs as `CHIRP_HOST`.
     pub chirp_host: String,
     /// The owner's limits on jobs (`--thermostat`); `None`: none.
     pub thermostat: Option<crate::thermostat::Config>,
+    /// Jobs may reach the network, as this host (`--job-network`).
+    pub network: bool,
+    /// The namespaces jobs must have (`--job-namespaces`); `None`: the best this host allows.
+    pub namespaces: Option<keeper::Namespaces>,
+    /// Most processes (and threads) of one job (`--job-process-limit`).
+    pub process_limit: Option<u64>,
+    /// Most memory of one job, bytes (`--job-memory-limit`).
+    pub memory_limit: Option<u64>,
+    /// Most jobs not yet reaped one subject keeps (`--jobs-per-subject`).
+    pub jobs_per_subject: usize,
+    /// Most bytes of descriptions one subject's jobs not yet reaped hold
+    /// (`--job-bytes-per-subject`).
+    pub bytes_per_subject: u64,
+    /// What jobs may see besides their sandbox.
+    pub view: view::View,
+    /// The program run as each job's keeper: `roost` itself ([`keeper::run_if_called`]).
+    pub keeper: PathBuf,
 }
+
+/// Default `--jobs-per-subject`.
+pub const DEFAULT_JOBS_PER_SUBJECT: usize = 64;
 
 /// The jobs of one server.
 pub struct Jobs {
@@ -105,9 +143,9 @@ pub struct Jobs {
 struct Inner {
     export: Arc<Export>,
     config: JobConfig,
-    identity: Identity,
-    /// The kernel's Landlock ABI, if it has Landlock.
-    landlock: Option<i64>,
+    users: JobUsers,
+    /// What this host lets jobs have.
+    isolation: Isolation,
     store: store::Store,
     table: Mutex<Table>,
     /// Signalled whenever a job ends (for `job_wait`).
@@ -133,35 +171,18 @@ impl Jobs {
         config: JobConfig,
         accounting: Option<Arc<crate::accounting::Accounting>>,
     ) -> Result<Jobs, String> {
-        let identity = Identity::resolve(config.user.as_deref())?;
+        let users = JobUsers::resolve(config.user.as_deref(), config.uids, config.concurrency)?;
         let dir = &config.dir;
         let (store, jobs, next_id) =
             store::Store::open(dir).map_err(|e| format!("job directory {}: {e}", dir.display()))?;
-        identity.check_reachable(store.sandboxes())?;
-        let landlock = confine::landlock_abi();
-        log::event(
-            Level::Info,
-            "jobs",
-            &[
-                ("dir", &dir.display()),
-                ("user", &identity.name),
-                ("concurrency", &config.concurrency),
-                (
-                    "landlock",
-                    &landlock.map_or("unavailable".to_string(), |v| format!("abi{v}")),
-                ),
-            ],
-        );
-        if landlock.is_none() {
-            log::event(
-                Level::Error,
-                "jobs-unconfined",
-                &[(
-                    "why",
-                    &"the kernel has no Landlock: jobs can write wherever their user may",
-                )],
-            );
-        }
+        users.check_reachable(store.sandboxes())?;
+        let isolation = Isolation::probe(
+            &config.keeper,
+            users.base(),
+            config.network,
+            config.namespaces,
+        )?;
+        log_isolation(&config, &users, &isolation);
         let mut table = Table {
             jobs: BTreeMap::new(),
             next_id,
@@ -193,8 +214,8 @@ impl Jobs {
         let inner = Arc::new(Inner {
             export,
             config,
-            identity,
-            landlock,
+            users,
+            isolation,
             store,
             table: Mutex::new(table),
             ended: Condvar::new(),
@@ -229,6 +250,7 @@ impl Jobs {
                 .map_err(|e| JobError::from_op(&e, format!("{} {}", f.kind.name(), f.serv_path)))?;
         }
         let mut table = self.inner.lock();
+        self.inner.check_room(&table, subject, &description)?;
         let id = table.next_id;
         let job = Job::new(id, subject, description);
         self.inner
@@ -394,11 +416,106 @@ impl Inner {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Refuses (NO_SPACE) a new job `description` of `subject` that would pass the most jobs
+    /// or bytes one subject keeps.
+    fn check_room(
+        &self,
+        table: &Table,
+        subject: &str,
+        description: &Description,
+    ) -> Result<(), JobError> {
+        let (count, bytes) = table
+            .jobs
+            .values()
+            .filter(|j| j.subject == subject)
+            .fold((0, 0), |(n, b), j| (n + 1, b + j.description.size()));
+        let limit = self.config.jobs_per_subject;
+        if count >= limit {
+            return Err(JobError::new(
+                ErrorCode::NoSpace,
+                format!(
+                    "{subject} has {count} jobs not yet reaped, the most this server keeps for \
+                     one subject: reap ended ones (job_reap) before creating more"
+                ),
+            ));
+        }
+        let size = description.size();
+        let limit = self.config.bytes_per_subject;
+        if bytes + size > limit {
+            return Err(JobError::new(
+                ErrorCode::NoSpace,
+                format!(
+                    "{subject}'s jobs not yet reaped hold {bytes} bytes of descriptions, and \
+                     this one {size} more: the most this server keeps for one subject is \
+                     {limit} bytes; reap ended jobs (job_reap) before creating more"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Stores a job's record; a failure is logged (the job goes on, in memory).
     fn save(&self, job: &Job) {
         if let Err(e) = self.store.save(job) {
             log::event(Level::Error, "job-save", &[("id", &job.id), ("error", &e)]);
         }
+    }
+}
+
+/// Logs how jobs are confined here, and what they lack.
+fn log_isolation(config: &JobConfig, users: &JobUsers, isolation: &Isolation) {
+    let user = match config.uids {
+        Some(r) if users.per_job() => format!("uids {}-{}", r.first, r.last),
+        _ => users.base().name.clone(),
+    };
+    let limit = |v: Option<u64>| v.map_or("none".to_string(), |n| n.to_string());
+    log::event(
+        Level::Info,
+        "jobs",
+        &[
+            ("dir", &config.dir.display()),
+            ("user", &user),
+            ("concurrency", &config.concurrency),
+            ("isolation", &isolation.namespaces.name()),
+            ("network", &isolation.network_name()),
+            (
+                "landlock",
+                &isolation
+                    .landlock
+                    .map_or("unavailable".to_string(), |v| format!("abi{v}")),
+            ),
+            ("proc", &if isolation.own_proc { "own" } else { "host" }),
+            (
+                "processes",
+                &limit(isolation.process_limit(config.process_limit)),
+            ),
+            ("memory", &limit(config.memory_limit)),
+        ],
+    );
+    for why in &isolation.fallbacks {
+        log::event(Level::Info, "jobs-isolation", &[("why", why)]);
+    }
+    if isolation.landlock.is_none() {
+        log::event(
+            Level::Error,
+            "jobs-unconfined",
+            &[(
+                "why",
+                &"the kernel has no Landlock: jobs can read and write wherever their user may",
+            )],
+        );
+    }
+    if !isolation.namespaces.any() {
+        log::event(
+            Level::Error,
+            "jobs-without-namespaces",
+            &[(
+                "why",
+                &"no user namespace for this user: a job's processes are found through /proc, \
+                  it sees every process of the host, and no process cap holds (RLIMIT_NPROC \
+                  would count all of this user's processes)",
+            )],
+        );
     }
 }
 

@@ -6,7 +6,8 @@
 //! DIR/state/ID.json     each job's record, replaced whole: written to a temporary name,
 //!                       flushed, renamed over the old one, and the directory flushed
 //! DIR/state/next-id     the next id, so ids are never reused, even after every job is reaped
-//! DIR/sandboxes/ID/     a started job's sandbox, owned by the job's user
+//! DIR/sandboxes/NAME/   a started job's sandbox, owned by the job's user, mode 0700; NAME
+//!                       is 32 random hex digits, so a job cannot guess another's
 //! ```
 
 use super::record::Job;
@@ -137,9 +138,16 @@ impl Store {
         replace_file(&self.state.join("next-id"), format!("{next}\n").as_bytes())
     }
 
-    /// Where job `id`'s sandbox lives.
-    pub fn sandbox_path(&self, id: i64) -> PathBuf {
-        self.sandboxes.join(id.to_string())
+    /// A place for a new sandbox: a random name nobody could guess (the directory holding
+    /// the sandboxes lets everyone in, and lists itself to nobody but its owner).
+    pub fn new_sandbox_path(&self) -> io::Result<PathBuf> {
+        let mut bytes = [0u8; 16];
+        // SAFETY: fills the buffer of the stated length.
+        let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+        if n != bytes.len() as isize {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(self.sandboxes.join(roost_wire::hex::encode(&bytes)))
     }
 
     /// The directory holding every sandbox.
@@ -180,6 +188,14 @@ mod tests {
             assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
         }
         fs::write(dir.join("state/9.json"), b"{garbage").unwrap();
+        {
+            let (store, _, _) = Store::open(&dir).unwrap();
+            let a = store.new_sandbox_path().unwrap();
+            let b = store.new_sandbox_path().unwrap();
+            assert_ne!(a, b);
+            assert_eq!(a.parent(), Some(store.sandboxes()));
+            assert_eq!(a.file_name().unwrap().len(), 32);
+        }
         let (_store, jobs, next) = Store::open(&dir).unwrap();
         assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [1]);
         assert_eq!(next, 3);

@@ -16,6 +16,8 @@ pub struct Proc {
     pub start: u64,
     /// Resident pages.
     pub rss_pages: u64,
+    /// Whether it has ended and waits to be reaped (it can do nothing more).
+    pub zombie: bool,
 }
 
 /// Parses `/proc/PID/stat`'s text.
@@ -27,6 +29,7 @@ pub fn parse_stat(pid: i32, text: &str) -> Option<Proc> {
     let n = |i: usize| f.get(i - 3).and_then(|s| s.parse::<i64>().ok());
     Some(Proc {
         pid,
+        zombie: matches!(f.first(), Some(&"Z") | Some(&"X")),
         ppid: n(4)? as i32,
         pgrp: n(5)? as i32,
         ticks: (n(14)? + n(15)?).max(0) as u64,
@@ -95,8 +98,13 @@ mod tests {
                     25 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
         let p = parse_stat(42, text).unwrap();
         assert_eq!(
-            (p.ppid, p.pgrp, p.ticks, p.start, p.rss_pages),
-            (1, 42, 10, 555, 25)
+            (p.ppid, p.pgrp, p.ticks, p.start, p.rss_pages, p.zombie),
+            (1, 42, 10, 555, 25, false)
+        );
+        assert!(
+            parse_stat(7, "7 (z) Z 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 9 0 0")
+                .unwrap()
+                .zombie
         );
         assert!(parse_stat(1, "garbage").is_none());
         assert!(parse_stat(1, "1 (x)").is_none());
@@ -112,6 +120,7 @@ mod tests {
             ticks: 0,
             start: 0,
             rss_pages: 0,
+            zombie: false,
         };
         let all = [
             p(10, 1, 10),
