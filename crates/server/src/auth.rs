@@ -48,6 +48,10 @@ pub struct AuthConfig {
     pub challenge_timeout: Duration,
     /// Wrong `hmac` answers per address, shared by every connection.
     pub hmac_failures: std::sync::Arc<crate::throttle::Throttle>,
+    /// Users whose `unix` logins are refused: the one guest jobs run as, when jobs may reach
+    /// the network (on a server run by an ordinary user that is the server's own, so a job
+    /// would otherwise log in as the owner).
+    pub unix_refused: Vec<libc::uid_t>,
 }
 
 impl Default for AuthConfig {
@@ -63,6 +67,7 @@ impl Default for AuthConfig {
             challenge_dir: PathBuf::from("/tmp"),
             challenge_timeout: Duration::from_secs(5),
             hmac_failures: Default::default(),
+            unix_refused: Vec::new(),
         }
     }
 }
@@ -99,7 +104,8 @@ pub fn accept<R: BufRead, W: Write>(
         // `unix` proves the owner of the client's socket, so it is open only to a client
         // whose socket is on this host.
         let socket_owner = match method {
-            Some(Method::Unix) => crate::socket_owner::owner(ends.peer, ends.local),
+            Some(Method::Unix) => crate::socket_owner::owner(ends.peer, ends.local)
+                .filter(|uid| !config.unix_refused.contains(uid)),
             _ => None,
         };
         let Some(method) = method.filter(|m| *m != Method::Unix || socket_owner.is_some()) else {
@@ -416,6 +422,31 @@ mod tests {
         let (subject, out) = run(&AuthConfig::default(), "unix\naddress\n");
         assert_eq!(subject.as_deref(), Some("address:127.0.0.1"));
         assert!(out.starts_with("no\nyes\n"), "{out:?}");
+    }
+
+    #[test]
+    fn unix_is_refused_for_the_user_guest_jobs_run_as() {
+        use std::net::{TcpListener, TcpStream};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, peer) = listener.accept().unwrap();
+        let ends = Endpoints {
+            peer,
+            local: accepted.local_addr().unwrap(),
+        };
+        let offer = |config: &AuthConfig| {
+            let mut reader = Cursor::new(b"unix\n".to_vec());
+            let mut out = Vec::new();
+            accept(config, ends, &mut reader, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let mut config = AuthConfig::default();
+        assert!(
+            offer(&config).starts_with("yes\n"),
+            "a local socket may try"
+        );
+        config.unix_refused.push(unsafe { libc::geteuid() });
+        assert_eq!(offer(&config), "no\n");
     }
 
     #[test]

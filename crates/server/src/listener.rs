@@ -117,10 +117,15 @@ impl Server {
     /// `config.dir`. Call before [`Server::run`].
     pub fn enable_jobs(&mut self, config: crate::jobs::JobConfig) -> Result<(), String> {
         let shared = Arc::get_mut(&mut self.shared).ok_or("the server is already running")?;
+        let config_network = config.network;
         let jobs =
             crate::jobs::Jobs::open(shared.export.clone(), config, shared.accounting.clone())?;
         if let Some(accounting) = &shared.accounting {
             accounting.offer(jobs.offer_source());
+        }
+        if config_network {
+            // A job that reaches this server must not log in as the user it runs as.
+            shared.auth.unix_refused.push(jobs.guest_uid());
         }
         shared.jobs = Some(jobs);
         Ok(())

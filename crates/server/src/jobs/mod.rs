@@ -230,6 +230,12 @@ impl Jobs {
     }
 
     /// What the owner offers guest jobs from now on: the thermostat's limits, for the ledger.
+    /// The uid jobs run as without `--job-uids` (the uids of that range belong to no
+    /// account, so no login can name them).
+    pub fn guest_uid(&self) -> u32 {
+        self.inner.users.base().uid
+    }
+
     pub fn offer_source(&self) -> crate::accounting::OfferSource {
         let inner = self.inner.clone();
         Box::new(move || inner.limits.current())
