@@ -253,7 +253,7 @@ fn unix_challenge<R: BufRead, W: Write>(
     let path = config.challenge_dir.join(format!(
         "roost-challenge.{}.{}",
         std::process::id(),
-        roost_wire::hex::encode(&random_bytes::<8>())
+        crate::random::hex::<8>()?
     ));
     let cpath = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -327,7 +327,7 @@ fn hmac_challenge<R: BufRead, W: Write>(
     reader: &mut R,
     writer: &mut W,
 ) -> io::Result<Outcome> {
-    let nonce = roost_wire::hex::encode(&random_bytes::<32>());
+    let nonce = crate::random::hex::<32>()?;
     send(writer, &format!("{nonce}\n"))?;
     let Some(answer) = read_line(reader)? else {
         return Ok(Outcome::Abandoned);
@@ -364,20 +364,6 @@ fn check_hmac(config: &AuthConfig, nonce: &str, answer: &str) -> Outcome {
         Ok(()) => Outcome::Accepted(key.to_string()),
         Err(_) => Outcome::Rejected,
     }
-}
-
-fn random_bytes<const N: usize>() -> [u8; N] {
-    let mut buf = [0u8; N];
-    let mut filled = 0;
-    while filled < N {
-        let n = unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), N - filled, 0) };
-        if n > 0 {
-            filled += n as usize;
-        } else if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            panic!("getrandom failed: {}", io::Error::last_os_error());
-        }
-    }
-    buf
 }
 
 #[cfg(test)]

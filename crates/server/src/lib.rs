@@ -5,7 +5,8 @@
 //! - [`acl`]: per-directory access control lists.
 //! - [`export`]: every name operation, checked and carried out.
 //! - [`auth`]: the authentication handshake and its methods; [`socket_owner`]: who owns a
-//!   local client's connection; [`throttle`]: slowing down guessers.
+//!   local client's connection; [`throttle`]: slowing down guessers; [`random`]: bytes
+//!   nobody may guess.
 //! - [`session`]: one client's request loop; [`listener`]: accepting clients;
 //!   [`stale_uploads`]: sweeping uploads a killed server left half-done.
 //! - [`relay`]: group file operations (`group_open`, `group_op`), relayed down a tree.
@@ -31,6 +32,7 @@ pub mod listener;
 pub mod lock;
 pub mod log;
 pub mod output;
+pub mod random;
 pub mod relay;
 pub mod session;
 pub mod socket_owner;

@@ -267,7 +267,9 @@ pub fn interpolate(serv_path: &str, job: i64, file: &mut File) -> io::Result<Str
             Some('j') => out.push_str(&job.to_string()),
             Some('h') => out.push_str(&sha1_hex(file)?),
             Some('s') if file.metadata()?.len() <= HASH_LIMIT => out.push_str(&sha1_hex(file)?),
-            Some('s') | Some('g') => out.push_str(&random_hex()),
+            Some('s') | Some('g') => {
+                out.push_str(&crate::random::hex::<20>()?.to_ascii_uppercase())
+            }
             _ => {
                 out.push('%');
                 continue;
@@ -292,12 +294,6 @@ fn sha1_hex(file: &mut File) -> io::Result<String> {
     }
     file.rewind()?;
     Ok(roost_wire::hex::encode(&hasher.finalize()).to_ascii_uppercase())
-}
-
-fn random_hex() -> String {
-    let mut bytes = [0u8; 20];
-    let _ = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    roost_wire::hex::encode(&bytes).to_ascii_uppercase()
 }
 
 #[cfg(test)]

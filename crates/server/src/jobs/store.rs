@@ -141,13 +141,7 @@ impl Store {
     /// A place for a new sandbox: a random name nobody could guess (the directory holding
     /// the sandboxes lets everyone in, and lists itself to nobody but its owner).
     pub fn new_sandbox_path(&self) -> io::Result<PathBuf> {
-        let mut bytes = [0u8; 16];
-        // SAFETY: fills the buffer of the stated length.
-        let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-        if n != bytes.len() as isize {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(self.sandboxes.join(roost_wire::hex::encode(&bytes)))
+        Ok(self.sandboxes.join(crate::random::hex::<16>()?))
     }
 
     /// The directory holding every sandbox.
