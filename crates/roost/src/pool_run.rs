@@ -7,7 +7,7 @@ use crate::remote::{options, ConnectArgs, Failure};
 use crate::signals::StopSignals;
 use clap::{Args, Subcommand};
 use roost_pool::follow::Follow;
-use roost_pool::hosts::{self, Host};
+use roost_pool::hosts::{self, Host, Trust};
 use roost_pool::slurm::Slurm;
 use roost_pool::{complib, taskfile, Config};
 use std::io::Read;
@@ -47,6 +47,11 @@ struct PoolOptions {
     /// Tasks at once on each --server.
     #[arg(long, default_value_t = 1, value_name = "N")]
     slots: usize,
+    /// Also use servers whose catalog reports are not signed with a key the catalog holds
+    /// (its `verified` is false, or a cctools catalog, which does not check): anybody can
+    /// send such a report and would be sent tasks and their inputs.
+    #[arg(long)]
+    unsigned: bool,
     /// Use at most N hosts (those with the most headroom).
     #[arg(long, value_name = "N")]
     hosts: Option<usize>,
@@ -97,8 +102,9 @@ With --command, each FILE is a task's input under its own name; {} in the comman
 --output is that name, {.} the name without its extension, {#} the task's number:
   roost pool run --command './count {} > {.}.n' --input bin/count --output '{.}.n' data/*
 
-Hosts are the catalog's up servers that run jobs (roost serve --jobs --catalog), most
-thermostat headroom first; each runs as many tasks at once as it reports (--job-concurrency)
+Hosts are the catalog's up servers that run jobs (roost serve --jobs --catalog) and whose
+reports the catalog verified (signed: roost serve --catalog-key, roost catalog --catalog-key;
+--unsigned: unsigned ones too), most thermostat headroom first; each runs as many tasks at once as it reports (--job-concurrency)
 and its headroom allows. The run asks the catalog again every --follow-interval seconds
 (--no-follow: only at the start): a host it shows down gets no new tasks (what runs there
 goes on), a host that left the run and reported again since (a restarted server) is taken
@@ -265,6 +271,12 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
     let host_wait = seconds("host-wait", pool.host_wait)?;
     let mut chosen: Vec<Host> = Vec::new();
     let mut follow = None;
+    let trust = if pool.unsigned {
+        Trust::AlsoUnsigned
+    } else {
+        Trust::SignedOnly
+    };
+    let mut unsigned_left_out = 0;
     for s in &pool.servers {
         let s = s
             .strip_prefix("chirp://")
@@ -279,11 +291,17 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
         let timeout = Duration::from_secs(pool.connect.timeout.clamp(1, 30));
         let records = query_first("roost pool", &catalogs, timeout)
             .ok_or((1, "no catalog answered".to_string()))?;
-        chosen.extend(if jobs {
-            hosts::choose(&records, None)
+        let found = if jobs {
+            hosts::choose(&records, None, trust)
         } else {
-            hosts::choose_servers(&records)
-        });
+            hosts::choose_servers(&records, trust)
+        };
+        unsigned_left_out = if found.is_empty() && trust == Trust::SignedOnly {
+            hosts::unverified(&records, jobs)
+        } else {
+            0
+        };
+        chosen.extend(found);
         if jobs && !pool.no_follow {
             follow = Some(Follow {
                 catalogs,
@@ -293,12 +311,25 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
                 most: pool.hosts,
                 host_wait,
                 first_answer: records,
+                trust,
             });
         }
     }
     chosen.dedup_by(|a, b| a.authority == b.authority);
     if let Some(most) = pool.hosts {
         chosen.truncate(most);
+    }
+    if chosen.is_empty() && unsigned_left_out > 0 {
+        return Err((
+            1,
+            format!(
+                "no host to run on: the catalog lists {unsigned_left_out} up server{} {}, but none \
+                 whose reports are signed with a key the catalog holds (roost serve --catalog-key \
+                 and roost catalog --catalog-key; or --unsigned to use unsigned ones)",
+                if unsigned_left_out == 1 { "" } else { "s" },
+                if jobs { "with jobs" } else { "for the run's files" },
+            ),
+        ));
     }
     if chosen.is_empty() {
         return Err((

@@ -45,6 +45,7 @@ Examples:
   roost serve /srv/data --jobs --job-concurrency 4 --acl 'unix:alice=rwlx'
   roost serve --port 0 --key build=/etc/roost/build.key --acl hmac:build=rwl /srv/data
   roost serve /srv/data --catalog catalog.example.org --catalog-interval 30
+  roost serve /srv/data --jobs --catalog cat.example.org --catalog-key pool=/etc/roost/pool.key
   roost serve /srv/data --supervise --owner alice --host-class fast --jobs")]
 pub struct ServeArgs {
     /// The directory to export; clients see it as `/` and can never leave it.
@@ -95,6 +96,11 @@ pub struct ServeArgs {
     /// datagram in cctools' format (repeatable: every catalog gets every report).
     #[arg(long = "catalog", value_name = "HOST[:PORT]")]
     pub catalogs: Vec<String>,
+    /// Sign every report to the catalogs with the catalog key NAME, its secret read from
+    /// FILE (private to its owner: chmod 600), so that a catalog holding the same key shows
+    /// this server verified and `roost pool run` uses it (see docs/pool.md).
+    #[arg(long = "catalog-key", value_name = "NAME=FILE", requires = "catalogs")]
+    pub catalog_key: Option<String>,
     /// Seconds between reports to the catalogs.
     #[arg(long, default_value_t = 60, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub catalog_interval: u64,
@@ -226,6 +232,14 @@ fn run(args: ServeArgs) -> Result<(), String> {
                 .map_err(|e| format!("--catalog {e}"))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let catalog_key = args
+        .catalog_key
+        .as_deref()
+        .map(|spec| {
+            roost_catalog::keys::Key::from_spec(spec)
+                .map_err(|e| format!("--catalog-key {spec}: {e}"))
+        })
+        .transpose()?;
     let export = Export::new(&args.dir, root_acl)
         .map_err(|e| format!("cannot export {}: {e}", args.dir.display()))?;
     if !args.acls.is_empty() && export.has_own_acl(&roost_server::jail::JailPath::root()) {
@@ -319,6 +333,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
                     .unwrap_or_else(|| default_job_dir(&dir)),
             }),
             owner,
+            key: catalog_key,
         })
         .map_err(|e| format!("cannot start reporting to the catalog: {e}"))?;
     }

@@ -19,11 +19,15 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A catalog and servers reporting to it every second.
+/// A catalog and servers reporting to it every second, their reports signed with a catalog
+/// key the catalog holds.
 struct Pool {
     servers: Vec<JobServer>,
     catalog_port: u16,
     catalog: Proc,
+    /// `NAME=FILE` of the catalog key, and the directory holding it.
+    key: String,
+    _keys: tempfile::TempDir,
 }
 
 impl Pool {
@@ -34,6 +38,8 @@ impl Pool {
     /// A server for each of `extra`, with those options more.
     fn start_with(extra: &[&[&str]]) -> Pool {
         let count = extra.len();
+        let keys = tempfile::tempdir().unwrap();
+        let key = pool_support::catalog_key(keys.path(), "pool");
         let mut cmd = roost();
         cmd.args([
             "catalog",
@@ -43,12 +49,16 @@ impl Pool {
             "127.0.0.1",
             "--down-after",
             "2",
+            "--catalog-key",
+            &key,
         ]);
         let (catalog, catalog_port) = start_announcing(cmd);
         let mut pool = Pool {
             servers: Vec::new(),
             catalog_port,
             catalog,
+            key,
+            _keys: keys,
         };
         for more in extra {
             pool.add(more);
@@ -67,7 +77,14 @@ impl Pool {
     /// Starts one more server reporting every second, with `extra` options.
     fn add(&mut self, extra: &[&str]) {
         let reports_to = format!("127.0.0.1:{}", self.catalog_port);
-        let mut args = vec!["--catalog", &reports_to, "--catalog-interval", "1"];
+        let mut args = vec![
+            "--catalog",
+            &reports_to,
+            "--catalog-interval",
+            "1",
+            "--catalog-key",
+            &self.key,
+        ];
         args.extend_from_slice(extra);
         self.servers.push(JobServer::start(&args));
     }
@@ -101,6 +118,7 @@ impl Pool {
             .filter(|r| {
                 r.get("jobs").and_then(Value::as_i64) == Some(1)
                     && r.get("state").and_then(Value::as_str) == Some("up")
+                    && r.get("verified") == Some(&Value::Bool(true))
             })
             .count()
     }
@@ -496,8 +514,12 @@ fn eight_hosts_in_network_namespaces_and_one_cut_off_mid_run() {
     }
     let mut hosts = netns_support::Hosts::create(8, 77);
     let outside = hosts.outside();
+    // Reports signed in each namespace for its own address, checked by the catalog outside.
+    let keys = tempfile::tempdir().unwrap();
+    let key = pool_support::catalog_key(keys.path(), "pool");
     let mut cmd = roost();
     cmd.args(["catalog", "--port", "0", "--listen", &outside]);
+    cmd.args(["--catalog-key", &key]);
     let (_catalog, catalog_port) = start_announcing(cmd);
     let catalog = format!("{outside}:{catalog_port}");
     let exports: Vec<_> = (0..8).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -525,6 +547,8 @@ fn eight_hosts_in_network_namespaces_and_one_cut_off_mid_run() {
             &catalog,
             "--catalog-interval",
             "1",
+            "--catalog-key",
+            &key,
         ]
         .iter()
         .map(|s| s.to_string())
@@ -537,7 +561,7 @@ fn eight_hosts_in_network_namespaces_and_one_cut_off_mid_run() {
             .unwrap_or_default();
         let up: Vec<String> = records
             .iter()
-            .filter(|r| r.get("jobs").is_some())
+            .filter(|r| r.get("jobs").is_some() && r.get("verified") == Some(&Value::Bool(true)))
             .filter_map(|r| r.get("address").map(Value::to_plain))
             .collect();
         if up.len() == 8 {
