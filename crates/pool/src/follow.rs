@@ -216,7 +216,7 @@ pub(crate) fn watch<'scope, 'env>(
     let mut next_question = Instant::now() + follow.every;
     let mut silent = false;
     let mut starved_since: Option<Instant> = None;
-    while !shared.finished() {
+    while !shared.finished() && !shared.stopping() {
         let now = Instant::now();
         if shared.lock().starved() {
             let since = *starved_since.get_or_insert(now);

@@ -7,7 +7,9 @@
 //! [`complib`] is the worked example, a Smith-Waterman library comparison. [`slurm`] hands
 //! the same bag to Slurm as job arrays instead. With [`follow`], a run asks the catalog
 //! again every few seconds and routes around the hosts it shows down, taking back those
-//! that return and taking on those that join.
+//! that return and taking on those that join. A run stopped by a [`StopFlag`] (the command's
+//! SIGINT, SIGTERM or SIGHUP) kills and reaps the jobs it submitted and removes its directory
+//! from every server before it returns.
 
 pub mod complib;
 pub mod follow;
@@ -26,7 +28,8 @@ use schedule::{Assignment, Scheduler, Status};
 use staging::Staging;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 use taskfile::Task;
@@ -51,6 +54,30 @@ pub struct Config {
     pub progress: bool,
     /// Follow the catalog during the run (`None`: the hosts are fixed at the start).
     pub follow: Option<follow::Follow>,
+    /// Raised to stop the run: what it started is killed and its files removed.
+    pub stop: StopFlag,
+}
+
+/// A request to stop a run, raised from elsewhere (a signal handler's thread) with the
+/// signal's number.
+#[derive(Clone, Debug, Default)]
+pub struct StopFlag(Arc<AtomicI32>);
+
+impl StopFlag {
+    /// Asks the run to stop, for `signal`.
+    pub fn raise(&self, signal: i32) {
+        let _ = self
+            .0
+            .compare_exchange(0, signal.max(1), Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// The signal the run was asked to stop for, if it was.
+    pub fn raised(&self) -> Option<i32> {
+        match self.0.load(Ordering::Acquire) {
+            0 => None,
+            signal => Some(signal),
+        }
+    }
 }
 
 /// The scheduler shared by the hosts' threads, and a signal for changes.
@@ -61,16 +88,24 @@ pub(crate) struct Shared {
     news: Mutex<Vec<String>>,
     /// The jobs each host had under way when it left the run, to kill if it comes back.
     orphans: Mutex<HashMap<usize, Vec<i64>>>,
+    /// Raised when the run is to stop.
+    stop: StopFlag,
 }
 
 impl Shared {
-    fn new(scheduler: Scheduler) -> Shared {
+    fn new(scheduler: Scheduler, stop: StopFlag) -> Shared {
         Shared {
             scheduler: Mutex::new(scheduler),
             changed: Condvar::new(),
             news: Mutex::new(Vec::new()),
             orphans: Mutex::new(HashMap::new()),
+            stop,
         }
+    }
+
+    /// True once the run is to stop: hosts kill what they run and leave.
+    fn stopping(&self) -> bool {
+        self.stop.raised().is_some()
     }
 
     fn lock(&self) -> MutexGuard<'_, Scheduler> {
@@ -196,7 +231,7 @@ pub fn run(tasks: &[Task], config: &Config) -> report::Report {
     let mut scheduler =
         Scheduler::new(&costs, config.hosts.len(), config.retries, config.speculate);
     scheduler.hold(config.follow.is_some());
-    let shared = Shared::new(scheduler);
+    let shared = Shared::new(scheduler, config.stop.clone());
     let staging = Staging::new(&config.remote_dir, tasks);
     let crew = Crew {
         shared: &shared,
@@ -223,7 +258,8 @@ pub fn run(tasks: &[Task], config: &Config) -> report::Report {
         });
         loop {
             print_news(&shared, line.as_mut());
-            if shared.finished() {
+            if shared.finished() || shared.stopping() {
+                shared.changed.notify_all();
                 break;
             }
             if let Some(line) = &mut line {
@@ -241,7 +277,9 @@ pub fn run(tasks: &[Task], config: &Config) -> report::Report {
     });
     print_news(&shared, None);
     let scheduler = shared.lock();
-    report::Report::new(tasks, &hosts, &scheduler, started)
+    let mut report = report::Report::new(tasks, &hosts, &scheduler, started);
+    report.stopped = config.stop.raised();
+    report
 }
 
 /// Prints the lines about hosts that came in since the last time, above the progress line.

@@ -55,6 +55,8 @@ pub struct Report {
     pub unit: String,
     /// The Slurm jobs that ran the tasks (`--slurm`), in the order they were submitted.
     pub slurm_jobs: Vec<String>,
+    /// The signal that stopped the run before its end, if one did.
+    pub stopped: Option<i32>,
 }
 
 impl Report {
@@ -93,6 +95,7 @@ impl Report {
             seconds: started.elapsed().as_secs_f64(),
             unit: "tasks".into(),
             slurm_jobs: Vec::new(),
+            stopped: None,
         }
     }
 

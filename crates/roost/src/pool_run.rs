@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use roost_pool::follow::Follow;
 use roost_pool::hosts::{self, Host, Trust};
 use roost_pool::slurm::Slurm;
-use roost_pool::{complib, taskfile, Config};
+use roost_pool::{complib, taskfile, Config, StopFlag};
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -127,9 +127,14 @@ roost program named by --slurm-roost (default: this one's path):
   roost pool run --slurm --server fs7:9094 --slurm-partition batch \
       --slurm-arg=--time=10 --slurm-run-arg=--chirp-mode=cached tasks.txt
 
+SIGINT, SIGTERM or SIGHUP stop the run: the jobs it submitted are killed and reaped and its
+directory is removed from every server (with --slurm: its Slurm jobs are cancelled); a
+second signal quits at once.
+
 Exit status: 0 when every task is done; 1 when a task failed for good, or no host could run
 it, or (--slurm) Slurm could not be used: no sbatch, no controller, a refused submission;
-2 for bad options or a bad task file (the message names the line).")]
+2 for bad options or a bad task file (the message names the line); 128+N when signal N
+stopped it (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).")]
 struct RunArgs {
     #[command(flatten)]
     pool: PoolOptions,
@@ -352,6 +357,7 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
         speculate: !pool.no_speculate,
         progress: !pool.quiet && !pool.json && unsafe { libc::isatty(libc::STDERR_FILENO) } == 1,
         follow,
+        stop: StopFlag::default(),
     })
 }
 
@@ -391,6 +397,7 @@ fn run(args: RunArgs) -> Outcome {
         })
         .map_err(|e| (1, e))?
     } else {
+        stop_on_signals(&config.stop)?;
         roost_pool::run(&tasks, &config)
     };
     if args.pool.json {
@@ -399,7 +406,40 @@ fn run(args: RunArgs) -> Outcome {
         print!("{}", report.table());
     }
     eprint!("{}", report.failures());
+    if let Some(signal) = report.stopped {
+        return Err((128u8.saturating_add(signal as u8), stopped_message(signal)));
+    }
     Ok(roost_pool::exit_status(&report))
+}
+
+/// The first SIGINT, SIGTERM or SIGHUP raises `stop`: the run kills the jobs it submitted,
+/// removes its directory from every server, and exits with 128 + the signal's number. A
+/// second one exits at once, leaving whatever the first had not yet cleaned up.
+fn stop_on_signals(stop: &StopFlag) -> Result<(), (u8, String)> {
+    let signals = StopSignals::catch().map_err(|e| (1, format!("signals: {e}")))?;
+    let stop = stop.clone();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let first = signals.wait();
+            stop.raise(first);
+            eprintln!(
+                "roost pool: {}: stopping: killing the run's jobs and removing its files \
+                 from the servers (again to quit at once)",
+                roost_server::jobs::record::signal_name(first)
+            );
+            let second = signals.wait();
+            std::process::exit(128 + second);
+        })
+        .map_err(|e| (1, format!("signals: {e}")))?;
+    Ok(())
+}
+
+fn stopped_message(signal: i32) -> String {
+    format!(
+        "stopped by {}: the run's jobs were killed and its files removed from the servers",
+        roost_server::jobs::record::signal_name(signal)
+    )
 }
 
 /// How to hand a run to Slurm, from the options.
@@ -481,7 +521,11 @@ fn run_complib(args: ComplibArgs) -> Outcome {
         calibrate: args.calibrate,
         verify,
     };
-    let outcome = complib::run(&setup, &config).map_err(|e| (1, e))?;
+    stop_on_signals(&config.stop)?;
+    let outcome = complib::run(&setup, &config).map_err(|e| match config.stop.raised() {
+        Some(signal) => (128u8.saturating_add(signal as u8), stopped_message(signal)),
+        None => (1, e),
+    })?;
     if args.pool.json {
         println!("{}", outcome.to_json().to_json());
     } else {

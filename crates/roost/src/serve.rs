@@ -152,6 +152,16 @@ pub struct ServeArgs {
     /// the export).
     #[arg(long, default_value_t = 600, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub storage_interval: u64,
+    /// Forget what clients abandoned after this many seconds untouched (0: never): job
+    /// records that have ended (or were never committed) that their subject has not asked
+    /// about, and run directories under --pool-dir whose run stopped keeping them (see
+    /// docs/pool.md).
+    #[arg(long, default_value_t = roost_server::reaper::DEFAULT_AFTER.as_secs(), value_name = "SECONDS")]
+    pub reap_after: u64,
+    /// A directory of the export where `roost pool run` stages its runs (its --remote-dir),
+    /// whose abandoned run directories are removed (repeatable).
+    #[arg(long = "pool-dir", default_value = roost_server::reaper::DEFAULT_POOL_DIR, value_name = "DIR")]
+    pub pool_dirs: Vec<String>,
     /// Run the server as a child process and restart it whenever it dies, after a delay
     /// that doubles with each quick crash (see --restart-delay); SIGTERM, SIGINT or SIGHUP
     /// stops both. The same port, export, ACLs, job directory and ledger are used again.
@@ -309,6 +319,26 @@ fn run(args: ServeArgs) -> Result<(), String> {
     accounting
         .start()
         .map_err(|e| format!("cannot start the accounting: {e}"))?;
+    if args.reap_after > 0 {
+        let pool_dirs = args
+            .pool_dirs
+            .iter()
+            .map(|d| {
+                roost_server::jail::JailPath::new(d.as_bytes())
+                    .ok()
+                    .filter(|p| !p.is_root())
+                    .ok_or_else(|| {
+                        format!("--pool-dir {d}: expected a directory of the export, not its root")
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        server
+            .start_reaper(roost_server::reaper::Config {
+                after: Duration::from_secs(args.reap_after),
+                pool_dirs,
+            })
+            .map_err(|e| format!("cannot start the reaper: {e}"))?;
+    }
     stop_on_signals(accounting, job_dir)?;
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{}", roost_server::announcement(bound, &dir));
