@@ -9,7 +9,8 @@
 //! again every few seconds and routes around the hosts it shows down, taking back those
 //! that return and taking on those that join. A run stopped by a [`StopFlag`] (the command's
 //! SIGINT, SIGTERM or SIGHUP) kills and reaps the jobs it submitted and removes its directory
-//! from every server before it returns.
+//! from every server before it returns. With [`verify`], a sample of the tasks is run
+//! again on other hosts and the outputs compared.
 
 pub mod complib;
 pub mod follow;
@@ -20,6 +21,7 @@ pub mod schedule;
 pub mod slurm;
 mod staging;
 pub mod taskfile;
+pub mod verify;
 mod worker;
 
 use hosts::Host;
@@ -56,6 +58,9 @@ pub struct Config {
     pub follow: Option<follow::Follow>,
     /// Raised to stop the run: what it started is killed and its files removed.
     pub stop: StopFlag,
+    /// Run this fraction of the tasks (a random sample) again on another host and compare
+    /// the outputs (`--verify`).
+    pub verify: Option<f64>,
 }
 
 /// A request to stop a run, raised from elsewhere (a signal handler's thread) with the
@@ -227,15 +232,26 @@ impl<'env> Crew<'env> {
 /// returns what became of each task and what each host did.
 pub fn run(tasks: &[Task], config: &Config) -> report::Report {
     let started = Instant::now();
-    let costs: Vec<f64> = tasks.iter().map(|t| t.cost).collect();
+    let (all, plan) = match config.verify {
+        Some(fraction) => {
+            let seed = verify::random_seed();
+            let (all, plan) = verify::plan(tasks, fraction, &config.output_dir, seed);
+            (std::borrow::Cow::Owned(all), Some(plan))
+        }
+        None => (std::borrow::Cow::Borrowed(tasks), None),
+    };
+    let costs: Vec<f64> = all.iter().map(|t| t.cost).collect();
     let mut scheduler =
         Scheduler::new(&costs, config.hosts.len(), config.retries, config.speculate);
     scheduler.hold(config.follow.is_some());
+    for &(task, check) in plan.iter().flat_map(|p| &p.pairs) {
+        scheduler.check(check, task);
+    }
     let shared = Shared::new(scheduler, config.stop.clone());
-    let staging = Staging::new(&config.remote_dir, tasks);
+    let staging = Staging::new(&config.remote_dir, &all);
     let crew = Crew {
         shared: &shared,
-        tasks,
+        tasks: &all,
         staging: &staging,
         options: &config.options,
         output_dir: &config.output_dir,
@@ -279,6 +295,10 @@ pub fn run(tasks: &[Task], config: &Config) -> report::Report {
     let scheduler = shared.lock();
     let mut report = report::Report::new(tasks, &hosts, &scheduler, started);
     report.stopped = config.stop.raised();
+    if let Some(plan) = &plan {
+        let checked = verify::compare(plan, &all, &scheduler, &report, &config.output_dir);
+        report.verification = Some(checked);
+    }
     report
 }
 
@@ -296,7 +316,12 @@ fn print_news(shared: &Shared, line: Option<&mut progress::Line>) {
     }
 }
 
-/// The exit status a run earns: 0 when every task is done, 1 otherwise.
+/// The exit status a run earns: 0 when every task is done (and, with `--verify`, no two hosts
+/// disagreed), 1 otherwise.
 pub fn exit_status(report: &report::Report) -> u8 {
-    u8::from(report.tasks.iter().any(|t| t.status != Status::Done))
+    let disagreed = report
+        .verification
+        .as_ref()
+        .is_some_and(|v| !v.disagreements.is_empty());
+    u8::from(disagreed || report.tasks.iter().any(|t| t.status != Status::Done))
 }

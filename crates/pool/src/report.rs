@@ -57,6 +57,8 @@ pub struct Report {
     pub slurm_jobs: Vec<String>,
     /// The signal that stopped the run before its end, if one did.
     pub stopped: Option<i32>,
+    /// What running a sample of the tasks twice found (`--verify`).
+    pub verification: Option<crate::verify::Verification>,
 }
 
 impl Report {
@@ -96,6 +98,7 @@ impl Report {
             unit: "tasks".into(),
             slurm_jobs: Vec::new(),
             stopped: None,
+            verification: None,
         }
     }
 
@@ -112,13 +115,20 @@ impl Report {
         self.hosts.iter().map(|h| h.stats.done_cost).sum()
     }
 
-    /// The failed tasks, one line each.
+    /// The failed tasks, one line each, and the hosts that disagreed on a task (`--verify`).
     pub fn failures(&self) -> String {
         let mut out = String::new();
         for t in &self.tasks {
             if let Status::Failed(why) = &t.status {
                 let _ = writeln!(out, "{}: failed: {why}", t.name);
             }
+        }
+        for d in self.verification.iter().flat_map(|v| &v.disagreements) {
+            let _ = writeln!(
+                out,
+                "{}: {} and {} disagree on {}: one of them is wrong",
+                d.task, d.hosts.0, d.hosts.1, d.output
+            );
         }
         out
     }
@@ -182,6 +192,9 @@ impl Report {
         out.push('\n');
         if !self.slurm_jobs.is_empty() {
             let _ = writeln!(out, "Slurm jobs: {}", self.slurm_jobs.join(", "));
+        }
+        if let Some(v) = &self.verification {
+            out.push_str(&v.text());
         }
         out
     }
@@ -265,6 +278,9 @@ impl Report {
         if !self.slurm_jobs.is_empty() {
             let jobs = self.slurm_jobs.iter().map(|j| s(j)).collect();
             members.push(("slurm_jobs".into(), Value::Array(jobs)));
+        }
+        if let Some(v) = &self.verification {
+            members.push(("verify".into(), v.to_json()));
         }
         Value::Object(members)
     }

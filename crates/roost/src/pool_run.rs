@@ -127,6 +127,12 @@ roost program named by --slurm-roost (default: this one's path):
   roost pool run --slurm --server fs7:9094 --slurm-partition batch \
       --slurm-arg=--time=10 --slurm-run-arg=--chirp-mode=cached tasks.txt
 
+With --verify F, a random sample of F of the tasks (at least one) is run a second time, once
+it is done, on another host, and the outputs compared byte for byte (BOINC's quorum of two):
+the report ends with what agreed, each disagreement naming the task, the output and both
+hosts (one of them is wrong), and what could not be checked; a disagreement makes the exit
+status 1.
+
 SIGINT, SIGTERM or SIGHUP stop the run: the jobs it submitted are killed and reaped and its
 directory is removed from every server (with --slurm: its Slurm jobs are cancelled); a
 second signal quits at once.
@@ -152,6 +158,11 @@ struct RunArgs {
     /// Where outputs with relative names are written.
     #[arg(long, default_value = ".", value_name = "DIR")]
     output_dir: PathBuf,
+    /// Run this fraction of the tasks (a random sample, at least one) a second time on
+    /// another host and compare the outputs byte for byte; hosts that disagree are named and
+    /// the exit status is 1.
+    #[arg(long, value_name = "FRACTION", conflicts_with = "slurm")]
+    verify: Option<f64>,
     /// The task file (- for standard input), or with --command the input files.
     #[arg(value_name = "TASKFILE | FILE")]
     files: Vec<PathBuf>,
@@ -358,6 +369,7 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
         progress: !pool.quiet && !pool.json && unsafe { libc::isatty(libc::STDERR_FILENO) } == 1,
         follow,
         stop: StopFlag::default(),
+        verify: None,
     })
 }
 
@@ -388,7 +400,13 @@ fn run(args: RunArgs) -> Outcome {
         }
     };
     taskfile::check_files(&tasks).map_err(|e| (2, e))?;
-    let config = config(&args.pool, args.output_dir, !args.slurm.slurm)?;
+    if let Some(f) = args.verify {
+        if !(f > 0.0 && f <= 1.0) {
+            return Err((2, format!("--verify {f}: expected a fraction, 0 < F <= 1")));
+        }
+    }
+    let mut config = config(&args.pool, args.output_dir, !args.slurm.slurm)?;
+    config.verify = args.verify;
     let report = if args.slurm.slurm {
         let slurm = slurm_setup(&args.slurm, &args.pool.connect)?;
         let signals = StopSignals::catch().map_err(|e| (1, format!("signals: {e}")))?;

@@ -310,6 +310,98 @@ fn a_server_killed_mid_run_loses_nothing_and_no_output_comes_twice() {
     assert!(retried >= 1, "the lost task ran again elsewhere");
 }
 
+/// `--verify`: a sample of the tasks runs again on another host and the outputs are
+/// compared. One of three servers computes wrong (its tasks append a line when they run
+/// there, as a host that lies or is broken would): every disagreement names it and one
+/// honest host, never two honest ones, and the exit status is 1; on honest hosts alone the
+/// checks agree and the run succeeds.
+#[test]
+fn verify_runs_a_sample_twice_and_names_the_hosts_that_disagree() {
+    let pool = Pool::start(3);
+    let liar = pool.servers[2].server.port;
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let mut tasks = String::new();
+    for i in 0..6 {
+        tasks.push_str(&format!(
+            "out/{i}.txt=result : : echo {i} > result; case \"$CHIRP_HOST\" in *{liar}) echo wrong >> result;; esac\n"
+        ));
+    }
+    std::fs::write(w.join("tasks"), &tasks).unwrap();
+    let out = pool
+        .command(w, "run")
+        .args(["tasks", "--json", "--verify", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let r = report(&out);
+    assert_eq!(int(&r, "tasks_done"), 6, "{stderr}");
+    let v = r.get("verify").unwrap();
+    assert_eq!(int(v, "sampled"), 6);
+    let disagreements = array(v, "disagreements");
+    assert!(!disagreements.is_empty(), "{}", v.to_json());
+    assert_eq!(
+        int(v, "agreed") as usize + disagreements.len() + array(v, "unchecked").len(),
+        6
+    );
+    for d in disagreements {
+        let hosts: Vec<String> = array(d, "hosts").iter().map(Value::to_plain).collect();
+        let liars = hosts
+            .iter()
+            .filter(|h| h.ends_with(&format!(":{liar}")))
+            .count();
+        assert_eq!(liars, 1, "{}", d.to_json());
+        let task = d.get("task").unwrap().to_plain();
+        assert!(
+            stderr.contains(&format!(
+                "{task}: {} and {} disagree on",
+                hosts[0], hosts[1]
+            )),
+            "{stderr}"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(w)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".roost-verify"))
+        .collect();
+    assert!(left.is_empty(), "the checks' outputs are removed: {left:?}");
+    // The honest hosts alone: half the tasks checked, all agree.
+    let honest = tempfile::tempdir().unwrap();
+    std::fs::write(honest.path().join("tasks"), &tasks).unwrap();
+    let mut cmd = roost();
+    cmd.current_dir(honest.path())
+        .args([
+            "pool", "run", "--auth", "address", "--quiet", "tasks", "--json",
+        ])
+        .args(["--verify", "0.5"]);
+    for s in &pool.servers[..2] {
+        cmd.args(["--server", &format!("127.0.0.1:{}", s.server.port)]);
+    }
+    let out = cmd.output().unwrap();
+    succeeded(&out);
+    let v = report(&out).get("verify").unwrap().clone();
+    assert_eq!(
+        (int(&v, "sampled"), int(&v, "agreed")),
+        (3, 3),
+        "{}",
+        v.to_json()
+    );
+    for i in 0..6 {
+        let text = std::fs::read_to_string(honest.path().join(format!("out/{i}.txt"))).unwrap();
+        assert_eq!(text, format!("{i}\n"));
+    }
+    // A fraction out of range is a bad option.
+    let out = pool
+        .command(w, "run")
+        .args(["tasks", "--verify", "1.5"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--verify 1.5"));
+}
+
 /// Task files whose tasks each write where they ran (their sandbox) and when they ended.
 fn where_and_when(dir: &Path, n: usize) {
     let mut tasks = String::new();
