@@ -311,6 +311,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
             user: args.job_user.clone(),
             chirp_host: format!("{}:{}", catalog_report::host_name(), bound.port()),
             thermostat,
+            // A crash loses at most this much of a running job's CPU from the ledger.
+            cpu_checkpoint: Duration::from_secs(args.accounting_interval.min(10)),
         };
         server.enable_jobs(config)?;
     } else if args.job_user.is_some() || args.job_dir.is_some() || args.thermostat.is_some() {

@@ -212,7 +212,7 @@ mod tests {
             "without live jobs, busy goes too"
         );
         assert!(outside.join("victim").join(RUN_MARKER).exists());
-        assert_eq!(config.period(), Duration::from_secs(12));
+        assert_eq!(config.period(), Duration::from_millis(12_500));
         // A pool directory that is missing is no error.
         let missing = Config {
             pool_dirs: vec![JailPath::new(b"/nowhere").unwrap()],

@@ -12,6 +12,8 @@
 //! - [`confine`]: the job's user, its Landlock confinement, the thermostat's hook (the
 //!   thermostat itself is [`crate::thermostat`]).
 //! - [`runner`]: one thread per running job: start, watch, kill, finish.
+//! - [`usage`]: a running job's CPU time so far, checkpointed into its record, and accounted
+//!   once by a server restarted after a crash.
 //!
 //! Who may do what: creating or committing a job needs the `x` right on the export's root
 //! (the right to run programs on this host), the `r` right on each input's directory and `w`
@@ -25,6 +27,7 @@ pub mod record;
 mod runner;
 pub mod sandbox;
 pub mod store;
+pub mod usage;
 
 use crate::export::{Export, OpError};
 use crate::jail::JailPath;
@@ -95,6 +98,9 @@ pub struct JobConfig {
     pub chirp_host: String,
     /// The owner's limits on jobs (`--thermostat`); `None`: none.
     pub thermostat: Option<crate::thermostat::Config>,
+    /// How often a running job's CPU time so far is written into its record, for a server
+    /// restarted after a crash to account it ([`usage`]).
+    pub cpu_checkpoint: Duration,
 }
 
 /// The jobs of one server (a handle: clones share them).
@@ -172,6 +178,13 @@ impl Jobs {
             running: 0,
             touched: HashMap::new(),
         };
+        let crashed: Vec<&Job> = jobs
+            .iter()
+            .filter(|j| j.status == Status::Started)
+            .collect();
+        if let (Some(accounting), false) = (&accounting, crashed.is_empty()) {
+            usage::account_crashed(accounting, &crashed);
+        }
         for mut job in jobs {
             if job.status == Status::Started {
                 if let Some(p) = job.process {

@@ -152,6 +152,7 @@ fn run_job(inner: &Arc<Inner>, id: i64, cpu_us: &mut u64) -> Option<Outcome> {
                 pgid,
                 uid: identity.uid,
                 start_ticks,
+                cpu_us: 0,
             });
             inner.save(job);
         }
@@ -335,7 +336,12 @@ fn watch(
     let deadline = Instant::now() + inner.config.time_limit;
     let mut stop: Option<(Stop, Instant)> = None;
     let ended = ExitNotice::open(child.id() as i32);
+    let mut checkpoint = Instant::now();
     loop {
+        if checkpoint.elapsed() >= inner.config.cpu_checkpoint {
+            checkpoint = Instant::now();
+            super::usage::checkpoint(inner, id, pgid);
+        }
         if has_exited(pgid) {
             // Until the leader is reaped its number cannot be reused: what is left of its
             // group is killed first, so the signal cannot reach a stranger.
