@@ -167,6 +167,9 @@ pub fn report(config: &ReportConfig, started: i64) -> Value {
                 members.push(("thermostat_mem".into(), i(mem)));
             }
             members.push(("thermostat_mechanism".into(), s(&mechanism)));
+            if let Some(holder) = crate::thermostat::control::read_memory_holder(&jobs.job_dir) {
+                members.push(("thermostat_mem_by".into(), s(&holder)));
+            }
         }
     }
     value
