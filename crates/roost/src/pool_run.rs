@@ -138,7 +138,8 @@ directory is removed from every server (with --slurm: its Slurm jobs are cancell
 second signal quits at once.
 
 Exit status: 0 when every task is done; 1 when a task failed for good, or no host could run
-it, or (--slurm) Slurm could not be used: no sbatch, no controller, a refused submission;
+it, or --verify found two hosts that disagree, or (--slurm) Slurm could not be used: no
+sbatch, no controller, a refused submission;
 2 for bad options or a bad task file (the message names the line); 128+N when signal N
 stopped it (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).")]
 struct RunArgs {
@@ -230,7 +231,8 @@ The scores are gathered into WORK/complib.scores and --verify of them are recomp
 with the scalar reference.
 
 Exit status: 0 when every task is done and every checked score matches; 1 otherwise; 2 for
-bad options."
+bad options; 128+N when signal N (SIGINT, SIGTERM, SIGHUP) stopped it: its jobs are killed
+and its files removed from the servers first."
 )]
 struct ComplibArgs {
     #[command(flatten)]
