@@ -54,14 +54,14 @@ fn run(config: &ReportConfig) {
     let mut failing = vec![false; config.catalogs.len()];
     loop {
         let record = report(config, started);
+        // One time for the round: a copy sent to one catalog, replayed to another, is then no
+        // newer than the one that catalog had.
+        let signing = config
+            .key
+            .as_ref()
+            .map(|key| (key, roost_catalog::signed::now_ms()));
         for (i, (host, port)) in config.catalogs.iter().enumerate() {
-            let outcome = send(
-                config.listen.ip(),
-                host,
-                *port,
-                &record,
-                config.key.as_ref(),
-            );
+            let outcome = send(config.listen.ip(), host, *port, &record, signing);
             match (&outcome, failing[i]) {
                 (Err(e), false) => log::event(
                     Level::Error,
@@ -85,14 +85,15 @@ fn run(config: &ReportConfig) {
 }
 
 /// Sends `record` in one datagram to `host:port`, from the listening address if it is a
-/// specific one; signed with `key` for the address it goes out from (the one the catalog
-/// sees, which the kernel chooses by its routes when the server listens on every address).
+/// specific one; signed with the key of `signing` at its time (Unix ms) for the address it
+/// goes out from (the one the catalog sees, which the kernel chooses by its routes when the
+/// server listens on every address).
 fn send(
     listen: IpAddr,
     host: &str,
     port: u16,
     record: &Value,
-    key: Option<&Key>,
+    signing: Option<(&Key, i64)>,
 ) -> Result<(), String> {
     let addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
@@ -109,10 +110,10 @@ fn send(
         };
         let sent = UdpSocket::bind(local).and_then(|socket| {
             socket.connect(addr)?;
-            let text = match key {
-                Some(key) => {
+            let text = match signing {
+                Some((key, at_ms)) => {
                     let from = socket.local_addr()?.ip();
-                    roost_catalog::signed::seal(record, key, from, roost_catalog::signed::now_ms())
+                    roost_catalog::signed::seal(record, key, from, at_ms)
                 }
                 None => record.to_json(),
             };
