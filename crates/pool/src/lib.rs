@@ -259,7 +259,7 @@ pub fn run(tasks: &[Task], config: &Config) -> report::Report {
     };
     let mut line = config
         .progress
-        .then(|| progress::Line::new(tasks.len(), started));
+        .then(|| progress::Line::new(all.len(), started));
     let hosts = std::thread::scope(|scope| {
         let workers: Vec<_> = config
             .hosts
