@@ -24,6 +24,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 fn start_server(dir: &Path, port: u16, catalog: u16) -> (Proc, u16) {
+    start_server_with(dir, port, catalog, &[])
+}
+
+/// [`start_server`] with `extra` options.
+fn start_server_with(dir: &Path, port: u16, catalog: u16, extra: &[&str]) -> (Proc, u16) {
     let mut cmd = roost();
     cmd.arg("serve")
         .arg(dir)
@@ -31,6 +36,7 @@ fn start_server(dir: &Path, port: u16, catalog: u16) -> (Proc, u16) {
         .args(["--acl", "address:127.0.0.1=rl"])
         .args(["--catalog", &format!("127.0.0.1:{catalog}")])
         .args(["--catalog-interval", "1"])
+        .args(extra)
         .stderr(Stdio::null());
     start_announcing(cmd)
 }
@@ -325,7 +331,8 @@ fn cctools_chirp_server_and_chirp_status_work_with_roost_catalog() {
     }
 }
 
-/// `roost serve` reports to cctools' catalog_server, and `roost status` reads it.
+/// `roost serve` reports to cctools' catalog_server, and `roost status` reads it; its reports
+/// signed (`--catalog-key`) are ordinary reports to cctools, with members more.
 #[test]
 fn roost_serve_reports_to_cctools_catalog_server() {
     if !have("catalog_server") {
@@ -350,7 +357,8 @@ fn roost_serve_reports_to_cctools_catalog_server() {
     let cport = read_port_file(&port_file);
     let export = scratch.path().join("export");
     std::fs::create_dir(&export).unwrap();
-    let (_server, port) = start_server(&export, 0, cport);
+    let key = catalog_key(scratch.path(), "pool");
+    let (_server, port) = start_server_with(&export, 0, cport, &["--catalog-key", &key]);
     wait_for(
         "roost serve listed by catalog_server",
         Duration::from_secs(10),
