@@ -37,6 +37,23 @@ impl Value {
         }
     }
 
+    /// Removes every member `key` of an object; the last one's value, if any.
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        let Value::Object(members) = self else {
+            return None;
+        };
+        let mut last = None;
+        members.retain_mut(|(k, v)| {
+            if k == key {
+                last = Some(std::mem::replace(v, Value::Null));
+                false
+            } else {
+                true
+            }
+        });
+        last
+    }
+
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::String(s) => Some(s),

@@ -2,6 +2,8 @@
 //! clients ask it which servers make up the pool.
 //!
 //! - [`update`]: the update formats servers send (cctools-compatible).
+//! - [`signed`]: reports signed with a catalog key, checked against forgery, replay and
+//!   re-attribution; [`keys`]: the keys, read from private files.
 //! - [`Catalog`]: the table of servers, keyed by reporting address and port, with up/down state.
 //! - [`CatalogServer`]: UDP updates on the port, TCP updates on port+1 (cctools' default since
 //!   7.10), and HTTP queries (`/query.json`, `/query.text`) on the port over TCP.
@@ -10,11 +12,14 @@
 //! - [`json`]: the small JSON value all of them share.
 
 pub mod json;
+pub mod keys;
 pub mod servers;
+pub mod signed;
 pub mod update;
 
 use json::Value;
-use std::collections::HashMap;
+use keys::Keys;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -71,13 +76,85 @@ pub fn unix_now() -> i64 {
         .unwrap_or(0)
 }
 
+/// How far a signed report's time may be from the catalog's clock, either way, by default:
+/// five minutes, five of `roost serve`'s default reporting intervals.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(300);
+
 /// Catalog settings.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Config {
     /// Show a server down after this much silence, whatever its interval.
     pub down_after: Option<Duration>,
     /// Log every update (otherwise only arrivals, departures and refusals).
     pub verbose: bool,
+    /// The keys whose signed reports are accepted, and shown verified.
+    pub keys: Keys,
+    /// How far a signed report's time may be from the catalog's clock.
+    pub window: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            down_after: None,
+            verbose: false,
+            keys: Keys::default(),
+            window: DEFAULT_WINDOW,
+        }
+    }
+}
+
+/// Why an update was not taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// Not an update.
+    Update(update::UpdateError),
+    /// Signed, but the signature does not hold.
+    Signature(signed::Problem),
+    /// A signed report no newer than the last one taken for that server.
+    Replayed { at_ms: i64, last_ms: i64 },
+    /// An unsigned report for a server whose reports are signed.
+    Unsigned { key: String },
+    /// Signed with another key than the up server's reports are.
+    OtherKey { key: String, was: String },
+    /// The table is full and no server in it is down.
+    Full,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Update(e) => e.fmt(f),
+            Refused::Signature(p) => p.fmt(f),
+            Refused::Replayed { at_ms, last_ms } => write!(
+                f,
+                "signed at {at_ms} ms, not after the last report taken ({last_ms} ms): a replay"
+            ),
+            Refused::Unsigned { key } => write!(
+                f,
+                "unsigned report for a server whose reports are signed with key {key}"
+            ),
+            Refused::OtherKey { key, was } => write!(
+                f,
+                "signed with key {key}, but the server's reports are signed with key {was}"
+            ),
+            Refused::Full => write!(f, "the catalog holds {MAX_RECORDS} servers, none down"),
+        }
+    }
+}
+
+impl Refused {
+    /// A short name for counting refusals of this kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Refused::Update(_) => "malformed",
+            Refused::Signature(p) => p.kind(),
+            Refused::Replayed { .. } => "replayed",
+            Refused::Unsigned { .. } => "unsigned-for-signed",
+            Refused::OtherKey { .. } => "other-key",
+            Refused::Full => "full",
+        }
+    }
 }
 
 struct Entry {
@@ -89,12 +166,18 @@ struct Entry {
     reports: u64,
     /// Whether the sweeper last saw it down.
     down: bool,
+    /// The key its reports are signed with, once one was.
+    signer: Option<String>,
+    /// When its last signed report was signed (Unix milliseconds).
+    signed_at_ms: i64,
 }
 
 /// The table of servers.
 pub struct Catalog {
     config: Config,
     entries: Mutex<HashMap<(IpAddr, u16), Entry>>,
+    /// Updates refused, by kind.
+    refusals: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 /// What an update did.
@@ -112,6 +195,7 @@ impl Catalog {
         Catalog {
             config,
             entries: Mutex::new(HashMap::new()),
+            refusals: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -120,13 +204,47 @@ impl Catalog {
     }
 
     /// Records one update from `peer`; the key is the peer's address and the port the record
-    /// names (the peer's own port when it names none).
-    pub fn update(
-        &self,
-        peer: SocketAddr,
-        raw: &[u8],
-    ) -> Result<((IpAddr, u16), Change), update::UpdateError> {
-        let mut record = update::parse_update(raw)?;
+    /// names (the peer's own port when it names none). A signed update must check out
+    /// ([`signed::check`]) and be newer than the last one taken for its server; once a
+    /// server's reports are signed, an unsigned one for it is refused, and so is one signed
+    /// with another key while the server is up. A refusal is counted ([`Catalog::refusals`]).
+    pub fn update(&self, peer: SocketAddr, raw: &[u8]) -> Result<((IpAddr, u16), Change), Refused> {
+        let result = self.take(peer, raw);
+        if let Err(refused) = &result {
+            *lock(&self.refusals).entry(refused.kind()).or_default() += 1;
+        }
+        result
+    }
+
+    /// How many updates were refused so far, by kind ([`Refused::kind`]).
+    pub fn refusals(&self) -> BTreeMap<&'static str, u64> {
+        lock(&self.refusals).clone()
+    }
+
+    fn take(&self, peer: SocketAddr, raw: &[u8]) -> Result<((IpAddr, u16), Change), Refused> {
+        let text = update::decode(raw).map_err(Refused::Update)?;
+        let (mut record, signer) = match signed::split(&text) {
+            Some(sealed) => {
+                let (record, signer) = signed::check(
+                    &sealed,
+                    &self.config.keys,
+                    peer.ip(),
+                    signed::now_ms(),
+                    self.config.window,
+                )
+                .map_err(Refused::Signature)?;
+                (update::tidy(record), Some(signer))
+            }
+            None => (update::parse_text(&text).map_err(Refused::Update)?, None),
+        };
+        // What the catalog says of signatures is its own: a report cannot claim it.
+        for member in [signed::VERIFIED, signed::SIGNATURE, signed::SIGNED_FROM] {
+            record.remove(member);
+        }
+        if signer.is_none() {
+            record.remove(signed::SIGNED_BY);
+            record.remove(signed::SIGNED_AT_MS);
+        }
         let port = record
             .get("port")
             .and_then(Value::as_i64)
@@ -150,12 +268,32 @@ impl Catalog {
                 Some(k) => {
                     entries.remove(&k);
                 }
-                None => return Err(update::UpdateError::TooLarge),
+                None => return Err(Refused::Full),
             }
         }
         let change = match entries.get_mut(&key) {
             Some(e) => {
                 let was_down = e.down || self.is_down(e, now);
+                match (&e.signer, &signer) {
+                    (Some(was), None) => return Err(Refused::Unsigned { key: was.clone() }),
+                    (Some(was), Some(s)) if s.key != *was && !was_down => {
+                        return Err(Refused::OtherKey {
+                            key: s.key.clone(),
+                            was: was.clone(),
+                        })
+                    }
+                    (Some(_), Some(s)) if s.at_ms <= e.signed_at_ms => {
+                        return Err(Refused::Replayed {
+                            at_ms: s.at_ms,
+                            last_ms: e.signed_at_ms,
+                        })
+                    }
+                    _ => {}
+                }
+                if let Some(s) = &signer {
+                    e.signer = Some(s.key.clone());
+                    e.signed_at_ms = s.at_ms;
+                }
                 e.gap = Some(now.duration_since(e.last));
                 e.last = now;
                 e.last_unix = unix_now();
@@ -178,6 +316,8 @@ impl Catalog {
                         gap: None,
                         reports: 1,
                         down: false,
+                        signed_at_ms: signer.as_ref().map_or(0, |s| s.at_ms),
+                        signer: signer.map(|s| s.key),
                     },
                 );
                 Change::New
@@ -202,6 +342,11 @@ impl Catalog {
             Some(interval) => interval.mul_f64(MISSED_REPORTS).max(Duration::from_secs(1)),
             None => DEFAULT_DOWN_AFTER,
         }
+    }
+
+    /// The key the reports of the server at `key` are signed with.
+    pub fn signer(&self, key: &(IpAddr, u16)) -> Option<String> {
+        self.lock().get(key).and_then(|e| e.signer.clone())
     }
 
     fn is_down(&self, e: &Entry, now: Instant) -> bool {
@@ -229,7 +374,9 @@ impl Catalog {
 
     /// Every record, as cctools' catalog lists them (sorted by type, name and port), with the
     /// catalog's own members: `address`, `lastheardfrom`, and roost's `state` (up or down),
-    /// `age` (seconds since the last report) and `down_after` (seconds).
+    /// `age` (seconds since the last report), `down_after` (seconds), `reports` (how many),
+    /// `verified` (whether its reports are signed with a key the catalog holds) and, when
+    /// they are, `signed_by` (the key) and `signed_at_ms`.
     pub fn records(&self) -> Vec<Value> {
         let now = Instant::now();
         let mut out: Vec<Value> = self
@@ -249,6 +396,10 @@ impl Catalog {
                     Value::Int(self.down_after(e).as_secs() as i64),
                 );
                 r.set("reports", Value::Int(e.reports as i64));
+                r.set(signed::VERIFIED, Value::Bool(e.signer.is_some()));
+                if let Some(key) = &e.signer {
+                    r.set(signed::SIGNED_BY, Value::String(key.clone()));
+                }
                 r
             })
             .collect();
@@ -466,6 +617,10 @@ impl CatalogServer {
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Refusals are logged, at most this many a minute.
 struct Throttle {
     window: Instant,
@@ -486,6 +641,9 @@ impl Throttle {
 fn record_update(catalog: &Catalog, peer: SocketAddr, raw: &[u8], via: &str, t: &mut Throttle) {
     match catalog.update(peer, raw) {
         Ok(((addr, port), change)) => {
+            let signed_by = catalog
+                .signer(&(addr, port))
+                .unwrap_or_else(|| "-".to_string());
             let event = match change {
                 Change::New => "new",
                 Change::Returned => "up",
@@ -498,12 +656,23 @@ fn record_update(catalog: &Catalog, peer: SocketAddr, raw: &[u8], via: &str, t: 
                     ("server", &SocketAddr::new(addr, port)),
                     ("from", &peer),
                     ("via", &via),
+                    ("signed_by", &signed_by),
                 ],
             );
         }
         Err(e) => {
             if t.allow() {
-                log("ignored", &[("from", &peer), ("via", &via), ("reason", &e)]);
+                let count = catalog.refusals().get(e.kind()).copied().unwrap_or(0);
+                log(
+                    "ignored",
+                    &[
+                        ("from", &peer),
+                        ("via", &via),
+                        ("reason", &e),
+                        ("kind", &e.kind()),
+                        ("count", &count),
+                    ],
+                );
             }
         }
     }
@@ -666,13 +835,22 @@ fn records_html(records: &[Value]) -> String {
         "<!DOCTYPE html>\n<html><head><title>roost catalog</title></head><body>\n\
          <h1>roost catalog</h1>\n<p><a href=\"/query.text\">text</a> - \
          <a href=\"/query.json\">json</a></p>\n<table border=1>\n<tr><th>type</th><th>name</th>\
-         <th>port</th><th>owner</th><th>state</th><th>load</th><th>cpus</th><th>avail</th>\
-         <th>version</th></tr>\n",
+         <th>port</th><th>owner</th><th>state</th><th>signed_by</th><th>load</th><th>cpus</th>\
+         <th>avail</th><th>version</th></tr>\n",
     );
     for r in records {
         out.push_str("<tr>");
         for k in [
-            "type", "name", "port", "owner", "state", "load1", "cpus", "avail", "version",
+            "type",
+            "name",
+            "port",
+            "owner",
+            "state",
+            signed::SIGNED_BY,
+            "load1",
+            "cpus",
+            "avail",
+            "version",
         ] {
             let v = r.get(k).map(Value::to_plain).unwrap_or_default();
             out.push_str(&format!("<td>{}</td>", html_escape(&v)));
@@ -783,10 +961,7 @@ mod tests {
 
     #[test]
     fn table_keys_states_and_returns() {
-        let catalog = Catalog::new(Config {
-            down_after: None,
-            verbose: false,
-        });
+        let catalog = Catalog::new(Config::default());
         let peer: SocketAddr = "127.0.0.1:40000".parse().unwrap();
         let (key, change) = catalog
             .update(peer, br#"{"type":"chirp","port":9094,"interval":0.1}"#)
@@ -815,6 +990,85 @@ mod tests {
         assert!(catalog.update(peer, b"{\"port\":").is_err());
         let text = records_text(&catalog.records());
         assert!(text.contains("port 9094\n"), "{text}");
+    }
+
+    #[test]
+    fn signed_servers_are_verified_and_cannot_be_downgraded_replayed_or_taken_over() {
+        let pool = keys::Key::new("pool", b"secret").unwrap();
+        let other = keys::Key::new("other", b"another").unwrap();
+        let catalog = Catalog::new(Config {
+            keys: Keys::new(vec![pool.clone(), other.clone()]).unwrap(),
+            down_after: Some(Duration::from_millis(300)),
+            ..Config::default()
+        });
+        let peer: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        let report = |cpus: i64| {
+            json::parse(format!(r#"{{"type":"chirp","port":9094,"cpus":{cpus}}}"#).as_bytes())
+                .unwrap()
+        };
+        let sealed = |key: &keys::Key, cpus: i64, at_ms: i64| {
+            signed::seal(&report(cpus), key, peer.ip(), at_ms).into_bytes()
+        };
+        let now = signed::now_ms();
+        let first = sealed(&pool, 2, now);
+        catalog.update(peer, &first).unwrap();
+        let shown = |c: &Catalog| c.records().into_iter().next().unwrap();
+        let r = shown(&catalog);
+        assert_eq!(r.get("verified"), Some(&Value::Bool(true)));
+        assert_eq!(r.get("signed_by").unwrap().as_str(), Some("pool"));
+        assert_eq!(r.get("signature"), None);
+        // The same bytes again: a replay.
+        assert!(matches!(
+            catalog.update(peer, &first),
+            Err(Refused::Replayed { .. })
+        ));
+        // An unsigned report for the signed server, from its own address: refused.
+        let forged = br#"{"type":"chirp","port":9094,"cpus":64,"verified":true}"#;
+        assert!(matches!(
+            catalog.update(peer, forged),
+            Err(Refused::Unsigned { .. })
+        ));
+        // Another trusted key may not take it over while it is up.
+        assert!(matches!(
+            catalog.update(peer, &sealed(&other, 64, now + 1)),
+            Err(Refused::OtherKey { .. })
+        ));
+        assert_eq!(shown(&catalog).get("cpus"), Some(&Value::Int(2)));
+        catalog.update(peer, &sealed(&pool, 3, now + 2)).unwrap();
+        assert_eq!(shown(&catalog).get("cpus"), Some(&Value::Int(3)));
+        // Once it is down, a report signed with another key the catalog holds may (a key
+        // changed); an unsigned one still may not.
+        std::thread::sleep(Duration::from_millis(400));
+        assert!(catalog.update(peer, forged).is_err());
+        catalog.update(peer, &sealed(&other, 4, now + 3)).unwrap();
+        assert_eq!(
+            shown(&catalog).get("signed_by").unwrap().as_str(),
+            Some("other")
+        );
+        let counts = catalog.refusals();
+        assert_eq!(counts.get("replayed"), Some(&1));
+        assert_eq!(counts.get("unsigned-for-signed"), Some(&2));
+        assert_eq!(counts.get("other-key"), Some(&1));
+        // An unsigned server is shown unverified, whatever it claims.
+        let stranger: SocketAddr = "127.0.0.2:40000".parse().unwrap();
+        catalog
+            .update(
+                stranger,
+                br#"{"type":"chirp","name":"z","port":1,"verified":true,"signed_by":"pool"}"#,
+            )
+            .unwrap();
+        let r = catalog
+            .records()
+            .into_iter()
+            .find(|r| r.get("name").and_then(Value::as_str) == Some("z"))
+            .unwrap();
+        assert_eq!(r.get("verified"), Some(&Value::Bool(false)));
+        assert_eq!(r.get("signed_by"), None);
+        // A copy of a signed report sent from elsewhere is refused.
+        assert!(matches!(
+            catalog.update(stranger, &sealed(&pool, 64, now + 10)),
+            Err(Refused::Signature(signed::Problem::WrongAddress { .. }))
+        ));
     }
 
     #[test]

@@ -43,22 +43,35 @@ impl std::error::Error for UpdateError {}
 /// Parses one update (a datagram, or everything read from a TCP update connection) into an
 /// object. Never panics, whatever the bytes.
 pub fn parse_update(raw: &[u8]) -> Result<Value, UpdateError> {
-    let data;
+    parse_text(&decode(raw)?)
+}
+
+/// An update's text: uncompressed (cctools' 0x1A marker), cut at a NUL as cctools' C
+/// strings are, at most [`MAX_UPDATE`] bytes.
+pub fn decode(raw: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, UpdateError> {
     let bytes = match raw.first() {
         None => return Err(UpdateError::Empty),
-        Some(0x1a) => {
-            data = miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(&raw[1..], MAX_UPDATE)
-                .map_err(|_| UpdateError::BadCompression)?;
-            &data[..]
-        }
+        Some(0x1a) => std::borrow::Cow::Owned(
+            miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(&raw[1..], MAX_UPDATE)
+                .map_err(|_| UpdateError::BadCompression)?,
+        ),
         Some(_) if raw.len() > MAX_UPDATE => return Err(UpdateError::TooLarge),
-        Some(_) => raw,
+        Some(_) => std::borrow::Cow::Borrowed(raw),
     };
-    // cctools stops at a NUL (its buffers are C strings).
-    let bytes = match bytes.iter().position(|&b| b == 0) {
-        Some(end) => &bytes[..end],
+    Ok(match bytes.iter().position(|&b| b == 0) {
+        Some(end) => match bytes {
+            std::borrow::Cow::Borrowed(b) => std::borrow::Cow::Borrowed(&b[..end]),
+            std::borrow::Cow::Owned(mut b) => {
+                b.truncate(end);
+                std::borrow::Cow::Owned(b)
+            }
+        },
         None => bytes,
-    };
+    })
+}
+
+/// Parses an update's text (see [`decode`]): a JSON object or `key value` lines.
+pub fn parse_text(bytes: &[u8]) -> Result<Value, UpdateError> {
     let start = bytes
         .iter()
         .position(|b| !b.is_ascii_whitespace())
@@ -122,7 +135,7 @@ pub fn typed(value: &str) -> Value {
 }
 
 /// Keeps at most [`MAX_FIELDS`] members with sane names, the last of each name.
-fn tidy(value: Value) -> Value {
+pub(crate) fn tidy(value: Value) -> Value {
     let Value::Object(members) = value else {
         return value;
     };

@@ -92,26 +92,37 @@ impl HmacKey {
 
 /// The secret in a key file: the whole file, less one trailing newline. A file that its
 /// group or others may read or write is refused, as ssh refuses such a private key: the
-/// secret is as good as theirs. Errors name the file and say what to do.
+/// secret is as good as theirs; so is anything but a regular file, an empty one, and one of
+/// 64 KiB or more (not a key). Errors name the file and say what to do.
 pub fn read_secret_file(path: &Path) -> std::result::Result<Vec<u8>, String> {
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
+    /// Far more than any secret.
+    const MOST: u64 = 64 * 1024;
     let shown = path.display();
     let mut file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let mode = file
+    let meta = file
         .metadata()
-        .map_err(|e| format!("cannot read {shown}: {e}"))?
-        .mode();
-    if mode & 0o077 != 0 {
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{shown} is not a regular file: a key file holds the secret"
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
         return Err(format!(
             "{shown}: a key file must be private to its owner, but its mode is {:04o} \
              (run chmod 600 {shown})",
-            mode & 0o7777
+            meta.mode() & 0o7777
         ));
     }
     let mut secret = Vec::new();
-    file.read_to_end(&mut secret)
+    Read::take(&mut file, MOST)
+        .read_to_end(&mut secret)
         .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if secret.len() as u64 >= MOST {
+        return Err(format!("{shown}: larger than 64 KiB: not a key file"));
+    }
     if secret.last() == Some(&b'\n') {
         secret.pop();
     }

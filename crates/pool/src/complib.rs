@@ -247,6 +247,9 @@ pub fn run(setup: &Setup, config: &Config) -> Result<Outcome, String> {
     }
     let standalone = calibrate(setup, config, &targets, query_residues)?;
     let mut run = crate::run(&tasks, config);
+    if let Some(signal) = run.stopped {
+        return Err(format!("stopped by signal {signal}"));
+    }
     run.unit = "cells".into();
     let cells = query_residues * total;
     let scores = setup.work_dir.join("complib.scores");
@@ -317,6 +320,9 @@ fn calibrate(
             ..config.clone()
         };
         let report = crate::run(std::slice::from_ref(&t), &alone);
+        if let Some(signal) = config.stop.raised() {
+            return Err(format!("stopped by signal {signal}"));
+        }
         let rate = if report.done() == 1 {
             let text = std::fs::read_to_string(out.with_extension("stats"))
                 .map_err(|e| format!("calibration on {}: {e}", host.name))?;

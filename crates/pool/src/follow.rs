@@ -34,6 +34,8 @@ pub struct Follow {
     pub host_wait: Duration,
     /// The answer the run's first hosts were chosen from.
     pub first_answer: Vec<Value>,
+    /// Which records may name hosts that join.
+    pub trust: hosts::Trust,
 }
 
 /// A change to the run's hosts that an answer calls for.
@@ -90,12 +92,19 @@ impl Tracked {
 pub struct Follower {
     hosts: Vec<Tracked>,
     most: Option<usize>,
+    trust: hosts::Trust,
 }
 
 impl Follower {
     /// A follower of a run over `hosts`, which `first` (an answer that came at `at`)
-    /// chose, or which were named.
-    pub fn new(hosts: &[Host], first: &[Value], at: Instant, most: Option<usize>) -> Follower {
+    /// chose, or which were named; hosts that join must be allowed by `trust`.
+    pub fn new(
+        hosts: &[Host],
+        first: &[Value],
+        at: Instant,
+        most: Option<usize>,
+        trust: hosts::Trust,
+    ) -> Follower {
         let servers = Servers::new(first);
         let hosts = hosts
             .iter()
@@ -105,7 +114,7 @@ impl Follower {
                 t
             })
             .collect();
-        Follower { hosts, most }
+        Follower { hosts, most, trust }
     }
 
     /// The changes `answer` (which came at `at`) calls for. `left` says, for each host of
@@ -165,7 +174,7 @@ impl Follower {
         let in_run = left.iter().filter(|l| l.is_none()).count()
             + self.hosts.len().saturating_sub(left.len());
         let mut room = self.most.map_or(usize::MAX, |m| m.saturating_sub(in_run));
-        for host in hosts::choose(answer, None) {
+        for host in hosts::choose(answer, None, self.trust) {
             if room == 0 {
                 break;
             }
@@ -197,11 +206,17 @@ pub(crate) fn watch<'scope, 'env>(
     mut workers: Vec<ScopedJoinHandle<'scope, ()>>,
 ) -> Vec<Host> {
     let shared = crew.shared;
-    let mut follower = Follower::new(&hosts, &follow.first_answer, Instant::now(), follow.most);
+    let mut follower = Follower::new(
+        &hosts,
+        &follow.first_answer,
+        Instant::now(),
+        follow.most,
+        follow.trust,
+    );
     let mut next_question = Instant::now() + follow.every;
     let mut silent = false;
     let mut starved_since: Option<Instant> = None;
-    while !shared.finished() {
+    while !shared.finished() && !shared.stopping() {
         let now = Instant::now();
         if shared.lock().starved() {
             let since = *starved_since.get_or_insert(now);
@@ -302,8 +317,8 @@ mod tests {
     fn down_hosts_pause_and_resume_and_new_ones_join_up_to_the_limit() {
         let t0 = Instant::now();
         let first = answer(&[(1, "up", 1), (2, "up", 1)]);
-        let hosts = hosts::choose(&first, None);
-        let mut f = Follower::new(&hosts, &first, t0, Some(3));
+        let hosts = hosts::choose(&first, None, hosts::Trust::AlsoUnsigned);
+        let mut f = Follower::new(&hosts, &first, t0, Some(3), hosts::Trust::AlsoUnsigned);
         let none = [None, None];
         assert_eq!(f.consider(&first, t0, &none, &[true; 2]), []);
         let a = answer(&[(1, "down", 1), (2, "up", 2)]);
@@ -334,11 +349,27 @@ mod tests {
     }
 
     #[test]
+    fn a_server_whose_reports_are_not_verified_does_not_join_a_signed_run() {
+        let t0 = Instant::now();
+        let first = answer(&[(1, "up", 1)]);
+        let hosts = hosts::choose(&first, None, hosts::Trust::AlsoUnsigned);
+        let mut f = Follower::new(&hosts, &first, t0, None, hosts::Trust::SignedOnly);
+        let mut next = answer(&[(1, "up", 2), (2, "up", 1), (3, "up", 1)]);
+        next[1].set("verified", Value::Bool(true));
+        next[2].set("verified", Value::Bool(false));
+        let changes = f.consider(&next, t0, &[None], &[true]);
+        assert!(
+            matches!(&changes[..], [Change::Join(h)] if h.authority == "127.0.0.1:2"),
+            "{changes:?}"
+        );
+    }
+
+    #[test]
     fn a_host_that_left_is_taken_back_once_it_reports_again() {
         let t0 = Instant::now();
         let first = answer(&[(1, "up", 5), (2, "up", 5)]);
-        let hosts = hosts::choose(&first, None);
-        let mut f = Follower::new(&hosts, &first, t0, None);
+        let hosts = hosts::choose(&first, None, hosts::Trust::AlsoUnsigned);
+        let mut f = Follower::new(&hosts, &first, t0, None, hosts::Trust::AlsoUnsigned);
         let t1 = t0 + Duration::from_secs(1);
         let left = [Some(t1), None];
         // Asked after it left, the catalog still shows its last report from before: no.
@@ -373,8 +404,8 @@ mod tests {
     fn a_leave_during_an_answer_compares_with_the_answer_before() {
         let t0 = Instant::now();
         let first = answer(&[(1, "up", 5)]);
-        let hosts = hosts::choose(&first, None);
-        let mut f = Follower::new(&hosts, &first, t0, None);
+        let hosts = hosts::choose(&first, None, hosts::Trust::AlsoUnsigned);
+        let mut f = Follower::new(&hosts, &first, t0, None, hosts::Trust::AlsoUnsigned);
         // An answer with a report the host made after t1 came at t2 ...
         let t2 = t0 + Duration::from_secs(2);
         let restarted = answer(&[(1, "up", 6)]);

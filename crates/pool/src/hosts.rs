@@ -7,8 +7,34 @@
 //! (`cpus` without a thermostat); it takes at most `jobs` tasks at once, and no more than
 //! its headroom rounded up. Speed beyond that is learned during the run from the rate at
 //! which each host finishes work (see [`crate::schedule`]).
+//!
+//! A catalog that checks signatures (`roost catalog --catalog-key`) marks each record
+//! `verified` or not; only verified records name hosts unless the run trusts unsigned ones
+//! too ([`Trust`]), since anybody can send the catalog an unsigned report, claiming any
+//! number of CPUs, and would then be sent tasks and their inputs.
 
 use roost_catalog::json::Value;
+
+/// Which catalog records may name a run's hosts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trust {
+    /// Only those the catalog shows `verified` (signed with a key it holds).
+    SignedOnly,
+    /// Unsigned ones too (`roost pool run --unsigned`).
+    AlsoUnsigned,
+}
+
+impl Trust {
+    /// Whether `record` may name a host.
+    pub fn allows(self, record: &Value) -> bool {
+        self == Trust::AlsoUnsigned || verified(record)
+    }
+}
+
+/// Whether the catalog shows `record` verified: its reports signed with a key it holds.
+pub fn verified(record: &Value) -> bool {
+    record.get("verified") == Some(&Value::Bool(true))
+}
 
 /// A server tasks can run on.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,21 +105,46 @@ impl Host {
     }
 }
 
-/// The up Chirp servers of the catalog's records, with jobs or not, most headroom first.
-pub fn choose_servers(records: &[Value]) -> Vec<Host> {
+/// The up Chirp servers of the catalog's records that `trust` allows, with jobs or not,
+/// most headroom first.
+pub fn choose_servers(records: &[Value], trust: Trust) -> Vec<Host> {
     rank(
         records
             .iter()
+            .filter(|r| trust.allows(r))
             .filter_map(Host::server_from_record)
             .collect(),
         None,
     )
 }
 
-/// The hosts of the catalog's records that can take tasks, most headroom first (ties by
-/// name), at most `most` of them.
-pub fn choose(records: &[Value], most: Option<usize>) -> Vec<Host> {
-    rank(records.iter().filter_map(Host::from_record).collect(), most)
+/// The hosts of the catalog's records that can take tasks and that `trust` allows, most
+/// headroom first (ties by name), at most `most` of them.
+pub fn choose(records: &[Value], most: Option<usize>, trust: Trust) -> Vec<Host> {
+    rank(
+        records
+            .iter()
+            .filter(|r| trust.allows(r))
+            .filter_map(Host::from_record)
+            .collect(),
+        most,
+    )
+}
+
+/// How many up Chirp servers of the records (that run jobs, if `jobs`) are not verified:
+/// those a run leaves out unless it trusts unsigned ones.
+pub fn unverified(records: &[Value], jobs: bool) -> usize {
+    records
+        .iter()
+        .filter(|r| !verified(r))
+        .filter(|r| {
+            if jobs {
+                Host::from_record(r).is_some()
+            } else {
+                Host::server_from_record(r).is_some()
+            }
+        })
+        .count()
 }
 
 fn rank(mut hosts: Vec<Host>, most: Option<usize>) -> Vec<Host> {
@@ -142,7 +193,7 @@ mod tests {
                 r#"{"type":"chirp","address":"::1","port":9,"cpus":4,"jobs":8,"thermostat_cpu":10}"#,
             ),
         ];
-        let hosts = choose(&records, None);
+        let hosts = choose(&records, None, Trust::AlsoUnsigned);
         let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
         assert_eq!(names, ["a:9094", "10.0.0.2:9094", "[::1]:9"]);
         assert_eq!(hosts[0].headroom, 2.0);
@@ -150,20 +201,48 @@ mod tests {
         assert_eq!(hosts[0].authority, "10.0.0.1:9094");
         assert_eq!(hosts[2].slots, 1);
         assert!((hosts[2].headroom - 0.4).abs() < 1e-9);
-        assert_eq!(choose(&records, Some(1)).len(), 1);
+        assert_eq!(choose(&records, Some(1), Trust::AlsoUnsigned).len(), 1);
         let twins = [
             record(r#"{"type":"chirp","address":"10.0.0.1","name":"vm","port":9094,"jobs":1}"#),
             record(r#"{"type":"chirp","address":"10.0.0.2","name":"vm","port":9094,"jobs":1}"#),
             record(r#"{"type":"chirp","address":"10.0.0.3","name":"other","port":9094,"jobs":1}"#),
         ];
-        let names: Vec<String> = choose(&twins, None).into_iter().map(|h| h.name).collect();
+        let names: Vec<String> = choose(&twins, None, Trust::AlsoUnsigned)
+            .into_iter()
+            .map(|h| h.name)
+            .collect();
         assert_eq!(names, ["10.0.0.1:9094", "10.0.0.2:9094", "other:9094"]);
         // To hold files, a server need not run jobs.
-        let servers = choose_servers(&records);
+        let servers = choose_servers(&records, Trust::AlsoUnsigned);
         let names: Vec<&str> = servers.iter().map(|h| h.name.as_str()).collect();
         assert_eq!(
             names,
             ["10.0.0.4:9094", "a:9094", "10.0.0.2:9094", "[::1]:9"]
         );
+    }
+
+    #[test]
+    fn only_verified_records_name_hosts_unless_unsigned_ones_are_trusted() {
+        let records = [
+            record(
+                r#"{"type":"chirp","address":"10.0.0.1","port":9094,"cpus":2,"jobs":1,"verified":true}"#,
+            ),
+            record(
+                r#"{"type":"chirp","address":"10.0.0.66","port":9094,"cpus":64,"jobs":64,"verified":false}"#,
+            ),
+            record(r#"{"type":"chirp","address":"10.0.0.67","port":9094,"cpus":64,"jobs":64}"#),
+        ];
+        let names =
+            |hosts: Vec<Host>| -> Vec<String> { hosts.into_iter().map(|h| h.authority).collect() };
+        assert_eq!(
+            names(choose(&records, None, Trust::SignedOnly)),
+            ["10.0.0.1:9094"]
+        );
+        assert_eq!(
+            names(choose_servers(&records, Trust::SignedOnly)),
+            ["10.0.0.1:9094"]
+        );
+        assert_eq!(choose(&records, None, Trust::AlsoUnsigned).len(), 3);
+        assert_eq!(unverified(&records, true), 2);
     }
 }

@@ -7,7 +7,10 @@
 //! [`complib`] is the worked example, a Smith-Waterman library comparison. [`slurm`] hands
 //! the same bag to Slurm as job arrays instead. With [`follow`], a run asks the catalog
 //! again every few seconds and routes around the hosts it shows down, taking back those
-//! that return and taking on those that join.
+//! that return and taking on those that join. A run stopped by a [`StopFlag`] (the command's
+//! SIGINT, SIGTERM or SIGHUP) kills and reaps the jobs it submitted and removes its directory
+//! from every server before it returns. With [`verify`], a sample of the tasks is run
+//! again on other hosts and the outputs compared.
 
 pub mod complib;
 pub mod follow;
@@ -18,6 +21,7 @@ pub mod schedule;
 pub mod slurm;
 mod staging;
 pub mod taskfile;
+pub mod verify;
 mod worker;
 
 use hosts::Host;
@@ -26,7 +30,8 @@ use schedule::{Assignment, Scheduler, Status};
 use staging::Staging;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 use taskfile::Task;
@@ -51,6 +56,33 @@ pub struct Config {
     pub progress: bool,
     /// Follow the catalog during the run (`None`: the hosts are fixed at the start).
     pub follow: Option<follow::Follow>,
+    /// Raised to stop the run: what it started is killed and its files removed.
+    pub stop: StopFlag,
+    /// Run this fraction of the tasks (a random sample) again on another host and compare
+    /// the outputs (`--verify`).
+    pub verify: Option<f64>,
+}
+
+/// A request to stop a run, raised from elsewhere (a signal handler's thread) with the
+/// signal's number.
+#[derive(Clone, Debug, Default)]
+pub struct StopFlag(Arc<AtomicI32>);
+
+impl StopFlag {
+    /// Asks the run to stop, for `signal`.
+    pub fn raise(&self, signal: i32) {
+        let _ = self
+            .0
+            .compare_exchange(0, signal.max(1), Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// The signal the run was asked to stop for, if it was.
+    pub fn raised(&self) -> Option<i32> {
+        match self.0.load(Ordering::Acquire) {
+            0 => None,
+            signal => Some(signal),
+        }
+    }
 }
 
 /// The scheduler shared by the hosts' threads, and a signal for changes.
@@ -61,16 +93,24 @@ pub(crate) struct Shared {
     news: Mutex<Vec<String>>,
     /// The jobs each host had under way when it left the run, to kill if it comes back.
     orphans: Mutex<HashMap<usize, Vec<i64>>>,
+    /// Raised when the run is to stop.
+    stop: StopFlag,
 }
 
 impl Shared {
-    fn new(scheduler: Scheduler) -> Shared {
+    fn new(scheduler: Scheduler, stop: StopFlag) -> Shared {
         Shared {
             scheduler: Mutex::new(scheduler),
             changed: Condvar::new(),
             news: Mutex::new(Vec::new()),
             orphans: Mutex::new(HashMap::new()),
+            stop,
         }
+    }
+
+    /// True once the run is to stop: hosts kill what they run and leave.
+    fn stopping(&self) -> bool {
+        self.stop.raised().is_some()
     }
 
     fn lock(&self) -> MutexGuard<'_, Scheduler> {
@@ -192,15 +232,26 @@ impl<'env> Crew<'env> {
 /// returns what became of each task and what each host did.
 pub fn run(tasks: &[Task], config: &Config) -> report::Report {
     let started = Instant::now();
-    let costs: Vec<f64> = tasks.iter().map(|t| t.cost).collect();
+    let (all, plan) = match config.verify {
+        Some(fraction) => {
+            let seed = verify::random_seed();
+            let (all, plan) = verify::plan(tasks, fraction, &config.output_dir, seed);
+            (std::borrow::Cow::Owned(all), Some(plan))
+        }
+        None => (std::borrow::Cow::Borrowed(tasks), None),
+    };
+    let costs: Vec<f64> = all.iter().map(|t| t.cost).collect();
     let mut scheduler =
         Scheduler::new(&costs, config.hosts.len(), config.retries, config.speculate);
     scheduler.hold(config.follow.is_some());
-    let shared = Shared::new(scheduler);
-    let staging = Staging::new(&config.remote_dir, tasks);
+    for &(task, check) in plan.iter().flat_map(|p| &p.pairs) {
+        scheduler.check(check, task);
+    }
+    let shared = Shared::new(scheduler, config.stop.clone());
+    let staging = Staging::new(&config.remote_dir, &all);
     let crew = Crew {
         shared: &shared,
-        tasks,
+        tasks: &all,
         staging: &staging,
         options: &config.options,
         output_dir: &config.output_dir,
@@ -208,7 +259,7 @@ pub fn run(tasks: &[Task], config: &Config) -> report::Report {
     };
     let mut line = config
         .progress
-        .then(|| progress::Line::new(tasks.len(), started));
+        .then(|| progress::Line::new(all.len(), started));
     let hosts = std::thread::scope(|scope| {
         let workers: Vec<_> = config
             .hosts
@@ -223,7 +274,8 @@ pub fn run(tasks: &[Task], config: &Config) -> report::Report {
         });
         loop {
             print_news(&shared, line.as_mut());
-            if shared.finished() {
+            if shared.finished() || shared.stopping() {
+                shared.changed.notify_all();
                 break;
             }
             if let Some(line) = &mut line {
@@ -241,7 +293,13 @@ pub fn run(tasks: &[Task], config: &Config) -> report::Report {
     });
     print_news(&shared, None);
     let scheduler = shared.lock();
-    report::Report::new(tasks, &hosts, &scheduler, started)
+    let mut report = report::Report::new(tasks, &hosts, &scheduler, started);
+    report.stopped = config.stop.raised();
+    if let Some(plan) = &plan {
+        let checked = verify::compare(plan, &all, &scheduler, &report, &config.output_dir);
+        report.verification = Some(checked);
+    }
+    report
 }
 
 /// Prints the lines about hosts that came in since the last time, above the progress line.
@@ -258,7 +316,12 @@ fn print_news(shared: &Shared, line: Option<&mut progress::Line>) {
     }
 }
 
-/// The exit status a run earns: 0 when every task is done, 1 otherwise.
+/// The exit status a run earns: 0 when every task is done (and, with `--verify`, no two hosts
+/// disagreed), 1 otherwise.
 pub fn exit_status(report: &report::Report) -> u8 {
-    u8::from(report.tasks.iter().any(|t| t.status != Status::Done))
+    let disagreed = report
+        .verification
+        .as_ref()
+        .is_some_and(|v| !v.disagreements.is_empty());
+    u8::from(disagreed || report.tasks.iter().any(|t| t.status != Status::Done))
 }

@@ -55,6 +55,10 @@ pub struct Report {
     pub unit: String,
     /// The Slurm jobs that ran the tasks (`--slurm`), in the order they were submitted.
     pub slurm_jobs: Vec<String>,
+    /// The signal that stopped the run before its end, if one did.
+    pub stopped: Option<i32>,
+    /// What running a sample of the tasks twice found (`--verify`).
+    pub verification: Option<crate::verify::Verification>,
 }
 
 impl Report {
@@ -93,6 +97,8 @@ impl Report {
             seconds: started.elapsed().as_secs_f64(),
             unit: "tasks".into(),
             slurm_jobs: Vec::new(),
+            stopped: None,
+            verification: None,
         }
     }
 
@@ -109,13 +115,20 @@ impl Report {
         self.hosts.iter().map(|h| h.stats.done_cost).sum()
     }
 
-    /// The failed tasks, one line each.
+    /// The failed tasks, one line each, and the hosts that disagreed on a task (`--verify`).
     pub fn failures(&self) -> String {
         let mut out = String::new();
         for t in &self.tasks {
             if let Status::Failed(why) = &t.status {
                 let _ = writeln!(out, "{}: failed: {why}", t.name);
             }
+        }
+        for d in self.verification.iter().flat_map(|v| &v.disagreements) {
+            let _ = writeln!(
+                out,
+                "{}: {} and {} disagree on {}: one of them is wrong",
+                d.task, d.hosts.0, d.hosts.1, d.output
+            );
         }
         out
     }
@@ -179,6 +192,9 @@ impl Report {
         out.push('\n');
         if !self.slurm_jobs.is_empty() {
             let _ = writeln!(out, "Slurm jobs: {}", self.slurm_jobs.join(", "));
+        }
+        if let Some(v) = &self.verification {
+            out.push_str(&v.text());
         }
         out
     }
@@ -262,6 +278,9 @@ impl Report {
         if !self.slurm_jobs.is_empty() {
             let jobs = self.slurm_jobs.iter().map(|j| s(j)).collect();
             members.push(("slurm_jobs".into(), Value::Array(jobs)));
+        }
+        if let Some(v) = &self.verification {
+            members.push(("verify".into(), v.to_json()));
         }
         Value::Object(members)
     }

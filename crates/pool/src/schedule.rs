@@ -14,6 +14,10 @@
 //! down (it gets no new attempts), resumes it, takes back a host that left, and adds hosts
 //! that join; it holds pending tasks while no host can take them, until the follower gives
 //! them up ([`Scheduler::give_up_pending`]).
+//!
+//! A check task ([`Scheduler::check`], for `--verify`) runs only once the task it checks is
+//! done, and never on the host whose outputs were kept; it is given up when that task failed
+//! or no other host is left in the run.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Instant;
@@ -102,6 +106,8 @@ pub struct Scheduler {
     speculate: bool,
     /// Keep pending tasks while no host can take them (hosts may come back).
     hold: bool,
+    /// For each check task, the task it checks.
+    checks: Vec<Option<usize>>,
 }
 
 impl Scheduler {
@@ -128,6 +134,7 @@ impl Scheduler {
             retries,
             speculate,
             hold: false,
+            checks: vec![None; costs.len()],
         };
         s.give_up_without_hosts();
         s
@@ -138,18 +145,62 @@ impl Scheduler {
         (0..self.hosts.len()).filter(|&h| self.hosts[h].down.is_none() && !self.hosts[h].paused)
     }
 
+    /// Makes task `check` the check of task `task`: it runs once `task` is done, on another
+    /// host than the one that did it.
+    pub fn check(&mut self, check: usize, task: usize) {
+        self.checks[check] = Some(task);
+    }
+
+    /// Whether `host` may not run task `t` now: a check whose task is not done yet, or was
+    /// done on `host`.
+    fn blocked(&self, t: usize, host: usize) -> bool {
+        self.checks[t].is_some_and(|of| {
+            self.tasks[of].status != Status::Done || self.tasks[of].done_by == Some(host)
+        })
+    }
+
+    /// Gives up the pending checks that can never run: their task failed, or no host but
+    /// the one that did it is left in the run.
+    fn settle_checks(&mut self) {
+        let mut give_up = Vec::new();
+        for &t in &self.pending {
+            let Some(of) = self.checks[t] else {
+                continue;
+            };
+            let why = match (&self.tasks[of].status, self.tasks[of].done_by) {
+                (Status::Failed(_), _) => "its task failed",
+                (Status::Done, Some(did)) => {
+                    let other =
+                        (0..self.hosts.len()).any(|h| h != did && self.hosts[h].down.is_none());
+                    if other {
+                        continue;
+                    }
+                    "no other host left to run it on"
+                }
+                _ => continue,
+            };
+            give_up.push((t, why));
+        }
+        for (t, why) in give_up {
+            self.pending.retain(|&p| p != t);
+            self.tasks[t].status = Status::Failed(why.to_string());
+        }
+    }
+
     /// The next attempt for `host`, if there is one for it now.
     pub fn next(&mut self, host: usize, now: Instant) -> Option<Assignment> {
         if self.hosts[host].down.is_some() || self.hosts[host].paused {
             return None;
         }
+        self.settle_checks();
         // Not a task that failed here, while a host it has not failed on is left.
         let position = self.pending.iter().position(|&t| {
             let failed_on = &self.tasks[t].failed_on;
-            !failed_on.contains(&host)
-                || self
-                    .available()
-                    .all(|h| h == host || failed_on.contains(&h))
+            !self.blocked(t, host)
+                && (!failed_on.contains(&host)
+                    || self
+                        .available()
+                        .all(|h| h == host || failed_on.contains(&h) || self.blocked(t, h)))
         });
         let (task, speculative) = match position {
             Some(p) => (self.pending.remove(p)?, false),
@@ -181,6 +232,11 @@ impl Scheduler {
         }
     }
 
+    /// The task a check task checks, if it is one.
+    pub fn checks(&self, task: usize) -> Option<usize> {
+        self.checks[task]
+    }
+
     /// A host more, found during the run (a Slurm node); its number.
     pub fn add_host(&mut self) -> usize {
         self.hosts.push(HostStats::default());
@@ -203,6 +259,7 @@ impl Scheduler {
                 || t.gathering.is_some()
                 || other == host
                 || t.failed_on.contains(&host)
+                || self.blocked(i, host)
             {
                 continue;
             }
@@ -254,6 +311,7 @@ impl Scheduler {
         stats.done += 1;
         stats.done_cost += cost;
         stats.last_done = Some(stats.last_done.map_or(now, |l| l.max(now)));
+        self.settle_checks();
     }
 
     /// Puts the task back in front of the queue unless another attempt still runs.
@@ -286,6 +344,7 @@ impl Scheduler {
                     t.failures,
                     if t.failures == 1 { "" } else { "s" }
                 ));
+                self.settle_checks();
             }
             return;
         }
@@ -326,6 +385,7 @@ impl Scheduler {
             stats.changes.push((now, format!("down ({why})")));
         }
         self.give_up_without_hosts();
+        self.settle_checks();
     }
 
     /// Holds pending tasks while no host can take them (`true`), or gives them up then.
@@ -596,6 +656,44 @@ mod tests {
         assert!(s.finished());
         assert_eq!(s.host(0).done, 3);
     }
+    #[test]
+    fn a_check_runs_after_its_task_on_another_host_or_is_given_up() {
+        let now = Instant::now();
+        // Tasks 0 and 1; task 2 checks 0, task 3 checks 1.
+        let mut s = Scheduler::new(&[1.0; 4], 2, 1, true);
+        s.check(2, 0);
+        s.check(3, 1);
+        let a = s.next(0, now).unwrap();
+        let b = s.next(1, now).unwrap();
+        assert_eq!((a.task, b.task), (0, 1));
+        assert_eq!(s.next(0, now), None, "no check before its task is done");
+        assert!(s.claim(0, 0, a.attempt));
+        s.done(0, 0, a.attempt, now);
+        assert_eq!(s.next(0, now), None, "not on the host that did it");
+        let c = s.next(1, now).unwrap();
+        assert_eq!(c.task, 2);
+        // Task 1 fails everywhere: its check is given up.
+        s.failed(1, 1, b.attempt, "exit 1");
+        let b2 = s.next(0, now).unwrap();
+        s.failed(1, 0, b2.attempt, "exit 1");
+        assert_eq!(s.status(3), &Status::Failed("its task failed".into()));
+        assert!(s.claim(2, 1, c.attempt));
+        s.done(2, 1, c.attempt, now);
+        assert!(s.finished());
+        // With the other host gone, a check has nowhere to run.
+        let mut s = Scheduler::new(&[1.0; 2], 2, 1, false);
+        s.check(1, 0);
+        let a = s.next(0, now).unwrap();
+        s.host_down(1, "gone");
+        assert!(s.claim(0, 0, a.attempt));
+        s.done(0, 0, a.attempt, now);
+        assert_eq!(
+            s.status(1),
+            &Status::Failed("no other host left to run it on".into())
+        );
+        assert!(s.finished());
+    }
+
     #[test]
     fn a_task_placed_elsewhere_starts_on_the_host_named() {
         let t0 = Instant::now();

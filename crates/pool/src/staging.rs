@@ -3,6 +3,11 @@
 //! attempt's outputs, standard error and status under `RUN/out` and `RUN/status`, fetched
 //! whole into place. Shared by the hosts' threads ([`crate::worker`]) and the Slurm driver
 //! ([`crate::slurm`]).
+//!
+//! A run's directory holds a marker, [`MARKER`], whose modification time the run keeps fresh
+//! while it lives ([`Staging::keep_alive`]): a server reaps a run directory whose marker has
+//! not been touched for its `--reap-after` (the run was killed, or its host lost), so a run
+//! that could not remove its directory does not leave it there for ever.
 
 use crate::schedule::Assignment;
 use crate::taskfile::{FileSpec, Task};
@@ -10,6 +15,12 @@ use roost_client::{Client, Error};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The file marking a directory as a run's, its modification time the run's lease.
+pub const MARKER: &str = ".roost-pool-run";
+/// How often a live run touches its marker.
+const LEASE_REFRESH: Duration = Duration::from_secs(10);
 
 /// Where a run's files live on the servers, and which local files are which inputs.
 pub(crate) struct Staging {
@@ -83,7 +94,33 @@ impl Staging {
                 _ => {}
             }
         }
+        let marker = self.marker();
+        let text = format!(
+            "roost pool run {} on {}: its files; a server may remove this directory once this \
+             file has not been touched for its --reap-after\n",
+            std::process::id(),
+            local_host_name()
+        );
+        client
+            .putfile(&marker, 0o644, text.len() as u64, &mut text.as_bytes())
+            .map_err(|e| phrase(client, &format!("putfile {marker}"), &e))?;
         Ok(())
+    }
+
+    /// The run directory's marker.
+    fn marker(&self) -> String {
+        format!("{}/{MARKER}", self.run_dir)
+    }
+
+    /// Touches the marker when it was last touched [`LEASE_REFRESH`] ago or more (`lease`:
+    /// when), so the server sees the run alive. A failure is left for the next call to meet.
+    pub fn keep_alive(&self, client: &mut Client, lease: &mut Instant) {
+        if lease.elapsed() < LEASE_REFRESH {
+            return;
+        }
+        let now = roost_catalog::unix_now();
+        let _ = client.utime(self.marker(), now, now);
+        *lease = Instant::now();
     }
 
     /// Stages one input, `spec`, as input file `id`.

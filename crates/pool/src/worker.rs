@@ -8,7 +8,10 @@
 //! its attempts are reported lost, and the scheduler gives their tasks to other hosts. (A
 //! connection found broken while nothing is under way, e.g. the server restarted between
 //! tasks, is made anew once first.) A host taken back into the run ([`crate::follow`])
-//! gets a new thread, which first kills the jobs it had under way when it left.
+//! gets a new thread, which first kills the jobs it had under way when it left. A run told
+//! to stop ([`crate::StopFlag`]) kills and reaps every job the host has under way before the
+//! run's directory is removed; while it runs, the host keeps the directory's lease fresh
+//! ([`Staging::keep_alive`]) so the server does not take it for abandoned.
 
 use crate::hosts::Host;
 use crate::schedule::Assignment;
@@ -66,6 +69,7 @@ impl Worker<'_> {
         let mut state = State {
             staged: HashSet::new(),
             inflight: Vec::new(),
+            lease: Instant::now(),
         };
         if let Err(HostLost(why)) = self.serve(&mut client, &mut state) {
             self.leave(&why, &state.inflight);
@@ -123,6 +127,11 @@ impl Worker<'_> {
 
     fn serve(&self, client: &mut Client, state: &mut State) -> Result<(), HostLost> {
         loop {
+            if self.shared.stopping() {
+                self.abandon(client, state);
+                return Ok(());
+            }
+            self.staging.keep_alive(client, &mut state.lease);
             self.drop_unwanted(client, state)?;
             while state.inflight.len() < self.host.slots + self.queue {
                 let Some(a) = self.shared.next(self.index) else {
@@ -144,7 +153,7 @@ impl Worker<'_> {
                 }
             }
             if state.inflight.is_empty() {
-                if self.shared.finished() {
+                if self.shared.finished() || self.shared.stopping() {
                     return Ok(());
                 }
                 self.shared.wait(Duration::from_millis(200));
@@ -174,6 +183,21 @@ impl Worker<'_> {
                 // Only other runs' jobs ended: do not spin on them.
                 std::thread::sleep(Duration::from_millis(100));
             }
+        }
+    }
+
+    /// The run is stopping: kills and reaps every job under way here (their tasks are not
+    /// done, and their outputs never stored), whether or not the server answers.
+    fn abandon(&self, client: &mut Client, state: &mut State) {
+        let jobs: Vec<i64> = state
+            .inflight
+            .drain(..)
+            .map(|i| i.job)
+            .filter(|&j| j > 0)
+            .collect();
+        if !jobs.is_empty() {
+            let _ = client.job_kill(&jobs);
+            let _ = client.job_reap(&jobs);
         }
     }
 
@@ -359,6 +383,8 @@ struct State {
     /// Inputs already on this host.
     staged: HashSet<usize>,
     inflight: Vec<Inflight>,
+    /// When the run directory's lease was last made fresh.
+    lease: Instant,
 }
 
 /// Why an attempt could not be submitted: the task's fault, or the host's.

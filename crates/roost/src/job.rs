@@ -8,6 +8,7 @@ use roost_catalog::json::{self, Value};
 use roost_client::{ChirpUrl, Client, Error, Options};
 use std::io::Read;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Options of `roost job`.
@@ -32,7 +33,9 @@ Examples:
 
 Exit status: 0 on success; 1 when the server refused or could not be reached; 2 for bad
 options. `roost job run` exits with the job's exit code (128+N if signal N ended it, 1 if it
-was killed or ERRORED).")]
+was killed or ERRORED). A job `roost job run` gives up on (--wait ran out, the server stopped
+answering) is killed and reaped; so is its job when SIGINT, SIGTERM or SIGHUP stop it (exit
+status 128+N).")]
 pub struct JobArgs {
     #[command(subcommand)]
     command: JobCommand,
@@ -166,6 +169,9 @@ pub fn main(args: JobArgs) -> ExitCode {
 struct Server {
     name: String,
     client: Client,
+    /// The longest `job_wait` to ask for: less than the time a reply may take (--timeout),
+    /// so that a long job is not taken for a server that does not answer.
+    step: i64,
 }
 
 impl Server {
@@ -180,7 +186,11 @@ impl Server {
         let name = format!("chirp://{}", url.authority());
         let client = Client::connect(&url.authority(), options)
             .map_err(|e| Failure(format!("{name}: {}", connect_advice(&e))))?;
-        Ok(Server { name, client })
+        let step = options.io_timeout.map_or(30, |t| {
+            let whole = i64::try_from(t.as_secs()).unwrap_or(i64::MAX);
+            (whole - 1).clamp(0, 30)
+        });
+        Ok(Server { name, client, step })
     }
 
     /// Phrases a failed `what`, with the server's reason when it gives one.
@@ -265,31 +275,47 @@ fn run(command: JobCommand, options: &Options) -> Result<ExitCode, Failure> {
         } => {
             let text = read_description(&file)?;
             let mut s = Server::open(&server, options)?;
-            return run_job(&mut s, &text, wait.map(Duration::from_secs), keep, json);
+            return run_job(
+                &mut s,
+                options,
+                &text,
+                wait.map(Duration::from_secs),
+                keep,
+                json,
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// `job_wait` until something ends or `limit` passes (`None`: no limit), in requests of at
-/// most the server's 30 s.
+/// most the server's 30 s, and shorter than a reply may take (a request of 0 s, which the
+/// server answers at once, is repeated every 200 ms).
 fn wait_for(s: &mut Server, id: i64, limit: Option<Duration>) -> Result<String, Failure> {
     let started = Instant::now();
     loop {
         let left = limit.map(|l| l.saturating_sub(started.elapsed()));
-        let step = left.map_or(30, |l| l.as_secs().min(30)) as i64;
+        let step = left.map_or(s.step, |l| (l.as_secs() as i64).min(s.step));
+        let asked = Instant::now();
         let text = s
             .client
             .job_wait(id, step)
             .map_err(|e| s.fail("job_wait", e))?;
-        if !records(&text)?.is_empty() || left.is_some_and(|l| l.as_secs() <= step as u64) {
+        if !records(&text)?.is_empty() || left.is_some_and(|l| l <= asked.elapsed()) {
             return Ok(text);
+        }
+        if step == 0 {
+            std::thread::sleep(Duration::from_millis(200));
         }
     }
 }
 
+/// `roost job run`: creates, commits and waits for a job, then shows and reaps it. A job it
+/// gives up on (`--wait` ran out, the server stopped answering, a stop signal) is killed and
+/// reaped, on a new connection if need be: it never leaves one running behind.
 fn run_job(
     s: &mut Server,
+    options: &Options,
     text: &str,
     limit: Option<Duration>,
     keep: bool,
@@ -299,18 +325,30 @@ fn run_job(
         .client
         .job_create(text)
         .map_err(|e| s.fail("job_create", e))?;
-    s.client
+    kill_on_signals(&s.name, options, id)?;
+    let ended = s
+        .client
         .job_commit(&[id])
-        .map_err(|e| s.fail("job_commit", e))?;
-    let ended = wait_for(s, id, limit)?;
+        .map_err(|e| s.fail("job_commit", e))
+        .and_then(|()| wait_for(s, id, limit));
+    if STOPPING.load(Ordering::Acquire) {
+        // The signal's thread is killing the job (which may be why the wait ended): it ends
+        // the command.
+        loop {
+            std::thread::park();
+        }
+    }
+    let ended = match ended {
+        Ok(text) => text,
+        Err(Failure(why)) => return Err(Failure(format!("{why}; {}", give_up(s, options, id)))),
+    };
     let list = records(&ended)?;
     let Some(record) = list.first() else {
-        let _ = s.client.job_kill(&[id]);
-        let _ = s.client.job_reap(&[id]);
+        let what = give_up(s, options, id);
         return Err(Failure(format!(
-            "{}: job {id} did not end within {} s; killed",
+            "{}: job {id} did not end within {} s; {what}",
             s.name,
-            limit.unwrap_or_default().as_secs()
+            limit.unwrap_or_default().as_secs(),
         )));
     };
     if json {
@@ -324,6 +362,54 @@ fn run_job(
             .map_err(|e| s.fail("job_reap", e))?;
     }
     Ok(exit_code(record))
+}
+
+/// Kills and reaps job `id`, which `roost job run` gives up on, over a new connection if the
+/// one it had broke; what became of it, for the message.
+fn give_up(s: &mut Server, options: &Options, id: i64) -> String {
+    if s.client.is_broken() {
+        match Server::open(&s.name, options) {
+            Ok(fresh) => *s = fresh,
+            Err(Failure(why)) => return format!("job {id} could not be killed: {why}"),
+        }
+    }
+    match s.client.job_kill(&[id]) {
+        // Refused because it has just ended: it is reaped all the same.
+        Ok(()) | Err(Error::Remote { .. }) => {
+            let _ = s.client.job_reap(&[id]);
+            format!("job {id} killed")
+        }
+        Err(e) => format!("job {id} could not be killed: {}", describe(&e)),
+    }
+}
+
+/// Set once a stop signal came: its thread ends the command.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// From now on, SIGINT, SIGTERM or SIGHUP kill and reap job `id` on the server `name` (over
+/// a connection of their own: the command's may be waiting) and end the command with 128 +
+/// the signal's number.
+fn kill_on_signals(name: &str, options: &Options, id: i64) -> Result<(), Failure> {
+    let signals =
+        crate::signals::StopSignals::catch().map_err(|e| Failure(format!("signals: {e}")))?;
+    let (name, options) = (name.to_string(), options.clone());
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let signal = signals.wait();
+            STOPPING.store(true, Ordering::Release);
+            let what = match Server::open(&name, &options) {
+                Ok(mut s) => give_up(&mut s, &options, id),
+                Err(Failure(why)) => format!("job {id} could not be killed: {why}"),
+            };
+            eprintln!(
+                "roost job: {name}: stopped by {}: {what}",
+                roost_server::jobs::record::signal_name(signal)
+            );
+            std::process::exit(128 + signal);
+        })
+        .map_err(|e| Failure(format!("signals: {e}")))?;
+    Ok(())
 }
 
 /// The job's own exit code; 128+N for signal N; 1 when it was killed or ERRORED.

@@ -47,7 +47,7 @@ enum Command {
     /// Run a program with a private namespace (ptrace + seccomp interposition).
     Run(run::RunArgs),
     /// Export a directory over the Chirp protocol, with authentication and ACLs.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Write the index files that let a plain web server serve DIR as a file system.
     Index(index::IndexArgs),
     /// Keep the pool's membership: servers report to it, `roost status` lists them.
@@ -76,7 +76,7 @@ fn main() -> ExitCode {
     roost_server::jobs::keeper::run_if_called();
     match Cli::parse().command {
         Command::Run(args) => run::main(args),
-        Command::Serve(args) => serve::main(args),
+        Command::Serve(args) => serve::main(*args),
         Command::Index(args) => index::main(args),
         Command::Catalog(args) => pool::catalog_main(args),
         Command::Status(args) => pool::status_main(args),

@@ -17,12 +17,22 @@ connections on PORT+1 (cctools' default since 7.10), and answers queries on PORT
 /query.json, /query.text, / (a table). A server is shown down after missing 3 reports (or
 --down-after seconds of silence) and up again when it reports.
 
+With --catalog-key NAME=FILE (repeatable), reports signed with one of these keys (roost serve
+--catalog-key) are shown verified (`verified: true`, `signed_by`); `roost pool run` uses only
+those unless told --unsigned. Unsigned reports (cctools' servers send them) are still shown,
+as unverified. A signed report is refused, and counted and logged, when its key is unknown,
+its signature wrong, its time more than --report-window seconds from this catalog's clock,
+it names another address than the one it came from, or it is not newer than the last one
+taken for that server; once a server's reports are signed, an unsigned report for it is
+refused too (it cannot be downgraded or taken over).
+
 The first line on standard output names the address, e.g.
   roost catalog: listening on 0.0.0.0:9097 (udp and http; tcp updates on 9098)
 
 Examples:
   roost catalog
-  roost catalog --port 0 --listen 127.0.0.1 --down-after 30")]
+  roost catalog --port 0 --listen 127.0.0.1 --down-after 30
+  roost catalog --catalog-key pool=/etc/roost/pool.key")]
 pub struct CatalogArgs {
     /// The port for UDP updates and HTTP queries (TCP updates use the next one); 0 picks a
     /// free one.
@@ -38,6 +48,14 @@ pub struct CatalogArgs {
     /// Log every update, not only arrivals, departures and refusals.
     #[arg(long)]
     pub verbose: bool,
+    /// Trust reports signed with the catalog key NAME, its secret read from FILE (private to
+    /// its owner: chmod 600); repeatable.
+    #[arg(long = "catalog-key", value_name = "NAME=FILE")]
+    pub catalog_keys: Vec<String>,
+    /// Refuse a signed report made more than this many seconds before (or after) this
+    /// catalog's clock.
+    #[arg(long, default_value_t = roost_catalog::DEFAULT_WINDOW.as_secs_f64(), value_name = "SECONDS")]
+    pub report_window: f64,
 }
 
 pub fn catalog_main(args: CatalogArgs) -> ExitCode {
@@ -49,9 +67,34 @@ pub fn catalog_main(args: CatalogArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if !(args.report_window.is_finite() && args.report_window >= 1.0 && args.report_window < 1e9) {
+        eprintln!(
+            "roost catalog: --report-window {}: expected at least 1 second",
+            args.report_window
+        );
+        return ExitCode::from(2);
+    }
+    let keys = args
+        .catalog_keys
+        .iter()
+        .map(|spec| {
+            roost_catalog::keys::Key::from_spec(spec)
+                .map_err(|e| format!("--catalog-key {spec}: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(roost_catalog::keys::Keys::new);
+    let keys = match keys {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("roost catalog: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let config = Config {
         down_after,
         verbose: args.verbose,
+        keys,
+        window: Duration::from_secs_f64(args.report_window),
     };
     let server = match CatalogServer::bind(args.listen, args.port, config) {
         Ok(s) => s,
@@ -85,7 +128,10 @@ pub fn catalog_main(args: CatalogArgs) -> ExitCode {
     );
     let _ = out.flush();
     drop(out);
-    roost_catalog::log("start", &[("addr", &addr)]);
+    roost_catalog::log(
+        "start",
+        &[("addr", &addr), ("keys", &args.catalog_keys.len())],
+    );
     match server.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -236,6 +282,7 @@ fn table(records: &[Value], now: i64) -> String {
         "NAME",
         "OWNER",
         "STATE",
+        "SIGNED",
         "LOAD",
         "CPUS",
         "DISK FREE",
@@ -261,6 +308,7 @@ fn table(records: &[Value], now: i64) -> String {
             r.get("state")
                 .map(Value::to_plain)
                 .unwrap_or_else(|| "up".into()),
+            signed(r),
             load,
             text("cpus"),
             format!("{}/{}", human(int("avail")), human(int("total"))),
@@ -273,6 +321,20 @@ fn table(records: &[Value], now: i64) -> String {
         ]);
     }
     columns(rows)
+}
+
+/// What the catalog says of a record's signature, for the table: the key it is signed with,
+/// `no` when the catalog checked and it is not, `-` when the catalog does not say (cctools').
+fn signed(r: &Value) -> String {
+    match r.get(roost_catalog::signed::VERIFIED) {
+        Some(Value::Bool(true)) => r
+            .get(roost_catalog::signed::SIGNED_BY)
+            .and_then(Value::as_str)
+            .unwrap_or("yes")
+            .to_string(),
+        Some(Value::Bool(false)) => "no".into(),
+        _ => "-".into(),
+    }
 }
 
 /// Rows of cells as lined-up columns, two spaces apart; the first row is the header.

@@ -7,9 +7,9 @@ use crate::remote::{options, ConnectArgs, Failure};
 use crate::signals::StopSignals;
 use clap::{Args, Subcommand};
 use roost_pool::follow::Follow;
-use roost_pool::hosts::{self, Host};
+use roost_pool::hosts::{self, Host, Trust};
 use roost_pool::slurm::Slurm;
-use roost_pool::{complib, taskfile, Config};
+use roost_pool::{complib, taskfile, Config, StopFlag};
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,6 +47,11 @@ struct PoolOptions {
     /// Tasks at once on each --server.
     #[arg(long, default_value_t = 1, value_name = "N")]
     slots: usize,
+    /// Also use servers whose catalog reports are not signed with a key the catalog holds
+    /// (its `verified` is false, or a cctools catalog, which does not check): anybody can
+    /// send such a report and would be sent tasks and their inputs.
+    #[arg(long)]
+    unsigned: bool,
     /// Use at most N hosts (those with the most headroom).
     #[arg(long, value_name = "N")]
     hosts: Option<usize>,
@@ -97,8 +102,9 @@ With --command, each FILE is a task's input under its own name; {} in the comman
 --output is that name, {.} the name without its extension, {#} the task's number:
   roost pool run --command './count {} > {.}.n' --input bin/count --output '{.}.n' data/*
 
-Hosts are the catalog's up servers that run jobs (roost serve --jobs --catalog), most
-thermostat headroom first; each runs as many tasks at once as it reports (--job-concurrency)
+Hosts are the catalog's up servers that run jobs (roost serve --jobs --catalog) and whose
+reports the catalog verified (signed: roost serve --catalog-key, roost catalog --catalog-key;
+--unsigned: unsigned ones too), most thermostat headroom first; each runs as many tasks at once as it reports (--job-concurrency)
 and its headroom allows. The run asks the catalog again every --follow-interval seconds
 (--no-follow: only at the start): a host it shows down gets no new tasks (what runs there
 goes on), a host that left the run and reported again since (a restarted server) is taken
@@ -121,9 +127,21 @@ roost program named by --slurm-roost (default: this one's path):
   roost pool run --slurm --server fs7:9094 --slurm-partition batch \
       --slurm-arg=--time=10 --slurm-run-arg=--chirp-mode=cached tasks.txt
 
+With --verify F, a random sample of F of the tasks (at least one) is run a second time, once
+it is done, on another host, and the outputs compared byte for byte (BOINC's quorum of two):
+the report ends with what agreed, each disagreement naming the task, the output and both
+hosts (one of them is wrong), and what could not be checked; a disagreement makes the exit
+status 1.
+
+SIGINT, SIGTERM or SIGHUP stop the run: the jobs it submitted are killed and reaped and its
+directory is removed from every server (with --slurm: its Slurm jobs are cancelled); a
+second signal quits at once.
+
 Exit status: 0 when every task is done; 1 when a task failed for good, or no host could run
-it, or (--slurm) Slurm could not be used: no sbatch, no controller, a refused submission;
-2 for bad options or a bad task file (the message names the line).")]
+it, or --verify found two hosts that disagree, or (--slurm) Slurm could not be used: no
+sbatch, no controller, a refused submission;
+2 for bad options or a bad task file (the message names the line); 128+N when signal N
+stopped it (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).")]
 struct RunArgs {
     #[command(flatten)]
     pool: PoolOptions,
@@ -141,6 +159,11 @@ struct RunArgs {
     /// Where outputs with relative names are written.
     #[arg(long, default_value = ".", value_name = "DIR")]
     output_dir: PathBuf,
+    /// Run this fraction of the tasks (a random sample, at least one) a second time on
+    /// another host and compare the outputs byte for byte; hosts that disagree are named and
+    /// the exit status is 1.
+    #[arg(long, value_name = "FRACTION", conflicts_with = "slurm")]
+    verify: Option<f64>,
     /// The task file (- for standard input), or with --command the input files.
     #[arg(value_name = "TASKFILE | FILE")]
     files: Vec<PathBuf>,
@@ -208,7 +231,8 @@ The scores are gathered into WORK/complib.scores and --verify of them are recomp
 with the scalar reference.
 
 Exit status: 0 when every task is done and every checked score matches; 1 otherwise; 2 for
-bad options."
+bad options; 128+N when signal N (SIGINT, SIGTERM, SIGHUP) stopped it: its jobs are killed
+and its files removed from the servers first."
 )]
 struct ComplibArgs {
     #[command(flatten)]
@@ -265,6 +289,12 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
     let host_wait = seconds("host-wait", pool.host_wait)?;
     let mut chosen: Vec<Host> = Vec::new();
     let mut follow = None;
+    let trust = if pool.unsigned {
+        Trust::AlsoUnsigned
+    } else {
+        Trust::SignedOnly
+    };
+    let mut unsigned_left_out = 0;
     for s in &pool.servers {
         let s = s
             .strip_prefix("chirp://")
@@ -279,11 +309,17 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
         let timeout = Duration::from_secs(pool.connect.timeout.clamp(1, 30));
         let records = query_first("roost pool", &catalogs, timeout)
             .ok_or((1, "no catalog answered".to_string()))?;
-        chosen.extend(if jobs {
-            hosts::choose(&records, None)
+        let found = if jobs {
+            hosts::choose(&records, None, trust)
         } else {
-            hosts::choose_servers(&records)
-        });
+            hosts::choose_servers(&records, trust)
+        };
+        unsigned_left_out = if found.is_empty() && trust == Trust::SignedOnly {
+            hosts::unverified(&records, jobs)
+        } else {
+            0
+        };
+        chosen.extend(found);
         if jobs && !pool.no_follow {
             follow = Some(Follow {
                 catalogs,
@@ -293,12 +329,25 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
                 most: pool.hosts,
                 host_wait,
                 first_answer: records,
+                trust,
             });
         }
     }
     chosen.dedup_by(|a, b| a.authority == b.authority);
     if let Some(most) = pool.hosts {
         chosen.truncate(most);
+    }
+    if chosen.is_empty() && unsigned_left_out > 0 {
+        return Err((
+            1,
+            format!(
+                "no host to run on: the catalog lists {unsigned_left_out} up server{} {}, but none \
+                 whose reports are signed with a key the catalog holds (roost serve --catalog-key \
+                 and roost catalog --catalog-key; or --unsigned to use unsigned ones)",
+                if unsigned_left_out == 1 { "" } else { "s" },
+                if jobs { "with jobs" } else { "for the run's files" },
+            ),
+        ));
     }
     if chosen.is_empty() {
         return Err((
@@ -321,6 +370,8 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
         speculate: !pool.no_speculate,
         progress: !pool.quiet && !pool.json && unsafe { libc::isatty(libc::STDERR_FILENO) } == 1,
         follow,
+        stop: StopFlag::default(),
+        verify: None,
     })
 }
 
@@ -351,7 +402,13 @@ fn run(args: RunArgs) -> Outcome {
         }
     };
     taskfile::check_files(&tasks).map_err(|e| (2, e))?;
-    let config = config(&args.pool, args.output_dir, !args.slurm.slurm)?;
+    if let Some(f) = args.verify {
+        if !(f > 0.0 && f <= 1.0) {
+            return Err((2, format!("--verify {f}: expected a fraction, 0 < F <= 1")));
+        }
+    }
+    let mut config = config(&args.pool, args.output_dir, !args.slurm.slurm)?;
+    config.verify = args.verify;
     let report = if args.slurm.slurm {
         let slurm = slurm_setup(&args.slurm, &args.pool.connect)?;
         let signals = StopSignals::catch().map_err(|e| (1, format!("signals: {e}")))?;
@@ -360,6 +417,7 @@ fn run(args: RunArgs) -> Outcome {
         })
         .map_err(|e| (1, e))?
     } else {
+        stop_on_signals(&config.stop)?;
         roost_pool::run(&tasks, &config)
     };
     if args.pool.json {
@@ -368,7 +426,40 @@ fn run(args: RunArgs) -> Outcome {
         print!("{}", report.table());
     }
     eprint!("{}", report.failures());
+    if let Some(signal) = report.stopped {
+        return Err((128u8.saturating_add(signal as u8), stopped_message(signal)));
+    }
     Ok(roost_pool::exit_status(&report))
+}
+
+/// The first SIGINT, SIGTERM or SIGHUP raises `stop`: the run kills the jobs it submitted,
+/// removes its directory from every server, and exits with 128 + the signal's number. A
+/// second one exits at once, leaving whatever the first had not yet cleaned up.
+fn stop_on_signals(stop: &StopFlag) -> Result<(), (u8, String)> {
+    let signals = StopSignals::catch().map_err(|e| (1, format!("signals: {e}")))?;
+    let stop = stop.clone();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let first = signals.wait();
+            stop.raise(first);
+            eprintln!(
+                "roost pool: {}: stopping: killing the run's jobs and removing its files \
+                 from the servers (again to quit at once)",
+                roost_server::jobs::record::signal_name(first)
+            );
+            let second = signals.wait();
+            std::process::exit(128 + second);
+        })
+        .map_err(|e| (1, format!("signals: {e}")))?;
+    Ok(())
+}
+
+fn stopped_message(signal: i32) -> String {
+    format!(
+        "stopped by {}: the run's jobs were killed and its files removed from the servers",
+        roost_server::jobs::record::signal_name(signal)
+    )
 }
 
 /// How to hand a run to Slurm, from the options.
@@ -450,7 +541,11 @@ fn run_complib(args: ComplibArgs) -> Outcome {
         calibrate: args.calibrate,
         verify,
     };
-    let outcome = complib::run(&setup, &config).map_err(|e| (1, e))?;
+    stop_on_signals(&config.stop)?;
+    let outcome = complib::run(&setup, &config).map_err(|e| match config.stop.raised() {
+        Some(signal) => (128u8.saturating_add(signal as u8), stopped_message(signal)),
+        None => (1, e),
+    })?;
     if args.pool.json {
         println!("{}", outcome.to_json().to_json());
     } else {

@@ -48,6 +48,7 @@ Examples:
   roost serve /srv/data --jobs --job-concurrency 4 --acl 'unix:alice=rwlx'
   roost serve --port 0 --key build=/etc/roost/build.key --acl hmac:build=rwl /srv/data
   roost serve /srv/data --catalog catalog.example.org --catalog-interval 30
+  roost serve /srv/data --jobs --catalog cat.example.org --catalog-key pool=/etc/roost/pool.key
   roost serve /srv/data --supervise --owner alice --host-class fast --jobs")]
 pub struct ServeArgs {
     /// The directory to export; clients see it as `/` and can never leave it.
@@ -102,6 +103,11 @@ pub struct ServeArgs {
     /// datagram in cctools' format (repeatable: every catalog gets every report).
     #[arg(long = "catalog", value_name = "HOST[:PORT]")]
     pub catalogs: Vec<String>,
+    /// Sign every report to the catalogs with the catalog key NAME, its secret read from
+    /// FILE (private to its owner: chmod 600), so that a catalog holding the same key shows
+    /// this server verified and `roost pool run` uses it (see docs/pool.md).
+    #[arg(long = "catalog-key", value_name = "NAME=FILE", requires = "catalogs")]
+    pub catalog_key: Option<String>,
     /// Seconds between reports to the catalogs.
     #[arg(long, default_value_t = 60, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub catalog_interval: u64,
@@ -184,6 +190,16 @@ pub struct ServeArgs {
     /// the export).
     #[arg(long, default_value_t = 600, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub storage_interval: u64,
+    /// Forget what clients abandoned after this many seconds untouched (0: never): job
+    /// records that have ended (or were never committed) that their subject has not asked
+    /// about, and run directories under --pool-dir whose run stopped keeping them (see
+    /// docs/pool.md).
+    #[arg(long, default_value_t = roost_server::reaper::DEFAULT_AFTER.as_secs(), value_name = "SECONDS")]
+    pub reap_after: u64,
+    /// A directory of the export where `roost pool run` stages its runs (its --remote-dir),
+    /// whose abandoned run directories are removed (repeatable).
+    #[arg(long = "pool-dir", default_value = roost_server::reaper::DEFAULT_POOL_DIR, value_name = "DIR")]
+    pub pool_dirs: Vec<String>,
     /// Run the server as a child process and restart it whenever it dies, after a delay
     /// that doubles with each quick crash (see --restart-delay); SIGTERM, SIGINT or SIGHUP
     /// stops both. The same port, export, ACLs, job directory and ledger are used again.
@@ -265,6 +281,14 @@ fn run(args: ServeArgs) -> Result<(), String> {
                 .map_err(|e| format!("--catalog {e}"))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let catalog_key = args
+        .catalog_key
+        .as_deref()
+        .map(|spec| {
+            roost_catalog::keys::Key::from_spec(spec)
+                .map_err(|e| format!("--catalog-key {spec}: {e}"))
+        })
+        .transpose()?;
     let export = Export::new(&args.dir, root_acl)
         .map_err(|e| format!("cannot export {}: {e}", args.dir.display()))?;
     if !args.acls.is_empty() && export.has_own_acl(&roost_server::jail::JailPath::root()) {
@@ -346,6 +370,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
             // Each job's keeper is this program (see main); through /proc, it is the one
             // running even after an upgrade replaced the file.
             keeper: PathBuf::from("/proc/self/exe"),
+            // A crash loses at most this much of a running job's CPU from the ledger.
+            cpu_checkpoint: Duration::from_secs(args.accounting_interval.min(10)),
         };
         server.enable_jobs(config)?;
     } else if args.job_user.is_some()
@@ -365,6 +391,26 @@ fn run(args: ServeArgs) -> Result<(), String> {
     accounting
         .start()
         .map_err(|e| format!("cannot start the accounting: {e}"))?;
+    if args.reap_after > 0 {
+        let pool_dirs = args
+            .pool_dirs
+            .iter()
+            .map(|d| {
+                roost_server::jail::JailPath::new(d.as_bytes())
+                    .ok()
+                    .filter(|p| !p.is_root())
+                    .ok_or_else(|| {
+                        format!("--pool-dir {d}: expected a directory of the export, not its root")
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        server
+            .start_reaper(roost_server::reaper::Config {
+                after: Duration::from_secs(args.reap_after),
+                pool_dirs,
+            })
+            .map_err(|e| format!("cannot start the reaper: {e}"))?;
+    }
     stop_on_signals(accounting, job_dir)?;
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{}", roost_server::announcement(bound, &dir));
@@ -389,6 +435,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
                     .unwrap_or_else(|| default_job_dir(&dir)),
             }),
             owner,
+            key: catalog_key,
         })
         .map_err(|e| format!("cannot start reporting to the catalog: {e}"))?;
     }

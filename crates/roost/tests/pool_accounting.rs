@@ -651,3 +651,77 @@ fn the_thermostat_s_limits_are_the_owner_s_offer() {
     assert!((reported - expected).abs() < 1e-6, "{reported} {expected}");
     assert!((float(&owners[0], "idle_core_hours") * 3600.0 - expected).abs() < 1e-6);
 }
+
+/// The `job` records of job `id` in a ledger file: the CPU each says.
+fn job_records_of(ledger_path: &Path, id: i64) -> Vec<u64> {
+    let bytes = std::fs::read(ledger_path).unwrap_or_default();
+    ledger::read(&bytes)
+        .records
+        .iter()
+        .filter_map(|r| match &r.kind {
+            Kind::Job { id: i, cpu_us, .. } if *i == id => Some(*cpu_us),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 27 §4.4: the CPU of a job running when the server crashes is ledgered by the
+/// restarted server, from the checkpoint in the job's record (written every
+/// `--accounting-interval`, here 1 s), and exactly once: not again at a second restart, nor
+/// when the server had died between ledgering the job and marking it ended.
+#[test]
+fn a_job_running_at_a_crash_is_ledgered_once_by_the_restarted_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let export = tempfile::tempdir().unwrap();
+    let jobs = job_dir(dir.path());
+    let args = ["--jobs", "--job-dir", &jobs];
+    let host = serve(dir.path(), "a", export.path(), &args);
+    let mut alice = hmac_client(host.port, "alice");
+    let id = alice
+        .job_create(
+            r#"{"executable":"/bin/sh","arguments":["sh","-c","while :; do :; done"],"files":[]}"#,
+        )
+        .unwrap();
+    alice.job_commit(&[id]).unwrap();
+    let record = Path::new(&jobs).join(format!("state/{id}.json"));
+    wait_for(
+        "two checkpoints of the job's CPU",
+        Duration::from_secs(20),
+        || {
+            let text = std::fs::read_to_string(&record).unwrap_or_default();
+            json::parse(text.as_bytes())
+                .ok()
+                .and_then(|v| v.get("process")?.get("cpu_us")?.as_i64())
+                .is_some_and(|us| us >= 500_000)
+        },
+    );
+    let started = std::time::Instant::now();
+    drop(alice);
+    drop(host); // SIGKILL: the job dies with it, unrecorded
+    assert!(job_records_of(&dir.path().join("a.ledger"), id).is_empty());
+    let host = serve(dir.path(), "a", export.path(), &args);
+    let cpu = job_records_of(&host.ledger, id);
+    assert_eq!(cpu.len(), 1, "{cpu:?}");
+    assert!(cpu[0] >= 500_000, "{cpu:?}");
+    assert!(
+        cpu[0] as f64 <= (started.elapsed().as_secs_f64() + 25.0) * 1e6,
+        "{cpu:?}"
+    );
+    let mut alice = hmac_client(host.port, "alice");
+    let status = alice.job_status(&[id]).unwrap();
+    assert!(status.contains("ERRORED"), "{status}");
+    drop(alice);
+    // A second restart does not count it again.
+    drop(host);
+    let host = serve(dir.path(), "a", export.path(), &args);
+    assert_eq!(job_records_of(&host.ledger, id).len(), 1);
+    // Nor does a restart after a server that died having ledgered it but before marking it
+    // ended (its record still says STARTED).
+    drop(host);
+    let text = std::fs::read_to_string(&record).unwrap();
+    std::fs::write(&record, text.replace("\"ERRORED\"", "\"STARTED\"")).unwrap();
+    let host = serve(dir.path(), "a", export.path(), &args);
+    assert_eq!(job_records_of(&host.ledger, id).len(), 1);
+    let log = std::fs::read_to_string(&host.log).unwrap();
+    assert!(log.contains("action=\"already in the ledger\""), "{log}");
+}

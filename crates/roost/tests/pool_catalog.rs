@@ -1,22 +1,34 @@
 //! The pool catalog with real processes on 127.0.0.1: `roost catalog`, `roost serve --catalog`,
-//! `roost status`, and cctools' chirp_server, chirp_status and catalog_server on either side.
+//! `roost status`, and cctools' chirp_server, chirp_status and catalog_server on either side;
+//! signed reports against forged, replayed and altered ones, and what `roost pool run` makes
+//! of them.
 
+mod bag_support;
 mod pool_support;
 mod run_support;
+mod serve_support;
 
-use pool_support::{catalog_records, start_catalog, wait_for};
+use bag_support::{array, bag, done_by_host, report, succeeded, JobServer};
+use pool_support::{catalog_key, catalog_records, start_catalog, wait_for};
 use roost_catalog::json::{self, Value};
+use roost_catalog::keys::Key;
 use run_support::{
-    cctools_chirp_server, give_to_nobody, have, is_root, read_port_file, roost, start_announcing,
-    Proc,
+    announced, cctools_chirp_server, give_to_nobody, have, is_root, read_port_file, roost,
+    start_announcing, Proc,
 };
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 fn start_server(dir: &Path, port: u16, catalog: u16) -> (Proc, u16) {
+    start_server_with(dir, port, catalog, &[])
+}
+
+/// [`start_server`] with `extra` options.
+fn start_server_with(dir: &Path, port: u16, catalog: u16, extra: &[&str]) -> (Proc, u16) {
     let mut cmd = roost();
     cmd.arg("serve")
         .arg(dir)
@@ -24,6 +36,7 @@ fn start_server(dir: &Path, port: u16, catalog: u16) -> (Proc, u16) {
         .args(["--acl", "address:127.0.0.1=rl"])
         .args(["--catalog", &format!("127.0.0.1:{catalog}")])
         .args(["--catalog-interval", "1"])
+        .args(extra)
         .stderr(Stdio::null());
     start_announcing(cmd)
 }
@@ -318,7 +331,8 @@ fn cctools_chirp_server_and_chirp_status_work_with_roost_catalog() {
     }
 }
 
-/// `roost serve` reports to cctools' catalog_server, and `roost status` reads it.
+/// `roost serve` reports to cctools' catalog_server, and `roost status` reads it; its reports
+/// signed (`--catalog-key`) are ordinary reports to cctools, with members more.
 #[test]
 fn roost_serve_reports_to_cctools_catalog_server() {
     if !have("catalog_server") {
@@ -343,7 +357,8 @@ fn roost_serve_reports_to_cctools_catalog_server() {
     let cport = read_port_file(&port_file);
     let export = scratch.path().join("export");
     std::fs::create_dir(&export).unwrap();
-    let (_server, port) = start_server(&export, 0, cport);
+    let key = catalog_key(scratch.path(), "pool");
+    let (_server, port) = start_server_with(&export, 0, cport, &["--catalog-key", &key]);
     wait_for(
         "roost serve listed by catalog_server",
         Duration::from_secs(10),
@@ -357,4 +372,254 @@ fn roost_serve_reports_to_cctools_catalog_server() {
     );
     let table = String::from_utf8(status(cport, &[]).stdout).unwrap();
     assert!(table.contains(&format!("127.0.0.1:{port} ")), "{table}");
+}
+
+/// The record of the server on `port`.
+fn record_of(records: &[Value], port: u16) -> Option<Value> {
+    records
+        .iter()
+        .find(|r| r.get("port").and_then(Value::as_i64) == Some(port.into()))
+        .cloned()
+}
+
+/// How many refusals of `kind` the catalog logged.
+fn refusals(log: &Path, kind: &str) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("event=ignored") && l.contains(&format!(" kind={kind} ")))
+        .count()
+}
+
+/// Issue 27 §4: membership is authenticated. A forger sends the catalog unsigned reports for
+/// a job server of its own, claiming 64 CPUs (on main, `roost pool run` gave it 18 of 50
+/// tasks with their inputs). With the catalog key on the catalog and the real server, the
+/// forger's server gets no task (only `--unsigned` would use it); a forged report cannot
+/// replace the signed server's record from its own address; and a signed report replayed,
+/// altered, made long ago, sent on from another address or signed with a key the catalog does
+/// not hold is dropped, counted and logged.
+#[test]
+fn forged_replayed_and_altered_reports_get_no_tasks_and_change_no_record() {
+    let scratch = tempfile::tempdir().unwrap();
+    let key = catalog_key(scratch.path(), "pool");
+    let log = scratch.path().join("catalog.log");
+    let mut cmd = roost();
+    cmd.args(["catalog", "--port", "0", "--listen", "127.0.0.1"])
+        .args(["--catalog-key", &key, "--report-window", "30"])
+        .stderr(std::fs::File::create(&log).unwrap());
+    let (_catalog, cport) = announced(cmd);
+    let catalog = format!("127.0.0.1:{cport}");
+    let run = |dir: &Path, extra: &[&str]| {
+        roost()
+            .current_dir(dir)
+            .args([
+                "pool",
+                "run",
+                "--auth",
+                "address",
+                "--quiet",
+                "--no-speculate",
+            ])
+            .args(["--catalog", &catalog, "tasks", "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+
+    // The forger's own job server, which does not report; the forger reports it, unsigned,
+    // claiming 64 CPUs, and claiming to be verified too.
+    let fake = JobServer::start(&[]);
+    let forger = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let forged = |port: u16| {
+        format!(
+            r#"{{"type":"chirp","name":"bighost","port":{port},"owner":"mallory","cpus":64,"jobs":64,"interval":1,"verified":true,"signed_by":"pool"}}"#
+        )
+    };
+    let forge = |port: u16| {
+        forger
+            .send_to(forged(port).as_bytes(), ("127.0.0.1", cport))
+            .unwrap()
+    };
+    forge(fake.server.port);
+    wait_for("the forged record", Duration::from_secs(5), || {
+        record_of(&records(cport), fake.server.port).is_some()
+    });
+    let shown = record_of(&records(cport), fake.server.port).unwrap();
+    assert_eq!(
+        shown.get("verified"),
+        Some(&Value::Bool(false)),
+        "{shown:?}"
+    );
+    assert_eq!(shown.get("signed_by"), None, "{shown:?}");
+    // Alone, it is no host for a run, and the run says how to use it anyway.
+    let work = tempfile::tempdir().unwrap();
+    bag(work.path(), 12, "0.1");
+    let out = run(work.path(), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("none whose reports are signed") && stderr.contains("--unsigned"),
+        "{stderr}"
+    );
+
+    // The real server signs its reports; it also reports to the test, which so catches one.
+    let catcher = UdpSocket::bind("127.0.0.1:0").unwrap();
+    catcher
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let caught_at = format!("127.0.0.1:{}", catcher.local_addr().unwrap().port());
+    let real = JobServer::start(&[
+        "--catalog",
+        &catalog,
+        "--catalog",
+        &caught_at,
+        "--catalog-interval",
+        "1",
+        "--catalog-key",
+        &key,
+    ]);
+    let port = real.server.port;
+    wait_for("the signed server verified", Duration::from_secs(5), || {
+        record_of(&records(cport), port)
+            .is_some_and(|r| r.get("verified") == Some(&Value::Bool(true)))
+    });
+    let mut buf = vec![0u8; 65536];
+    let (n, _) = catcher.recv_from(&mut buf).unwrap();
+    let caught = buf[..n].to_vec();
+    let caught_text = String::from_utf8(caught.clone()).unwrap();
+    let cpus = record_of(&records(cport), port)
+        .unwrap()
+        .get("cpus")
+        .and_then(Value::as_i64)
+        .unwrap();
+    assert!(cpus < 64);
+
+    // A forged report for the real server, from its own address: refused, not a downgrade.
+    forge(port);
+    // The caught report sent again (a replay), from the same address.
+    catcher.send_to(&caught, ("127.0.0.1", cport)).unwrap();
+    // Sent on from another address: it would be recorded as a server there.
+    let elsewhere = UdpSocket::bind("127.0.0.2:0").unwrap();
+    elsewhere.send_to(&caught, ("127.0.0.1", cport)).unwrap();
+    // Altered to claim 64 CPUs.
+    let altered = caught_text.replace(&format!("\"cpus\":{cpus},"), "\"cpus\":64,");
+    assert_ne!(altered, caught_text);
+    catcher
+        .send_to(altered.as_bytes(), ("127.0.0.1", cport))
+        .unwrap();
+    // Signed with the right key, but a minute ago (the window is 30 s): an old report.
+    let secret = std::fs::read(key.split_once('=').unwrap().1).unwrap();
+    let pool_key = Key::new("pool", secret.strip_suffix(b"\n").unwrap()).unwrap();
+    let mut unsigned = roost_catalog::update::parse_update(&caught).unwrap();
+    unsigned.remove("signature");
+    let from = "127.0.0.1".parse().unwrap();
+    let old = roost_catalog::signed::seal(
+        &unsigned,
+        &pool_key,
+        from,
+        roost_catalog::signed::now_ms() - 60_000,
+    );
+    catcher
+        .send_to(old.as_bytes(), ("127.0.0.1", cport))
+        .unwrap();
+    // Signed with a key the catalog does not hold.
+    let stranger = Key::new("stranger", b"anything").unwrap();
+    let foreign =
+        roost_catalog::signed::seal(&unsigned, &stranger, from, roost_catalog::signed::now_ms());
+    catcher
+        .send_to(foreign.as_bytes(), ("127.0.0.1", cport))
+        .unwrap();
+    for kind in [
+        "unsigned-for-signed",
+        "replayed",
+        "wrong-address",
+        "bad-signature",
+        "out-of-window",
+        "unknown-key",
+    ] {
+        let logged = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(50));
+            refusals(&log, kind) == 1
+        });
+        assert!(
+            logged,
+            "no single {kind} refusal logged:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+    let r = records(cport);
+    let shown = record_of(&r, port).unwrap();
+    assert_eq!(
+        shown.get("cpus").and_then(Value::as_i64),
+        Some(cpus),
+        "{shown:?}"
+    );
+    assert_eq!(shown.get("verified"), Some(&Value::Bool(true)));
+    assert_eq!(shown.get("signed_by").and_then(Value::as_str), Some("pool"));
+    assert_ne!(shown.get("owner").and_then(Value::as_str), Some("mallory"));
+    assert!(
+        r.iter()
+            .all(|r| r.get("address").and_then(Value::as_str) != Some("127.0.0.2")),
+        "{r:?}"
+    );
+    // `roost status` shows who signed.
+    let table = String::from_utf8(status(cport, &[]).stdout).unwrap();
+    let line = |p: u16| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("127.0.0.1:{p} ")))
+            .unwrap_or_else(|| panic!("no {p} in\n{table}"))
+            .to_string()
+    };
+    assert!(
+        table.lines().next().unwrap().contains(" SIGNED "),
+        "{table}"
+    );
+    assert!(line(port).contains(" pool "), "{table}");
+    assert!(line(fake.server.port).contains(" no "), "{table}");
+
+    // The run, while the forger keeps its server up in the catalog: every task on the real
+    // server, none on the forger's; with --unsigned it would have taken most of them.
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                forge(fake.server.port);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        let out = run(work.path(), &[]);
+        succeeded(&out);
+        let hosts = done_by_host(&report(&out));
+        assert_eq!(hosts.len(), 1, "{hosts:?}");
+        assert!(hosts[0].0.ends_with(&format!(":{port}")), "{hosts:?}");
+        assert_eq!(hosts[0].1, 12);
+        let fake_jobs = fake.job_root.path().join("jobs/state");
+        let records = std::fs::read_dir(&fake_jobs)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name() != "next-id")
+            .count();
+        assert_eq!(records, 0, "a job reached the forger's server");
+        let again = tempfile::tempdir().unwrap();
+        bag(again.path(), 12, "0.1");
+        let out = run(again.path(), &["--unsigned"]);
+        stop.store(true, Ordering::Relaxed);
+        succeeded(&out);
+        let r = report(&out);
+        let fake_done = array(&r, "hosts")
+            .iter()
+            .find(|h| {
+                h.get("host")
+                    .unwrap()
+                    .to_plain()
+                    .ends_with(&format!(":{}", fake.server.port))
+            })
+            .and_then(|h| h.get("done").and_then(Value::as_i64))
+            .unwrap_or(0);
+        assert!(
+            fake_done >= 1,
+            "--unsigned uses the unsigned host: {}",
+            r.to_json()
+        );
+    });
 }

@@ -19,11 +19,15 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A catalog and servers reporting to it every second.
+/// A catalog and servers reporting to it every second, their reports signed with a catalog
+/// key the catalog holds.
 struct Pool {
     servers: Vec<JobServer>,
     catalog_port: u16,
     catalog: Proc,
+    /// `NAME=FILE` of the catalog key, and the directory holding it.
+    key: String,
+    _keys: tempfile::TempDir,
 }
 
 impl Pool {
@@ -34,6 +38,8 @@ impl Pool {
     /// A server for each of `extra`, with those options more.
     fn start_with(extra: &[&[&str]]) -> Pool {
         let count = extra.len();
+        let keys = tempfile::tempdir().unwrap();
+        let key = pool_support::catalog_key(keys.path(), "pool");
         let mut cmd = roost();
         cmd.args([
             "catalog",
@@ -43,12 +49,16 @@ impl Pool {
             "127.0.0.1",
             "--down-after",
             "2",
+            "--catalog-key",
+            &key,
         ]);
         let (catalog, catalog_port) = start_announcing(cmd);
         let mut pool = Pool {
             servers: Vec::new(),
             catalog_port,
             catalog,
+            key,
+            _keys: keys,
         };
         for more in extra {
             pool.add(more);
@@ -67,7 +77,14 @@ impl Pool {
     /// Starts one more server reporting every second, with `extra` options.
     fn add(&mut self, extra: &[&str]) {
         let reports_to = format!("127.0.0.1:{}", self.catalog_port);
-        let mut args = vec!["--catalog", &reports_to, "--catalog-interval", "1"];
+        let mut args = vec![
+            "--catalog",
+            &reports_to,
+            "--catalog-interval",
+            "1",
+            "--catalog-key",
+            &self.key,
+        ];
         args.extend_from_slice(extra);
         self.servers.push(JobServer::start(&args));
     }
@@ -101,6 +118,7 @@ impl Pool {
             .filter(|r| {
                 r.get("jobs").and_then(Value::as_i64) == Some(1)
                     && r.get("state").and_then(Value::as_str) == Some("up")
+                    && r.get("verified") == Some(&Value::Bool(true))
             })
             .count()
     }
@@ -290,6 +308,98 @@ fn a_server_killed_mid_run_loses_nothing_and_no_output_comes_twice() {
         .filter(|t| int(t, "attempts") > 1)
         .count();
     assert!(retried >= 1, "the lost task ran again elsewhere");
+}
+
+/// `--verify`: a sample of the tasks runs again on another host and the outputs are
+/// compared. One of three servers computes wrong (its tasks append a line when they run
+/// there, as a host that lies or is broken would): every disagreement names it and one
+/// honest host, never two honest ones, and the exit status is 1; on honest hosts alone the
+/// checks agree and the run succeeds.
+#[test]
+fn verify_runs_a_sample_twice_and_names_the_hosts_that_disagree() {
+    let pool = Pool::start(3);
+    let liar = pool.servers[2].server.port;
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let mut tasks = String::new();
+    for i in 0..6 {
+        tasks.push_str(&format!(
+            "out/{i}.txt=result : : echo {i} > result; case \"$CHIRP_HOST\" in *{liar}) echo wrong >> result;; esac\n"
+        ));
+    }
+    std::fs::write(w.join("tasks"), &tasks).unwrap();
+    let out = pool
+        .command(w, "run")
+        .args(["tasks", "--json", "--verify", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let r = report(&out);
+    assert_eq!(int(&r, "tasks_done"), 6, "{stderr}");
+    let v = r.get("verify").unwrap();
+    assert_eq!(int(v, "sampled"), 6);
+    let disagreements = array(v, "disagreements");
+    assert!(!disagreements.is_empty(), "{}", v.to_json());
+    assert_eq!(
+        int(v, "agreed") as usize + disagreements.len() + array(v, "unchecked").len(),
+        6
+    );
+    for d in disagreements {
+        let hosts: Vec<String> = array(d, "hosts").iter().map(Value::to_plain).collect();
+        let liars = hosts
+            .iter()
+            .filter(|h| h.ends_with(&format!(":{liar}")))
+            .count();
+        assert_eq!(liars, 1, "{}", d.to_json());
+        let task = d.get("task").unwrap().to_plain();
+        assert!(
+            stderr.contains(&format!(
+                "{task}: {} and {} disagree on",
+                hosts[0], hosts[1]
+            )),
+            "{stderr}"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(w)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".roost-verify"))
+        .collect();
+    assert!(left.is_empty(), "the checks' outputs are removed: {left:?}");
+    // The honest hosts alone: half the tasks checked, all agree.
+    let honest = tempfile::tempdir().unwrap();
+    std::fs::write(honest.path().join("tasks"), &tasks).unwrap();
+    let mut cmd = roost();
+    cmd.current_dir(honest.path())
+        .args([
+            "pool", "run", "--auth", "address", "--quiet", "tasks", "--json",
+        ])
+        .args(["--verify", "0.5"]);
+    for s in &pool.servers[..2] {
+        cmd.args(["--server", &format!("127.0.0.1:{}", s.server.port)]);
+    }
+    let out = cmd.output().unwrap();
+    succeeded(&out);
+    let v = report(&out).get("verify").unwrap().clone();
+    assert_eq!(
+        (int(&v, "sampled"), int(&v, "agreed")),
+        (3, 3),
+        "{}",
+        v.to_json()
+    );
+    for i in 0..6 {
+        let text = std::fs::read_to_string(honest.path().join(format!("out/{i}.txt"))).unwrap();
+        assert_eq!(text, format!("{i}\n"));
+    }
+    // A fraction out of range is a bad option.
+    let out = pool
+        .command(w, "run")
+        .args(["tasks", "--verify", "1.5"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--verify 1.5"));
 }
 
 /// Task files whose tasks each write where they ran (their sandbox) and when they ended.
@@ -496,8 +606,12 @@ fn eight_hosts_in_network_namespaces_and_one_cut_off_mid_run() {
     }
     let mut hosts = netns_support::Hosts::create(8, 77);
     let outside = hosts.outside();
+    // Reports signed in each namespace for its own address, checked by the catalog outside.
+    let keys = tempfile::tempdir().unwrap();
+    let key = pool_support::catalog_key(keys.path(), "pool");
     let mut cmd = roost();
     cmd.args(["catalog", "--port", "0", "--listen", &outside]);
+    cmd.args(["--catalog-key", &key]);
     let (_catalog, catalog_port) = start_announcing(cmd);
     let catalog = format!("{outside}:{catalog_port}");
     let exports: Vec<_> = (0..8).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -525,6 +639,8 @@ fn eight_hosts_in_network_namespaces_and_one_cut_off_mid_run() {
             &catalog,
             "--catalog-interval",
             "1",
+            "--catalog-key",
+            &key,
         ]
         .iter()
         .map(|s| s.to_string())
@@ -537,7 +653,7 @@ fn eight_hosts_in_network_namespaces_and_one_cut_off_mid_run() {
             .unwrap_or_default();
         let up: Vec<String> = records
             .iter()
-            .filter(|r| r.get("jobs").is_some())
+            .filter(|r| r.get("jobs").is_some() && r.get("verified") == Some(&Value::Bool(true)))
             .filter_map(|r| r.get("address").map(Value::to_plain))
             .collect();
         if up.len() == 8 {

@@ -615,3 +615,75 @@ fn cgroup2_is_refused_naming_what_is_missing_or_else_used() {
         assert!(!g.show().contains("mechanism cgroup2"), "{}", g.show());
     }
 }
+
+/// Resident memory of the first process whose command line holds `marker`, in bytes.
+/// The largest resident memory of the processes with `marker` in their command lines (a
+/// job's keeper and init carry its command line too).
+fn rss_of(marker: &str) -> u64 {
+    processes_with(marker)
+        .iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .max()
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Issue 27 §3: a memory limit set below what the guests hold is refused by the v1 kernel
+/// (it cannot reclaim anonymous memory without swap: `Invalid argument` or `Device or
+/// resource busy`). It used to be shown as in force while nothing held it, and a 120 MB job
+/// then finished under a 50M limit. Now the watchdog holds it (the job holding the most is
+/// killed), `thermostat show` says so, the kernel is asked again and takes it, and a new job
+/// over it is killed by the kernel.
+#[test]
+fn a_memory_limit_the_kernel_refuses_is_held_by_the_watchdog_until_the_kernel_takes_it() {
+    if !cgroup1_here() {
+        return;
+    }
+    let g = Guarded::start("default cpu 100% mem none\n", "cgroup1");
+    let holder = g.run_job(
+        "exec /usr/bin/python3 -c 'import time\nl = bytearray(90 << 20)\nfor i in range(0, len(l), 4096): l[i] = 1\ntime.sleep(30) # holder-27'",
+    );
+    eventually("the job holding 90M", Duration::from_secs(20), || {
+        rss_of("holder-27") >= 80 << 20
+    });
+    let set = g.thermostat(&["set", "100%", "--mem", "50M"]);
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    let out = holder.wait_with_output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("ERRORED") && shown.contains("killed: over memory limit 50M"),
+        "{shown}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = g.server.log_text();
+    assert!(log.contains("event=thermostat-memory-refused"), "{log}");
+    eventually(
+        "the kernel taking the limit",
+        Duration::from_secs(10),
+        || g.show().contains("memory held by the kernel"),
+    );
+    assert!(g
+        .server
+        .log_text()
+        .contains("event=thermostat-memory-applied"));
+    assert!(g.show().contains("limits cpu 100% mem 50M"), "{}", g.show());
+    // A new job over the limit: the kernel holds it now.
+    let big = g
+        .run_job("exec /usr/bin/python3 -c 'l = bytearray(120 << 20)\nfor i in range(0, len(l), 4096): l[i] = 1'")
+        .wait_with_output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&big.stdout);
+    assert!(
+        shown.contains("ERRORED") && shown.contains("killed: over memory limit 50M"),
+        "{shown}{}",
+        String::from_utf8_lossy(&big.stderr)
+    );
+}

@@ -1,9 +1,12 @@
 //! Reporting to pool catalogs (`roost serve --catalog HOST[:PORT]`): a thread sends, every
 //! interval, one UDP datagram to each catalog describing this server, as a JSON object in the
 //! format cctools' chirp_server sends (so cctools' catalog_server and chirp_status understand
-//! it too), plus roost's `interval`, which lets the catalog tell when reports stop.
+//! it too), plus roost's `interval`, which lets the catalog tell when reports stop. With a
+//! catalog key (`--catalog-key NAME=FILE`) each report is signed ([`roost_catalog::signed`])
+//! for the address it is sent from, so a catalog holding the key can tell it from a forgery.
 
 use roost_catalog::json::Value;
+use roost_catalog::keys::Key;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,6 +28,8 @@ pub struct ReportConfig {
     pub owner: String,
     /// Set when the server runs jobs.
     pub jobs: Option<JobsReport>,
+    /// The key reports are signed with (`--catalog-key`); `None`: unsigned, as cctools'.
+    pub key: Option<Key>,
 }
 
 /// What a server running jobs adds to its reports, for `roost pool run` to choose hosts by:
@@ -48,9 +53,15 @@ fn run(config: &ReportConfig) {
     let started = roost_catalog::unix_now();
     let mut failing = vec![false; config.catalogs.len()];
     loop {
-        let text = report(config, started).to_json();
+        let record = report(config, started);
+        // One time for the round: a copy sent to one catalog, replayed to another, is then no
+        // newer than the one that catalog had.
+        let signing = config
+            .key
+            .as_ref()
+            .map(|key| (key, roost_catalog::signed::now_ms()));
         for (i, (host, port)) in config.catalogs.iter().enumerate() {
-            let outcome = send(config.listen.ip(), host, *port, text.as_bytes());
+            let outcome = send(config.listen.ip(), host, *port, &record, signing);
             match (&outcome, failing[i]) {
                 (Err(e), false) => log::event(
                     Level::Error,
@@ -73,8 +84,17 @@ fn run(config: &ReportConfig) {
     }
 }
 
-/// Sends one datagram to `host:port`, from the listening address if it is a specific one.
-fn send(listen: IpAddr, host: &str, port: u16, text: &[u8]) -> Result<(), String> {
+/// Sends `record` in one datagram to `host:port`, from the listening address if it is a
+/// specific one; signed with the key of `signing` at its time (Unix ms) for the address it
+/// goes out from (the one the catalog sees, which the kernel chooses by its routes when the
+/// server listens on every address).
+fn send(
+    listen: IpAddr,
+    host: &str,
+    port: u16,
+    record: &Value,
+    signing: Option<(&Key, i64)>,
+) -> Result<(), String> {
     let addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {host}: {e}"))?
@@ -88,7 +108,17 @@ fn send(listen: IpAddr, host: &str, port: u16, text: &[u8]) -> Result<(), String
         } else {
             SocketAddr::from(([0u16; 8], 0))
         };
-        let sent = UdpSocket::bind(local).and_then(|s| s.send_to(text, addr));
+        let sent = UdpSocket::bind(local).and_then(|socket| {
+            socket.connect(addr)?;
+            let text = match signing {
+                Some((key, at_ms)) => {
+                    let from = socket.local_addr()?.ip();
+                    roost_catalog::signed::seal(record, key, from, at_ms)
+                }
+                None => record.to_json(),
+            };
+            socket.send(text.as_bytes())
+        });
         match sent {
             Ok(_) => return Ok(()),
             Err(e) => last = format!("{addr}: {e}"),
@@ -138,6 +168,9 @@ pub fn report(config: &ReportConfig, started: i64) -> Value {
                 members.push(("thermostat_mem".into(), i(mem)));
             }
             members.push(("thermostat_mechanism".into(), s(&mechanism)));
+            if let Some(holder) = crate::thermostat::control::read_memory_holder(&jobs.job_dir) {
+                members.push(("thermostat_mem_by".into(), s(&holder)));
+            }
         }
     }
     value
@@ -226,6 +259,7 @@ mod tests {
             export: dir.clone(),
             jobs: None,
             owner: "alice".into(),
+            key: None,
         };
         let text = report(&config, 7).to_json();
         assert!(text.len() < 1200, "fits one datagram uncompressed: {text}");
@@ -253,6 +287,7 @@ mod tests {
                 job_dir: job_dir.clone(),
             }),
             owner: "alice".into(),
+            key: None,
         };
         let v = report(&config, 7);
         assert_eq!(v.get("jobs"), Some(&Value::Int(3)));

@@ -521,6 +521,29 @@ impl Export {
         Ok(())
     }
 
+    /// The names in directory `path`, for the server's own housekeeping ([`crate::reaper`]):
+    /// no ACL is asked, and ACL files are left out.
+    pub fn own_list(&self, path: &JailPath) -> OpResult<Vec<Vec<u8>>> {
+        let _names = self.reading();
+        let dir = self
+            .jail
+            .open_path(path, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        Ok(read_dir_names(&dir)?
+            .into_iter()
+            .filter(|n| !n.starts_with(crate::jail::ACL_FILE_NAME))
+            .collect())
+    }
+
+    /// Removes a whole tree for the server's own housekeeping ([`crate::reaper`]): as
+    /// [`Export::rmall`] does (nothing below is followed), with no ACL asked.
+    pub fn own_rmall(&self, path: &JailPath) -> OpResult<()> {
+        let _names = self.changing();
+        let name = self.name(path)?;
+        remove_tree(name.dir_fd.as_raw_fd(), &name.name)?;
+        self.acls.invalidate();
+        Ok(())
+    }
+
     pub fn rename(&self, subject: &str, from: &JailPath, to: &JailPath) -> OpResult<()> {
         let _names = self.changing();
         let old = self.name(from)?;

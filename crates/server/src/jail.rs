@@ -72,6 +72,11 @@ impl JailPath {
         self.components.last().map(|c| c.as_slice())
     }
 
+    /// Whether `prefix` is this path or a directory above it.
+    pub fn starts_with(&self, prefix: &JailPath) -> bool {
+        self.components.starts_with(&prefix.components)
+    }
+
     /// This path joined with one more component.
     pub fn join(&self, name: &[u8]) -> JailPath {
         let mut components = self.components.clone();

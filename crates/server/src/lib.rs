@@ -12,6 +12,7 @@
 //! - [`relay`]: group file operations (`group_open`, `group_op`), relayed down a tree.
 //! - [`catalog_report`]: reporting this server to pool catalogs (`--catalog`).
 //! - [`jobs`]: the Chirp job RPCs (`--jobs`): programs run in sandboxes on this host.
+//! - [`reaper`]: forgetting the jobs and run directories clients abandoned.
 //! - [`thermostat`]: the owner's limits on jobs; [`accounting`]: the ledger of what users
 //!   consumed and owners offered, and the balances made from ledgers and prices.
 
@@ -33,6 +34,7 @@ pub mod lock;
 pub mod log;
 pub mod output;
 pub mod random;
+pub mod reaper;
 pub mod relay;
 pub mod session;
 pub mod socket_owner;

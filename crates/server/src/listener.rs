@@ -142,6 +142,12 @@ impl Server {
         Ok(())
     }
 
+    /// Reaps the jobs and run directories clients abandoned ([`crate::reaper`]), from now
+    /// on. Call after [`Server::enable_jobs`].
+    pub fn start_reaper(&self, config: crate::reaper::Config) -> io::Result<()> {
+        crate::reaper::spawn(config, self.shared.export.clone(), self.shared.jobs.clone()).map(drop)
+    }
+
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
     }

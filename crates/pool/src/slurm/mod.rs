@@ -121,7 +121,9 @@ pub fn run(
         .progress
         .then(|| progress::Line::new(tasks.len(), started));
     let mut abort = None;
+    let mut lease = Instant::now();
     loop {
+        d.staging.keep_alive(&mut d.client, &mut lease);
         if let Err(e) = d.submit_waiting().and_then(|()| d.look()) {
             abort = Some(e);
             break;

@@ -119,3 +119,13 @@ pub fn server_of(supervisor: u32) -> i32 {
     });
     pid.unwrap()
 }
+
+/// Writes a catalog key file `NAME.catalog-key` in `dir` (mode 0600, as key files must be)
+/// and returns the `NAME=FILE` argument of `--catalog-key`.
+pub fn catalog_key(dir: &Path, name: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let file = dir.join(format!("{name}.catalog-key"));
+    std::fs::write(&file, format!("catalog secret of {name}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    format!("{name}={}", file.display())
+}

@@ -206,6 +206,21 @@ impl Accounting {
         }]);
     }
 
+    /// The ids of the jobs the ledger holds a `job` record of (read whole: called once, by a
+    /// server restarted after a crash, see [`crate::jobs::usage`]).
+    pub fn recorded_jobs(&self) -> std::io::Result<std::collections::HashSet<i64>> {
+        let _ledger = lock(&self.ledger);
+        let bytes = std::fs::read(&self.config.ledger)?;
+        Ok(ledger::read(&bytes)
+            .records
+            .into_iter()
+            .filter_map(|r| match r.kind {
+                Kind::Job { id, .. } => Some(id),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// Writes the usage gathered so far and closes the offer period (called every interval
     /// and when the server stops).
     pub fn flush(&self) {

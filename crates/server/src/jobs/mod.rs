@@ -17,6 +17,8 @@
 //!   watched to its end.
 //! - [`confine`]: the thermostat's hook (the thermostat itself is [`crate::thermostat`]).
 //! - [`runner`]: one thread per running job: start, watch, kill, finish.
+//! - [`usage`]: a running job's CPU time so far, checkpointed into its record, and accounted
+//!   once by a server restarted after a crash.
 //!
 //! Who may do what: creating or committing a job needs the `x` right on the export's root
 //! (the right to run programs on this host), the `r` right on each input's directory and `w`
@@ -37,6 +39,7 @@ pub mod sandbox;
 pub mod seccomp;
 pub mod store;
 pub mod tree;
+pub mod usage;
 pub mod view;
 mod watch;
 
@@ -50,7 +53,7 @@ use isolation::Isolation;
 use record::{Job, Status};
 use roost_catalog::json::Value;
 use roost_wire::{ErrorCode, Rights};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
@@ -130,12 +133,16 @@ pub struct JobConfig {
     pub view: view::View,
     /// The program run as each job's keeper: `roost` itself ([`keeper::run_if_called`]).
     pub keeper: PathBuf,
+    /// How often a running job's CPU time so far is written into its record, for a server
+    /// restarted after a crash to account it ([`usage`]).
+    pub cpu_checkpoint: Duration,
 }
 
 /// Default `--jobs-per-subject`.
 pub const DEFAULT_JOBS_PER_SUBJECT: usize = 64;
 
-/// The jobs of one server.
+/// The jobs of one server (a handle: clones share them).
+#[derive(Clone)]
 pub struct Jobs {
     inner: Arc<Inner>,
 }
@@ -160,6 +167,9 @@ struct Table {
     next_id: i64,
     /// Runner threads alive (a killed job's runner may outlive its record briefly).
     running: usize,
+    /// When each job's subject last asked about it (or the server started): a job that has
+    /// ended, or was never committed, and is not asked about for `--reap-after` is reaped.
+    touched: HashMap<i64, Instant>,
 }
 
 impl Jobs {
@@ -187,7 +197,15 @@ impl Jobs {
             jobs: BTreeMap::new(),
             next_id,
             running: 0,
+            touched: HashMap::new(),
         };
+        let crashed: Vec<&Job> = jobs
+            .iter()
+            .filter(|j| j.status == Status::Started)
+            .collect();
+        if let (Some(accounting), false) = (&accounting, crashed.is_empty()) {
+            usage::account_crashed(accounting, &crashed);
+        }
         for mut job in jobs {
             if job.status == Status::Started {
                 if let Some(p) = job.process {
@@ -201,6 +219,7 @@ impl Jobs {
                     log::event(Level::Error, "job-save", &[("id", &job.id), ("error", &e)]);
                 }
             }
+            table.touched.insert(job.id, Instant::now());
             table.jobs.insert(job.id, job);
         }
         store.clear_sandboxes();
@@ -266,6 +285,7 @@ impl Jobs {
             .map_err(|e| JobError::io(&e, "cannot record the job".into()))?;
         table.next_id = id + 1;
         table.jobs.insert(id, job);
+        table.touch(&[id]);
         log::event(
             Level::Info,
             "job-created",
@@ -280,6 +300,7 @@ impl Jobs {
         may_run(&self.inner.export, subject)?;
         let mut table = self.inner.lock();
         table.check_owner(subject, &ids)?;
+        table.touch(&ids);
         for id in &ids {
             let job = table.jobs.get_mut(id).expect("checked");
             if job.status == Status::Created {
@@ -297,6 +318,7 @@ impl Jobs {
         let ids = description::parse_ids(payload)?;
         let mut table = self.inner.lock();
         table.check_owner(subject, &ids)?;
+        table.touch(&ids);
         if let Some(job) = ids
             .iter()
             .map(|id| &table.jobs[id])
@@ -328,6 +350,7 @@ impl Jobs {
                     return Err(JobError::io(&e, format!("cannot forget job {id}")));
                 }
                 table.jobs.remove(id);
+                table.touched.remove(id);
             }
         }
         Ok(())
@@ -336,8 +359,9 @@ impl Jobs {
     /// `job_status`: the listed jobs' records, a JSON array.
     pub fn status(&self, subject: &str, payload: &[u8]) -> Result<Vec<u8>, JobError> {
         let ids = description::parse_ids(payload)?;
-        let table = self.inner.lock();
+        let mut table = self.inner.lock();
         table.check_owner(subject, &ids)?;
+        table.touch(&ids);
         Ok(records(ids.iter().map(|id| &table.jobs[id])))
     }
 
@@ -357,6 +381,14 @@ impl Jobs {
         if id > 0 {
             table.check_owner(subject, &[id])?;
         }
+        // The subject waits for these: it has not abandoned them.
+        let waited: Vec<i64> = table
+            .jobs
+            .values()
+            .filter(|j| matches(j))
+            .map(|j| j.id)
+            .collect();
+        table.touch(&waited);
         loop {
             if !table.jobs.values().any(matches) {
                 return Err(JobError::new(
@@ -384,6 +416,63 @@ impl Jobs {
     }
 }
 
+impl Jobs {
+    /// Forgets the jobs nobody asked about for `idle` (since the server started, if not
+    /// since): those that have ended, and those never committed. Running and committed jobs
+    /// are left to run (the time limit ends a job that runs too long). Each is logged; their
+    /// ids.
+    pub fn reap_abandoned(&self, idle: Duration) -> Vec<i64> {
+        let mut table = self.inner.lock();
+        let stale: Vec<i64> = table
+            .jobs
+            .values()
+            .filter(|j| j.status.is_terminal() || j.status == Status::Created)
+            .filter(|j| {
+                table
+                    .touched
+                    .get(&j.id)
+                    .map_or(true, |t| t.elapsed() >= idle)
+            })
+            .map(|j| j.id)
+            .collect();
+        let mut reaped = Vec::new();
+        for id in stale {
+            if let Err(e) = self.inner.store.forget(id) {
+                log::event(Level::Error, "job-forget", &[("id", &id), ("error", &e)]);
+                continue;
+            }
+            let job = table.jobs.remove(&id).expect("listed");
+            table.touched.remove(&id);
+            log::event(
+                Level::Info,
+                "job-abandoned",
+                &[
+                    ("id", &id),
+                    ("subject", &job.subject),
+                    ("status", &job.status.name()),
+                    ("idle_s", &idle.as_secs()),
+                    ("action", &"reaped"),
+                ],
+            );
+            reaped.push(id);
+        }
+        reaped
+    }
+
+    /// The server paths of the files of every job that has not ended (created, committed or
+    /// running): what must not be reaped from under them.
+    pub fn paths_in_use(&self) -> Vec<JailPath> {
+        let table = self.inner.lock();
+        table
+            .jobs
+            .values()
+            .filter(|j| !j.status.is_terminal())
+            .flat_map(|j| j.description.files.iter())
+            .filter_map(|f| description::serv_path(&f.serv_path, "serv_path").ok())
+            .collect()
+    }
+}
+
 /// The `x` right on the export's root: the right to run programs on this host.
 fn may_run(export: &Export, subject: &str) -> Result<(), JobError> {
     export
@@ -398,6 +487,14 @@ fn records<'a>(jobs: impl Iterator<Item = &'a Job>) -> Vec<u8> {
 }
 
 impl Table {
+    /// Notes that the jobs `ids` were asked about now.
+    fn touch(&mut self, ids: &[i64]) {
+        let now = Instant::now();
+        for id in ids {
+            self.touched.insert(*id, now);
+        }
+    }
+
     /// Checks that every id names a job of `subject`'s: NO_SUCH_JOB for an unknown one,
     /// NOT_AUTHORIZED for another subject's. Nothing is changed unless all pass.
     fn check_owner(&self, subject: &str, ids: &[i64]) -> Result<(), JobError> {

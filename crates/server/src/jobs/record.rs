@@ -67,6 +67,9 @@ pub struct Process {
     /// When the leader started, in clock ticks after boot (`/proc/PID/stat`), so a later
     /// process that happens to get the same number is never taken for it.
     pub start_ticks: u64,
+    /// The CPU time (microseconds) the job had used at the last checkpoint: what a server
+    /// restarted after a crash records for it ([`super::usage`]).
+    pub cpu_us: u64,
 }
 
 /// When each step happened, in seconds since the epoch.
@@ -183,6 +186,10 @@ impl Job {
                         ("pgid".into(), Value::Int(p.pgid.into())),
                         ("uid".into(), Value::Int(p.uid.into())),
                         ("start_ticks".into(), Value::Int(p.start_ticks as i64)),
+                        (
+                            "cpu_us".into(),
+                            Value::Int(i64::try_from(p.cpu_us).unwrap_or(i64::MAX)),
+                        ),
                     ]),
                 ));
             }
@@ -223,6 +230,8 @@ impl Job {
                     pgid: field("pgid")? as i32,
                     uid: field("uid")? as u32,
                     start_ticks: field("start_ticks")? as u64,
+                    // Absent from records written before checkpoints.
+                    cpu_us: field("cpu_us").unwrap_or(0).max(0) as u64,
                 })
             }
             _ => None,
@@ -361,6 +370,7 @@ mod tests {
             pgid: 42,
             uid: 65534,
             start_ticks: 1234,
+            cpu_us: 5_000_000,
         });
         let again = Job::from_value(&j.to_value(true)).unwrap();
         assert_eq!(again, j);

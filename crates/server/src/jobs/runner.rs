@@ -25,6 +25,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// How a run ended, to be written into the record.
 struct Outcome {
@@ -168,6 +169,7 @@ fn run_job(
                 pgid,
                 uid: identity.uid,
                 start_ticks,
+                cpu_us: 0,
             });
             inner.save(job);
         }
@@ -178,9 +180,16 @@ fn run_job(
         &[("id", &id), ("pid", &pgid), ("user", &identity.name)],
     );
     let admitted = inner.limits.admit(id, pgid);
+    let mut checkpoint = Instant::now();
     let ended = match &admitted {
         Ok(()) => running.watch(
             || still_started(inner, id),
+            || {
+                if checkpoint.elapsed() >= inner.config.cpu_checkpoint {
+                    checkpoint = Instant::now();
+                    super::usage::checkpoint(inner, id, pgid);
+                }
+            },
             inner.config.time_limit,
             inner.config.memory_limit,
         ),

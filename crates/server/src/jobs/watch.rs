@@ -85,10 +85,12 @@ impl Running {
     }
 
     /// Watches the job until it ends; `wanted` says whether it may go on (false once it is
-    /// killed), `time_limit` and `memory_limit` are the job's.
+    /// killed), `tick` is called on every look (the runner's CPU checkpoints),
+    /// `time_limit` and `memory_limit` are the job's.
     pub fn watch(
         mut self,
         wanted: impl Fn() -> bool,
+        mut tick: impl FnMut(),
         time_limit: Duration,
         memory_limit: Option<u64>,
     ) -> Ended {
@@ -97,6 +99,7 @@ impl Running {
         let ended = ExitNotice::open(self.pid());
         let mut next_look = Instant::now();
         loop {
+            tick();
             self.read_reports();
             if self.program_ended() || has_exited(self.pid()) {
                 return self.finish(stop.map(|(s, _)| s));

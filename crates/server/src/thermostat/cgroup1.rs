@@ -81,6 +81,12 @@ impl Cgroup1 {
 
     /// Sets the guests' limits.
     pub fn apply(&self, limits: Limits) -> io::Result<()> {
+        self.apply_cpu(limits)?;
+        self.apply_memory(limits)
+    }
+
+    /// Sets the guests' CPU limit.
+    pub fn apply_cpu(&self, limits: Limits) -> io::Result<()> {
         let quota = cgroupfs::quota_us(limits.cpu_percent, self.cores)
             .map_or("-1".to_string(), |q| q.to_string());
         let write = cgroupfs::write;
@@ -88,7 +94,13 @@ impl Cgroup1 {
         write(
             &self.cpu.join("cpu.shares"),
             &shares(limits.cpu_percent).to_string(),
-        )?;
+        )
+    }
+
+    /// Sets the guests' memory limit. The kernel refuses a limit below what the guests hold
+    /// and cannot reclaim (no swap): the old limit then stays.
+    pub fn apply_memory(&self, limits: Limits) -> io::Result<()> {
+        let write = cgroupfs::write;
         let mem = limits.mem_bytes.map_or("-1".to_string(), |b| b.to_string());
         let plain = self.mem.join("memory.limit_in_bytes");
         let swap = self.mem.join("memory.memsw.limit_in_bytes");

@@ -315,6 +315,15 @@ impl Cgroup2 {
 
     /// Sets the guests' limits.
     pub fn apply(&self, limits: Limits) -> io::Result<()> {
+        self.apply_cpu(limits)?;
+        if !self.memory {
+            return Ok(());
+        }
+        self.apply_memory(limits)
+    }
+
+    /// Sets the guests' CPU limit.
+    pub fn apply_cpu(&self, limits: Limits) -> io::Result<()> {
         let write = cgroupfs::write;
         let quota = cgroupfs::quota_us(limits.cpu_percent, self.cores)
             .map_or("max".to_string(), |q| q.to_string());
@@ -325,9 +334,21 @@ impl Cgroup2 {
         write(
             &self.guests.join("cpu.weight"),
             &weight(limits.cpu_percent).to_string(),
-        )?;
+        )
+    }
+
+    /// Sets the guests' memory limit; fails when there is one to set and the group has no
+    /// memory controller.
+    pub fn apply_memory(&self, limits: Limits) -> io::Result<()> {
+        let write = cgroupfs::write;
         if !self.memory {
-            return Ok(());
+            return match limits.mem_bytes {
+                None => Ok(()),
+                Some(_) => Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "the guests' group has no memory controller",
+                )),
+            };
         }
         let mem = limits
             .mem_bytes

@@ -49,8 +49,13 @@ impl Control {
 
     /// Writes what holds now to the report file (errors are only logged: the limits hold
     /// anyway).
-    pub fn report(&self, mechanism: &str, limits: Limits, source: &str) {
-        let text = format!("mechanism {mechanism}\nlimits {limits}\nsource {source}\n");
+    /// `memory`: who holds the memory limit (`kernel`, `watchdog`, with why), if there is
+    /// one.
+    pub fn report(&self, mechanism: &str, limits: Limits, source: &str, memory: Option<&str>) {
+        let mut text = format!("mechanism {mechanism}\nlimits {limits}\nsource {source}\n");
+        if let Some(holder) = memory {
+            text.push_str(&format!("memory held by the {holder}\n"));
+        }
         if let Err(e) = write_replace(&self.now, &text) {
             crate::log::event(
                 crate::log::Level::Error,
@@ -87,6 +92,15 @@ pub fn read_now(job_dir: &Path) -> Option<(String, Limits)> {
     let words: Vec<&str> = value("limits")?.split_whitespace().collect();
     let limits = Setting::parse(&words).ok()?.over(Limits::UNLIMITED);
     Some((value("mechanism")?.to_string(), limits))
+}
+
+/// Who holds the memory limit, as the server last reported it: `kernel` or `watchdog`.
+pub fn read_memory_holder(job_dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(job_dir.join(NOW_FILE)).ok()?;
+    let holder = text
+        .lines()
+        .find_map(|l| l.strip_prefix("memory held by the "))?;
+    Some(holder.split_whitespace().next()?.to_string())
 }
 
 /// Writes `text` to `path` by write-then-rename, mode 0600.
@@ -129,14 +143,20 @@ mod tests {
         write_replace(&set, "cpu 300%\n").unwrap();
         assert!(control.current(&schedule).1.contains("cpu \"300%\""));
         std::fs::remove_file(&set).unwrap();
-        control.report("loop", limits, "schedule");
+        control.report("loop", limits, "schedule", Some("watchdog"));
         let now = std::fs::read_to_string(dir.join(NOW_FILE)).unwrap();
         assert_eq!(
             now,
-            "mechanism loop\nlimits cpu 80% mem 2G\nsource schedule\n"
+            "mechanism loop\nlimits cpu 80% mem 2G\nsource schedule\nmemory held by the watchdog\n"
         );
         let (mechanism, read) = read_now(&dir).unwrap();
         assert_eq!((mechanism.as_str(), read), ("loop", limits));
+        assert_eq!(read_memory_holder(&dir).as_deref(), Some("watchdog"));
+        let refused = "watchdog (the kernel refused it: memory.limit_in_bytes: Device or resource busy; asked again every second)";
+        control.report("cgroup1", limits, "override", Some(refused));
+        assert_eq!(read_memory_holder(&dir).as_deref(), Some("watchdog"));
+        control.report("cgroup1", limits, "override", None);
+        assert_eq!(read_memory_holder(&dir), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -4,7 +4,9 @@
 //! ahead, continuing them (SIGCONT) once they are behind; and a memory watchdog that stops
 //! and kills (SIGSTOP, then SIGKILL) the job with the most resident memory while all guests
 //! together hold more than the limit. It signals only the admitted jobs' process groups and
-//! the processes descended from them (see [`super::procs`]).
+//! the processes descended from them (see [`super::procs`]). The watchdog alone
+//! ([`memory_watchdog`]) also holds the memory limit under a cgroup mechanism while the
+//! kernel refuses it.
 
 use super::procs::{self, Proc};
 use super::schedule::{size_text, Limits};
@@ -97,35 +99,55 @@ impl Feedback {
         jobs: &BTreeMap<i64, Vec<Proc>>,
         limits: Limits,
     ) -> Vec<(i64, String)> {
-        let Some(limit) = limits.mem_bytes else {
-            return Vec::new();
-        };
-        let rss = |ps: &Vec<Proc>| ps.iter().map(|p| p.rss_pages).sum::<u64>() * self.page_size;
-        let mut sizes: Vec<(i64, u64)> = jobs.iter().map(|(j, ps)| (*j, rss(ps))).collect();
-        let mut total: u64 = sizes.iter().map(|(_, s)| s).sum();
-        sizes.sort_by_key(|(_, s)| std::cmp::Reverse(*s));
-        let mut killed = Vec::new();
-        for (job, size) in sizes {
-            if total <= limit {
-                break;
-            }
-            let (Some(pgid), Some(ps)) = (groups.get(&job), jobs.get(&job)) else {
-                continue;
-            };
-            signal_job(*pgid, ps, libc::SIGSTOP);
-            signal_job(*pgid, ps, libc::SIGKILL);
-            killed.push((
-                job,
-                format!(
-                    "killed: over memory limit {} (the job held {} of guest memory)",
-                    size_text(limit),
-                    size_text_rounded(size)
-                ),
-            ));
-            total -= size;
-        }
-        killed
+        kill_over_memory(groups, jobs, limits, self.page_size)
     }
+}
+
+/// The memory watchdog alone, over the jobs in `groups`: while they hold more than the
+/// limit together, the job holding the most is stopped and killed. Returns the jobs killed,
+/// each with its status text.
+pub fn memory_watchdog(groups: &BTreeMap<i64, i32>, limits: Limits) -> Vec<(i64, String)> {
+    if limits.mem_bytes.is_none() || groups.is_empty() {
+        return Vec::new();
+    }
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    kill_over_memory(groups, &procs::of_jobs(&procs::all(), groups), limits, page)
+}
+
+fn kill_over_memory(
+    groups: &BTreeMap<i64, i32>,
+    jobs: &BTreeMap<i64, Vec<Proc>>,
+    limits: Limits,
+    page_size: u64,
+) -> Vec<(i64, String)> {
+    let Some(limit) = limits.mem_bytes else {
+        return Vec::new();
+    };
+    let rss = |ps: &Vec<Proc>| ps.iter().map(|p| p.rss_pages).sum::<u64>() * page_size;
+    let mut sizes: Vec<(i64, u64)> = jobs.iter().map(|(j, ps)| (*j, rss(ps))).collect();
+    let mut total: u64 = sizes.iter().map(|(_, s)| s).sum();
+    sizes.sort_by_key(|(_, s)| std::cmp::Reverse(*s));
+    let mut killed = Vec::new();
+    for (job, size) in sizes {
+        if total <= limit {
+            break;
+        }
+        let (Some(pgid), Some(ps)) = (groups.get(&job), jobs.get(&job)) else {
+            continue;
+        };
+        signal_job(*pgid, ps, libc::SIGSTOP);
+        signal_job(*pgid, ps, libc::SIGKILL);
+        killed.push((
+            job,
+            format!(
+                "killed: over memory limit {} (the job held {} of guest memory)",
+                size_text(limit),
+                size_text_rounded(size)
+            ),
+        ));
+        total -= size;
+    }
+    killed
 }
 
 fn size_text_rounded(bytes: u64) -> String {

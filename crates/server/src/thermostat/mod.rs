@@ -9,6 +9,13 @@
 //! [`Thermostat`] is the jobs' [`ResourceLimits`]: a job is admitted by its process group
 //! when it starts; one thread, every [`TICK`], rereads the limits (each second) and runs
 //! the loop.
+//!
+//! A memory limit the kernel refuses (cgroup v1 will not set one below what the guests hold
+//! when it cannot reclaim; a v2 group without the memory controller cannot hold one) is not
+//! reported as in force by the kernel: the memory watchdog ([`feedback::memory_watchdog`])
+//! holds it, killing the jobs holding the most until the guests are under it, the kernel is
+//! asked again every second, and `thermostat.now` (`roost thermostat show`, the catalog's
+//! `thermostat_mem_by`) says which of the two holds it.
 
 pub mod cgroup1;
 pub mod cgroup2;
@@ -88,6 +95,8 @@ pub struct Config {
 struct State {
     /// Admitted jobs: id to process group.
     groups: BTreeMap<i64, i32>,
+    /// Why the kernel refused the memory limit, while it does: the watchdog holds it.
+    refused: Option<String>,
     /// Jobs the watchdog killed, with their status text.
     verdicts: BTreeMap<i64, String>,
     /// Jobs given files to enter their groups by before they run: started, they are in them.
@@ -164,19 +173,44 @@ impl Enforcer {
         }
     }
 
-    fn apply(&self, limits: Limits) {
-        let done = match self {
-            Enforcer::Cgroup2(groups) => groups.apply(limits),
-            Enforcer::Cgroup1(groups) => groups.apply(limits),
+    /// Sets `limits` in the kernel. A CPU limit that cannot be set is logged; a memory limit
+    /// the kernel refuses is returned, why (the watchdog then holds it).
+    fn apply(&self, limits: Limits) -> Option<String> {
+        let cpu = match self {
+            Enforcer::Cgroup2(groups) => groups.apply_cpu(limits),
+            Enforcer::Cgroup1(groups) => groups.apply_cpu(limits),
             Enforcer::Loop(_) => Ok(()),
         };
-        if let Err(e) = done {
+        if let Err(e) = cpu {
             log::event(
                 Level::Error,
                 "thermostat-apply",
                 &[("limits", &limits), ("error", &e)],
             );
         }
+        self.apply_memory(limits).err()
+    }
+
+    /// Sets the memory limit of `limits` in the kernel, or says why it refused.
+    fn apply_memory(&self, limits: Limits) -> Result<(), String> {
+        let done = match self {
+            Enforcer::Cgroup2(groups) => groups.apply_memory(limits),
+            Enforcer::Cgroup1(groups) => groups.apply_memory(limits),
+            Enforcer::Loop(_) => Ok(()),
+        };
+        done.map_err(|e| e.to_string())
+    }
+
+    /// Who holds the memory limit, for the report: `None` without one.
+    fn memory_holder(&self, limits: Limits, refused: Option<&str>) -> Option<String> {
+        limits.mem_bytes?;
+        Some(match (self, refused) {
+            (Enforcer::Loop(_), _) => "watchdog".to_string(),
+            (_, None) => "kernel".to_string(),
+            (_, Some(why)) => {
+                format!("watchdog (the kernel refused it: {why}; asked again every second)")
+            }
+        })
     }
 
     /// One turn: the loop's, or a look for jobs the kernel found over the memory limit
@@ -218,9 +252,14 @@ impl Thermostat {
         let mechanism = enforcer.mechanism();
         let control = control::Control::new(&job_dir);
         let (limits, source) = control.current(&config.schedule);
-        enforcer.apply(limits);
+        let refused = enforcer.apply(limits);
+        if let Some(why) = &refused {
+            log_refused(limits, why);
+        }
+        let holder = enforcer.memory_holder(limits, refused.as_deref());
         let state = Arc::new(Mutex::new(State {
             groups: BTreeMap::new(),
+            refused,
             verdicts: BTreeMap::new(),
             entering: BTreeSet::new(),
             limits,
@@ -235,7 +274,7 @@ impl Thermostat {
                 ("source", &source),
             ],
         );
-        control.report(mechanism.name(), limits, &source);
+        control.report(mechanism.name(), limits, &source, holder.as_deref());
         let shared = state.clone();
         std::thread::Builder::new()
             .name("thermostat".into())
@@ -263,6 +302,7 @@ fn run(
             reread = Instant::now();
             let (limits, now_source) = control.current(schedule);
             let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut changed = false;
             if limits != s.limits || now_source != source {
                 log::event(
                     Level::Info,
@@ -274,9 +314,25 @@ fn run(
                     ],
                 );
                 s.limits = limits;
-                s.enforcer.apply(limits);
+                let refused = s.enforcer.apply(limits);
+                if let Some(why) = &refused {
+                    log_refused(limits, why);
+                }
+                s.refused = refused;
                 source = now_source;
-                control.report(mechanism.name(), limits, &source);
+                changed = true;
+            } else if s.refused.is_some() && s.enforcer.apply_memory(limits).is_ok() {
+                log::event(
+                    Level::Info,
+                    "thermostat-memory-applied",
+                    &[("limits", &limits), ("by", &"kernel")],
+                );
+                s.refused = None;
+                changed = true;
+            }
+            if changed {
+                let holder = s.enforcer.memory_holder(limits, s.refused.as_deref());
+                control.report(mechanism.name(), limits, &source, holder.as_deref());
             }
         }
         let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
@@ -285,9 +341,14 @@ fn run(
             verdicts,
             limits,
             enforcer,
+            refused,
             ..
         } = &mut *s;
-        for (job, why) in enforcer.step(groups, *limits) {
+        let mut killed = enforcer.step(groups, *limits);
+        if refused.is_some() {
+            killed.extend(feedback::memory_watchdog(groups, *limits));
+        }
+        for (job, why) in killed {
             if let std::collections::btree_map::Entry::Vacant(entry) = verdicts.entry(job) {
                 log::event(
                     Level::Info,
@@ -298,6 +359,18 @@ fn run(
             }
         }
     }
+}
+
+fn log_refused(limits: Limits, why: &str) {
+    log::event(
+        Level::Error,
+        "thermostat-memory-refused",
+        &[
+            ("limits", &limits),
+            ("error", &why),
+            ("held_by", &"watchdog"),
+        ],
+    );
 }
 
 /// The status of a job the kernel killed over the memory limit.

@@ -12,6 +12,8 @@ pub struct Proc {
     pub pgrp: i32,
     /// utime + stime, in clock ticks.
     pub ticks: u64,
+    /// cutime + cstime: the CPU of the children it waited for, in clock ticks.
+    pub waited_ticks: u64,
     /// Start time, clock ticks after boot (a pid and this name one process).
     pub start: u64,
     /// Resident pages.
@@ -25,7 +27,8 @@ pub fn parse_stat(pid: i32, text: &str) -> Option<Proc> {
     // The command name may hold anything; the fields follow its last ')'.
     let rest = text.get(text.rfind(')')? + 2..)?;
     let f: Vec<&str> = rest.split_whitespace().collect();
-    // Counted from 3 (state): ppid 4, pgrp 5, utime 14, stime 15, starttime 22, rss 24.
+    // Counted from 3 (state): ppid 4, pgrp 5, utime 14, stime 15, cutime 16, cstime 17,
+    // starttime 22, rss 24.
     let n = |i: usize| f.get(i - 3).and_then(|s| s.parse::<i64>().ok());
     Some(Proc {
         pid,
@@ -33,6 +36,7 @@ pub fn parse_stat(pid: i32, text: &str) -> Option<Proc> {
         ppid: n(4)? as i32,
         pgrp: n(5)? as i32,
         ticks: (n(14)? + n(15)?).max(0) as u64,
+        waited_ticks: (n(16)? + n(17)?).max(0) as u64,
         start: n(22)?.max(0) as u64,
         rss_pages: n(24)?.max(0) as u64,
     })
@@ -98,8 +102,16 @@ mod tests {
                     25 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
         let p = parse_stat(42, text).unwrap();
         assert_eq!(
-            (p.ppid, p.pgrp, p.ticks, p.start, p.rss_pages, p.zombie),
-            (1, 42, 10, 555, 25, false)
+            (
+                p.ppid,
+                p.pgrp,
+                p.ticks,
+                p.waited_ticks,
+                p.start,
+                p.rss_pages,
+                p.zombie
+            ),
+            (1, 42, 10, 0, 555, 25, false)
         );
         assert!(
             parse_stat(7, "7 (z) Z 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 9 0 0")
@@ -118,6 +130,7 @@ mod tests {
             ppid,
             pgrp,
             ticks: 0,
+            waited_ticks: 0,
             start: 0,
             rss_pages: 0,
             zombie: false,
