@@ -340,7 +340,7 @@ pub fn run(
         );
     }
     first.extend(rules(&table, full, notify, ids, lazy));
-    let bpf = filter::build(&first, foreign);
+    let bpf = filter::build(&first, foreign, &[]);
     let cstr = |b: &[u8]| CString::new(b.to_vec()).unwrap_or_default();
     let argv: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
     let physical_cwd = std::env::current_dir()
@@ -366,6 +366,7 @@ pub fn run(
             let bpf = filter::build(
                 &rules(&table, full, false, ids, false),
                 Verdict::Errno(libc::ENOSYS),
+                &[],
             );
             spawn::spawn(&cstr(program), &argv, &bpf, false, false)?
         }
