@@ -316,6 +316,10 @@ pub fn run(
     argv: &[Vec<u8>],
     options: Options,
 ) -> Result<i32, SpawnError> {
+    // Before the program exists: the kernel keeps it off roost from the start.
+    if let Err(e) = crate::guard::undumpable() {
+        eprintln!("roost: cannot make roost's own process undumpable: {e}");
+    }
     let table = Table::new();
     let tracer = Tracer::new(options.trace, options.summary);
     let full = !ns.table().is_empty() || tracer.wants_results();
