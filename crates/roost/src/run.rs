@@ -506,6 +506,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         on_program_stop: None,
         ids,
         idle_poll: std::time::Duration::from_micros(args.idle_poll_us),
+        supervisors: Vec::new(),
     };
     match background::split(!whole_run) {
         Ok(background::Side::Front(code)) => {
@@ -527,6 +528,7 @@ pub fn main(args: RunArgs) -> ExitCode {
                 }) as Box<dyn FnOnce(i32)>
             });
             options.on_program_stop = Some(front.on_program_stop());
+            options.supervisors.push(front.pid());
         }
         Err(e) => eprintln!("roost run: {e}; running without a front process"),
     }
