@@ -53,9 +53,10 @@ measure "$WORK/results" "$ORDER" CONFIGS
 
 python3 bench/agent/table.py "$WORK/results" "$ORDER" "getpid stat open+close pread1 pread8k bandwidth" native
 
-# Calls the agent never traps (getpid, a 1-byte read of a local pipe, a futex wake), each
-# the best of 5 rounds inside a run, against the floor: the same program under a one-
-# instruction allow-all seccomp filter, which any seccomp-based agent pays.
+# Calls the agent never traps (getpid, a 1-byte read of a local pipe, a futex wake; then
+# kill, tgkill, fcntl, ioctl and getsockopt, whose arguments the filter looks at), each the best
+# of 5 rounds inside a run, against the floor: the same program under a one-instruction
+# allow-all seccomp filter, which any seccomp-based agent pays.
 gcc -O2 -o "$WORK/untrapped" bench/agent/untrapped.c
 U="$WORK/untrapped 1000000"
 declare -A UNTRAPPED=(
@@ -68,7 +69,7 @@ declare -A UNTRAPPED=(
 UORDER="native floor roost roost-ptrace proot"
 measure "$WORK/untrapped.txt" "$UORDER" UNTRAPPED
 echo
-python3 bench/agent/table.py "$WORK/untrapped.txt" "$UORDER" "getpid read futex" floor
+python3 bench/agent/table.py "$WORK/untrapped.txt" "$UORDER" "getpid read futex kill tgkill fcntl ioctl getsockopt" floor
 
 [ "${ZLIB:-0}" = 1 ] || exit 0
 # The zlib build: the sources bundled in the libz-sys crate.

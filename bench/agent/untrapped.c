@@ -1,5 +1,9 @@
 /* untrapped: what calls an agent never traps cost — getpid, a 1-byte read of a local fd
- * (a pipe kept full) and a futex wake with no waiter — in nanoseconds per call.
+ * (a pipe kept full) and a futex wake with no waiter — in nanoseconds per call; then calls
+ * whose arguments roost's filter looks at before it lets them through (it traps them only
+ * when they name roost's own processes or set a file's owner): a signal 0 to this process
+ * (kill) and to this thread (tgkill), fcntl F_GETFL and ioctl FIONREAD on the pipe,
+ * getsockopt SO_TYPE.
  *   untrapped [N]         as the program is run (natively, under roost run, under proot)
  *   untrapped --floor [N] first installs a one-instruction allow-all seccomp filter: the
  *                         floor any seccomp-based agent pays for a call it never traps
@@ -7,10 +11,13 @@
 #include <linux/filter.h>
 #include <linux/futex.h>
 #include <linux/seccomp.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +40,25 @@ static void call_read(void) {
 }
 
 static void call_futex(void) { syscall(SYS_futex, &futex_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
+
+static int me, self_thread, sockets[2];
+
+static void call_kill(void) { syscall(SYS_kill, me, 0); }
+
+static void call_tgkill(void) { syscall(SYS_tgkill, me, self_thread, 0); }
+
+static void call_fcntl(void) { syscall(SYS_fcntl, pipe_fds[0], F_GETFL); }
+
+static void call_ioctl(void) {
+    int n;
+    syscall(SYS_ioctl, pipe_fds[0], FIONREAD, &n);
+}
+
+static void call_getsockopt(void) {
+    int type;
+    socklen_t len = sizeof type;
+    syscall(SYS_getsockopt, sockets[0], SOL_SOCKET, SO_TYPE, &type, &len);
+}
 
 /* The best of 5 rounds of n calls: the least disturbed by the rest of the machine. */
 static double best_ns(void (*call)(void), long n) {
@@ -66,5 +92,16 @@ int main(int argc, char **argv) {
     /* read+write of one byte: two calls, reported per call */
     printf("read %.1f ns\n", best_ns(call_read, n / 2) / 2);
     printf("futex %.1f ns\n", best_ns(call_futex, n));
+    me = getpid();
+    self_thread = syscall(SYS_gettid);
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sockets) != 0) {
+        perror("socketpair");
+        return 1;
+    }
+    printf("kill %.1f ns\n", best_ns(call_kill, n));
+    printf("tgkill %.1f ns\n", best_ns(call_tgkill, n));
+    printf("fcntl %.1f ns\n", best_ns(call_fcntl, n));
+    printf("ioctl %.1f ns\n", best_ns(call_ioctl, n));
+    printf("getsockopt %.1f ns\n", best_ns(call_getsockopt, n));
     return 0;
 }

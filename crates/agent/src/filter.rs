@@ -1,9 +1,10 @@
 //! The seccomp-bpf program, built from the agent's syscall table: check the architecture
 //! first, refuse x32 and numbers newer than the reviewed table, then one comparison per
 //! listed syscall number (returning TRACE for the
-//! trapped ones and ERRNO for the refused ones), and ALLOW for everything else. The program
-//! depends only on the architecture and the syscall number, so the kernel's seccomp action
-//! cache answers the allowed syscalls without running it.
+//! trapped ones and ERRNO for the refused ones), and ALLOW for everything else. Arguments
+//! are looked at only after a rule's number matched, so for every number no rule looks
+//! into, the program depends only on the architecture and the number, and the kernel's
+//! seccomp action cache answers those calls without running it.
 
 use crate::arch;
 use std::io;
@@ -12,7 +13,10 @@ const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JEQ_K: u16 = 0x15;
 const BPF_JGE_K: u16 = 0x35;
 const BPF_JSET_K: u16 = 0x45;
+const BPF_JA: u16 = 0x05;
 const BPF_RET_K: u16 = 0x06;
+/// The sign bit of an `int` argument's low half.
+const NEGATIVE: u32 = 0x8000_0000;
 /// Offsets in `struct seccomp_data`.
 const OFFSET_NR: u32 = 0;
 const OFFSET_ARCH: u32 = 4;
@@ -69,6 +73,192 @@ pub enum Verdict {
         values: &'static [u32],
     },
     Errno(i32),
+    /// `errno` when each `(argument, value)` holds (the low half), else allowed.
+    ErrnoIf {
+        args: &'static [(usize, u32)],
+        errno: i32,
+    },
+    /// A call aimed at a process (`crate::guard`): EPERM when an `int` argument in `ids`
+    /// is one of roost's own processes (the ids [`build`] is given), else `others`. With
+    /// `only`, just for calls whose argument `only.0` is one of `only.1`; others are
+    /// allowed.
+    Aimed {
+        ids: &'static [usize],
+        only: Option<(usize, &'static [u32])>,
+        others: Others,
+    },
+}
+
+/// How a rule traps a call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Trap {
+    Notify,
+    Trace,
+}
+
+impl Trap {
+    fn ret(self) -> u32 {
+        match self {
+            Trap::Notify => libc::SECCOMP_RET_USER_NOTIF,
+            Trap::Trace => RET_TRACE,
+        }
+    }
+}
+
+/// What [`Verdict::Aimed`] answers a call that names none of roost's processes by id.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Others {
+    Allow,
+    /// Trapped when one of the ids is above 0 (a process or a thread, not a group).
+    TrapIds(Trap),
+    /// Trapped, whatever the arguments (a pidfd, a pointer).
+    Trap(Trap),
+    /// Trapped when argument `arg` has one of `bits` set.
+    TrapIfBits {
+        arg: usize,
+        bits: u32,
+        trap: Trap,
+    },
+}
+
+/// Where a jump of a [`Block`] goes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum To {
+    /// This many instructions on (0: the next one).
+    On(u8),
+    /// A return the block ends with.
+    Ret(u32),
+    /// Allowed: a return of ALLOW, or on to the next rule for the same number.
+    Pass,
+    /// Past the block: the next rule (a call of another number).
+    Skip,
+}
+
+/// One rule's instructions, whose jumps name where they go; [`Block::finish`] places the
+/// returns after them and turns the names into offsets.
+#[derive(Default)]
+struct Block(Vec<(u16, u32, To, To)>);
+
+impl Block {
+    fn load(&mut self, offset: u32) {
+        self.0.push((BPF_LD_W_ABS, offset, To::On(0), To::On(0)));
+    }
+
+    fn jump(&mut self, code: u16, k: u32, jt: To, jf: To) {
+        self.0.push((code, k, jt, jf));
+    }
+
+    fn goto(&mut self, to: To) {
+        self.0.push((BPF_JA, 0, to, to));
+    }
+
+    /// The instructions; `last`: no later rule has this number, so a call allowed here
+    /// returns ALLOW rather than going on to the next rule.
+    fn finish(self, last: bool) -> Vec<libc::sock_filter> {
+        let uses = |to: To| self.0.iter().any(|&(_, _, t, f)| t == to || f == to);
+        let mut rets: Vec<u32> = Vec::new();
+        for &(_, _, t, f) in &self.0 {
+            for to in [t, f] {
+                if let To::Ret(v) = to {
+                    if !rets.contains(&v) {
+                        rets.push(v);
+                    }
+                }
+            }
+        }
+        let body = self.0.len();
+        // The last instruction, where a pass goes: ALLOW, or the number loaded again for
+        // the next rule (an argument is in its place); a call of another number may land
+        // there too.
+        let tail = uses(To::Pass);
+        let end = body + rets.len() + usize::from(tail);
+        let at = |to: To, i: usize| -> usize {
+            match to {
+                To::On(n) => i + 1 + usize::from(n),
+                To::Ret(v) => body + rets.iter().position(|&r| r == v).expect("collected"),
+                To::Pass => end - 1,
+                To::Skip => end,
+            }
+        };
+        let offset = |to: To, i: usize| -> u8 {
+            u8::try_from(at(to, i) - i - 1).expect("a rule's block is short")
+        };
+        let mut p: Vec<libc::sock_filter> = self
+            .0
+            .iter()
+            .enumerate()
+            .map(|(i, &(code, k, jt, jf))| match code {
+                BPF_JA => stmt(BPF_JA, u32::from(offset(jt, i))),
+                BPF_LD_W_ABS => stmt(code, k),
+                _ => jump(code, k, offset(jt, i), offset(jf, i)),
+            })
+            .collect();
+        p.extend(rets.iter().map(|&v| stmt(BPF_RET_K, v)));
+        if tail && last {
+            p.push(stmt(BPF_RET_K, RET_ALLOW));
+        } else if tail {
+            p.push(stmt(BPF_LD_W_ABS, OFFSET_NR));
+        }
+        p
+    }
+}
+
+/// The block of [`Verdict::Aimed`] for syscall `nr`, `own` being roost's process ids.
+fn aimed(
+    nr: u32,
+    ids: &[usize],
+    only: Option<(usize, &[u32])>,
+    others: Others,
+    own: &[u32],
+) -> Block {
+    let mut b = Block::default();
+    b.jump(BPF_JEQ_K, nr, To::On(0), To::Skip);
+    if let Some((arg, values)) = only {
+        b.load(offset_arg_low(arg));
+        for (i, &v) in values.iter().enumerate() {
+            let past_the_rest = (values.len() - 1 - i) as u8 + 1;
+            b.jump(BPF_JEQ_K, v, To::On(past_the_rest), To::On(0));
+        }
+        b.goto(To::Pass);
+    }
+    let eperm = To::Ret(RET_ERRNO | libc::EPERM as u32);
+    for &arg in ids {
+        b.load(offset_arg_low(arg));
+        for &pid in own {
+            b.jump(BPF_JEQ_K, pid, eperm, To::On(0));
+        }
+    }
+    match others {
+        Others::Allow => b.goto(To::Pass),
+        Others::Trap(trap) => b.goto(To::Ret(trap.ret())),
+        Others::TrapIds(trap) => {
+            for &arg in ids {
+                // 0 and below (the caller, a group, every process) go on to the next id.
+                b.load(offset_arg_low(arg));
+                b.jump(BPF_JSET_K, NEGATIVE, To::On(2), To::On(0));
+                b.jump(BPF_JEQ_K, 0, To::On(1), To::On(0));
+                b.goto(To::Ret(trap.ret()));
+            }
+            b.goto(To::Pass);
+        }
+        Others::TrapIfBits { arg, bits, trap } => {
+            b.load(offset_arg_low(arg));
+            b.jump(BPF_JSET_K, bits, To::Ret(trap.ret()), To::Pass);
+        }
+    }
+    b
+}
+
+/// The block of [`Verdict::ErrnoIf`] for syscall `nr`.
+fn errno_if(nr: u32, args: &[(usize, u32)], errno: i32) -> Block {
+    let mut b = Block::default();
+    b.jump(BPF_JEQ_K, nr, To::On(0), To::Skip);
+    for &(arg, value) in args {
+        b.load(offset_arg_low(arg));
+        b.jump(BPF_JEQ_K, value, To::On(0), To::Pass);
+    }
+    b.goto(To::Ret(RET_ERRNO | (errno as u32 & 0xffff)));
+    b
 }
 
 fn stmt(code: u16, k: u32) -> libc::sock_filter {
@@ -94,7 +284,9 @@ fn ret(v: Verdict) -> libc::sock_filter {
             | Verdict::NotifyUnlessIs { .. }
             | Verdict::TraceIf { .. }
             | Verdict::NotifyIfFdFrom { .. }
-            | Verdict::NotifyIfOneOf { .. } => {
+            | Verdict::NotifyIfOneOf { .. }
+            | Verdict::ErrnoIf { .. }
+            | Verdict::Aimed { .. } => {
                 unreachable!("expanded by build")
             }
             Verdict::Errno(e) => RET_ERRNO | (e as u32 & 0xffff),
@@ -102,10 +294,11 @@ fn ret(v: Verdict) -> libc::sock_filter {
     )
 }
 
-/// Builds the program for `rules` (syscall number, verdict). Syscalls of another ABI (i386,
-/// x32) get `foreign`: refused, or sent to the notification thread, which refuses them too
-/// but can say so.
-pub fn build(rules: &[(u32, Verdict)], foreign: Verdict) -> Vec<libc::sock_filter> {
+/// Builds the program for `rules` (syscall number, verdict), `own` being the ids of roost's
+/// processes ([`Verdict::Aimed`]). A number may have several rules: a call one of them
+/// allows goes on to the next. Syscalls of another ABI (i386, x32) get `foreign`: refused,
+/// or sent to the notification thread, which refuses them too but can say so.
+pub fn build(rules: &[(u32, Verdict)], foreign: Verdict, own: &[u32]) -> Vec<libc::sock_filter> {
     let mut p = vec![
         stmt(BPF_LD_W_ABS, OFFSET_ARCH),
         jump(BPF_JEQ_K, arch::AUDIT_ARCH, 1, 0),
@@ -121,7 +314,26 @@ pub fn build(rules: &[(u32, Verdict)], foreign: Verdict) -> Vec<libc::sock_filte
             _ => Verdict::Trace,
         }),
     ];
-    for &(nr, verdict) in rules {
+    for (i, &(nr, verdict)) in rules.iter().enumerate() {
+        let last = !rules[i + 1..].iter().any(|&(n, _)| n == nr);
+        // Allowed: ALLOW, or on to this number's next rule, with the number loaded again
+        // (an argument was loaded in its place).
+        let pass = if last {
+            stmt(BPF_RET_K, RET_ALLOW)
+        } else {
+            stmt(BPF_LD_W_ABS, OFFSET_NR)
+        };
+        match verdict {
+            Verdict::Aimed { ids, only, others } => {
+                p.extend(aimed(nr, ids, only, others, own).finish(last));
+                continue;
+            }
+            Verdict::ErrnoIf { args, errno } => {
+                p.extend(errno_if(nr, args, errno).finish(last));
+                continue;
+            }
+            _ => {}
+        }
         // Only these syscalls' branches look at an argument: every other number stays
         // answerable from the syscall number alone.
         let by_arg = match verdict {
@@ -152,8 +364,13 @@ pub fn build(rules: &[(u32, Verdict)], foreign: Verdict) -> Vec<libc::sock_filte
             for (i, &v) in values.iter().enumerate() {
                 p.push(jump(BPF_JEQ_K, v, n - i as u8, 0));
             }
-            p.push(stmt(BPF_RET_K, RET_ALLOW));
+            p.push(if last { pass } else { stmt(BPF_JA, 1) });
             p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF));
+            if !last {
+                // Allowed: over the notification, to the number loaded again (where a
+                // call of another number lands too).
+                p.push(pass);
+            }
         } else if let Verdict::NotifyIfFdFrom { args, from } = verdict {
             // Per argument: below the range, or negative, goes on to the next argument.
             p.push(jump(BPF_JEQ_K, nr, 0, 4 * args.len() as u8 + 1));
@@ -163,13 +380,17 @@ pub fn build(rules: &[(u32, Verdict)], foreign: Verdict) -> Vec<libc::sock_filte
                 p.push(jump(BPF_JGE_K, 0x8000_0000, 1, 0));
                 p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF));
             }
-            p.push(stmt(BPF_RET_K, RET_ALLOW));
+            p.push(pass);
         } else if let Some((offset, test, k, if_set, otherwise)) = by_arg {
             p.push(jump(BPF_JEQ_K, nr, 0, 4));
             p.push(stmt(BPF_LD_W_ABS, offset));
             p.push(jump(test, k, 0, 1));
             p.push(stmt(BPF_RET_K, if_set));
-            p.push(stmt(BPF_RET_K, otherwise));
+            p.push(if otherwise == RET_ALLOW {
+                pass
+            } else {
+                stmt(BPF_RET_K, otherwise)
+            });
         } else {
             p.push(jump(BPF_JEQ_K, nr, 0, 1));
             p.push(ret(verdict));
@@ -281,8 +502,20 @@ mod tests {
     }
 
     fn run_with(p: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+        run_reading(p, arch, nr, args).0
+    }
+
+    /// Whether the program looks at an argument of call `nr` (if not, the kernel's action
+    /// cache can answer it from the number alone).
+    fn reads_arguments(p: &[libc::sock_filter], nr: u32) -> bool {
+        run_reading(p, arch::AUDIT_ARCH, nr, [0; 6]).1
+    }
+
+    /// The program's answer, and whether it loaded an argument on the way.
+    fn run_reading(p: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> (u32, bool) {
         let mut acc = 0u32;
         let mut pc = 0usize;
+        let mut read = false;
         loop {
             let i = p[pc];
             match i.code {
@@ -291,6 +524,7 @@ mod tests {
                         OFFSET_NR => nr,
                         OFFSET_ARCH => arch,
                         k => {
+                            read = true;
                             let arg = args[(k as usize - 16) / 8];
                             if k % 8 == 4 {
                                 (arg >> 32) as u32
@@ -308,7 +542,8 @@ mod tests {
                     };
                     pc += usize::from(if taken { i.jt } else { i.jf });
                 }
-                BPF_RET_K => return i.k,
+                BPF_JA => pc += i.k as usize,
+                BPF_RET_K => return (i.k, read),
                 c => panic!("unexpected opcode {c:#x}"),
             }
             pc += 1;
@@ -325,6 +560,7 @@ mod tests {
                 (425, Verdict::Errno(libc::ENOSYS)),
             ],
             enosys,
+            &[],
         );
         assert_eq!(run(&p, arch::AUDIT_ARCH, 4), libc::SECCOMP_RET_USER_NOTIF);
         assert_eq!(run(&p, arch::AUDIT_ARCH, 257), RET_TRACE);
@@ -342,7 +578,7 @@ mod tests {
         assert_eq!(run(&p, arch::AUDIT_ARCH, newer), RET_TRACE);
         assert_eq!(run(&p, arch::AUDIT_ARCH, arch::REVIEWED_MAX), RET_ALLOW);
         // With notifications, another ABI's calls go to the notification thread.
-        let p = build(&[(257, Verdict::Trace)], Verdict::Notify);
+        let p = build(&[(257, Verdict::Trace)], Verdict::Notify, &[]);
         let notify = libc::SECCOMP_RET_USER_NOTIF;
         assert_eq!(run(&p, 0x4000_0003, 5), notify);
         assert_eq!(run(&p, arch::AUDIT_ARCH, 0x4000_0000 | 2), notify);
@@ -363,6 +599,7 @@ mod tests {
                 (4, Verdict::Notify),
             ],
             Verdict::Errno(libc::ENOSYS),
+            &[],
         );
         let notify = libc::SECCOMP_RET_USER_NOTIF;
         assert_eq!(run_args(&p, 157, &[24]), notify);
@@ -396,6 +633,7 @@ mod tests {
                 (4, Verdict::Notify),
             ],
             Verdict::Errno(libc::ENOSYS),
+            &[],
         );
         let a = arch::AUDIT_ARCH;
         let notify = libc::SECCOMP_RET_USER_NOTIF;
@@ -427,6 +665,7 @@ mod tests {
                 },
             )],
             Verdict::Errno(libc::ENOSYS),
+            &[],
         );
         let a = arch::AUDIT_ARCH;
         let notify = libc::SECCOMP_RET_USER_NOTIF;
@@ -458,6 +697,7 @@ mod tests {
                 (257, Verdict::Notify),
             ],
             Verdict::Errno(libc::ENOSYS),
+            &[],
         );
         let a = arch::AUDIT_ARCH;
         let notify = libc::SECCOMP_RET_USER_NOTIF;
@@ -480,5 +720,141 @@ mod tests {
             run_with(&p, a, 275, [u64::MAX, 0, u64::MAX, 0, 0, 0]),
             RET_ALLOW
         );
+    }
+
+    #[test]
+    fn calls_aimed_at_roost_are_refused_by_id_and_the_others_trapped_or_allowed() {
+        let own = [100, 200];
+        let (notify, eperm) = (libc::SECCOMP_RET_USER_NOTIF, RET_ERRNO | libc::EPERM as u32);
+        let aimed = |ids, only, others| Verdict::Aimed { ids, only, others };
+        let p = build(
+            &[
+                (62, aimed(&[0], None, Others::TrapIds(Trap::Notify))),
+                (234, aimed(&[0], None, Others::Allow)),
+                (
+                    101,
+                    aimed(&[1], Some((0, &[16, 0x4206])), Others::TrapIds(Trap::Trace)),
+                ),
+                (312, aimed(&[0, 1], None, Others::Allow)),
+                (
+                    434,
+                    aimed(
+                        &[0],
+                        None,
+                        Others::TrapIfBits {
+                            arg: 1,
+                            bits: 0x80,
+                            trap: Trap::Notify,
+                        },
+                    ),
+                ),
+                (424, aimed(&[], None, Others::Trap(Trap::Notify))),
+                (4, Verdict::Notify),
+            ],
+            Verdict::Errno(libc::ENOSYS),
+            &own,
+        );
+        let minus = |n: i32| n as u32 as u64;
+        // kill: roost's ids refused, any other process or thread trapped, groups allowed.
+        assert_eq!(run_args(&p, 62, &[100]), eperm);
+        assert_eq!(run_args(&p, 62, &[200, 9]), eperm);
+        assert_eq!(run_args(&p, 62, &[200 | 1 << 40]), eperm); // a pid_t: the low half
+        assert_eq!(run_args(&p, 62, &[300]), notify);
+        assert_eq!(run_args(&p, 62, &[0]), RET_ALLOW);
+        assert_eq!(run_args(&p, 62, &[minus(-1)]), RET_ALLOW);
+        assert_eq!(run_args(&p, 62, &[minus(-100)]), RET_ALLOW);
+        // tgkill: compared only.
+        assert_eq!(run_args(&p, 234, &[200, 5]), eperm);
+        assert_eq!(run_args(&p, 234, &[300, 5]), RET_ALLOW);
+        // ptrace: only the requests that attach.
+        assert_eq!(run_args(&p, 101, &[16, 100]), eperm);
+        assert_eq!(run_args(&p, 101, &[0x4206, 300]), RET_TRACE);
+        assert_eq!(run_args(&p, 101, &[12, 100]), RET_ALLOW);
+        // kcmp: either id.
+        assert_eq!(run_args(&p, 312, &[5, 200]), eperm);
+        assert_eq!(run_args(&p, 312, &[100, 5]), eperm);
+        assert_eq!(run_args(&p, 312, &[5, 6]), RET_ALLOW);
+        // pidfd_open: a thread's id is trapped.
+        assert_eq!(run_args(&p, 434, &[100, 0]), eperm);
+        assert_eq!(run_args(&p, 434, &[300, 0]), RET_ALLOW);
+        assert_eq!(run_args(&p, 434, &[300, 0x80]), notify);
+        // pidfd_send_signal: a descriptor, trapped.
+        assert_eq!(run_args(&p, 424, &[3]), notify);
+        // The other numbers: as before, and from the number alone.
+        assert_eq!(run(&p, arch::AUDIT_ARCH, 4), notify);
+        assert_eq!(run(&p, arch::AUDIT_ARCH, 39), RET_ALLOW);
+        for nr in [4, 39, 0, 257] {
+            assert!(!reads_arguments(&p, nr), "{nr}");
+        }
+        assert!(reads_arguments(&p, 62));
+    }
+
+    #[test]
+    fn a_number_with_two_rules_goes_on_to_the_second_when_the_first_allows() {
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        let setown = Verdict::Aimed {
+            ids: &[],
+            only: Some((1, &[8, 15])),
+            others: Others::Trap(Trap::Notify),
+        };
+        let p = build(
+            &[
+                (
+                    72,
+                    Verdict::NotifyIfFdFrom {
+                        args: &[0],
+                        from: 768,
+                    },
+                ),
+                (
+                    157,
+                    Verdict::NotifyIfOneOf {
+                        arg: 0,
+                        values: &[24],
+                    },
+                ),
+                (257, Verdict::Notify),
+                (72, setown),
+                (
+                    157,
+                    Verdict::ErrnoIf {
+                        args: &[(0, 15)],
+                        errno: libc::EPERM,
+                    },
+                ),
+            ],
+            Verdict::Errno(libc::ENOSYS),
+            &[],
+        );
+        assert_eq!(run_args(&p, 72, &[800, 1]), notify); // the first rule's
+        assert_eq!(run_args(&p, 72, &[3, 8]), notify); // the second's
+        assert_eq!(run_args(&p, 72, &[3, 1]), RET_ALLOW);
+        // The number, not the argument loaded last, meets the rules in between.
+        assert_eq!(run_args(&p, 72, &[257, 1]), RET_ALLOW);
+        assert_eq!(run_args(&p, 157, &[24]), notify);
+        assert_eq!(run_args(&p, 157, &[16, 257]), RET_ALLOW);
+        assert_eq!(run_args(&p, 157, &[15]), RET_ERRNO | libc::EPERM as u32);
+        assert_eq!(run_args(&p, 157, &[16]), RET_ALLOW);
+        assert_eq!(run(&p, arch::AUDIT_ARCH, 257), notify);
+        assert_eq!(run(&p, arch::AUDIT_ARCH, 39), RET_ALLOW);
+    }
+
+    #[test]
+    fn a_conditional_refusal_needs_every_argument() {
+        let p = build(
+            &[(
+                55,
+                Verdict::ErrnoIf {
+                    args: &[(1, 1), (2, 77)],
+                    errno: libc::ENOPROTOOPT,
+                },
+            )],
+            Verdict::Errno(libc::ENOSYS),
+            &[],
+        );
+        let refused = RET_ERRNO | libc::ENOPROTOOPT as u32;
+        assert_eq!(run_args(&p, 55, &[3, 1, 77]), refused);
+        assert_eq!(run_args(&p, 55, &[3, 1, 17]), RET_ALLOW);
+        assert_eq!(run_args(&p, 55, &[3, 6, 77]), RET_ALLOW);
     }
 }

@@ -3,7 +3,8 @@
 //! space state, and syscall handlers grouped by class. Paths go through `roost_vfs`.
 //!
 //! Layout: `arch` (registers, syscall numbers), `syscalls` (what each trapped call is),
-//! `filter` (the BPF program), `spawn` (start and seize), `tracer` (the loop), `task`,
+//! `filter` (the BPF program), `guard` (roost's own processes kept out of the program's
+//! reach), `spawn` (start and seize), `tracer` (the loop), `task`,
 //! `memory`, `handlers::{path, exec, procfs, socket}`, `notify` (the supervisor answering
 //! lookups delivered as seccomp notifications), `trace` (--trace/--summary).
 
@@ -11,6 +12,7 @@ pub mod arch;
 pub mod attach;
 pub mod execs;
 pub mod filter;
+pub mod guard;
 pub mod handlers;
 pub mod memory;
 pub mod notify;

@@ -88,6 +88,9 @@ unsafe fn child(
     listener: bool,
     untraced: bool,
 ) -> ! {
+    // roost is not dumpable (`crate::guard`); its forked copy must be, for roost to seize
+    // it and take the listener (its exec keeps it so).
+    let _ = crate::guard::dumpable();
     if untraced {
         // Exit-kill will not take it with roost: it dies with the agent all the same.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);

@@ -105,6 +105,58 @@ pub enum Kind {
     Identity,
     /// Refused by the filter with this errno; never reaches the agent.
     Refuse(i32),
+    /// Refused by the filter with `errno` when each `(argument, value)` holds (the low
+    /// half of the register), else allowed; never reaches the agent.
+    RefuseIf {
+        args: &'static [(usize, u32)],
+        errno: i32,
+    },
+    /// A call aimed at another process, refused (EPERM) when it is aimed at one of roost's
+    /// own (`crate::guard`).
+    Aimed(Aimed),
+}
+
+/// How a call names the process it acts on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Aim {
+    /// Process or thread ids in these arguments (`int`s; 0 and below name the caller, its
+    /// group or every process, never one of roost's alone).
+    Ids(&'static [usize]),
+    /// A pidfd, or a `/proc/PID` directory, in this argument.
+    Pidfd(usize),
+    /// The process a file's signals go to: fcntl's `F_SETOWN` (an id in the third
+    /// argument) and `F_SETOWN_EX` (a `struct f_owner_ex` there), ioctl's `FIOSETOWN` and
+    /// `SIOCSPGRP` (an `int` there).
+    Owner,
+}
+
+/// When the filter sends a call of [`Kind::Aimed`] to the agent: a call naming one of
+/// roost's processes by its id is refused by the filter itself; one naming any other id,
+/// or naming its process by a descriptor or through memory, is trapped (to be checked
+/// against roost's threads, whose ids the filter cannot know) or allowed, as this says.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TrapWhen {
+    /// Never: the id must be a whole process's (tgkill's thread group), or trapping the
+    /// call would cost too much (kill).
+    Never,
+    /// Only when the program may hold `CAP_SYS_PTRACE` over roost: for others the kernel's
+    /// ptrace access check refuses every call of this kind aimed at roost, which is not
+    /// dumpable.
+    WithPtraceCapability,
+    /// Always: a signal or a limit needs only the same user.
+    Always,
+    /// When argument `.0` has one of bits `.1` set (pidfd_open's `PIDFD_THREAD`).
+    IfBits(usize, u32),
+}
+
+/// A call aimed at another process (see [`Kind::Aimed`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Aimed {
+    pub aim: Aim,
+    /// Only calls whose argument `.0` is one of `.1` (ptrace's requests that attach,
+    /// fcntl's and ioctl's that set an owner); the others are allowed.
+    pub only: Option<(usize, &'static [u32])>,
+    pub trapped: TrapWhen,
 }
 
 const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
@@ -392,7 +444,88 @@ pub const SPECS: &[(&str, Kind)] = &[
     ("fspick", Kind::Refuse(libc::EPERM)),
     ("mount_setattr", Kind::Refuse(libc::EPERM)),
     ("io_uring_setup", Kind::Refuse(libc::ENOSYS)),
+    // The calls aimed at other processes (`crate::guard` keeps roost's own out of reach).
+    // kill and rt_sigqueueinfo take a thread's id too (and signal its whole process), but
+    // trapping every one naming another process would cost it a notification and, in a
+    // process roost does not trace, an EINTR when a signal comes first: roost's ids are
+    // compared only (docs/security.md).
+    ("kill", aimed(Aim::Ids(&[0]), None, TrapWhen::Never)),
+    ("tkill", aimed(Aim::Ids(&[0]), None, TrapWhen::Always)),
+    ("tgkill", aimed(Aim::Ids(&[0]), None, TrapWhen::Never)),
+    (
+        "rt_sigqueueinfo",
+        aimed(Aim::Ids(&[0]), None, TrapWhen::Never),
+    ),
+    (
+        "rt_tgsigqueueinfo",
+        aimed(Aim::Ids(&[0]), None, TrapWhen::Never),
+    ),
+    ("prlimit64", aimed(Aim::Ids(&[0]), None, TrapWhen::Always)),
+    (
+        "pidfd_open",
+        aimed(Aim::Ids(&[0]), None, TrapWhen::IfBits(1, PIDFD_THREAD)),
+    ),
+    (
+        "ptrace",
+        aimed(Aim::Ids(&[1]), Some((0, ATTACHING)), BY_PTRACE_CHECK),
+    ),
+    (
+        "process_vm_readv",
+        aimed(Aim::Ids(&[0]), None, BY_PTRACE_CHECK),
+    ),
+    (
+        "process_vm_writev",
+        aimed(Aim::Ids(&[0]), None, BY_PTRACE_CHECK),
+    ),
+    ("kcmp", aimed(Aim::Ids(&[0, 1]), None, BY_PTRACE_CHECK)),
+    (
+        "get_robust_list",
+        aimed(Aim::Ids(&[0]), None, BY_PTRACE_CHECK),
+    ),
+    (
+        "pidfd_send_signal",
+        aimed(Aim::Pidfd(0), None, TrapWhen::Always),
+    ),
+    ("pidfd_getfd", aimed(Aim::Pidfd(0), None, BY_PTRACE_CHECK)),
+    (
+        "process_madvise",
+        aimed(Aim::Pidfd(0), None, BY_PTRACE_CHECK),
+    ),
+    (
+        "fcntl",
+        aimed(Aim::Owner, Some((1, FCNTL_OWNERS)), TrapWhen::Always),
+    ),
+    (
+        "ioctl",
+        aimed(Aim::Owner, Some((1, IOCTL_OWNERS)), TrapWhen::Always),
+    ),
+    // A socket's peer as a pidfd: roost is the peer of a direct-mode file's placeholder
+    // socket. Refused as by kernels before 6.5, which lack it (programs fall back to
+    // SO_PEERCRED).
+    (
+        "getsockopt",
+        Kind::RefuseIf {
+            args: &[(1, libc::SOL_SOCKET as u32), (2, SO_PEERPIDFD)],
+            errno: libc::ENOPROTOOPT,
+        },
+    ),
 ];
+
+const fn aimed(aim: Aim, only: Option<(usize, &'static [u32])>, trapped: TrapWhen) -> Kind {
+    Kind::Aimed(Aimed { aim, only, trapped })
+}
+
+const BY_PTRACE_CHECK: TrapWhen = TrapWhen::WithPtraceCapability;
+/// `PTRACE_ATTACH` and `PTRACE_SEIZE`: every other request needs a tracee already.
+const ATTACHING: &[u32] = &[16, 0x4206];
+/// `pidfd_open`'s flag for a pidfd of one thread, whose id may be any thread's.
+const PIDFD_THREAD: u32 = libc::O_EXCL as u32;
+/// fcntl's `F_SETOWN` and `F_SETOWN_EX`.
+pub const FCNTL_OWNERS: &[u32] = &[8, 15];
+/// ioctl's `FIOSETOWN` and `SIOCSPGRP` (sockets).
+pub const IOCTL_OWNERS: &[u32] = &[0x8901, 0x8902];
+/// `SO_PEERPIDFD` (Linux 6.5; newer than the libc crate).
+const SO_PEERPIDFD: u32 = 77;
 
 /// The path argument of chroot.
 pub const CHROOT_PATH: &[PathArg] = &[cwd(0, Always)];
@@ -624,12 +757,12 @@ pub struct Table {
 
 impl Table {
     /// Whether call `nr`, when notifications deliver it, must never end in EINTR: every
-    /// notified call but the opens (a FIFO's open is interrupted natively), the id queries
-    /// and the id changes.
+    /// notified call but the opens (a FIFO's open is interrupted natively), the id queries,
+    /// the id changes and the calls aimed at processes (a kill never fails so natively).
     pub fn restarts_when_notified(&self, nr: i64) -> bool {
         self.entry(nr).is_some_and(|e| match e.notified {
             Some(n) => n.performed != Performed::Open,
-            None => matches!(e.kind, Kind::Identity | Kind::Credentials),
+            None => matches!(e.kind, Kind::Identity | Kind::Credentials | Kind::Aimed(_)),
         })
     }
 
@@ -715,7 +848,12 @@ mod tests {
         let t = Table::new();
         for &(name, _) in ON_DESCRIPTORS {
             let nr = crate::arch::number(name).unwrap();
-            assert!(t.entry(nr).is_none(), "{name} is also a trapped call");
+            // fcntl is trapped too when it sets a file's owner (`crate::guard`).
+            let entry = t.entry(nr).map(|e| e.kind);
+            assert!(
+                entry.is_none() || matches!(entry, Some(Kind::Aimed(_))),
+                "{name} is also a trapped call"
+            );
             assert_eq!(t.on_descriptor(nr).map(|d| d.0), Some(name));
         }
         assert_eq!(t.on_descriptor(9), Some(("mmap", &[4][..])));

@@ -6,7 +6,8 @@
 
 use crate::arch::{self, Regs};
 use crate::attach;
-use crate::filter::{self, Verdict};
+use crate::filter::{self, Trap, Verdict};
+use crate::guard;
 use crate::handlers::virtual_ids::{self, VirtualIds};
 use crate::handlers::{self, procfs, socket, Action, Arg, Ctx, Decision};
 use crate::memory;
@@ -59,6 +60,9 @@ pub struct Options {
     /// `--idle-poll-us`: how long a low-priority thread keeps a CPU awake after each
     /// descriptor roost installs in the program ([`notify::keep_awake`]; zero: never).
     pub idle_poll: std::time::Duration,
+    /// roost's other supervising processes (the front of `roost run`), kept out of the
+    /// program's reach with the agent itself ([`guard`]).
+    pub supervisors: Vec<i32>,
 }
 
 /// What each driver of the mount table did (remote servers, their calls and time, cache
@@ -242,6 +246,8 @@ fn rules(table: &Table, full: bool, notify: bool, ids: bool, lazy: bool) -> Vec<
         .entries()
         .filter_map(|(nr, entry)| match entry.kind {
             Kind::Refuse(e) => Some((nr, Verdict::Errno(e))),
+            // Their rules are `guard::rules`.
+            Kind::Aimed(_) | Kind::RefuseIf { .. } => None,
             Kind::Clone if lazy => None,
             Kind::Credentials | Kind::Identity => {
                 Some(nr).zip(id_rule((entry.name, entry.kind), notify, ids))
@@ -316,6 +322,11 @@ pub fn run(
     argv: &[Vec<u8>],
     options: Options,
 ) -> Result<i32, SpawnError> {
+    // Before the program exists: its calls aimed at roost are refused from the start.
+    if let Err(e) = guard::undumpable() {
+        eprintln!("roost: cannot make roost's own process undumpable: {e}");
+    }
+    guard::protect(&options.supervisors);
     let table = Table::new();
     let tracer = Tracer::new(options.trace, options.summary);
     let full = !ns.table().is_empty() || tracer.wants_results();
@@ -339,8 +350,11 @@ pub fn run(
                 .map(|(nr, args)| (nr, Verdict::NotifyIfFdFrom { args, from })),
         );
     }
+    let own = guard::own_ids();
+    let trap = if notify { Trap::Notify } else { Trap::Trace };
+    first.extend(guard::rules(&table, trap));
     first.extend(rules(&table, full, notify, ids, lazy));
-    let bpf = filter::build(&first, foreign);
+    let bpf = filter::build(&first, foreign, &own);
     let cstr = |b: &[u8]| CString::new(b.to_vec()).unwrap_or_default();
     let argv: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
     let physical_cwd = std::env::current_dir()
@@ -363,10 +377,9 @@ pub fn run(
     let spawned = match spawn::spawn(&cstr(program), &argv, &bpf, notify, lazy) {
         // No notifications here (kernel < 5.6, or the filter flag refused): ptrace only.
         Err(SpawnError::Listener(_)) | Err(SpawnError::Filter(..)) if notify => {
-            let bpf = filter::build(
-                &rules(&table, full, false, ids, false),
-                Verdict::Errno(libc::ENOSYS),
-            );
+            let mut rules_then = guard::rules(&table, Trap::Trace);
+            rules_then.extend(rules(&table, full, false, ids, false));
+            let bpf = filter::build(&rules_then, Verdict::Errno(libc::ENOSYS), &own);
             spawn::spawn(&cstr(program), &argv, &bpf, false, false)?
         }
         r => r?,
@@ -1033,6 +1046,12 @@ impl Agent {
         // and an open by handle name no path: their handlers apply in any root.)
         if let Kind::Identity = kind {
             return virtual_ids::answer(name, regs, &self.shared.ids);
+        }
+        if let Kind::Aimed(aimed) = kind {
+            return match guard::check(pid, name, regs, aimed) {
+                Ok(()) => Decision::pass(),
+                Err(e) => Decision::fail(e),
+            };
         }
         let by_path = !matches!(kind, Kind::Clone | Kind::OpenByHandle { .. });
         if by_path && self.shared.rerooted.contains(pid) {

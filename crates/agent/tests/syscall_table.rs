@@ -224,8 +224,10 @@ fn the_table_traps_nothing_that_takes_no_path() {
     // programs fall back to plain I/O, a rare credential change the agent notes, the
     // privileged open_by_handle_at, held to DENY, a clone asking for an untraced child,
     // checked by the filter, getsockname/getpeername, which answer a path, or an id query
-    // trapped only when roost run is given an identity to show): no hot non-path call
-    // costs a stop.
+    // trapped only when roost run is given an identity to show, or a call aimed at another
+    // process, which the filter refuses when it names roost by id and traps only when it
+    // may name a thread of roost's, or refuses outright, as getsockopt's SO_PEERPIDFD): no
+    // hot non-path call costs a stop.
     for (nr, entry) in Table::new().entries() {
         let (name, kind) = (entry.name, entry.kind);
         assert_eq!(arch::number(name), Some(i64::from(nr)));
@@ -236,7 +238,11 @@ fn the_table_traps_nothing_that_takes_no_path() {
                 || kind == Kind::Identity
                 || matches!(
                     kind,
-                    Kind::OpenByHandle { .. } | Kind::Clone | Kind::SockName { .. }
+                    Kind::OpenByHandle { .. }
+                        | Kind::Clone
+                        | Kind::SockName { .. }
+                        | Kind::Aimed(_)
+                        | Kind::RefuseIf { .. }
                 ),
             "{name} is trapped but takes no path"
         );

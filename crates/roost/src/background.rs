@@ -32,6 +32,11 @@ pub struct Front {
 }
 
 impl Front {
+    /// The front's process id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
     /// What to call with the program's exit code when the program exits (`None` when the
     /// front waits for the agent itself).
     pub fn on_program_exit(&mut self) -> Option<Box<dyn FnOnce(i32)>> {

@@ -429,6 +429,11 @@ fn find_program(ns: &Namespace, name: &str, cwd: &[u8]) -> Result<Vec<u8>, (Stri
 }
 
 pub fn main(args: RunArgs) -> ExitCode {
+    // Before anything else (keys read, the agent forked): the program must find roost's
+    // processes out of its reach (`roost_agent::guard`); the agent inherits it.
+    if let Err(e) = roost_agent::guard::undumpable() {
+        eprintln!("roost run: cannot make roost undumpable: {e}");
+    }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let chirp = match chirp_driver(&args) {
         Ok(c) => c,
@@ -501,6 +506,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         on_program_stop: None,
         ids,
         idle_poll: std::time::Duration::from_micros(args.idle_poll_us),
+        supervisors: Vec::new(),
     };
     match background::split(!whole_run) {
         Ok(background::Side::Front(code)) => {
@@ -522,6 +528,7 @@ pub fn main(args: RunArgs) -> ExitCode {
                 }) as Box<dyn FnOnce(i32)>
             });
             options.on_program_stop = Some(front.on_program_stop());
+            options.supervisors.push(front.pid());
         }
         Err(e) => eprintln!("roost run: {e}; running without a front process"),
     }

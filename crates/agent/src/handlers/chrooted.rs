@@ -1,5 +1,6 @@
 //! Calls of a thread that chrooted: it has left the namespace (the kernel resolves its paths
-//! inside its own root), but what the mount list hides (`DENY`, `ENOENT`) stays hidden. Each
+//! inside its own root), but what the mount list hides (`DENY`, `ENOENT`) stays hidden, and
+//! so do roost's own `/proc/PID` directories (`crate::guard`). Each
 //! path is resolved here as the kernel will (`openat2` with `RESOLVE_IN_ROOT` from the
 //! thread's root; from its cwd or dirfd when those lie outside the root, as after a chroot
 //! with no chdir), following a final symlink exactly when the call does, and a call whose
@@ -33,7 +34,8 @@ struct Named {
 /// The errno a chrooted thread's call must fail with because it reaches a hidden name, or
 /// `None` to let the kernel make it.
 pub fn refusal(table: &MountTable, tid: i32, regs: &Regs, kind: &Kind) -> Option<i32> {
-    if !table.hides_any() {
+    // roost's own `/proc/PID` is refused too, where the kernel would not refuse it.
+    if !table.hides_any() && !crate::guard::privileged() {
         return None;
     }
     let names = named_paths(tid, regs, kind)?;
@@ -42,6 +44,7 @@ pub fn refusal(table: &MountTable, tid: i32, regs: &Regs, kind: &Kind) -> Option
     names
         .iter()
         .find_map(|n| match locate(tid, regs, n, &root, &root_name) {
+            Ok(Some(physical)) if crate::guard::names_own_process(&physical) => Some(libc::EACCES),
             Ok(Some(physical)) => table.hidden(&physical),
             Ok(None) => None,
             Err(e) => Some(e),

@@ -166,6 +166,9 @@ fn locate(
         fs: ctx.fs,
     };
     let l = ctx.ns.locate_as(b"/", logical_in, follow, &caller)?;
+    if crate::guard::names_own_process(&l.physical) {
+        return Err(libc::EACCES); // roost's own `/proc/PID/exe`
+    }
     // A remote program runs from its local copy (fetched here, under the namespace lock:
     // execs are few next to the lookups and opens made without it).
     let physical = match &l.remote {

@@ -116,7 +116,11 @@ pub fn decide(ctx: &mut Ctx<'_>, kind: Kind) -> Decision {
         Kind::PerfEventOpen => embedded::perf_event_open(ctx),
         // Trapped only as notifications, which pass them.
         Kind::Credentials => Decision::pass(),
-        Kind::Refuse(e) => Decision::fail(e),
+        Kind::Refuse(e) | Kind::RefuseIf { errno: e, .. } => Decision::fail(e),
+        Kind::Aimed(aimed) => match crate::guard::check(ctx.pid, ctx.name, ctx.regs, aimed) {
+            Ok(()) => Decision::pass(),
+            Err(e) => Decision::fail(e),
+        },
         Kind::Identity => unreachable!("id queries are answered by `virtual_ids`"),
     }
 }
@@ -369,10 +373,12 @@ pub fn resolve_path(
     };
     let start = base.as_ref().map_or(&b"/"[..], |(logical, _)| logical);
     if ctx.ns.table().is_empty() {
-        // No mounts (tracing only): every name is the host's.
-        return Resolution::Pass {
-            logical: roost_vfs::path::normalize(&join(start, path)),
-        };
+        // No mounts (tracing only): every name is the host's (but roost's `/proc/PID`).
+        let logical = roost_vfs::path::normalize(&join(start, path));
+        if crate::guard::names_own_process(&logical) {
+            return Resolution::Fail(libc::EACCES);
+        }
+        return Resolution::Pass { logical };
     }
     let caller = procfs::CallerProc {
         pid: ctx.pid,
@@ -382,6 +388,11 @@ pub fn resolve_path(
         Ok(w) => w,
         Err(e) => return Resolution::Fail(e),
     };
+    // roost's own `/proc/PID`, however it was spelled (its magic links are not followed:
+    // `procfs::CallerProc`, so the walk ends inside it).
+    if walked.remote.is_none() && crate::guard::names_own_process(&walked.physical) {
+        return Resolution::Fail(libc::EACCES);
+    }
     // A mount list read (followed, not named itself) lists the mappings as mounts.
     if let Some(list) = follow
         .then(|| mounts_view::view(ctx.ns, ctx.pid, &walked.logical))

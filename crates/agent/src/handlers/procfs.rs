@@ -39,6 +39,14 @@ pub(crate) fn proc_entry(path: &[u8]) -> Option<(Option<i32>, &str)> {
     Some((pid, rest))
 }
 
+impl Magic {
+    /// Whether the link is one of roost's own processes' (`crate::guard`).
+    fn of_roost(&self) -> bool {
+        let (Magic::Exe(pid) | Magic::Cwd(pid) | Magic::Root(pid) | Magic::Fd(pid, _)) = self;
+        pid.is_some_and(crate::guard::is_own)
+    }
+}
+
 /// Parses `/proc/{self,thread-self,PID}[/task/TID]/{exe,cwd,root,fd/N}`; `None` pid means the
 /// caller itself.
 fn parse_magic(path: &[u8]) -> Option<Magic> {
@@ -61,6 +69,9 @@ pub fn magic_link_target(ctx: &Ctx<'_>, path: &[u8]) -> Option<Vec<u8>> {
 /// What `magic` names, logically; `only_paths`: `None` for memfds and deleted files
 /// (readlink shows their names, with the mount's logical prefix).
 fn magic_target(ctx: &Ctx<'_>, magic: Magic, only_paths: bool) -> Option<Vec<u8>> {
+    if magic.of_roost() {
+        return None;
+    }
     let me = ctx.pid;
     let physical = match magic {
         Magic::Exe(None) if ctx.exe.is_some() => return ctx.exe.map(<[u8]>::to_vec),
@@ -104,7 +115,12 @@ pub struct CallerProc<'a> {
 impl roost_vfs::ProcLinks for CallerProc<'_> {
     fn target(&self, link: &[u8], last: bool) -> Option<LinkTarget> {
         let own = |p: Option<i32>| p.map_or(true, |p| p == self.pid);
-        match parse_magic(link)? {
+        let magic = parse_magic(link)?;
+        if magic.of_roost() {
+            // Left unfollowed: the walk ends in roost's `/proc/PID`, which is refused.
+            return None;
+        }
+        match magic {
             Magic::Root(p) if own(p) => Some(LinkTarget::Logical(b"/".to_vec())),
             Magic::Root(Some(p)) => match kernel_link(p, "root")? {
                 root if root == b"/" => Some(LinkTarget::Logical(root)),
@@ -176,6 +192,9 @@ pub fn readlink(
         }];
         return path::handle(ctx, &spec, false, false);
     };
+    if magic.of_roost() {
+        return Decision::fail(libc::EACCES);
+    }
     if ctx.regs.arg(size) as i32 <= 0 {
         return Decision::fail(libc::EINVAL);
     }

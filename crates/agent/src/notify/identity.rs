@@ -251,11 +251,15 @@ pub fn as_caller<T>(who: Option<&Identity>, f: impl FnOnce() -> T) -> T {
         return f();
     };
     // setgroups needs CAP_SETGID: ids first, capabilities last; the reverse to restore.
+    // Each change sets the process's dumpable flag to `fs.suid_dumpable`: roost clears it
+    // again (`crate::guard`), in case that sysctl is 1.
     set_ids(&who.groups, who.fsgid, who.fsuid);
     set_effective_caps(who.caps);
+    let _ = crate::guard::undumpable();
     let out = f();
     set_effective_caps(own.caps);
     set_ids(&own.groups, own.fsgid, own.fsuid);
+    let _ = crate::guard::undumpable();
     out
 }
 

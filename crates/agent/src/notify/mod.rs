@@ -208,6 +208,17 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         id: req.id,
         nr,
     };
+    // A call aimed at roost's processes is refused first (fcntl may be a direct-mode
+    // descriptor's call too).
+    if let Some((name, Kind::Aimed(aimed))) = table.get(nr) {
+        let regs = Regs::from_args(&req.data.args);
+        if let Err(e) = crate::guard::check(tid, name, &regs, aimed) {
+            return Reply::errno(e);
+        }
+        if table.on_descriptor(nr).is_none() {
+            return CONTINUE;
+        }
+    }
     if let (Some(vfds), Some(call)) = (&shared.vfds, table.on_descriptor(nr)) {
         let regs = Regs::from_args(&req.data.args);
         return direct::answer(vfds, call, (tid, &regs), n, &shared.stops);
