@@ -148,15 +148,18 @@ fn cpu_share(pids: &[i32], window: Duration) -> (f64, f64) {
     (share(used), share(others))
 }
 
-/// Checks a measured guest share against `limit`: never more than 5 points above it, and
-/// no more than 5 below unless the rest of the machine left the guests no room.
+/// Checks a measured guest share against `limit`: never more than 5 points above it (the
+/// owner's promise), and no more than 5 below unless the rest of the machine left the guests
+/// no room. Two CPUs shared with another test's processes leave the guests less than the
+/// idle remainder (the scheduler's periods do not line up), so "no room" starts 15 points
+/// before the machine is full.
 fn check_share(what: &str, limit: f64, (share, others): (f64, f64)) {
     eprintln!("{what}: limit {limit}%, guest CPU {share:.1}%, everything else {others:.1}%");
     assert!(
         share <= limit + 5.0,
         "{what}: {limit}% limit, measured {share:.1}%"
     );
-    if others > 100.0 - limit - 5.0 {
+    if others > 100.0 - limit - 15.0 {
         eprintln!(
             "{what}: the machine was busy ({others:.1}% other work): lower bound not checked"
         );
