@@ -914,7 +914,7 @@ pub(crate) fn zeroed_stat() -> libc::stat {
     unsafe { std::mem::zeroed() }
 }
 
-fn fstat_at(dir: &OwnedFd, name: &CStr) -> io::Result<libc::stat> {
+pub(crate) fn fstat_at(dir: &OwnedFd, name: &CStr) -> io::Result<libc::stat> {
     let mut st = zeroed_stat();
     cvt(unsafe {
         libc::fstatat(

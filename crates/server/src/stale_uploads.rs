@@ -64,17 +64,10 @@ fn upload_pid(name: &[u8]) -> Option<i32> {
 
 /// Whether the upload `name` in `dir`, made by process `pid`, was left behind.
 fn abandoned(dir: &OwnedFd, name: &CStr, pid: i32, started: i64) -> bool {
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstatat of a name in a directory we hold open, without following it.
-    let found = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
+    let Ok(st) = crate::export::fstat_at(dir, name) else {
+        return false;
     };
-    if found != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return false;
     }
     // A second's margin: times are whole seconds here.
