@@ -5,6 +5,7 @@
 
 mod pool_support;
 mod run_support;
+mod serve_support;
 
 use pool_support::{catalog_records, hmac_client, key_file, keys, start_catalog, wait_for};
 use roost_catalog::json::{self, Value};

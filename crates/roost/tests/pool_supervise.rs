@@ -6,6 +6,7 @@
 
 mod pool_support;
 mod run_support;
+mod serve_support;
 
 use pool_support::{
     catalog_records, children, hmac_client, key_file, keys, server_of, start_catalog, wait_for,

@@ -53,13 +53,7 @@ fn unix_challenge(port: u16) -> (Raw, String) {
 /// Says "done" to a `unix` challenge; the subject the server then grants, if any.
 fn claim(mut c: Raw) -> Option<String> {
     c.send(b"yes\n");
-    if c.line() != b"yes" {
-        return None;
-    }
-    assert_eq!(c.line(), b"yes");
-    let method = String::from_utf8(c.line()).unwrap();
-    let name = String::from_utf8(c.line()).unwrap();
-    Some(format!("{method}:{name}"))
+    c.verdict()
 }
 
 /// A fake Chirp server that answers a `unix` offer with `challenge` and records every

@@ -1,6 +1,7 @@
 //! Test support for the pool: a catalog and its records, hmac keys and clients, waiting,
 //! the server a `roost serve --supervise` runs.
-//! Needs `run_support` beside it (processes that announce where they listen).
+//! Needs `run_support` (processes that announce where they listen) and `serve_support` (key
+//! files) beside it.
 #![allow(dead_code)]
 
 use roost_catalog::json::{self, Value};
@@ -50,30 +51,10 @@ pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> 
     }
 }
 
-/// Writes key files for `names` (each secret the name reversed, as serve_support does) and
-/// returns the `--key NAME=FILE` arguments.
+/// Writes key files for `names` (each secret the name reversed) and returns the `--key
+/// NAME=FILE` arguments: [`TestServer::with_keys`](crate::serve_support::TestServer::with_keys).
 pub fn keys(dir: &Path, names: &[&str]) -> Vec<String> {
-    let mut args = Vec::new();
-    for name in names {
-        let file = key_file(dir, name);
-        write_key(&file, &name.chars().rev().collect::<String>());
-        args.push("--key".to_string());
-        args.push(format!("{name}={}", file.display()));
-    }
-    args
-}
-
-/// Writes a key file only its owner may read, as `--key` requires.
-pub fn write_key(path: &Path, secret: &str) {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .expect("key file");
-    std::io::Write::write_all(&mut file, secret.as_bytes()).expect("write key file");
+    crate::serve_support::TestServer::with_keys(dir, names)
 }
 
 pub fn key_file(dir: &Path, name: &str) -> std::path::PathBuf {

@@ -206,6 +206,12 @@ impl Raw {
         if self.line() != b"yes" {
             return None;
         }
+        self.verdict()
+    }
+
+    /// The end of a method's exchange: the server's verdict, then, if it is `yes`, the
+    /// subject it grants (`yes`, the method, the name); `None` if refused.
+    pub fn verdict(&mut self) -> Option<String> {
         if self.line() != b"yes" {
             return None;
         }
@@ -232,13 +238,7 @@ impl Raw {
             .map(|b| format!("{b:02x}"))
             .collect();
         self.send(format!("{name} {hex}\n").as_bytes());
-        if self.line() != b"yes" {
-            return None;
-        }
-        assert_eq!(self.line(), b"yes");
-        let kind = String::from_utf8(self.line()).unwrap();
-        let subject = String::from_utf8(self.line()).unwrap();
-        Some(format!("{kind}:{subject}"))
+        self.verdict()
     }
 
     pub fn auth_ok(&mut self, method: &str) -> String {
