@@ -115,13 +115,31 @@ unsafe fn child(
     }
     libc::execv(program.as_ptr(), argv.as_ptr());
     let errno = *libc::__errno_location();
-    let msg: &[u8] = if errno == libc::ENOENT {
-        b"roost: exec failed: No such file or directory\n"
-    } else {
-        b"roost: exec failed: Permission denied or bad executable\n"
-    };
-    libc::write(2, msg.as_ptr().cast(), msg.len());
+    // As a shell says it: `roost: NAME: REASON`, NAME as the user wrote it (argv[0]).
+    let name = std::ffi::CStr::from_ptr(argv[0]).to_bytes();
+    for part in [b"roost: ", name, b": ", exec_failure(errno), b"\n"] {
+        libc::write(2, part.as_ptr().cast(), part.len());
+    }
     libc::_exit(if errno == libc::ENOENT { 127 } else { 126 });
+}
+
+/// Why an exec failed, in the C library's words (a table: the child of a fork may not
+/// call `strerror`, which is not async-signal-safe).
+fn exec_failure(errno: libc::c_int) -> &'static [u8] {
+    match errno {
+        libc::ENOENT => b"No such file or directory",
+        libc::EACCES => b"Permission denied",
+        libc::ENOEXEC => b"Exec format error",
+        libc::ETXTBSY => b"Text file busy",
+        libc::ELOOP => b"Too many levels of symbolic links",
+        libc::ENOTDIR => b"Not a directory",
+        libc::E2BIG => b"Argument list too long",
+        libc::ENOMEM => b"Cannot allocate memory",
+        libc::EISDIR => b"Is a directory",
+        libc::ECONNREFUSED => b"Connection refused",
+        libc::EIO => b"Input/output error",
+        _ => b"cannot be executed",
+    }
 }
 
 /// A started program: its pid and, when asked for, the seccomp notification listener.

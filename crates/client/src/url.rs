@@ -54,19 +54,21 @@ impl ChirpUrl {
     }
 }
 
-/// Splits `host[:port]` (or `[v6][:port]`); the port defaults to 9094.
+/// Splits `host[:port]` (or `[v6][:port]`); the port defaults to 9094. The port may also
+/// follow a `+` (`host+port`): a name without a colon survives colon-separated lists
+/// (`PATH`, `LD_LIBRARY_PATH`, `PYTHONPATH`), which split `/chirp/h:9201/lib` in two.
 pub fn split_host_port(authority: &str) -> Option<(String, u16)> {
     let (host, port) = if let Some(inner) = authority.strip_prefix('[') {
         let close = inner.find(']')?;
         let after = &inner[close + 1..];
         let port = match after {
             "" => None,
-            p => Some(p.strip_prefix(':')?),
+            p => Some(p.strip_prefix([':', '+'])?),
         };
         (&inner[..close], port)
     } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) if !h.contains(':') => (h, Some(p)),
+        match authority.rsplit_once([':', '+']) {
+            Some((h, p)) if !h.contains([':', '+']) => (h, Some(p)),
             Some(_) => return None,
             None => (authority, None),
         }
@@ -97,6 +99,24 @@ mod tests {
             port,
             path: path.into(),
         }
+    }
+
+    #[test]
+    fn a_port_may_follow_a_plus_sign() {
+        assert_eq!(
+            ChirpUrl::parse("/chirp/127.0.0.1+9201/zd").unwrap(),
+            u("127.0.0.1", 9201, "/zd")
+        );
+        assert_eq!(
+            ChirpUrl::parse("chirp://[::1]+9201/").unwrap(),
+            u("::1", 9201, "/")
+        );
+        assert_eq!(split_host_port("h+9"), Some(("h".into(), 9)));
+        assert_eq!(split_host_port("h+0"), None);
+        assert_eq!(split_host_port("h+x"), None);
+        assert_eq!(split_host_port("a+b+9"), None);
+        assert_eq!(split_host_port("h+9:10"), None);
+        assert_eq!(split_host_port("::1+9"), None);
     }
 
     #[test]

@@ -228,6 +228,17 @@ pub fn valid_authority(authority: &str) -> bool {
     host_ok && port.map_or(true, |p| p.parse::<u16>().is_ok_and(|p| p != 0))
 }
 
+/// `authority` as URLs spell it (`HOST[:PORT]`): `HOST+PORT`, the spelling that survives
+/// colon-separated lists, becomes `HOST:PORT`; `None` for anything else.
+fn colon_form(authority: &str) -> Option<String> {
+    if valid_authority(authority) {
+        return Some(authority.to_string());
+    }
+    let (host, port) = authority.rsplit_once('+')?;
+    let spelt = format!("{host}:{port}");
+    valid_authority(&spelt).then_some(spelt)
+}
+
 /// The version of an index entry's content, for the cache (its size, time and the first
 /// 64 bits of its hash); `None` without a hash.
 fn version_of(e: &Entry) -> Option<Version> {
@@ -294,14 +305,12 @@ impl HttpNet {
     fn server(&self, path: &[u8]) -> Result<(String, Vec<u8>), Errno> {
         let (authority, rest) = roost_vfs::path::split_first(path);
         let authority = std::str::from_utf8(authority).map_err(|_| libc::ENOENT)?;
-        if !valid_authority(authority) {
-            return Err(libc::ENOENT);
-        }
+        let authority = colon_form(authority).ok_or(libc::ENOENT)?;
         self.servers
             .lock()
             .expect("servers lock")
-            .insert(authority.to_string());
-        Ok((authority.to_string(), roost_vfs::path::normalize(rest)))
+            .insert(authority.clone());
+        Ok((authority, roost_vfs::path::normalize(rest)))
     }
 
     /// The cache's key of `path` on `authority` (scheme, server and path).
@@ -1006,6 +1015,16 @@ impl Driver for HttpNet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_port_may_follow_a_plus_sign() {
+        assert_eq!(colon_form("h+8080").as_deref(), Some("h:8080"));
+        assert_eq!(colon_form("[::1]+80").as_deref(), Some("[::1]:80"));
+        assert_eq!(colon_form("h:80").as_deref(), Some("h:80"));
+        for bad in ["h+", "h+0", "+80", "a+b+80", "h+80+", "h@x+80"] {
+            assert_eq!(colon_form(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn authorities() {

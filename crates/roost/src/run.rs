@@ -2,6 +2,8 @@
 //! from `--mount` and `--mount-file`. Thin: parsing and error reporting only.
 
 use crate::background;
+
+mod colon_lists;
 use crate::size::parse_size;
 use clap::Args;
 use roost_agent::Options;
@@ -35,14 +37,17 @@ forbidden, or roost run inside roost run).
 roost returns when the program exits; processes it left running stay inside the namespace
 until they exit. With --trace or --summary roost waits for them, to report on them.
 
-Remote files: /chirp/HOST[:PORT]/PATH names a file on a Chirp server (roost serve, cctools'
-chirp_server) with no mount at all; mounts may point there too (--mount /data=/chirp/h:9094/d
-or chirp://h:9094/d). Files are read whole into a cache shared by your runs (--cache) and
-checked against the server's attributes (learnt within the last second) on every open;
-files written go back when closed, and roost returns once they are there.
-/http/HOST[:PORT]/PATH (and /https/...) names a file on a web server, read-only, as the
+Remote files: /chirp/HOST[+PORT]/PATH names a file on a Chirp server (roost serve, cctools'
+chirp_server) with no mount at all; mounts may point there too (--mount /data=/chirp/h+9094/d
+or chirp://h:9094/d). The port may follow a '+' or a ':'; write '+' in colon-separated lists
+(PATH, LD_LIBRARY_PATH, PYTHONPATH), which split /chirp/h:9094/d in two (roost warns when
+one does). By default (--chirp-mode direct) a file opened is read and written on the server
+as the program goes; with --chirp-mode cached it is read whole into a cache shared by your
+runs (--cache), checked against the server's attributes (learnt within the last second) on
+every open, and written back when closed (roost returns once it is there).
+/http/HOST[+PORT]/PATH (and /https/...) names a file on a web server, read-only, as the
 index files `roost index` writes there describe it (--http-ttl); mounts may point there
-too (--mount /sw=/http/h:8080/sw or http://h:8080/sw). Files are fetched whole into the
+too (--mount /sw=/http/h+8080/sw or http://h:8080/sw). Files are fetched whole into the
 same cache and checked against the index's SHA-256; those over --http-block-threshold
 with block hashes in their index are fetched as parallel Range requests, checked block by
 block, and a program that opens one reads it in place: each read fetches only the blocks
@@ -408,23 +413,36 @@ fn find_program(ns: &Namespace, name: &str, cwd: &[u8]) -> Result<Vec<u8>, (Stri
             Err(libc::ENOENT) | Err(libc::ENOTDIR) => {
                 Err((format!("{name}: No such file or directory"), 127))
             }
-            Err(_) => Err((format!("{name}: Permission denied"), 126)),
+            Err(errno) => Err((format!("{name}: {}", strerror(errno)), 126)),
         };
     }
     let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
-    let mut denied = None;
+    // As bash: the first candidate that exists but cannot be run says why.
+    let mut refused = None;
     for dir in path.split(':') {
         let dir = if dir.is_empty() { "." } else { dir };
         let candidate = absolute(&roost_vfs::path::join(dir.as_bytes(), name.as_bytes()));
         match executable(ns, &candidate) {
             Ok(()) => return Ok(candidate),
             Err(libc::ENOENT) | Err(libc::ENOTDIR) => {}
-            Err(_) => denied = Some(candidate),
+            Err(errno) => {
+                refused.get_or_insert(errno);
+            }
         }
     }
-    match denied {
-        Some(_) => Err((format!("{name}: Permission denied"), 126)),
+    match refused {
+        Some(errno) => Err((format!("{name}: {}", strerror(errno)), 126)),
         None => Err((format!("{name}: command not found"), 127)),
+    }
+}
+
+/// The C library's text for `errno` ("Permission denied", "Connection refused"), as a
+/// shell prints it, without Rust's "(os error N)".
+fn strerror(errno: i32) -> String {
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    match text.rfind(" (os error ") {
+        Some(end) => text[..end].to_string(),
+        None => text,
     }
 }
 
@@ -433,6 +451,11 @@ pub fn main(args: RunArgs) -> ExitCode {
     // processes out of its reach (`roost_agent::guard`); the agent inherits it.
     if let Err(e) = roost_agent::guard::undumpable() {
         eprintln!("roost run: cannot make roost undumpable: {e}");
+    }
+    let utf8_vars = std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)));
+    for warning in colon_lists::warnings(utf8_vars) {
+        eprintln!("{warning}");
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let chirp = match chirp_driver(&args) {

@@ -5,6 +5,7 @@
 
 mod run_support;
 use run_support::*;
+use std::os::unix::fs::PermissionsExt;
 
 /// The program's filter is installed with `SECCOMP_FILTER_FLAG_SPEC_ALLOW`, in both
 /// delivery modes: where the kernel's speculative store bypass mitigation is `seccomp`, a
@@ -61,6 +62,45 @@ fn missing_program_is_127_with_the_shell_message() {
     let o = run(&["--", "/nonexistent/prog"]);
     assert_eq!(o.status.code(), Some(127));
     assert!(stderr(&o).contains("/nonexistent/prog: No such file or directory"));
+}
+
+/// A program on a server that does not answer is reported with the connection's error, as
+/// a shell under roost reports it, not as a permission problem.
+#[test]
+fn a_program_on_an_unreachable_server_reports_the_connection_error() {
+    let prog = format!("/chirp/127.0.0.1:{}/prog", free_port());
+    let o = run(&["--", &prog]);
+    assert_eq!(o.status.code(), Some(126), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("roost: {prog}: Connection refused\n")),
+        "{}",
+        stderr(&o)
+    );
+    let by_shell = run(&["--", "sh", "-c", &prog]);
+    assert_eq!(by_shell.status.code(), Some(126));
+    assert!(stderr(&by_shell).contains("Connection refused"));
+}
+
+/// A file that cannot be run is named with the reason, as a shell names it.
+#[test]
+fn a_program_that_cannot_run_is_named_with_the_reason() {
+    let t = Tree::new("cannot-run");
+    let text = t.write("text", "not a program\n");
+    let garbage = t.write("garbage", "\x7fELF and nothing more\n");
+    std::fs::set_permissions(&garbage, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = run(&["--", garbage.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(126));
+    assert_eq!(
+        stderr(&o),
+        format!("roost: {}: Exec format error\n", garbage.display())
+    );
+    // Even root may not run a file without an execute bit.
+    let o = run(&["--", text.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(126));
+    assert_eq!(
+        stderr(&o),
+        format!("roost: {}: Permission denied\n", text.display())
+    );
 }
 
 #[test]

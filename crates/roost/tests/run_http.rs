@@ -818,8 +818,14 @@ fn a_proxy_that_is_down_is_left_for_the_next_and_then_for_the_origin() {
     let dead = format!("http://127.0.0.1:{}", free_port());
     let script = format!("cat {0}/top.txt {0}/sub/g.txt && ls {0}/sub", web.url("/t"));
     let want = "top level\nneedle one\nneedle two\ndeep\ng.txt\n";
+    // Every run starts cold, so that it asks for something (a warm one asks for nothing
+    // within the TTL, not even for the server root's missing index).
+    let cold = || {
+        let _ = std::fs::remove_dir_all(s.cache.path().join("objects"));
+    };
     for mode in MODES {
         // Only a dead proxy: the origin, said once however many requests follow.
+        cold();
         let o = s.run(mode, &["--http-proxy", &dead], &["sh", "-c", &script]);
         assert_eq!(stdout(&o), want, "{mode:?}: {}", stderr(&o));
         let err = stderr(&o);
@@ -833,6 +839,7 @@ fn a_proxy_that_is_down_is_left_for_the_next_and_then_for_the_origin() {
         );
         // A dead proxy and a good one (either may be picked first): the good one is used.
         let before = good.log().lines().count();
+        cold();
         let o = s.run(
             mode,
             &["--http-proxy", &dead, "--http-proxy", &good.proxy()],
@@ -855,6 +862,7 @@ fn a_proxy_that_is_down_is_left_for_the_next_and_then_for_the_origin() {
     }
     // From the environment: http_proxy, unless no_proxy lists the server.
     for (no_proxy, said) in [("", 1), ("localhost,127.0.0.0/8", 0), ("127.0.0.1", 0)] {
+        cold();
         let o = s
             .command(&[], &[], &["sh", "-c", &script])
             .env("http_proxy", &dead)

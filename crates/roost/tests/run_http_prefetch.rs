@@ -459,6 +459,42 @@ fn a_later_run_takes_indexes_from_the_cache_within_their_ttl() {
     assert_eq!(index_statuses(&web, skip), [""; 0], "{}", web.log());
 }
 
+/// With the origin down, a warm cache within its TTL serves the whole mapped tree: the
+/// mount's root, listings, files, and Python imports from it rather than from elsewhere.
+/// (The server's root has no index; that it has none is remembered for the TTL too.) The
+/// mount names the server colon-free (`/http/127.0.0.1+PORT`).
+#[test]
+fn a_warm_cache_serves_the_mapped_tree_while_the_origin_is_down() {
+    let s = Site::new();
+    s.write("sw/lib/roost_offline_mod.py", b"ANSWER = 42\n");
+    s.write("sw/data/f", b"kept\n");
+    s.index("sw");
+    age_indexes(&s.root().join("sw"));
+    let web = Web::nginx(s.root());
+    let mount = format!("/sw=/http/127.0.0.1+{}/sw", web.port);
+    let survey = "ls /sw /sw/lib && stat -c %F /sw && cat /sw/data/f && python3 -B -c \
+                  'import roost_offline_mod as m; print(m.ANSWER, m.__file__)'";
+    let run = || {
+        s.command(&[], &["--mount", &mount], &["sh", "-c", survey])
+            .env("PYTHONPATH", "/sw/lib")
+            .output()
+            .unwrap()
+    };
+    let warm = run();
+    assert!(warm.status.success(), "{}", stderr(&warm));
+    assert!(
+        stdout(&warm).ends_with("directory\nkept\n42 /sw/lib/roost_offline_mod.py\n"),
+        "{}",
+        stdout(&warm)
+    );
+    let port = web.port;
+    drop(web);
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    let offline = run();
+    assert_eq!(stdout(&offline), stdout(&warm), "{}", stderr(&offline));
+    assert!(offline.status.success(), "{}", stderr(&offline));
+}
+
 #[test]
 fn a_bad_prefetch_size_is_refused_at_start() {
     for option in ["--http-prefetch", "--http-prefetch-max"] {

@@ -51,15 +51,10 @@ impl<'a> MountContext<'a> {
     }
 }
 
-/// Whether `authority` looks like `HOST[:PORT]` (a non-zero numeric port, if any).
+/// Whether `authority` looks like `HOST[:PORT]` or `HOST+PORT` (a non-zero numeric port,
+/// if any; no user name).
 fn web_authority(authority: &str) -> bool {
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !h.contains(':') || h.ends_with(']') => (h, Some(p)),
-        _ => (authority, None),
-    };
-    !host.is_empty()
-        && !host.contains('@')
-        && port.map_or(true, |p| p.parse::<u16>().is_ok_and(|p| p != 0))
+    !authority.contains('@') && roost_client::split_host_port(authority).is_some()
 }
 
 /// `http://HOST[:PORT]/PATH` or `/http/HOST[:PORT]/PATH` (and the same for https): a

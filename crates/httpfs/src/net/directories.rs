@@ -38,7 +38,7 @@ pub(super) struct Dir {
 impl Dir {
     /// Known now, without validators or a signature (a GROW-FS tree's directory, a
     /// directory without an index).
-    fn plain(known: Known) -> Dir {
+    pub(super) fn plain(known: Known) -> Dir {
         Dir {
             known,
             at: Instant::now(),
@@ -319,7 +319,10 @@ impl HttpNet {
                     let entries = tree.dirs.get(&b"/"[..]).cloned().unwrap_or_default();
                     Known::Indexed(Arc::new(Listing::new(entries)))
                 }
-                None => Known::Unindexed,
+                None => {
+                    self.note_unindexed(authority, dir);
+                    Known::Unindexed
+                }
             },
         ))
     }

@@ -3,8 +3,9 @@
 //! without a request while the TTL lasts, counted from when the index was fetched or last
 //! found unchanged, and after that asks for it conditionally with the validators kept
 //! beside it. The signature is kept too and checked again when a note is read back, so a
-//! note vouches for nothing the pinned keys do not. GROW-FS trees and answers of paths
-//! without an index are not kept (a run asks for them once).
+//! note vouches for nothing the pinned keys do not. That a directory has no index is kept
+//! the same way (it vouches for nothing). GROW-FS trees and answers of paths without an
+//! index are not kept (a run asks for them once).
 
 use super::directories::Dir;
 use super::{HttpNet, Known};
@@ -18,6 +19,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// The first line of a note, naming its layout.
 const MAGIC: &[u8] = b"roost index note 1\n";
+
+/// The whole note of a directory with neither a `.roostindex` nor a `.growfsdir` (a served
+/// tree's root, often): remembered too, or every run would ask for both, and fail while the
+/// origin is down although all it needs below is in the cache.
+const NO_INDEX: &[u8] = b"roost no index note 1\n";
 
 /// An index as fetched: its text, its signature (when keys are pinned) and how to ask
 /// whether it changed.
@@ -105,6 +111,12 @@ impl HttpNet {
         }
     }
 
+    /// Keeps for later runs that `dir` has no index.
+    pub(super) fn note_unindexed(&self, authority: &str, dir: &[u8]) {
+        self.cache
+            .remember(&self.note_key(authority, dir), NO_INDEX);
+    }
+
     /// Drops the kept index of `dir` (a file's content showed it out of date).
     pub(super) fn note_dropped(&self, authority: &str, dir: &[u8]) {
         self.cache.forget_note(&self.note_key(authority, dir));
@@ -115,6 +127,20 @@ impl HttpNet {
     /// and at the highest revision seen; with how long ago it was last known current.
     pub(super) fn recall(&self, authority: &str, dir: &[u8]) -> Option<(Dir, Duration)> {
         let (bytes, at) = self.cache.remembered(&self.note_key(authority, dir))?;
+        // A time ahead of the clock (it was set back): as old as can be.
+        let age = SystemTime::now()
+            .duration_since(at)
+            .unwrap_or(Duration::MAX);
+        // An age beyond what this machine's `Instant`s reach back to (its uptime): held as
+        // known current now, which lengthens its TTL by at most that age.
+        let known_at = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
+        if bytes == NO_INDEX {
+            let d = Dir {
+                at: known_at,
+                ..Dir::plain(Known::Unindexed)
+            };
+            return Some((d, age));
+        }
         let note = Note::decode(&bytes)?;
         let keys = &self.options.keys;
         let (expires, revision) = if keys.is_empty() {
@@ -128,10 +154,6 @@ impl HttpNet {
             (Some(signed.expires), Some(signed.revision))
         };
         let entries = crate::index::parse(&note.text).ok()?;
-        // A time ahead of the clock (it was set back): as old as can be.
-        let age = SystemTime::now()
-            .duration_since(at)
-            .unwrap_or(Duration::MAX);
         // Counted and said when used as it is (past its TTL it is only asked about).
         if age < self.options.ttl {
             self.recalled.fetch_add(1, Ordering::Relaxed);
@@ -148,9 +170,7 @@ impl HttpNet {
         }
         let d = Dir {
             known: Known::Indexed(Arc::new(Listing::new(entries))),
-            // An age beyond what this machine's `Instant`s reach back to (its uptime): held
-            // as known current now, which lengthens its TTL by at most that age.
-            at: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
+            at: known_at,
             validators: note.validators,
             expires,
             revision,
