@@ -112,6 +112,35 @@ impl Probe {
     }
 }
 
+/// Whether `/proc` is there to read (a bare chroot may have none): without it, virtual
+/// descriptors are found by their probes alone and free numbers by `kcmp`.
+fn proc_mounted() -> bool {
+    static MOUNTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *MOUNTED.get_or_init(|| std::path::Path::new("/proc/self/fd").exists())
+}
+
+/// Whether thread `tid` has descriptor `n` open: its `/proc/TID/fd/N`, or without `/proc`
+/// `kcmp`, which fails with EBADF for a number that is not open (compared with a
+/// descriptor of roost's that is, standard error).
+pub fn is_open(tid: i32, n: u32) -> bool {
+    if proc_mounted() {
+        return std::fs::symlink_metadata(format!("/proc/{tid}/fd/{n}")).is_ok();
+    }
+    const KCMP_FILE: libc::c_long = 0;
+    // SAFETY: compares descriptors; reads and changes nothing.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            tid,
+            libc::getpid(),
+            KCMP_FILE,
+            n as libc::c_long,
+            2 as libc::c_long,
+        )
+    };
+    rc >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EBADF)
+}
+
 /// Cleared once `kcmp` turns out not to be available.
 static PROBES_WORK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
@@ -305,6 +334,9 @@ impl Vfds {
         if let Some(vfile) = self.seen_at(tid, fd) {
             return Some(vfile);
         }
+        if !proc_mounted() {
+            return self.probed(tid, fd);
+        }
         let link = std::fs::read_link(format!("/proc/{tid}/fd/{fd}")).ok()?;
         let ino = link
             .to_str()?
@@ -324,6 +356,21 @@ impl Vfds {
             }
         }
         Some(vfile)
+    }
+
+    /// The file at descriptor `fd` of thread `tid`, asked of every open file's probe:
+    /// without `/proc` nothing else names it (a descriptor no probe claims is let through).
+    fn probed(&self, tid: i32, fd: RawFd) -> Option<Arc<VFile>> {
+        let files: Vec<Arc<VFile>> = self
+            .files
+            .lock()
+            .expect("vfds lock")
+            .values()
+            .cloned()
+            .collect();
+        files
+            .into_iter()
+            .find(|f| f.probe.as_ref().is_some_and(|p| p.holds(tid, fd)))
     }
 
     /// The file at descriptor `fd` of thread `tid`, if it is one found at that number
@@ -367,7 +414,7 @@ impl Vfds {
         let free = (self.base..from)
             .rev()
             .chain((from..top).rev())
-            .find(|n| std::fs::symlink_metadata(format!("/proc/{tid}/fd/{n}")).is_err())?;
+            .find(|&n| !is_open(tid, n))?;
         Some(free)
     }
 

@@ -1717,3 +1717,31 @@ fn a_file_renamed_or_removed_while_open_for_writing_goes_where_the_program_left_
         }
     }
 }
+
+/// Without `/proc` (a bare chroot, a container that mounts none) direct-mode files still
+/// work: roost finds the program's descriptors by their probes and free numbers by kcmp
+/// (it used to wait forever on the first read). Run in a user and mount namespace of its
+/// own with a tmpfs over `/proc`.
+#[test]
+fn direct_mode_files_work_without_proc() {
+    let r = Remote::start();
+    r.write("f", b"hello\n");
+    let f = r.url("/f");
+    let script = format!(
+        "cat {f} && echo more >> {f} && exec 3<{f} && cat <&3 && printf 'x%.0s' 1 2 3 > {f} \
+         && cat {f}"
+    );
+    let roost = env!("CARGO_BIN_EXE_roost");
+    let cache = r.cache.path().display();
+    let outer = format!(
+        "mount -t tmpfs none /proc && test ! -e /proc/self && exec timeout 20 {roost} run \
+         --cache {cache} -- sh -c \"$0\""
+    );
+    let o = Command::new("unshare")
+        .args(["--map-root-user", "--mount", "sh", "-c", &outer, &script])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&o), "hello\nhello\nmore\nxxx", "{}", stderr(&o));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(r.root().join("f")).unwrap(), b"xxx");
+}

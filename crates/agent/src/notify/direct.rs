@@ -431,7 +431,7 @@ fn fcntl(vfds: &Vfds, vf: &VFile, fd: i32, (tid, regs): (i32, &Regs), n: Notific
 /// The lowest of the standard descriptors (0-2) from `from` on that thread `tid` has free:
 /// a `dup` there is a redirection (`close(1); dup(fd)`), which the copy must honour.
 fn lowest_standard_free(tid: i32, from: u32) -> Option<u32> {
-    (from..3).find(|n| std::fs::symlink_metadata(format!("/proc/{tid}/fd/{n}")).is_err())
+    (from..3).find(|&n| !crate::vfd::is_open(tid, n))
 }
 
 /// A copy of virtual descriptor `fd` in the reserved range (`dup`, `F_DUPFD`): the same
