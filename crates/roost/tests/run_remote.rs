@@ -1084,7 +1084,8 @@ print(os.pread(kept, 20, 0).decode(), end="")
         dir = sync.path().display()
     );
     let cache = tempfile::tempdir().unwrap();
-    let mount = format!("/m=/chirp/127.0.0.1:{port}/");
+    // The colon-free name keeps the guarantee (one server, whatever its spelling).
+    let mount = format!("/m=/chirp/127.0.0.1+{port}/");
     let child = roost()
         .args(["run", "--io-timeout", "1", "--timeout", "30", "--cache"])
         .arg(cache.path())
