@@ -25,7 +25,7 @@ use std::time::Duration;
 #[derive(Args)]
 #[command(after_help = "\
 The first line on standard output names the address and port, e.g.
-  roost serve: listening on 0.0.0.0:9094, exporting /srv/data
+  roost serve: listening on [::]:9094, exporting /srv/data
 
 Subjects look like address:127.0.0.1, hostname:*.example.org, unix:alice, hmac:buildbot;
 '*' matches anything. Rights are letters: r read, w write, l list, d delete,
@@ -53,9 +53,11 @@ Examples:
 pub struct ServeArgs {
     /// The directory to export; clients see it as `/` and can never leave it.
     pub dir: PathBuf,
-    /// The address to listen on.
-    #[arg(long, default_value = "0.0.0.0", value_name = "ADDR")]
-    pub listen: IpAddr,
+    /// The address to listen on [default: `::`, every address of both IPv6 and IPv4 (IPv4
+    /// clients keep their IPv4 addresses for ACLs and logins); `0.0.0.0` on a host without
+    /// IPv6].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<IpAddr>,
     /// The TCP port; 0 picks a free one.
     #[arg(long, short, default_value_t = roost_wire::DEFAULT_PORT)]
     pub port: u16,
@@ -304,15 +306,31 @@ fn run(args: ServeArgs) -> Result<(), String> {
             .map_err(|_| format!("bad {}", crate::supervise::SUPERVISED_PORT))?,
         Err(_) => args.port,
     };
-    let addr = SocketAddr::new(args.listen, port);
-    let mut server = Server::bind(addr, export, auth, limits).map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
-            " (choose another --port, or 0 for any)"
-        } else {
-            ""
-        };
-        format!("cannot listen on {addr}: {e}{hint}")
-    })?;
+    let dual_stack = SocketAddr::new(IpAddr::from([0u16; 8]), port);
+    let (addr, listener) = match args.listen {
+        Some(ip) => (
+            SocketAddr::new(ip, port),
+            Server::bind_listener(SocketAddr::new(ip, port)),
+        ),
+        None => match Server::bind_listener(dual_stack) {
+            // No IPv6 on this host: IPv4 alone.
+            Err(e) if e.raw_os_error() == Some(libc::EAFNOSUPPORT) => {
+                let v4 = SocketAddr::new(IpAddr::from([0u8; 4]), port);
+                (v4, Server::bind_listener(v4))
+            }
+            other => (dual_stack, other),
+        },
+    };
+    let mut server = listener
+        .map(|l| Server::new(l, export, auth, limits))
+        .map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+                " (choose another --port, or 0 for any)"
+            } else {
+                ""
+            };
+            format!("cannot listen on {addr}: {e}{hint}")
+        })?;
     let bound = server.local_addr().map_err(|e| e.to_string())?;
     let dir = std::fs::canonicalize(&args.dir).unwrap_or(args.dir.clone());
     let thermostat = thermostat_config(&args)?;

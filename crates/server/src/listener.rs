@@ -90,6 +90,63 @@ pub fn announced_addr(line: &str) -> Option<SocketAddr> {
         .ok()
 }
 
+/// See [`Server::bind_listener`].
+fn dual_stack_or_plain(addr: SocketAddr) -> io::Result<TcpListener> {
+    use std::os::fd::FromRawFd;
+    if !(addr.is_ipv6() && addr.ip().is_unspecified()) {
+        return TcpListener::bind(addr);
+    }
+    // SAFETY: creates a descriptor owned by nobody else, handed to `TcpListener` at once.
+    let fd = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned here alone.
+    let listener = unsafe { TcpListener::from_raw_fd(fd) };
+    let set = |level, option, value: libc::c_int| {
+        // SAFETY: an int option of a socket we own, from a live local.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                option,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    set(libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0)?;
+    // As std's bind: a restarted server may take its port while old connections linger.
+    set(libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    let mut sin6: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+    sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+    sin6.sin6_port = addr.port().to_be();
+    // SAFETY: binds our socket to a fully initialised `sockaddr_in6` of the size given.
+    let rc = unsafe {
+        libc::bind(
+            fd,
+            (&sin6 as *const libc::sockaddr_in6).cast(),
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+        )
+    };
+    // SAFETY: a plain call on our own bound socket.
+    if rc < 0 || unsafe { libc::listen(fd, 128) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(listener)
+}
+
+/// A client's address as ACLs, logins and limits name it: an IPv4 client of a dual-stack
+/// socket arrives as `::ffff:a.b.c.d` and counts as `a.b.c.d`.
+pub(crate) fn canonical(addr: SocketAddr) -> SocketAddr {
+    SocketAddr::new(addr.ip().to_canonical(), addr.port())
+}
+
 /// Each connection thread's stack: requests are handled with heap buffers, so this is plenty.
 const CONNECTION_STACK: usize = 256 * 1024;
 
@@ -100,7 +157,22 @@ impl Server {
         auth: AuthConfig,
         limits: Limits,
     ) -> io::Result<Server> {
-        let listener = TcpListener::bind(addr)?;
+        Ok(Server::new(
+            Server::bind_listener(addr)?,
+            export,
+            auth,
+            limits,
+        ))
+    }
+
+    /// Listens on `addr`. The unspecified IPv6 address (`[::]`) takes IPv4 clients too,
+    /// whatever the host's `net.ipv6.bindv6only` says: one socket, both families.
+    pub fn bind_listener(addr: SocketAddr) -> io::Result<TcpListener> {
+        dual_stack_or_plain(addr)
+    }
+
+    /// A server on a listener [`Server::bind_listener`] made.
+    pub fn new(listener: TcpListener, export: Export, auth: AuthConfig, limits: Limits) -> Server {
         let shared = Arc::new(Shared {
             export: Arc::new(export),
             jobs: None,
@@ -110,7 +182,7 @@ impl Server {
             connections: AtomicUsize::new(0),
             per_address: Default::default(),
         });
-        Ok(Server { listener, shared })
+        Server { listener, shared }
     }
 
     /// Serves the job RPCs (`--jobs`), taking up the jobs a previous server left in
@@ -167,7 +239,7 @@ impl Server {
             });
         loop {
             let (stream, peer) = match self.listener.accept() {
-                Ok(pair) => pair,
+                Ok((stream, peer)) => (stream, canonical(peer)),
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) => {
                     log::event(Level::Error, "accept", &[("error", &e)]);
                     std::thread::sleep(Duration::from_millis(100));

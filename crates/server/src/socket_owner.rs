@@ -12,20 +12,16 @@ use std::net::{IpAddr, SocketAddr};
 /// The uid that owns the client end of the connection from `client` to `server` (both as
 /// the server sees them), if that end is a socket on this host.
 pub fn owner(client: SocketAddr, server: SocketAddr) -> Option<u32> {
-    let client = canonical(client);
-    let server = canonical(server);
+    // An IPv4 address in its IPv4-mapped IPv6 spelling counts as the IPv4 address: a
+    // dual-stack server sees a client as `::ffff:127.0.0.1` when its socket is plain IPv4.
+    let client = crate::listener::canonical(client);
+    let server = crate::listener::canonical(server);
     ["/proc/net/tcp", "/proc/net/tcp6"]
         .iter()
         .find_map(|table| {
             let text = std::fs::read_to_string(table).ok()?;
             find(&text, client, server)
         })
-}
-
-/// An IPv4 address in its IPv4-mapped IPv6 spelling counts as the IPv4 address: a dual-stack
-/// server sees a client as `::ffff:127.0.0.1` when the client's socket is plain IPv4.
-fn canonical(addr: SocketAddr) -> SocketAddr {
-    SocketAddr::new(addr.ip().to_canonical(), addr.port())
 }
 
 /// State 01 of the tables: an established connection.
@@ -61,7 +57,7 @@ fn parse_endpoint(text: &str) -> Option<SocketAddr> {
         16 => IpAddr::from(<[u8; 16]>::try_from(bytes).ok()?),
         _ => return None,
     };
-    Some(canonical(SocketAddr::new(ip, port)))
+    Some(crate::listener::canonical(SocketAddr::new(ip, port)))
 }
 
 #[cfg(test)]

@@ -126,7 +126,10 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
     let _ = reader.set_deadline(Some(Instant::now() + crate::auth::HANDSHAKE_DEADLINE));
     let ends = crate::auth::Endpoints {
         peer,
-        local: stream.local_addr().unwrap_or(peer),
+        local: stream
+            .local_addr()
+            .map(crate::listener::canonical)
+            .unwrap_or(peer),
     };
     let subject = match crate::auth::accept(&shared.auth, ends, &mut reader, &mut writer) {
         Ok(Some(subject)) => subject,
