@@ -43,11 +43,16 @@ impl Tree {
     /// (or [`KILL_PATIENCE`] has passed). Whether none is left.
     pub fn kill(&self) -> bool {
         let deadline = Instant::now() + KILL_PATIENCE;
+        let mut empty_before = false;
         loop {
             let members = self.members();
-            if members.is_empty() {
+            // Empty twice in a row: a child whose parent just died shows that parent (no
+            // longer in the tree) until the kernel hands it to the keeper, and would be
+            // missed by a single look.
+            if members.is_empty() && empty_before {
                 return true;
             }
+            empty_before = members.is_empty();
             if Instant::now() >= deadline {
                 return false;
             }
