@@ -7,6 +7,7 @@ mod group_cmds;
 mod identity;
 mod index;
 mod job;
+mod manual;
 mod pool;
 mod pool_run;
 mod progress;
@@ -18,7 +19,7 @@ mod size;
 mod supervise;
 mod thermostat;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// roost lets unmodified programs use distributed storage, with no privileges.
@@ -68,6 +69,10 @@ enum Command {
     Remote(remote::RemoteCommand),
     #[command(flatten)]
     Group(group_cmds::GroupCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(manual::CompletionsArgs),
+    /// Write the man pages (roost.1 and roost-SUBCOMMAND.1) into a directory.
+    Man(manual::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,5 +91,7 @@ fn main() -> ExitCode {
         Command::Accounting(args) => accounting::main(args),
         Command::Remote(command) => remote::main(command),
         Command::Group(command) => group_cmds::main(command),
+        Command::Completions(args) => manual::completions(args, Cli::command()),
+        Command::Man(args) => manual::man(args, Cli::command()),
     }
 }

@@ -82,6 +82,12 @@ pub struct ServeArgs {
     /// host can take every slot.
     #[arg(long, default_value_t = Limits::default().max_per_address, value_name = "N")]
     pub max_per_address: usize,
+    /// Serve Prometheus metrics at http://ADDR/metrics: requests and errors by RPC, file
+    /// bytes read and written, connections, jobs by state, the thermostat's limits in force.
+    /// Anyone who reaches ADDR may read them (counts only, no names): bind it to loopback or
+    /// a management network, e.g. 127.0.0.1:9095.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<SocketAddr>,
     /// Disconnect clients idle for this many seconds.
     #[arg(long, default_value_t = Limits::default().idle_timeout.as_secs(), value_name = "SECONDS")]
     pub idle_timeout: u64,
@@ -404,6 +410,16 @@ fn run(args: ServeArgs) -> Result<(), String> {
             "--job-user, --job-uids, --job-dir, --job-network, --job-namespaces, --job-read and \
              --thermostat need --jobs"
                 .into(),
+        );
+    }
+    if let Some(addr) = args.metrics {
+        let at = server
+            .enable_metrics(addr)
+            .map_err(|e| format!("--metrics {addr}: cannot listen: {e}"))?;
+        log::event(
+            Level::Info,
+            "metrics",
+            &[("url", &format!("http://{at}/metrics"))],
         );
     }
     accounting

@@ -55,6 +55,17 @@ fn the_static_binary_runs_alone_in_an_empty_root() {
         work.path().join("dist/roost.debug").exists(),
         "no symbols file"
     );
+    for made in [
+        "man/man1/roost.1",
+        "man/man1/roost-run.1",
+        "completions/roost.bash",
+        "completions/_roost",
+        "completions/roost.fish",
+    ] {
+        let file = work.path().join("dist").join(made);
+        let len = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 0, "scripts/release made no {made}");
+    }
     let headers = Command::new("readelf")
         .args(["-lS"])
         .arg(&roost)

@@ -32,6 +32,7 @@ pub mod jobs;
 pub mod listener;
 pub mod lock;
 pub mod log;
+pub mod metrics;
 pub mod output;
 pub mod random;
 pub mod reaper;

@@ -62,6 +62,8 @@ pub struct Shared {
     pub auth: AuthConfig,
     pub limits: Limits,
     connections: AtomicUsize,
+    /// The counters `--metrics` shows; `None` without it.
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
     /// Connections open from each address (IPv6 by /64).
     per_address: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
 }
@@ -70,6 +72,8 @@ pub struct Shared {
 pub struct Server {
     listener: TcpListener,
     shared: Arc<Shared>,
+    /// Where `--metrics` scrapes come, served from [`Server::run`].
+    metrics_listener: Option<TcpListener>,
 }
 
 /// The first line `roost serve` prints on standard output, naming where it listens, so a
@@ -180,9 +184,27 @@ impl Server {
             auth,
             limits,
             connections: AtomicUsize::new(0),
+            metrics: None,
             per_address: Default::default(),
         });
-        Server { listener, shared }
+        Server {
+            listener,
+            shared,
+            metrics_listener: None,
+        }
+    }
+
+    /// Counts requests, bytes and connections and shows them, with the jobs' states and
+    /// the thermostat's limits, on `GET /metrics` at `addr` ([`crate::metrics`]). Call
+    /// before [`Server::run`]; returns where it listens.
+    pub fn enable_metrics(&mut self, addr: SocketAddr) -> io::Result<SocketAddr> {
+        let shared = Arc::get_mut(&mut self.shared)
+            .ok_or_else(|| io::Error::other("the server is already running"))?;
+        let listener = TcpListener::bind(addr)?;
+        let bound = listener.local_addr()?;
+        shared.metrics = Some(Arc::default());
+        self.metrics_listener = Some(listener);
+        Ok(bound)
     }
 
     /// Serves the job RPCs (`--jobs`), taking up the jobs a previous server left in
@@ -227,6 +249,15 @@ impl Server {
     /// Serves until the process ends. Uploads a killed predecessor left half-done are
     /// swept away meanwhile, in the background ([`crate::stale_uploads`]).
     pub fn run(self) -> io::Result<()> {
+        if let (Some(listener), Some(metrics)) = (self.metrics_listener, &self.shared.metrics) {
+            let metrics = Arc::clone(metrics);
+            let shared = Arc::clone(&self.shared);
+            std::thread::Builder::new()
+                .name("metrics".into())
+                .spawn(move || {
+                    crate::metrics::serve(listener, || metrics.render(&shared.gauges()))
+                })?;
+        }
         let export = self.shared.export.clone();
         let started = std::time::SystemTime::now();
         let _ = std::thread::Builder::new()
@@ -263,6 +294,7 @@ impl Server {
                         ("limit", &self.shared.limits.max_connections),
                     ],
                 );
+                self.shared.count(crate::metrics::Metrics::refused);
                 continue;
             }
             if !self.shared.enter(peer.ip()) {
@@ -276,8 +308,10 @@ impl Server {
                         ("limit", &self.shared.limits.max_per_address),
                     ],
                 );
+                self.shared.count(crate::metrics::Metrics::refused);
                 continue;
             }
+            self.shared.count(crate::metrics::Metrics::accepted);
             let shared = self.shared.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("conn {peer}"))
@@ -297,6 +331,22 @@ impl Server {
 }
 
 impl Shared {
+    /// Counts with `--metrics` (`count(Metrics::accepted)`); nothing without.
+    pub fn count(&self, what: impl FnOnce(&crate::metrics::Metrics)) {
+        if let Some(m) = &self.metrics {
+            what(m);
+        }
+    }
+
+    /// The state `--metrics` shows as it is now.
+    fn gauges(&self) -> crate::metrics::Gauges {
+        crate::metrics::Gauges {
+            connections: self.connections.load(Ordering::Relaxed),
+            jobs: self.jobs.as_ref().map(|j| j.counts()).unwrap_or_default(),
+            limits: self.jobs.as_ref().map(|j| j.limits_now()),
+        }
+    }
+
     /// Counts a new connection from `ip`; false if its address already has its share.
     fn enter(&self, ip: std::net::IpAddr) -> bool {
         let mut map = self.per_address.lock().unwrap_or_else(|e| e.into_inner());

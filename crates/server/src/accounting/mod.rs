@@ -355,15 +355,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// when dropped.
 pub struct Meter {
     accounting: Option<Arc<Accounting>>,
+    /// The server's `--metrics` counters, told of bytes at once.
+    metrics: Option<Arc<crate::metrics::Metrics>>,
     user: String,
     pending: Usage,
     handed: Instant,
 }
 
 impl Meter {
-    pub fn new(accounting: Option<Arc<Accounting>>, user: &str) -> Meter {
+    pub fn new(
+        accounting: Option<Arc<Accounting>>,
+        metrics: Option<Arc<crate::metrics::Metrics>>,
+        user: &str,
+    ) -> Meter {
         Meter {
             accounting,
+            metrics,
             user: user.to_string(),
             pending: Usage::default(),
             handed: Instant::now(),
@@ -380,6 +387,9 @@ impl Meter {
 
     pub fn read(&mut self, bytes: u64) {
         self.pending.read += bytes;
+        if let Some(m) = &self.metrics {
+            m.read(bytes);
+        }
     }
 
     /// The session is about to wait for the client: hands over what it counted.
@@ -391,6 +401,9 @@ impl Meter {
 
     pub fn written(&mut self, bytes: u64) {
         self.pending.written += bytes;
+        if let Some(m) = &self.metrics {
+            m.written(bytes);
+        }
     }
 
     fn hand_over(&mut self) {

@@ -255,6 +255,25 @@ impl Jobs {
         self.inner.users.base().uid
     }
 
+    /// How many jobs are in each state (every state named, zeros included).
+    pub fn counts(&self) -> Vec<(&'static str, usize)> {
+        let table = self.inner.lock();
+        Status::ALL
+            .iter()
+            .map(|&s| {
+                (
+                    s.name(),
+                    table.jobs.values().filter(|j| j.status == s).count(),
+                )
+            })
+            .collect()
+    }
+
+    /// The limits guest jobs are held to now (the thermostat's, or none).
+    pub fn limits_now(&self) -> crate::thermostat::schedule::Limits {
+        self.inner.limits.current()
+    }
+
     pub fn offer_source(&self) -> crate::accounting::OfferSource {
         let inner = self.inner.clone();
         Box::new(move || inner.limits.current())

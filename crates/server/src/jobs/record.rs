@@ -18,7 +18,7 @@ pub enum Status {
 }
 
 impl Status {
-    const ALL: [Status; 6] = [
+    pub const ALL: [Status; 6] = [
         Status::Created,
         Status::Committed,
         Status::Started,

@@ -98,8 +98,10 @@ struct Session<'a> {
     pipe: Option<crate::splice::Pipe>,
     /// Group file operations open on this connection.
     groups: crate::relay::Groups,
-    /// This subject's requests and bytes, for the ledger.
+    /// This subject's requests and bytes, for the ledger (and `--metrics`).
     meter: crate::accounting::Meter,
+    /// Whether the request being answered was answered with an error (for `--metrics`).
+    failed: bool,
 }
 
 /// Serves one connection to the end.
@@ -155,7 +157,8 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
         &[("peer", &peer), ("subject", &subject)],
     );
     summary.subject = Some(subject.clone());
-    let meter = crate::accounting::Meter::new(shared.accounting.clone(), &subject);
+    let meter =
+        crate::accounting::Meter::new(shared.accounting.clone(), shared.metrics.clone(), &subject);
     let mut session = Session {
         export: &shared.export,
         shared,
@@ -168,6 +171,7 @@ pub fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) -> Summary {
         pipe: None,
         groups: Default::default(),
         meter,
+        failed: false,
     };
     let stop = session.run(&mut summary.requests);
     let _ = session.writer.flush();
@@ -205,11 +209,15 @@ impl Session<'_> {
             let request = Request::parse(&line);
             // Full-sized fills again, unless this request splices a payload (see `Input`).
             self.reader.short_fills(false);
+            self.failed = false;
             let outcome = match &request {
                 Ok(request) => self.handle(request),
                 Err(WireError::Empty) => continue,
                 Err(e) => self.refuse_line(&line, e),
             };
+            let rpc = request.as_ref().map_or("invalid", |r| r.name());
+            let failed = self.failed;
+            self.shared.count(|m| m.rpc(rpc, failed));
             if log::enabled(Level::Debug) {
                 let shown = String::from_utf8_lossy(roost_wire::strip_newline(&line)).into_owned();
                 log::event(
@@ -347,11 +355,13 @@ impl Session<'_> {
     }
 
     fn send_error(&mut self, code: ErrorCode) -> Step {
+        self.failed = true;
         self.writer.write_all(&reply::error_line(code))?;
         Ok(())
     }
 
     fn send_failure(&mut self, error: &OpError) -> Step {
+        self.failed = true;
         if let Some(why) = error.explain() {
             log::event(
                 Level::Info,
