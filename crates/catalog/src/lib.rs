@@ -21,7 +21,7 @@ use json::Value;
 use keys::Keys;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -861,54 +861,39 @@ fn records_html(records: &[Value]) -> String {
     out
 }
 
-/// Asks the catalog at `host:port` for every record (`GET /query.json`). Works against cctools'
-/// catalog servers too.
+/// Asks the catalog at `host:port` for every record (`GET /query.json`), over HTTP/1.1 as
+/// any server or proxy speaks it (chunked or not: nginx in front of a catalog re-chunks the
+/// answer). Works against cctools' catalog servers too. The environment's `http_proxy`
+/// and `no_proxy` apply, as for curl.
 pub fn query(host: &str, port: u16, timeout: Duration) -> Result<Vec<Value>, String> {
-    let addrs: Vec<SocketAddr> = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("{host}: {e}"))?
-        .collect();
-    let mut last = format!("{host}: no address");
-    let mut stream = None;
-    for addr in addrs {
-        match TcpStream::connect_timeout(&addr, timeout) {
-            Ok(s) => {
-                stream = Some(s);
-                break;
-            }
-            Err(e) => last = format!("{addr}: {e}"),
-        }
-    }
-    let mut stream = stream.ok_or(last)?;
-    stream
-        .set_read_timeout(Some(timeout))
-        .and_then(|_| stream.set_write_timeout(Some(timeout)))
-        .map_err(|e| e.to_string())?;
-    let host_header = if host.contains(':') {
+    let authority = if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
         format!("{host}:{port}")
     };
-    write!(
-        stream,
-        "GET /query.json HTTP/1.1\r\nHost: {host_header}\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(|e| format!("{host}:{port}: {e}"))?;
-    let mut response = Vec::new();
-    stream
-        .take(256 * 1024 * 1024)
-        .read_to_end(&mut response)
-        .map_err(|e| format!("{host}:{port}: {e}"))?;
-    let (head, body) =
-        split_response(&response).ok_or_else(|| format!("{host}:{port}: not an HTTP response"))?;
-    let status = head.lines().next().unwrap_or("");
-    if status.split_whitespace().nth(1) != Some("200") {
-        return Err(format!("{host}:{port}: {}", status.trim()));
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout))
+        .user_agent(concat!("roost/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into();
+    let mut answer = agent
+        .get(&format!("http://{authority}/query.json"))
+        .call()
+        .map_err(|e| format!("{authority}: {e}"))?;
+    if answer.status() != 200 {
+        return Err(format!("{authority}: HTTP status {}", answer.status()));
     }
-    match json::parse(body) {
+    let body = answer
+        .body_mut()
+        .with_config()
+        .limit(256 * 1024 * 1024)
+        .read_to_vec()
+        .map_err(|e| format!("{authority}: {e}"))?;
+    match json::parse(&body) {
         Ok(Value::Array(records)) => Ok(records),
-        Ok(_) => Err(format!("{host}:{port}: the answer is not a JSON array")),
-        Err(e) => Err(format!("{host}:{port}: the answer is not JSON: {e}")),
+        Ok(_) => Err(format!("{authority}: the answer is not a JSON array")),
+        Err(e) => Err(format!("{authority}: the answer is not JSON: {e}")),
     }
 }
 
@@ -925,23 +910,6 @@ pub fn query_first(
         }
     }
     Err(why)
-}
-
-/// Splits an HTTP response at the blank line (CRLF or, as cctools writes it, bare LF).
-fn split_response(response: &[u8]) -> Option<(String, &[u8])> {
-    let crlf = response.windows(4).position(|w| w == b"\r\n\r\n");
-    let lf = response.windows(2).position(|w| w == b"\n\n");
-    let (end, skip) = match (crlf, lf) {
-        (Some(c), Some(l)) if l < c => (l, 2),
-        (Some(c), _) => (c, 4),
-        (None, Some(l)) => (l, 2),
-        (None, None) => return None,
-    };
-    let head = String::from_utf8_lossy(&response[..end]).into_owned();
-    if !head.starts_with("HTTP/") {
-        return None;
-    }
-    Some((head, &response[end + skip..]))
 }
 
 #[cfg(test)]
@@ -1069,14 +1037,5 @@ mod tests {
             catalog.update(stranger, &sealed(&pool, 64, now + 10)),
             Err(Refused::Signature(signed::Problem::WrongAddress { .. }))
         ));
-    }
-
-    #[test]
-    fn responses_split() {
-        let (h, b) = split_response(b"HTTP/1.1 200 OK\nA: b\n\n[1]").unwrap();
-        assert!(h.starts_with("HTTP/1.1 200"));
-        assert_eq!(b, b"[1]");
-        let (_, b) = split_response(b"HTTP/1.1 200 OK\r\nA: b\r\n\r\n[]").unwrap();
-        assert_eq!(b, b"[]");
     }
 }
