@@ -59,8 +59,8 @@ enum Kind {
     Read(Mutex<Stat>),
     /// A file being written: its remote identity, learnt on first use.
     Written(Mutex<Option<Stat>>),
-    /// A directory: its remote attributes when listed.
-    Dir(Stat),
+    /// A directory: its remote attributes when listed, and its entries' remote inodes.
+    Dir(Stat, HashMap<Vec<u8>, u64>),
 }
 
 /// Every copy noted in this run, by local (device, inode).
@@ -97,7 +97,7 @@ pub fn note(driver: &Arc<dyn Driver>, path: &[u8], local: &[u8], writing: bool) 
             return;
         };
         if meta.is_dir() {
-            Kind::Dir(st)
+            Kind::Dir(st, entries(driver, path, local))
         } else {
             Kind::Read(Mutex::new(st))
         }
@@ -114,6 +114,29 @@ pub fn note(driver: &Arc<dyn Driver>, path: &[u8], local: &[u8], writing: bool) 
     }
     by_inode.insert((meta.dev(), meta.ino()), copy);
     c.any.store(true, Ordering::Release);
+}
+
+/// The remote inodes of the entries of directory copy `local` of `path`: from the driver's
+/// attribute cache, which the listing that made the copy has just filled (a later listing
+/// may find them expired, and a directory is listed long after it was opened).
+fn entries(driver: &Arc<dyn Driver>, path: &[u8], local: &[u8]) -> HashMap<Vec<u8>, u64> {
+    let dir = match std::fs::read_dir(std::ffi::OsStr::from_bytes(local)) {
+        Ok(dir) if !is_root(path) => dir,
+        _ => return HashMap::new(),
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_encoded_bytes();
+            let st = driver.lstat(&roost_vfs::path::join(path, &name)).ok()?;
+            Some((name, st.ino))
+        })
+        .collect()
+}
+
+/// Whether `path` is a driver's root, whose copy also holds roost's own (the mirror's top;
+/// its entries are servers, each a connection to ask).
+fn is_root(path: &[u8]) -> bool {
+    path.iter().all(|&b| b == b'/')
 }
 
 /// The copy `link` (a `/proc/TID/fd/N` or `/proc/TID/cwd` link) leads to, with the local
@@ -152,7 +175,7 @@ impl Copy {
     fn identity(&self, local: &libc::stat) -> Stat {
         match &self.kind {
             Kind::Read(st) => *st.lock().expect("copy lock"),
-            Kind::Dir(then) => match self.driver.stat(&self.path) {
+            Kind::Dir(then, _) => match self.driver.stat(&self.path) {
                 Ok(now) if (now.dev, now.ino) == (then.dev, then.ino) => now,
                 _ => *then,
             },
@@ -180,11 +203,15 @@ impl Copy {
                 .lstat(roost_vfs::path::parent(&self.path))
                 .ok()
                 .map(|st| st.ino),
-            _ => self
-                .driver
-                .lstat(&roost_vfs::path::join(&self.path, name))
-                .ok()
-                .map(|st| st.ino),
+            _ => match &self.kind {
+                Kind::Dir(_, entries) if entries.contains_key(name) => entries.get(name).copied(),
+                _ if is_root(&self.path) => None,
+                _ => self
+                    .driver
+                    .lstat(&roost_vfs::path::join(&self.path, name))
+                    .ok()
+                    .map(|st| st.ino),
+            },
         }
     }
 }

@@ -129,9 +129,13 @@ fn manifest(dir: &Path, timed: &[&str]) -> String {
             m.mode() & 0o7777
         ));
     }
-    for names in inodes.values().filter(|n| n.len() > 1) {
-        lines.push(format!("one file: {}", names.join(" = ")));
-    }
+    let mut groups: Vec<String> = inodes
+        .values()
+        .filter(|n| n.len() > 1)
+        .map(|names| format!("one file: {}", names.join(" = ")))
+        .collect();
+    groups.sort();
+    lines.extend(groups);
     lines.join("\n")
 }
 
