@@ -48,6 +48,8 @@ pub const CALLS: &[&str] = &["fstat", "getdents64", "getdents", "fchmod", "fchow
 /// What a copy stands for.
 struct Copy {
     driver: Arc<dyn Driver>,
+    /// The local copy's change time when last seen to be the copy (see [`behind`]).
+    seen: Mutex<(i64, i64)>,
     /// The remote object's driver path.
     path: Vec<u8>,
     kind: Kind,
@@ -104,6 +106,7 @@ pub fn note(driver: &Arc<dyn Driver>, path: &[u8], local: &[u8], writing: bool) 
     };
     let copy = Arc::new(Copy {
         driver: Arc::clone(driver),
+        seen: Mutex::new((meta.ctime(), meta.ctime_nsec())),
         path: path.to_vec(),
         kind,
     });
@@ -154,14 +157,20 @@ fn behind(link: &str) -> Option<(libc::stat, Arc<Copy>)> {
         .get(&(local.st_dev, local.st_ino))
         .cloned()?;
     // An inode number freed by the cache and taken by another file since is not the copy:
-    // copies are opened by their name in the mirror.
-    let mirror = copy.driver.mirror()?;
-    let target = std::fs::read_link(link).ok()?;
-    target
-        .as_os_str()
-        .as_bytes()
-        .starts_with(mirror)
-        .then_some((local, copy))
+    // copies are opened by their name in the mirror. Unchanged since that was last seen
+    // (its change time), it is still the copy, without a readlink.
+    let ctime = (local.st_ctime, local.st_ctime_nsec);
+    let mut seen = copy.seen.lock().expect("copy lock");
+    if *seen != ctime {
+        let mirror = copy.driver.mirror()?;
+        let target = std::fs::read_link(link).ok()?;
+        if !target.as_os_str().as_bytes().starts_with(mirror) {
+            return None;
+        }
+        *seen = ctime;
+    }
+    drop(seen);
+    Some((local, copy))
 }
 
 /// Whether descriptor `fd` of process `pid` is a copy of a remote file being read or of a
