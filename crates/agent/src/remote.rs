@@ -180,6 +180,7 @@ fn open(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
     if flags & libc::O_DIRECTORY != 0 && !is_dir(&local) {
         return Made::result(Err(libc::ENOTDIR));
     }
+    crate::copies::note(&remote.driver, &remote.path, &local, intent != Intent::Read);
     // The driver made the file (exclusively, where asked): the copy exists, so the kernel's
     // open of it must not insist on making it again.
     let kernel_flags = (flags & !libc::O_EXCL) as u64;
@@ -244,6 +245,7 @@ fn enter(call: &RemoteCall) -> Made {
     };
     match local {
         Ok(local) => {
+            crate::copies::note(&remote.driver, &remote.path, &local, false);
             let mut scratch = Scratch::default();
             let at = scratch.push_cstr(&local);
             Made {
@@ -262,18 +264,12 @@ fn enter(call: &RemoteCall) -> Made {
 fn stat(call: &RemoteCall, regs: &Regs) -> Written {
     let remote = call.first()?;
     let follow = call.args[0].follow;
-    let mut st = if follow {
+    // A descriptor of a local copy answers with these too (`crate::copies`).
+    let st = if follow {
         remote.driver.stat(&remote.path)?
     } else {
         remote.driver.lstat(&remote.path)?
     };
-    if st.is_dir() {
-        // A directory's descriptor is its local copy: fstat of it must name the same
-        // directory as stat does (rmtree, fts and find compare the two).
-        if let Some((dev, ino)) = local_identity(remote) {
-            (st.dev, st.ino) = (dev, ino);
-        }
-    }
     let (buf, statx) = match call.name {
         "stat" | "lstat" => (regs.arg(1), false),
         "newfstatat" => (regs.arg(2), false),
@@ -285,24 +281,6 @@ fn stat(call: &RemoteCall, regs: &Regs) -> Written {
         bytes_of(&st.to_kernel())
     };
     Ok((0, vec![(buf, bytes)]))
-}
-
-/// The device and inode of a remote directory's local copy (made, empty, if there is none
-/// yet: a later open lists it in place, keeping the inode).
-fn local_identity(remote: &Remote) -> Option<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::MetadataExt;
-    let mirror = remote.driver.mirror()?;
-    let local = roost_vfs::path::normalize(&[mirror, remote.path.as_slice()].concat());
-    let local = std::path::Path::new(std::ffi::OsStr::from_bytes(&local));
-    let meta = match std::fs::symlink_metadata(local) {
-        Ok(m) => m,
-        Err(_) => {
-            std::fs::create_dir_all(local).ok()?;
-            std::fs::symlink_metadata(local).ok()?
-        }
-    };
-    meta.is_dir().then(|| (meta.dev(), meta.ino()))
 }
 
 fn readlink(call: &RemoteCall, regs: &Regs) -> Written {

@@ -121,6 +121,18 @@ fn take_fd_with(pid: i32, fd: i32, flags: libc::c_uint) -> Result<OwnedFd, Errno
     owned(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) })
 }
 
+/// The attributes of what `path` names, following symlinks (and `/proc` magic links).
+pub fn stat_path(path: &[u8]) -> Result<libc::stat, Errno> {
+    let path = std::ffi::CString::new(path).map_err(|_| libc::EINVAL)?;
+    // SAFETY: the kernel fills the plain-data struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a stat buffer.
+    if unsafe { libc::stat(path.as_ptr(), &mut st) } != 0 {
+        return Err(last_errno());
+    }
+    Ok(st)
+}
+
 /// The path a descriptor of this process names (its `/proc/self/fd` link).
 pub fn path_of(fd: &impl AsRawFd) -> Result<Vec<u8>, Errno> {
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))

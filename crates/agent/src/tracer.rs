@@ -6,6 +6,7 @@
 
 use crate::arch::{self, Regs};
 use crate::attach;
+use crate::copies;
 use crate::filter::{self, Trap, Verdict};
 use crate::guard;
 use crate::handlers::virtual_ids::{self, VirtualIds};
@@ -298,6 +299,23 @@ fn id_rule((name, kind): (&str, Kind), notify: bool, ids: bool) -> Option<Verdic
     }
 }
 
+/// The rules for the calls that tell a descriptor's identity ([`copies::CALLS`]): notified
+/// on the copies' range, or with ptrace only (no range: the kernel places those
+/// descriptors) a stop for every descriptor, when paths are seen at all.
+fn identity_rules(range: Option<(u32, u32)>, full: bool) -> Vec<(u32, Verdict)> {
+    copies::CALLS
+        .iter()
+        .filter_map(|&name| {
+            let nr = arch::number(name)? as u32;
+            match range {
+                Some((from, _)) => Some((nr, Verdict::NotifyIfFdFrom { args: &[0], from })),
+                None if full => Some((nr, Verdict::Trace)),
+                None => None,
+            }
+        })
+        .collect()
+}
+
 /// The soft limit on descriptors the program starts with.
 fn descriptor_limit() -> u64 {
     // SAFETY: the kernel fills the plain-data struct.
@@ -350,6 +368,9 @@ pub fn run(
                 .map(|(nr, args)| (nr, Verdict::NotifyIfFdFrom { args, from })),
         );
     }
+    // Local copies of remote objects: their identity calls are answered by roost.
+    let copies_range = notify.then(|| copies::range(descriptor_limit()));
+    first.extend(identity_rules(copies_range, full));
     let own = guard::own_ids();
     let trap = if notify { Trap::Notify } else { Trap::Trace };
     first.extend(guard::rules(&table, trap));
@@ -377,7 +398,8 @@ pub fn run(
     let spawned = match spawn::spawn(&cstr(program), &argv, &bpf, notify, lazy) {
         // No notifications here (kernel < 5.6, or the filter flag refused): ptrace only.
         Err(SpawnError::Listener(_)) | Err(SpawnError::Filter(..)) if notify => {
-            let mut rules_then = guard::rules(&table, Trap::Trace);
+            let mut rules_then = identity_rules(None, full);
+            rules_then.extend(guard::rules(&table, Trap::Trace));
             rules_then.extend(rules(&table, full, false, ids, false));
             let bpf = filter::build(&rules_then, Verdict::Errno(libc::ENOSYS), &own);
             spawn::spawn(&cstr(program), &argv, &bpf, false, false)?
@@ -421,6 +443,9 @@ pub fn run(
         stops: Arc::default(),
         rerooted: Default::default(),
         ids: options.ids,
+        copies: copies_range
+            .filter(|_| notifications)
+            .map(|(from, to)| crate::vfd::Slots::new(from, to)),
     });
     if let Some(vfds) = &shared.vfds {
         let vfds = Arc::clone(vfds);
@@ -1088,7 +1113,25 @@ impl Agent {
         let started = Instant::now();
         let mut regs = Regs::get(pid)?;
         let Some((name, kind)) = self.table.get(regs.nr()) else {
-            if regs.nr() > i64::from(arch::REVIEWED_MAX) {
+            if let Some(made) = copies::call_name(regs.nr())
+                .and_then(|name| copies::on_descriptor(pid, name, &regs))
+            {
+                let ret = match made {
+                    Ok((ret, writes)) => {
+                        let written = writes
+                            .iter()
+                            .all(|(addr, bytes)| memory::write(pid, *addr, bytes).is_ok());
+                        if written {
+                            ret
+                        } else {
+                            -(libc::EFAULT as i64)
+                        }
+                    }
+                    Err(e) => -(e as i64),
+                };
+                regs.skip_with(ret);
+                regs.set(pid)?;
+            } else if regs.nr() > i64::from(arch::REVIEWED_MAX) {
                 // A syscall newer than roost knows: it might take a path.
                 handlers::report_untranslatable(&format!("syscall {}", regs.nr()), None);
                 regs.skip_with(-(libc::ENOSYS as i64));

@@ -197,17 +197,72 @@ const SEEN_PER_NUMBER: usize = 4;
 pub struct Vfds {
     /// The reserved range `[base, top)`.
     pub base: u32,
-    top: u32,
+    slots: Slots,
     files: Mutex<HashMap<u64, Arc<VFile>>>,
     /// The files (by inode) found at each number of the range: checked first, by probe.
     seen: Mutex<HashMap<RawFd, Vec<u64>>>,
     epoll: OwnedFd,
-    /// Held while a number of the range is chosen and filled ([`Vfds::place`]).
+}
+
+/// A range of descriptor numbers roost places descriptors in, from the top down (the
+/// virtual descriptors', and the one of local copies of remote objects, `crate::copies`).
+pub struct Slots {
+    /// The range `[base, top)`.
+    pub base: u32,
+    top: u32,
+    /// Held while a number of the range is chosen and filled ([`Slots::place`]).
     placing: Mutex<()>,
     /// The number last placed: the search starts below it, where the next free one most
     /// likely is, so a program holding many files open does not pay a look at each of
     /// them for every open.
     hint: std::sync::atomic::AtomicU32,
+}
+
+impl Slots {
+    pub fn new(base: u32, top: u32) -> Slots {
+        Slots {
+            base,
+            top,
+            placing: Mutex::new(()),
+            hint: std::sync::atomic::AtomicU32::new(top),
+        }
+    }
+
+    /// A free number of the range in thread `tid`'s table, below the thread's descriptor
+    /// limit (a program may have lowered it): the first free one looking down from the
+    /// number last placed, then down from the top to it.
+    pub fn free_slot(&self, tid: i32) -> Option<u32> {
+        // SAFETY: the kernel fills the plain-data struct.
+        let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+        // SAFETY: a query of another process's limit into a valid struct.
+        let top = if unsafe {
+            libc::prlimit(tid, libc::RLIMIT_NOFILE, std::ptr::null(), &mut limit)
+        } == 0
+        {
+            limit.rlim_cur.min(u64::from(self.top)) as u32
+        } else {
+            self.top
+        };
+        use std::sync::atomic::Ordering;
+        let from = self.hint.load(Ordering::Relaxed).clamp(self.base, top);
+        let free = (self.base..from)
+            .rev()
+            .chain((from..top).rev())
+            .find(|&n| !is_open(tid, n))?;
+        Some(free)
+    }
+
+    /// Runs `fill` with a free number of the range in thread `tid`'s table (`None`: the
+    /// range is full), one placement at a time: two calls answered at once by two
+    /// notification threads never pick the same number.
+    pub fn place<R>(&self, tid: i32, fill: impl FnOnce(Option<u32>) -> R) -> R {
+        let _one_at_a_time = self.placing.lock().expect("placing lock");
+        let slot = self.free_slot(tid);
+        if let Some(slot) = slot {
+            self.hint.store(slot, std::sync::atomic::Ordering::Relaxed);
+        }
+        fill(slot)
+    }
 }
 
 impl Vfds {
@@ -220,13 +275,11 @@ impl Vfds {
         }
         let vfds = Arc::new(Vfds {
             base,
-            top,
+            slots: Slots::new(base, top),
             files: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
             // SAFETY: just created, owned by nobody else.
             epoll: unsafe { OwnedFd::from_raw_fd(epoll) },
-            placing: Mutex::new(()),
-            hint: std::sync::atomic::AtomicU32::new(top),
         });
         let watcher = Arc::clone(&vfds);
         std::thread::Builder::new()
@@ -394,40 +447,14 @@ impl Vfds {
             .find(|f| f.probe.as_ref().is_some_and(|p| p.holds(tid, fd)))
     }
 
-    /// A free number of the range in thread `tid`'s table, below the thread's descriptor
-    /// limit (a program may have lowered it): the first free one looking down from the
-    /// number last placed, then down from the top to it.
+    /// A free number of the range in thread `tid`'s table ([`Slots::free_slot`]).
     pub fn free_slot(&self, tid: i32) -> Option<u32> {
-        // SAFETY: the kernel fills the plain-data struct.
-        let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
-        // SAFETY: a query of another process's limit into a valid struct.
-        let top = if unsafe {
-            libc::prlimit(tid, libc::RLIMIT_NOFILE, std::ptr::null(), &mut limit)
-        } == 0
-        {
-            limit.rlim_cur.min(u64::from(self.top)) as u32
-        } else {
-            self.top
-        };
-        use std::sync::atomic::Ordering;
-        let from = self.hint.load(Ordering::Relaxed).clamp(self.base, top);
-        let free = (self.base..from)
-            .rev()
-            .chain((from..top).rev())
-            .find(|&n| !is_open(tid, n))?;
-        Some(free)
+        self.slots.free_slot(tid)
     }
 
-    /// Runs `fill` with a free number of the range in thread `tid`'s table (`None`: the
-    /// range is full), one placement at a time: two calls answered at once by two
-    /// notification threads never pick the same number.
+    /// Runs `fill` with a free number of the range ([`Slots::place`]).
     pub fn place<R>(&self, tid: i32, fill: impl FnOnce(Option<u32>) -> R) -> R {
-        let _one_at_a_time = self.placing.lock().expect("placing lock");
-        let slot = self.free_slot(tid);
-        if let Some(slot) = slot {
-            self.hint.store(slot, std::sync::atomic::Ordering::Relaxed);
-        }
-        fill(slot)
+        self.slots.place(tid, fill)
     }
 
     /// Closes every file (the run is over).

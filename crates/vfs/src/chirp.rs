@@ -295,7 +295,7 @@ struct WriteTo {
 impl Destination for WriteTo {
     fn send(&self, path: &[u8], file: &mut std::fs::File) -> Result<(String, Version), Errno> {
         let rest = crate::path::split_first(path).1;
-        let version = self.server.put(rest, self.mode, file)?;
+        let version = self.server.put(rest, sent_mode(self.mode, file), file)?;
         Ok((Cache::key(&self.server.authority, rest), version))
     }
     fn name(&self, path: &[u8]) -> String {
@@ -305,6 +305,18 @@ impl Destination for WriteTo {
             self.server.authority,
             String::from_utf8_lossy(rest)
         )
+    }
+}
+
+/// The mode a written copy goes back with: the one it was opened with, unless the program
+/// changed the copy's since (fchmod on its descriptor: `cp -a` creates a file with the
+/// group and other bits off and sets them once written). The copy is made with the
+/// owner's read and write bits on, whatever the mode (`Cache::show_written`).
+fn sent_mode(opened: u32, copy: &std::fs::File) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    match copy.metadata() {
+        Ok(m) if m.mode() & 0o7777 != (opened | 0o600) & 0o7777 => m.mode() & 0o7777,
+        _ => opened,
     }
 }
 
@@ -341,6 +353,14 @@ impl std::ops::Deref for Fetched {
             Fetched::Once(o) => o,
         }
     }
+}
+
+/// Whether `name` is a POSIX ACL. A Chirp server keeps its own ACLs, not these, and
+/// refuses `system.` attributes: an ACL set is answered as a file system without ACLs
+/// answers it (ENOTSUP), so `cp -a`, `mv` and libacl fall back to the permission bits
+/// instead of failing.
+fn is_posix_acl(name: &[u8]) -> bool {
+    name == b"system.posix_acl_access" || name == b"system.posix_acl_default"
 }
 
 /// A version for the cache from a server's attributes.
@@ -642,6 +662,9 @@ impl Driver for ChirpNet {
         flags: i32,
         follow: bool,
     ) -> Result<(), Errno> {
+        if is_posix_acl(name) {
+            return Err(libc::ENOTSUP);
+        }
         self.on(path, |s, p| {
             s.change(&[p], |c, _| {
                 if follow {

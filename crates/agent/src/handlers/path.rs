@@ -62,6 +62,13 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
         };
         if path.is_empty() {
             // AT_EMPTY_PATH names the dirfd itself; otherwise the kernel answers ENOENT.
+            // A stat of a remote object's local copy answers with the remote identity.
+            if let Some(made) = crate::copies::stat_itself(ctx.pid, ctx.name, ctx.regs) {
+                return match made {
+                    Ok((ret, writes)) => Decision::new(Action::Emulate { ret, writes }),
+                    Err(e) => Decision::fail(e),
+                };
+            }
             continue;
         }
         let follow = match follows(ctx.pid, ctx.regs, arg.follow) {

@@ -106,7 +106,7 @@ fn magic_target(ctx: &Ctx<'_>, magic: Magic, only_paths: bool) -> Option<Vec<u8>
 /// (a thread that chroots leaves the namespace), its cwd the logical cwd, another process's
 /// cwd and any process's directory descriptors their kernel paths named logically. A final
 /// `fd/N` is left to the kernel, which reopens the open file itself (deleted, renamed or
-/// not a path at all), and so is `exe`.
+/// not a path at all), unless it is a remote object's copy being read, and so is `exe`.
 pub struct CallerProc<'a> {
     pub pid: i32,
     pub fs: &'a Fs,
@@ -137,7 +137,11 @@ impl roost_vfs::ProcLinks for CallerProc<'_> {
             Magic::Cwd(Some(p)) => kernel_link(p, "cwd")
                 .filter(|cwd| !cwd.ends_with(b" (deleted)"))
                 .map(LinkTarget::Physical),
-            Magic::Fd(p, fd) if !last => {
+            // A final one too when it is a local copy of a remote object being read: what
+            // is done through it (chmod, stat) is done to that object (`crate::copies`).
+            Magic::Fd(p, fd)
+                if !last || crate::copies::read_copy(p.unwrap_or(self.pid), fd as i32) =>
+            {
                 let physical = fd_path(p.unwrap_or(self.pid), fd)?;
                 (!physical.ends_with(b" (deleted)")).then_some(LinkTarget::Physical(physical))
             }

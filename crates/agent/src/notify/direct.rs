@@ -124,6 +124,9 @@ pub fn answer(
         "ftruncate" if (regs.arg(1) as i64) < 0 => Reply::errno(libc::EINVAL),
         "ftruncate" => done(vf.file.ftruncate(regs.arg(1))),
         "fsync" | "fdatasync" | "sync_file_range" => done(vf.file.fsync()),
+        // A server changes modes through descriptors open for writing only; natively the
+        // owner may through any (rsync does, on a file it opened to read).
+        "fchmod" if !vf.writable() => done(vf.driver.chmod(vf.file.path(), regs.arg(1) as u32)),
         "fchmod" => done(vf.file.fchmod(regs.arg(1) as u32)),
         "fchown" => done(vf.file.fchown(regs.arg(1) as u32, regs.arg(2) as u32)),
         "fcntl" if locks::is_record_lock(regs.arg(1) as i32) => {
@@ -484,6 +487,7 @@ fn copy_low(vf: &VFile, to: u32, cloexec: bool, n: Notification) -> Reply {
         Ok(l) => l,
         Err(e) => return Reply::errno(e),
     };
+    crate::copies::note(&vf.driver, vf.file.path(), &local, vf.writable());
     let mut flags = vf.access;
     if state.append {
         flags |= libc::O_APPEND;
@@ -522,6 +526,7 @@ fn mmap(vf: &VFile, fd: i32, (tid, regs): (i32, &Regs), n: Notification) -> Repl
         Ok(l) => l,
         Err(e) => return Reply::errno(e),
     };
+    crate::copies::note(&vf.driver, vf.file.path(), &local, false);
     let copy = match crate::sys::open_as(&local, libc::O_RDONLY, state.offset) {
         Ok(f) => f,
         Err(e) => return Reply::errno(e),

@@ -77,6 +77,9 @@ pub struct Shared {
     pub rerooted: Rerooted,
     /// The identity id queries and uname report (`--uid`, ...).
     pub ids: crate::handlers::virtual_ids::VirtualIds,
+    /// The descriptor numbers local copies of remote objects are installed at, where their
+    /// fstat and getdents are notified (`crate::copies`; None: no notifications).
+    pub copies: Option<crate::vfd::Slots>,
 }
 
 /// `SECCOMP_IOCTL_NOTIF_SET_FLAGS` (Linux 6.6; newer than the libc headers).
@@ -208,6 +211,14 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         id: req.id,
         nr,
     };
+    if let Some(name) = crate::copies::call_name(nr) {
+        let regs = Regs::from_args(&req.data.args);
+        match crate::copies::on_descriptor(tid, name, &regs) {
+            Some(Ok((ret, writes))) => return emulated(tid, Some(n), ret, writes),
+            Some(Err(e)) => return Reply::errno(e),
+            None => {}
+        }
+    }
     // A call aimed at roost's processes is refused first (fcntl may be a direct-mode
     // descriptor's call too).
     if let Some((name, Kind::Aimed(aimed))) = table.get(nr) {
@@ -306,6 +317,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             _ => Decision::pass(),
         }
     };
+    let copy = matches!(decision.action, Action::Remote(_));
     let (decision, regs) = match std::mem::replace(&mut decision.action, Action::Pass) {
         Action::Remote(call) => {
             if n.ensure_waiting().is_err() {
@@ -357,7 +369,9 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
                 return Reply::errno(libc::EFAULT);
             };
             if performed == Some(Performed::Open) {
-                return open::emulate(name, (&regs, tid), &p, other_identity, n, &shared.stops);
+                let into = shared.copies.as_ref().filter(|_| copy);
+                let at = (&regs, tid, into);
+                return open::emulate(name, at, &p, other_identity, n, &shared.stops);
             }
             let who = match identity::prepare(tid, false, other_identity) {
                 Ok(who) => who,

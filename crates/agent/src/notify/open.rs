@@ -72,6 +72,11 @@ impl Request {
     /// only one: a FIFO has no phantom reader or writer, the file is not busy for exec
     /// (ETXTBSY) and its close is the last one, as if the caller had opened it itself.
     pub fn install(&self, n: Notification, fd: OwnedFd) -> Reply {
+        self.install_at(n, fd, None)
+    }
+
+    /// [`Request::install`] at number `at` (free), or the lowest free one.
+    fn install_at(&self, n: Notification, fd: OwnedFd, at: Option<u32>) -> Reply {
         if self.blocks() {
             // SAFETY: plain fcntl calls on a descriptor we own.
             unsafe {
@@ -80,7 +85,7 @@ impl Request {
             }
         }
         super::keep_awake::installing();
-        hand_over(n, fd, self.flags & libc::O_CLOEXEC != 0, None)
+        hand_over(n, fd, self.flags & libc::O_CLOEXEC != 0, at)
     }
 }
 
@@ -179,11 +184,12 @@ pub fn is_fifo(fd: &OwnedFd) -> bool {
 }
 
 /// Performs open call `name` of thread `tid` on `physical` and answers notification `n`.
-/// `other_identity`: the caller may not share roost's credentials. `stops`: the processes
-/// now stopping, which an open that waits must let stop.
+/// `into`: the range the descriptor goes to (a remote object's local copy), when it has
+/// room. `other_identity`: the caller may not share roost's credentials. `stops`: the
+/// processes now stopping, which an open that waits must let stop.
 pub fn emulate(
     name: &str,
-    (regs, tid): (&Regs, i32),
+    (regs, tid, into): (&Regs, i32, Option<&crate::vfd::Slots>),
     physical: &[u8],
     other_identity: bool,
     n: Notification,
@@ -219,7 +225,12 @@ pub fn emulate(
         Ok(fd) if request.blocks() && request.access_mode() == libc::O_RDONLY && is_fifo(&fd) => {
             fifo::Wait::Reader(fd)
         }
-        Ok(fd) => return request.install(n, fd),
+        Ok(fd) => {
+            return match into {
+                Some(slots) => slots.place(tid, |at| request.install_at(n, fd, at)),
+                None => request.install(n, fd),
+            }
+        }
     };
     match fifo::wait_elsewhere(request, wait, (tid, n), Arc::clone(stops)) {
         Ok(()) => Reply::Answered,
