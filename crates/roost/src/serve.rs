@@ -107,6 +107,9 @@ pub struct ServeArgs {
     /// (a line per request).
     #[arg(long, default_value = "info", value_name = "LEVEL")]
     pub log_level: String,
+    /// How log lines look: `text` (key=value pairs) or `json` (one object a line).
+    #[arg(long, value_enum, default_value = "text", value_name = "FORMAT")]
+    pub log_format: LogFormat,
     /// Report this server to the pool catalog at HOST[:PORT] (default port 9097), by UDP
     /// datagram in cctools' format (repeatable: every catalog gets every report).
     #[arg(long = "catalog", value_name = "HOST[:PORT]")]
@@ -253,6 +256,15 @@ pub fn main(args: ServeArgs) -> ExitCode {
     }
 }
 
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// key=value pairs
+    Text,
+    /// one JSON object a line
+    Json,
+}
+
 fn run(args: ServeArgs) -> Result<(), String> {
     let level = Level::parse(&args.log_level).ok_or_else(|| {
         format!(
@@ -261,6 +273,11 @@ fn run(args: ServeArgs) -> Result<(), String> {
         )
     })?;
     log::set_level(level);
+    log::set_format(match args.log_format {
+        LogFormat::Text => log::Format::Text,
+        LogFormat::Json => log::Format::Json,
+    });
+    log::forward_library_logs();
     // Each client holds a socket and its open files: bounded by `--max-connections`
     // rather than by a default of 1024.
     roost_agent::sys::raise_descriptor_limit();

@@ -1,9 +1,12 @@
-//! Structured logs: one `key=value` line per event on standard error, with a UTC timestamp.
-//! Connections and errors log at `info`; every RPC logs at `debug`.
+//! Structured logs: one line per event on standard error, with a UTC timestamp, as
+//! `key=value` pairs or (`--log-format json`) one JSON object. Connections and errors log
+//! at `info`; every RPC logs at `debug`. The libraries' own messages (rustls, ureq, which
+//! log through the `log` crate) come out the same way, as `event=library` lines
+//! ([`forward_library_logs`]).
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// How much the server says.
@@ -24,6 +27,14 @@ impl Level {
         }
     }
 
+    fn from_u8(n: u8) -> Level {
+        match n {
+            0 => Level::Error,
+            1 => Level::Info,
+            _ => Level::Debug,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Level::Error => "error",
@@ -34,9 +45,59 @@ impl Level {
 }
 
 static LEVEL: AtomicU8 = AtomicU8::new(Level::Info as u8);
+static JSON: AtomicBool = AtomicBool::new(false);
 
 pub fn set_level(level: Level) {
     LEVEL.store(level as u8, Ordering::Relaxed);
+    log::set_max_level(match level {
+        Level::Error => log::LevelFilter::Warn,
+        Level::Info => log::LevelFilter::Info,
+        Level::Debug => log::LevelFilter::Debug,
+    });
+}
+
+/// How lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `2026-11-22T06:30:40.848Z level=info event=connect peer=...`
+    Text,
+    /// `{"time":"2026-11-22T06:30:40.848Z","level":"info","event":"connect","peer":"..."}`
+    Json,
+}
+
+pub fn set_format(format: Format) {
+    JSON.store(format == Format::Json, Ordering::Relaxed);
+}
+
+/// Sends what libraries log through the `log` crate (rustls' TLS alerts, ureq) to these
+/// lines, as `event=library target=... message=...`: warnings and errors at `error`, their
+/// info at `info`, their debug at `debug`. Once per process; later calls do nothing.
+pub fn forward_library_logs() {
+    struct Forward;
+    impl log::Log for Forward {
+        fn enabled(&self, metadata: &log::Metadata) -> bool {
+            enabled(level_of(metadata.level()))
+        }
+        fn log(&self, record: &log::Record) {
+            event(
+                level_of(record.level()),
+                "library",
+                &[("target", &record.target()), ("message", record.args())],
+            );
+        }
+        fn flush(&self) {}
+    }
+    fn level_of(level: log::Level) -> Level {
+        match level {
+            log::Level::Error | log::Level::Warn => Level::Error,
+            log::Level::Info => Level::Info,
+            log::Level::Debug | log::Level::Trace => Level::Debug,
+        }
+    }
+    static FORWARD: Forward = Forward;
+    if log::set_logger(&FORWARD).is_ok() {
+        set_level(Level::from_u8(LEVEL.load(Ordering::Relaxed)));
+    }
 }
 
 pub fn enabled(level: Level) -> bool {
@@ -48,6 +109,15 @@ pub fn event(level: Level, name: &str, fields: &[(&str, &dyn std::fmt::Display)]
     if !enabled(level) {
         return;
     }
+    let line = if JSON.load(Ordering::Relaxed) {
+        json_line(level, name, fields)
+    } else {
+        text_line(level, name, fields)
+    };
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+fn text_line(level: Level, name: &str, fields: &[(&str, &dyn std::fmt::Display)]) -> String {
     let mut line = format!("{} level={} event={}", timestamp(), level.name(), name);
     for (key, value) in fields {
         let value = value.to_string();
@@ -61,7 +131,28 @@ pub fn event(level: Level, name: &str, fields: &[(&str, &dyn std::fmt::Display)]
         }
     }
     line.push('\n');
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    line
+}
+
+/// The same event as one JSON object: every value a string, keys as in the text form.
+fn json_line(level: Level, name: &str, fields: &[(&str, &dyn std::fmt::Display)]) -> String {
+    use roost_catalog::json::write_string;
+    let mut line = String::from("{\"time\":");
+    write_string(&timestamp(), &mut line);
+    for (key, value) in [("level", level.name()), ("event", name)] {
+        line.push(',');
+        write_string(key, &mut line);
+        line.push(':');
+        write_string(value, &mut line);
+    }
+    for (key, value) in fields {
+        line.push(',');
+        write_string(key, &mut line);
+        line.push(':');
+        write_string(&value.to_string(), &mut line);
+    }
+    line.push_str("}\n");
+    line
 }
 
 /// The current time as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
@@ -86,6 +177,22 @@ pub use roost_catalog::civil_from_days;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_lines_parse_back_with_every_field() {
+        let line = json_line(
+            Level::Info,
+            "denied",
+            &[("subject", &"unix:bob"), ("why", &"needs 'l' on \"/\"\n")],
+        );
+        assert!(line.ends_with("}\n"));
+        let v = roost_catalog::json::parse(line.trim_end().as_bytes()).unwrap();
+        assert_eq!(v.get("level").unwrap().to_plain(), "info");
+        assert_eq!(v.get("event").unwrap().to_plain(), "denied");
+        assert_eq!(v.get("subject").unwrap().to_plain(), "unix:bob");
+        assert_eq!(v.get("why").unwrap().to_plain(), "needs 'l' on \"/\"\n");
+        assert!(v.get("time").unwrap().to_plain().ends_with('Z'));
+    }
 
     #[test]
     fn dates_convert() {
