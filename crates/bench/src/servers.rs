@@ -53,6 +53,9 @@ impl RunningServer {
                 "--max-per-address",
                 "100000",
             ])
+            // The ledger beside the export, gone with the scratch directory.
+            .arg("--ledger")
+            .arg(scratch.join("ledger"))
             .stdout(Stdio::piped())
             .spawn()
             .map_err(|e| {

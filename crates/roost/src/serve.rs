@@ -133,8 +133,9 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 3600, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub job_time_limit: u64,
     /// Where job records and sandboxes live, outside the export. Default:
-    /// /var/lib/roost/jobs/NAME as root, else $XDG_STATE_HOME (~/.local/state)/roost/jobs/NAME,
-    /// NAME being made from the exported directory's path.
+    /// $XDG_STATE_HOME/roost/jobs/NAME when XDG_STATE_HOME is set, else
+    /// /var/lib/roost/jobs/NAME as root and ~/.local/state/roost/jobs/NAME otherwise, NAME
+    /// being made from the exported directory's path.
     #[arg(long, value_name = "DIR")]
     pub job_dir: Option<PathBuf>,
     /// The unprivileged user jobs run as when the server runs as root (default: nobody).
@@ -183,8 +184,9 @@ pub struct ServeArgs {
     #[arg(long, default_value = "auto", value_name = "MECHANISM")]
     pub thermostat_mechanism: String,
     /// The accounting ledger: what each user consumed here and what the owner offered
-    /// (see docs/pool.md "Accounting"). Default: /var/lib/roost/ledger/NAME as root, else
-    /// $XDG_STATE_HOME (~/.local/state)/roost/ledger/NAME, NAME made from DIR's path.
+    /// (see docs/pool.md "Accounting"). Default: $XDG_STATE_HOME/roost/ledger/NAME when
+    /// XDG_STATE_HOME is set, else /var/lib/roost/ledger/NAME as root and
+    /// ~/.local/state/roost/ledger/NAME otherwise, NAME made from DIR's path.
     #[arg(long, value_name = "FILE")]
     pub ledger: Option<PathBuf>,
     /// Who is credited for what this host offers, in the ledger and the catalog (default:
@@ -633,14 +635,15 @@ pub fn default_state_path(kind: &str, dir: &std::path::Path) -> PathBuf {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
     let name = format!("{readable}.{:08x}", hash as u32);
-    let base = if unsafe { libc::geteuid() } == 0 {
-        PathBuf::from("/var/lib/roost")
-    } else {
-        match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
-            Some(state) => PathBuf::from(state).join("roost"),
-            None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into()))
-                .join(".local/state/roost"),
-        }
+    // An XDG_STATE_HOME set explicitly wins even as root (the test suite gives every run
+    // one of its own, so that tests run as root leave nothing in /var/lib/roost).
+    let state_home = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty());
+    // SAFETY: a plain query.
+    let base = match (state_home, unsafe { libc::geteuid() } == 0) {
+        (Some(state), _) => PathBuf::from(state).join("roost"),
+        (None, true) => PathBuf::from("/var/lib/roost"),
+        (None, false) => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into()))
+            .join(".local/state/roost"),
     };
     base.join(kind).join(name)
 }
