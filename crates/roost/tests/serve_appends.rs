@@ -150,11 +150,18 @@ fn wait_stopped(pid: i32) {
         std::fs::read_dir(format!("/proc/{pid}/task"))
             .unwrap()
             .map(|t| std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap_or_default())
-            .all(|stat| stat.rsplit(") ").next().is_some_and(|rest| rest.starts_with('T')))
+            .all(|stat| {
+                stat.rsplit(") ")
+                    .next()
+                    .is_some_and(|rest| rest.starts_with('T'))
+            })
     };
     let start = std::time::Instant::now();
     while !stopped() {
-        assert!(start.elapsed() < Duration::from_secs(10), "the server never stopped");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the server never stopped"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
