@@ -345,7 +345,7 @@ impl DirectFile {
         let (mut done, mut base, mut sent) = (0, self.end.load(Ordering::Relaxed), false);
         let r = self.with(|c, fd| {
             if std::mem::take(&mut sent) {
-                match landed(c, fd, base, &data[done..])? {
+                match landed(c, (fd, &self.rest), base, &data[done..])? {
                     Landed::Whole(end) => return Ok((data.len(), end)),
                     Landed::Head(n) => {
                         done += n;
@@ -384,26 +384,44 @@ enum Landed {
 /// sent again. Two writers appending identical records at the moment of a failure can
 /// thus be taken for each other (one record too few), and a head left by a server killed
 /// mid-write among other writers' records stays there; neither happens with one writer.
-fn landed(c: &mut Client, fd: i64, base: u64, data: &[u8]) -> Result<Landed, ClientError> {
+/// The bytes are read through a descriptor of their own (the writer's may be write-only);
+/// a file this client may not read is judged by its size alone, as one writer's.
+fn landed(
+    c: &mut Client,
+    (fd, path): (i64, &[u8]),
+    base: u64,
+    data: &[u8],
+) -> Result<Landed, ClientError> {
     let size = c.fstat(fd)?.size as u64;
     if size == base {
         return Ok(Landed::Head(0));
     }
-    if size > base && size - base <= data.len() as u64 {
-        let since = read_span(c, fd, base, size - base)?;
-        if data.starts_with(&since) {
-            return Ok(Landed::Head(since.len()));
+    let single = size > base && size - base <= data.len() as u64;
+    let reader = match c.open(path, OpenFlags::READ, 0) {
+        Ok((reader, _)) => reader,
+        Err(e) if e.breaks_connection() => return Err(e),
+        Err(_) if single => return Ok(Landed::Head((size - base) as usize)),
+        Err(_) => return Ok(Landed::Head(0)),
+    };
+    let found = (|| {
+        if single {
+            let since = read_span(c, reader, base, size - base)?;
+            if data.starts_with(&since) {
+                return Ok(Landed::Head(since.len()));
+            }
         }
-    }
-    let from = if size > base { base } else { 0 };
-    let from = from.max(size.saturating_sub(SEARCH + data.len() as u64));
-    let tail = read_span(c, fd, from, size - from)?;
-    let found = !data.is_empty() && tail.windows(data.len()).any(|w| w == data);
-    Ok(if found {
-        Landed::Whole(size)
-    } else {
-        Landed::Head(0)
-    })
+        let from = if size > base { base } else { 0 };
+        let from = from.max(size.saturating_sub(SEARCH + data.len() as u64));
+        let tail = read_span(c, reader, from, size - from)?;
+        let whole = !data.is_empty() && tail.windows(data.len()).any(|w| w == data);
+        Ok(if whole {
+            Landed::Whole(size)
+        } else {
+            Landed::Head(0)
+        })
+    })();
+    c.close_unanswered(reader)?;
+    found
 }
 
 /// How far back from the end a lost append is looked for among other writers' records.
