@@ -160,6 +160,7 @@ fn open(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
             create: flags & libc::O_CREAT != 0,
             exclusive: flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0,
             truncate: flags & libc::O_TRUNC != 0,
+            append: flags & libc::O_APPEND != 0,
             mode: mode as u32 & 0o7777 & !umask(tid),
         }
     } else if flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 {
@@ -168,6 +169,7 @@ fn open(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
             create: true,
             exclusive: true,
             truncate: false,
+            append: false,
             mode: mode as u32 & 0o7777 & !umask(tid),
         }
     } else {
@@ -503,6 +505,7 @@ fn change(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<i64, Errno> {
                             create: true,
                             exclusive: true,
                             truncate: false,
+                            append: false,
                             mode: mode & 0o7777 & !umask(tid),
                         },
                     )

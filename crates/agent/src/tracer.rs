@@ -357,9 +357,10 @@ pub fn run(
         Verdict::Errno(libc::ENOSYS)
     };
     let ids = options.ids.any();
-    // Files of direct-mode mounts are virtual descriptors served by notifications; without
-    // notifications they are used through local copies, as in cached mode.
-    let vfd_range = (notify && ns.table().any_direct()).then(|| Vfds::range(descriptor_limit()));
+    // Files of direct-mode mounts, and files of cached-mode ones opened to append, are
+    // virtual descriptors served by notifications; without notifications they are used
+    // through local copies, as in cached mode.
+    let vfd_range = (notify && ns.table().any_remote()).then(|| Vfds::range(descriptor_limit()));
     let mut first = Vec::new();
     if let Some((from, _)) = vfd_range {
         first.extend(

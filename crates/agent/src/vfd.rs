@@ -171,16 +171,17 @@ impl VFile {
         String::from_utf8_lossy(&self.logical).into_owned()
     }
 
-    /// Writes `data` at the offset (at the end under `O_APPEND`, learnt first, so a retry
-    /// after a lost connection writes the same place) and moves the offset past it.
+    /// Writes `data` at the offset, or under `O_APPEND` at the end where the server then
+    /// finds it (in one step: writers elsewhere never overwrite each other), and moves the
+    /// offset past it.
     pub fn write_here(&self, state: &mut State, data: &[u8]) -> Result<usize, Errno> {
-        let at = if state.append {
-            self.file.fstat()?.size
-        } else {
-            state.offset
-        };
-        let n = self.file.pwrite(data, at)?;
-        state.offset = at + n as u64;
+        if state.append {
+            let (n, end) = self.file.append(data)?;
+            state.offset = end;
+            return Ok(n);
+        }
+        let n = self.file.pwrite(data, state.offset)?;
+        state.offset += n as u64;
         Ok(n)
     }
 

@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 use std::io::{self, BufRead, Read, Write};
 
-use roost_wire::{Request, WireError, MAX_BLOCK};
+use roost_wire::{Request, Stat, WireError, MAX_BLOCK};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
@@ -75,6 +75,38 @@ impl Client {
                 return Err(too_much());
             }
             Ok(n as usize)
+        })
+    }
+
+    /// Appends `data` through `fd` (opened with `a`, so the server writes it at the end)
+    /// and stats the file in the same round trip: the count written and the file's
+    /// attributes just after (its size is where the writer's offset goes).
+    pub fn append(&mut self, fd: i64, data: &[u8]) -> Result<(usize, Stat)> {
+        self.guard(|c| {
+            let length = data.len() as u64;
+            c.send(
+                &Request::Pwrite {
+                    fd,
+                    length,
+                    offset: 0,
+                },
+                data,
+            )?;
+            c.send(&Request::Fstat { fd }, &[])?;
+            c.flush()?;
+            // Both answers are read before either is looked at, unless the connection broke.
+            let written = c.finish();
+            if let Err(e) = &written {
+                if e.breaks_connection() {
+                    return Err(written.unwrap_err());
+                }
+            }
+            let stat = c.finish().and_then(|_| c.stat_line());
+            let n = written?;
+            if n > length {
+                return Err(too_much());
+            }
+            Ok((n as usize, stat?))
         })
     }
 

@@ -305,9 +305,14 @@ impl Client {
     pub(crate) fn stat_reply(&mut self, req: Request) -> Result<(u64, Stat)> {
         self.guard(|c| {
             let n = c.call(&req, &[])?;
-            let line = read_line(&mut c.reader, REPLY_LINE_MAX)?;
-            Ok((n, Stat::parse(&line)?))
+            Ok((n, c.stat_line()?))
         })
+    }
+
+    /// The stat line that follows a successful result.
+    pub(crate) fn stat_line(&mut self) -> Result<Stat> {
+        let line = read_line(&mut self.reader, REPLY_LINE_MAX)?;
+        Ok(Stat::parse(&line)?)
     }
 
     /// A request answered by a statfs line.

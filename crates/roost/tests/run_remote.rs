@@ -1221,6 +1221,80 @@ for i in range(31, 61):
     assert!(err.contains("reconnected"), "{err}");
 }
 
+/// Two writers appending to one file at once — one through a descriptor held open, one
+/// with a shell's `>>` — in each mode, while the server is killed and restarted, then
+/// stopped past the io-timeout and continued: each writer's records all arrive exactly
+/// once, in its order (an append is made at the server, so a lost one is settled before
+/// it is sent again).
+#[test]
+fn records_of_two_writers_appended_through_a_restart_and_a_stall_arrive_exactly_once() {
+    let export = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = FixedServer::start(export.path(), port);
+    let runs: Vec<_> = ["direct", "cached"]
+        .into_iter()
+        .map(|mode| {
+            let log = format!("/chirp/127.0.0.1:{port}/log-{mode}");
+            let script = format!(
+                "python3 -c 'import os, time
+fd = os.open(\"{log}\", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for i in range(1, 61):
+    os.write(fd, b\"A %d\\n\" % i)
+    time.sleep(0.05)' & a=$!; \
+                 for i in $(seq 1 60); do echo B $i >> {log} || exit 1; sleep 0.05; done; wait $a"
+            );
+            let cache = tempfile::tempdir().unwrap();
+            let child = roost()
+                .args([
+                    "run",
+                    "--io-timeout",
+                    "1",
+                    "--timeout",
+                    "60",
+                    "--chirp-mode",
+                    mode,
+                ])
+                .arg("--cache")
+                .arg(cache.path())
+                .args(["--", "sh", "-c", &script])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (mode, child, cache)
+        })
+        .collect();
+    let mut server = server;
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(600));
+        drop(server);
+        std::thread::sleep(Duration::from_millis(1500));
+        server = FixedServer::start(export.path(), port);
+        std::thread::sleep(Duration::from_millis(600));
+        signal(server.0.id(), libc::SIGSTOP);
+        std::thread::sleep(Duration::from_millis(2500));
+        signal(server.0.id(), libc::SIGCONT);
+    }
+    for (mode, program, _cache) in runs {
+        let out = program.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert!(out.status.success(), "{mode}: {err}");
+        let text = std::fs::read_to_string(export.path().join(format!("log-{mode}"))).unwrap();
+        for writer in ["A", "B"] {
+            let numbers: Vec<usize> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix(writer)?.trim().parse().ok())
+                .collect();
+            assert_eq!(
+                numbers,
+                (1..=60).collect::<Vec<_>>(),
+                "{mode} mode, writer {writer}:\n{text}\n{err}"
+            );
+        }
+        assert_eq!(text.lines().count(), 120, "{mode}: {text}");
+        assert!(err.contains("reconnected"), "{mode}: {err}");
+    }
+}
+
 /// A call waiting on a stopped server holds up only its caller: the run's other processes
 /// go on (a stat and a listing of a local mapping, a file written there) while it waits,
 /// and the waiting call completes once the server is continued.

@@ -56,6 +56,8 @@ pub trait Destination: Send + Sync {
     /// Sends `file` as the whole of the object at driver path `path`; returns the object's
     /// cache key and the version the server now holds.
     fn send(&self, path: &[u8], file: &mut File) -> Result<(String, Version), Errno>;
+    /// Appends what `file` holds from `from` on to the object at `path` as it now is.
+    fn append(&self, path: &[u8], file: &mut File, from: u64) -> Result<(), Errno>;
     /// The object's name for messages (`chirp://host:port/path`).
     fn name(&self, path: &[u8]) -> String;
 }
@@ -67,6 +69,9 @@ struct Pending {
     /// The copy, opened for reading (the mirror name may be replaced meanwhile).
     file: File,
     to: Box<dyn Destination>,
+    /// Opened to append: its length when made. What the program adds past it goes back
+    /// as an append (unless it cut the copy shorter: then the whole copy goes back).
+    appends_from: Option<u64>,
 }
 
 /// The write-back state: the inotify instance and what each watch stands for.
@@ -339,6 +344,21 @@ impl Cache {
         let path = dir.join(N.fetch_add(1, Ordering::Relaxed).to_string());
         let _ = std::fs::remove_file(&path);
         self.fill(&dir, &path, version, fetch).map(OnceObject)
+    }
+
+    /// A copy of a file as one `fetch` found it, of no version (a file others append to
+    /// changes while it is read), used once: the start of a copy opened to append.
+    pub fn snapshot(
+        self: &Arc<Self>,
+        fetch: impl FnOnce(&mut File) -> Result<(), Errno>,
+    ) -> Result<OnceObject, Errno> {
+        self.start()?;
+        let dir = self.aux().join("once");
+        std::fs::create_dir_all(&dir).map_err(errno_of)?;
+        let (path, mut file) = temporary(&dir)?;
+        let copy = OnceObject(path); // removed when dropped, a failed fetch's too
+        fetch(&mut file)?;
+        Ok(copy)
     }
 
     /// The lock object of `key` ([`crate::Driver::lock_object`]): `DIR/locks/KEY`, made
@@ -709,12 +729,13 @@ impl Cache {
 
     /// Makes the mirror name of `path` a private copy for writing, with `content` (the
     /// current version's object, unless the file is new or truncated), and watches it:
-    /// when the program closes it, it goes back to `to`.
+    /// when the program closes it, it goes back to `to` — as an append of what was added
+    /// to it when `append` (`O_APPEND`), so other writers' appends meanwhile stay.
     pub fn show_written(
         self: &Arc<Self>,
         path: &[u8],
         content: Option<&Path>,
-        mode: u32,
+        (mode, append): (u32, bool),
         to: Box<dyn Destination>,
     ) -> Result<Vec<u8>, Errno> {
         self.start()?;
@@ -737,6 +758,7 @@ impl Cache {
             &at,
             std::fs::Permissions::from_mode((mode & 0o7777) | 0o600),
         );
+        let made = file.metadata().map_err(errno_of)?.len();
         drop(file);
         let reader = File::open(&at).map_err(errno_of)?;
         let mut guard = self.writes.lock().expect("write-back lock");
@@ -755,6 +777,7 @@ impl Cache {
                 path: path.to_vec(),
                 file: reader,
                 to,
+                appends_from: append.then_some(made),
             },
         );
         Ok(at.into_os_string().into_encoded_bytes())
@@ -816,18 +839,28 @@ impl Cache {
                     continue;
                 }
                 if let Some(p) = writes.pending.get_mut(&ev.wd) {
-                    let sent = p
-                        .file
-                        .rewind()
-                        .map_err(errno_of)
-                        .and_then(|()| p.to.send(&p.path, &mut p.file));
+                    let appended = p
+                        .appends_from
+                        .filter(|&from| p.file.metadata().is_ok_and(|m| m.len() >= from));
+                    let sent = match appended {
+                        // The file as the server now has it is not this copy: not kept.
+                        Some(from) => p.to.append(&p.path, &mut p.file, from).map(|()| None),
+                        None => p
+                            .file
+                            .rewind()
+                            .map_err(errno_of)
+                            .and_then(|()| p.to.send(&p.path, &mut p.file))
+                            .map(Some),
+                    };
                     match sent {
-                        Ok((key, version)) => {
+                        Ok(kept) => {
                             self.written_back.fetch_add(1, Ordering::Relaxed);
                             if self.verbose {
                                 eprintln!("roost: wrote back {}", p.to.name(&p.path));
                             }
-                            self.keep(&key, version, &mut p.file);
+                            if let Some((key, version)) = kept {
+                                self.keep(&key, version, &mut p.file);
+                            }
                         }
                         Err(e) => eprintln!(
                             "roost: writing back {} failed ({}); the data written is kept in {}",
@@ -1233,6 +1266,13 @@ mod tests {
                 };
                 Ok((Cache::key("h:1", &path[4..]), version))
             }
+            fn append(&self, path: &[u8], f: &mut File, from: u64) -> Result<(), Errno> {
+                let mut v = b"append:".to_vec();
+                f.seek(std::io::SeekFrom::Start(from)).map_err(errno_of)?;
+                f.read_to_end(&mut v).map_err(errno_of)?;
+                self.0.lock().unwrap().push((path.to_vec(), v));
+                Ok(())
+            }
             fn name(&self, path: &[u8]) -> String {
                 String::from_utf8_lossy(path).into_owned()
             }
@@ -1241,7 +1281,7 @@ mod tests {
         let recorder = || Box::new(Recorder(Arc::clone(&log)));
         let key = Cache::key("h:1", b"/top/new");
         let w = cache
-            .show_written(b"/h:1/top/new", None, 0o644, recorder())
+            .show_written(b"/h:1/top/new", None, (0o644, false), recorder())
             .unwrap();
         let mut f = File::options().write(true).open(bytes_path(&w)).unwrap();
         f.write_all(b"hello").unwrap();
@@ -1269,12 +1309,12 @@ mod tests {
         // Renamed while open: it goes back under its new name; removed: not at all.
         log.lock().unwrap().clear();
         let w = cache
-            .show_written(b"/h:1/a/x", None, 0o644, recorder())
+            .show_written(b"/h:1/a/x", None, (0o644, false), recorder())
             .unwrap();
         let f = File::options().write(true).open(bytes_path(&w)).unwrap();
         cache.moved(b"/h:1/a", b"/h:1/b");
         let w2 = cache
-            .show_written(b"/h:1/gone", None, 0o644, recorder())
+            .show_written(b"/h:1/gone", None, (0o644, false), recorder())
             .unwrap();
         let f2 = File::options().write(true).open(bytes_path(&w2)).unwrap();
         cache.dropped(b"/h:1/gone");
@@ -1282,6 +1322,30 @@ mod tests {
         cache.flush();
         let sent: Vec<Vec<u8>> = log.lock().unwrap().iter().map(|(p, _)| p.clone()).collect();
         assert_eq!(sent, [b"/h:1/b/x".to_vec()]);
+
+        // Opened to append: what was added goes back as an append; cut shorter than it
+        // was, the whole copy goes back.
+        log.lock().unwrap().clear();
+        let old = dir.join("old");
+        std::fs::write(&old, b"old\n").unwrap();
+        for (cut, expected) in [(false, &b"append:new\n"[..]), (true, b"o")] {
+            let w = cache
+                .show_written(b"/h:1/log", Some(&old), (0o644, true), recorder())
+                .unwrap();
+            let mut f = File::options().append(true).open(bytes_path(&w)).unwrap();
+            if cut {
+                f.set_len(0).unwrap();
+                f.write_all(b"o").unwrap();
+            } else {
+                f.write_all(b"new\n").unwrap();
+            }
+            drop(f);
+            cache.flush();
+            assert_eq!(
+                log.lock().unwrap().pop(),
+                Some((b"/h:1/log".to_vec(), expected.to_vec()))
+            );
+        }
         cache.close();
         assert!(!bytes_path(cache.mirror()).exists());
         std::fs::remove_dir_all(dir).unwrap();

@@ -157,17 +157,17 @@ impl ChirpNet {
             Intent::Read => server.lstat(rest),
             Intent::Write { .. } => server.stat_fresh(rest),
         };
+        let fetch_into = |f: &mut std::fs::File| {
+            server
+                .call(rest, |c, _| {
+                    f.set_len(0).map_err(ClientError::Local)?;
+                    std::io::Seek::rewind(f).map_err(ClientError::Local)?;
+                    c.getfile(rest, f)
+                })
+                .map(drop)
+        };
         let fetch = |st: &roost_client::Stat| -> Result<Fetched, Errno> {
             let version = version_of(st);
-            let fetch_into = |f: &mut std::fs::File| {
-                server
-                    .call(rest, |c, _| {
-                        f.set_len(0).map_err(ClientError::Local)?;
-                        std::io::Seek::rewind(f).map_err(ClientError::Local)?;
-                        c.getfile(rest, f)
-                    })
-                    .map(drop)
-            };
             if too_recent(st) {
                 // Changed in the last seconds: another change within the same second
                 // would keep (inode, size, mtime), so this copy is never reused.
@@ -243,6 +243,7 @@ impl ChirpNet {
                 create,
                 exclusive,
                 truncate,
+                append,
                 mode,
             } => {
                 let (content, mode) = match current {
@@ -255,6 +256,12 @@ impl ChirpNet {
                         return Err(libc::ELOOP)
                     }
                     Ok(st) if truncate => (None, st.mode as u32),
+                    // What others append while it is fetched changes the file: the copy
+                    // starts from whatever one fetch found.
+                    Ok(st) if append => (
+                        Some(Fetched::Once(self.cache.snapshot(fetch_into)?)),
+                        st.mode as u32,
+                    ),
                     Ok(st) => (Some(fetch(&st)?), st.mode as u32),
                     Err(libc::ENOENT) if create => {
                         server.create(rest, mode)?;
@@ -266,7 +273,8 @@ impl ChirpNet {
                     server: Arc::clone(server),
                     mode,
                 });
-                self.cache.show_written(path, content.as_deref(), mode, to)
+                self.cache
+                    .show_written(path, content.as_deref(), (mode, append), to)
             }
         }
     }
@@ -298,6 +306,36 @@ impl Destination for WriteTo {
         let version = self.server.put(rest, sent_mode(self.mode, file), file)?;
         Ok((Cache::key(&self.server.authority, rest), version))
     }
+    /// Through a descriptor opened to append, as a direct-mode file's writes go (each
+    /// block of up to a server's block made once, even across a lost connection).
+    fn append(&self, path: &[u8], file: &mut std::fs::File, from: u64) -> Result<(), Errno> {
+        use crate::driver::OpenFile;
+        use std::io::Read;
+        let rest = crate::path::split_first(path).1;
+        let how = crate::driver::OpenMode {
+            write: true,
+            append: true,
+            ..Default::default()
+        };
+        let remote =
+            crate::chirp_direct::DirectFile::open(Arc::clone(&self.server), path, rest, how)?;
+        std::io::Seek::seek(file, std::io::SeekFrom::Start(from)).map_err(local_errno)?;
+        let mut block = Vec::new();
+        loop {
+            block.clear();
+            let got = file
+                .by_ref()
+                .take(roost_wire::MAX_BLOCK)
+                .read_to_end(&mut block)
+                .map_err(local_errno)?;
+            if got == 0 {
+                return Ok(());
+            }
+            if remote.append(&block)?.0 < got {
+                return Err(libc::EIO);
+            }
+        }
+    }
     fn name(&self, path: &[u8]) -> String {
         let rest = crate::path::split_first(path).1;
         format!(
@@ -318,6 +356,10 @@ fn sent_mode(opened: u32, copy: &std::fs::File) -> u32 {
         Ok(m) if m.mode() & 0o7777 != (opened | 0o600) & 0o7777 => m.mode() & 0o7777,
         _ => opened,
     }
+}
+
+fn local_errno(e: std::io::Error) -> Errno {
+    e.raw_os_error().unwrap_or(libc::EIO)
 }
 
 /// An extended-attribute call a server cannot make (cctools' chirp_server built without

@@ -10,15 +10,15 @@
 //! this call and every later one fail with ESTALE, and the program's other files carry on.
 //! A line lost to one file's call is lost to all of its files, which open themselves again
 //! at their next call; the server's other lines carry on. Every retried call is safe to
-//! make twice: reads, `pwrite` at an explicit offset (the agent turns `O_APPEND` into a
-//! write at the end it learnt first, so a retry writes the same bytes at the same place),
-//! truncate, chmod, chown, fsync and stat.
+//! make twice — reads, `pwrite` at an explicit offset, truncate, chmod, chown, fsync and
+//! stat — except an append, which the server makes at the end as it finds it: see
+//! [`DirectFile::append`] for how a lost one is settled before it is sent again.
 
 use crate::chirp::{Failure, Server};
 use crate::driver::{OpenFile, OpenMode, Stat, StatFs};
 use crate::Errno;
 use roost_client::{Client, Error as ClientError, OpenFlags};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 /// The most connections to one server that direct-mode files are spread over.
@@ -188,8 +188,15 @@ pub struct DirectFile {
     /// The driver path (`/HOST:PORT/PATH`) and the path on the server.
     path: Vec<u8>,
     rest: Vec<u8>,
-    /// How to open it again after a lost connection (never creating or truncating).
+    /// How to open it again after a lost connection (never creating or truncating; its
+    /// `append` is [`DirectFile::appends`]).
     reopen: OpenFlags,
+    /// The server's descriptor appends (opened with `a`): changed by
+    /// [`OpenFile::set_append`], which has the file opened again.
+    appends: AtomicBool,
+    /// Where the file ended after this descriptor's last append (its size when opened,
+    /// before the first): how a lost append is told made or not.
+    end: AtomicU64,
     /// The file's identity when first opened.
     identity: (i64, i64),
     /// `None` after a lost connection, until the next call opens the file again; `Err`
@@ -212,6 +219,7 @@ impl DirectFile {
             create: how.create,
             truncate: how.truncate,
             exclusive: how.exclusive,
+            append: how.append,
             ..OpenFlags::default()
         };
         let reopen = OpenFlags {
@@ -253,6 +261,8 @@ impl DirectFile {
             path: path.to_vec(),
             rest: rest.to_vec(),
             reopen,
+            appends: AtomicBool::new(how.append),
+            end: AtomicU64::new(st.size as u64),
             identity: (st.dev, st.ino),
             state: Mutex::new(Ok(Some(opened))),
         })
@@ -304,11 +314,13 @@ impl DirectFile {
 
     /// Opens the file again, on a line that works; ESTALE if its name leads elsewhere now.
     fn reopen(&self) -> Result<Opened, Failure> {
-        let found = Line::run_on_one(&self.server, |c| {
-            match c.open(&self.rest, self.reopen, 0)? {
-                (fd, st) if (st.dev, st.ino) == self.identity => Ok(Some(fd)),
-                (fd, _) => c.close_unanswered(fd).map(|()| None),
-            }
+        let flags = OpenFlags {
+            append: self.appends.load(Ordering::Relaxed),
+            ..self.reopen
+        };
+        let found = Line::run_on_one(&self.server, |c| match c.open(&self.rest, flags, 0)? {
+            (fd, st) if (st.dev, st.ino) == self.identity => Ok(Some(fd)),
+            (fd, _) => c.close_unanswered(fd).map(|()| None),
         });
         match found {
             Ok((line, Some(fd))) => Ok(Opened::new(line, fd)),
@@ -323,6 +335,111 @@ impl DirectFile {
     fn changed(&self) {
         self.server.forget_attrs(&self.rest);
     }
+
+    /// One append of at most a server's block, made exactly once: see [`OpenFile::append`]
+    /// on this type for the argument.
+    fn append_once(&self, data: &[u8]) -> Result<(usize, u64), Errno> {
+        // Of `data`, what is known to be in the file (`done`), and where the file ended
+        // before the rest was sent (`base`); `sent`: a try of the rest may have been made
+        // and its answer lost.
+        let (mut done, mut base, mut sent) = (0, self.end.load(Ordering::Relaxed), false);
+        let r = self.with(|c, fd| {
+            if std::mem::take(&mut sent) {
+                match landed(c, (fd, &self.rest), base, &data[done..])? {
+                    Landed::Whole(end) => return Ok((data.len(), end)),
+                    Landed::Head(n) => {
+                        done += n;
+                        base += n as u64;
+                    }
+                }
+            }
+            sent = true;
+            let (n, st) = c.append(fd, &data[done..])?;
+            Ok((done + n, st.size as u64))
+        });
+        if let Ok((_, end)) = r {
+            self.end.store(end, Ordering::Relaxed);
+        }
+        self.changed();
+        r
+    }
+}
+
+/// What of an append whose answer was lost is in the file.
+enum Landed {
+    /// The first `n` bytes, at the end the file had (`n` may be 0, or all of them).
+    Head(usize),
+    /// All of it, found among what others appended too; the file now ends at the value.
+    Whole(u64),
+}
+
+/// Settles an append of `data` sent when the file ended at `base` (as far as this
+/// descriptor knew) whose answer was lost. The server makes an append in one write and
+/// never makes one whose connection the client reset (this client resets a connection it
+/// gives up), so by the time a new connection asks, the append is in the file or never
+/// will be. With no other writer, the file then ends at `base` (not made) or holds a head
+/// of `data` from `base` (a server killed half-way through a write of several pages
+/// leaves a head; the rest is sent). With other writers the bytes after `base` are theirs
+/// too: the record found whole among the last [`SEARCH`] bytes counts as made, else it is
+/// sent again. Two writers appending identical records at the moment of a failure can
+/// thus be taken for each other (one record too few), and a head left by a server killed
+/// mid-write among other writers' records stays there; neither happens with one writer.
+/// The bytes are read through a descriptor of their own (the writer's may be write-only);
+/// a file this client may not read is judged by its size alone, as one writer's.
+fn landed(
+    c: &mut Client,
+    (fd, path): (i64, &[u8]),
+    base: u64,
+    data: &[u8],
+) -> Result<Landed, ClientError> {
+    let size = c.fstat(fd)?.size as u64;
+    if size == base {
+        return Ok(Landed::Head(0));
+    }
+    let single = size > base && size - base <= data.len() as u64;
+    let reader = match c.open(path, OpenFlags::READ, 0) {
+        Ok((reader, _)) => reader,
+        Err(e) if e.breaks_connection() => return Err(e),
+        Err(_) if single => return Ok(Landed::Head((size - base) as usize)),
+        Err(_) => return Ok(Landed::Head(0)),
+    };
+    let found = (|| {
+        if single {
+            let since = read_span(c, reader, base, size - base)?;
+            if data.starts_with(&since) {
+                return Ok(Landed::Head(since.len()));
+            }
+        }
+        let from = if size > base { base } else { 0 };
+        let from = from.max(size.saturating_sub(SEARCH + data.len() as u64));
+        let tail = read_span(c, reader, from, size - from)?;
+        let whole = !data.is_empty() && tail.windows(data.len()).any(|w| w == data);
+        Ok(if whole {
+            Landed::Whole(size)
+        } else {
+            Landed::Head(0)
+        })
+    })();
+    c.close_unanswered(reader)?;
+    found
+}
+
+/// How far back from the end a lost append is looked for among other writers' records.
+const SEARCH: u64 = 16 << 20;
+
+/// `len` bytes of the file from `offset` (fewer where it ends).
+fn read_span(c: &mut Client, fd: i64, offset: u64, len: u64) -> Result<Vec<u8>, ClientError> {
+    let mut buf = vec![0u8; len as usize];
+    let mut got = 0;
+    while got < buf.len() {
+        let n = c.pread(fd, &mut buf[got..], offset + got as u64)?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    buf.truncate(got);
+    Ok(buf)
 }
 
 impl Drop for DirectFile {
@@ -394,6 +511,9 @@ impl OpenFile for DirectFile {
 
     fn ftruncate(&self, len: u64) -> Result<(), Errno> {
         let r = self.with(|c, fd| c.ftruncate(fd, len));
+        if r.is_ok() {
+            self.end.store(len, Ordering::Relaxed);
+        }
         self.changed();
         r
     }
@@ -422,6 +542,44 @@ impl OpenFile for DirectFile {
 
     fn path(&self) -> &[u8] {
         &self.path
+    }
+
+    /// An append made at the server, in one step, so that writers on other descriptors,
+    /// connections and hosts never overwrite each other (a record of up to a server's block
+    /// lands whole); the answer carries where the file then ends. A retry after a lost
+    /// connection first settles whether the lost try was made ([`landed`]), so a record is
+    /// in the file once.
+    fn append(&self, data: &[u8]) -> Result<(usize, u64), Errno> {
+        if !self.appends.load(Ordering::Relaxed) {
+            let at = self.fstat()?.size;
+            let n = self.pwrite(data, at)?;
+            return Ok((n, at + n as u64));
+        }
+        let (mut done, mut end) = (0, self.end.load(Ordering::Relaxed));
+        for block in data.chunks(roost_wire::MAX_BLOCK as usize) {
+            let (n, at) = self.append_once(block)?;
+            (done, end) = (done + n, at);
+            if n < block.len() {
+                break;
+            }
+        }
+        Ok((done, end))
+    }
+
+    /// The server's descriptor appends or not as the program's does: it is closed, and
+    /// the next call opens the file again with the new flags (as after a lost connection:
+    /// ESTALE if its name now leads elsewhere).
+    fn set_append(&self, on: bool) -> Result<(), Errno> {
+        if self.appends.swap(on, Ordering::Relaxed) == on {
+            return Ok(());
+        }
+        let mut state = self.state.lock().expect("direct file lock");
+        if let Ok(opened) = &mut *state {
+            if let Some(o) = opened.take() {
+                close(o);
+            }
+        }
+        Ok(())
     }
 }
 

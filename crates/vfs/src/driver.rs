@@ -48,6 +48,9 @@ pub enum Intent {
         create: bool,
         exclusive: bool,
         truncate: bool,
+        /// `O_APPEND`: what the program adds to the copy goes back as an append to the
+        /// file as it then is, never replacing what others appended meanwhile.
+        append: bool,
         mode: u32,
     },
 }
@@ -135,6 +138,8 @@ pub struct OpenMode {
     pub create: bool,
     pub exclusive: bool,
     pub truncate: bool,
+    /// `O_APPEND`: the server writes every write at the end ([`OpenFile::append`]).
+    pub append: bool,
     /// Permission bits for a file the open creates (the caller's umask applied).
     pub mode: u32,
 }
@@ -157,6 +162,19 @@ pub trait OpenFile: Send + Sync {
     fn fstatfs(&self) -> Result<StatFs, Errno>;
     /// The driver path the file was opened by.
     fn path(&self) -> &[u8];
+    /// Writes `data` at the end of the file as it is when the write is made (`O_APPEND`);
+    /// returns the count written and where the file then ends. Here: the end learnt first,
+    /// then a write there (two steps: another writer's may fall in between); a driver that
+    /// can append in one step does.
+    fn append(&self, data: &[u8]) -> Result<(usize, u64), Errno> {
+        let at = self.fstat()?.size;
+        let n = self.pwrite(data, at)?;
+        Ok((n, at + n as u64))
+    }
+    /// The program turned `O_APPEND` on or off (`fcntl(F_SETFL)`).
+    fn set_append(&self, _on: bool) -> Result<(), Errno> {
+        Ok(())
+    }
 }
 
 /// A file opened through a driver, read at explicit offsets.

@@ -219,6 +219,13 @@ impl MountTable {
         (0..self.mounts.len()).any(|i| self.is_direct(i))
     }
 
+    /// Whether any mount is a driver's (remote files, in either mode).
+    pub fn any_remote(&self) -> bool {
+        self.mounts
+            .iter()
+            .any(|m| matches!(m.target, Target::Driver { .. }))
+    }
+
     /// Whether `physical` lies in a remote mount's local mirror (a copy roost made, never a
     /// name of its own).
     pub fn in_mirror(&self, physical: &[u8]) -> bool {

@@ -1,6 +1,6 @@
-//! Direct-mode files through notifications: an open of a file on a direct-mode mount
-//! opens it on the server and hands the program a placeholder at a reserved number
-//! ([`crate::vfd`]); the calls on such a descriptor (read, write, pread, pwrite, readv,
+//! Direct-mode files through notifications: an open of a file on a direct-mode mount (or
+//! an `O_APPEND` open for writing on a cached-mode one, which writes through) opens it on
+//! the server and hands the program a placeholder at a reserved number ([`crate::vfd`]); the calls on such a descriptor (read, write, pread, pwrite, readv,
 //! writev, lseek, fstat, ftruncate, fsync, fchmod, fcntl, mmap, ...) arrive here and are
 //! served with requests to the server, their data copied between the program's buffers
 //! and the requests. A call on any other descriptor of the range is let through.
@@ -23,7 +23,9 @@ const MOST: usize = 16 << 20;
 
 /// Opens a file of a direct-mode mount for call `name` of thread `tid`, or `None` when the
 /// call is not one (another mount's file, a directory — listed through a local copy —,
-/// an O_TMPFILE), so the caller makes it as a cached-mode open.
+/// an O_TMPFILE), so the caller makes it as a cached-mode open. A cached-mode file opened
+/// to append is opened so too: its writes go to the server's end as they are made, where
+/// a copy written back on close would replace what others appended meanwhile.
 pub fn open(
     vfds: &Vfds,
     call: &RemoteCall,
@@ -32,9 +34,6 @@ pub fn open(
     n: Notification,
 ) -> Option<Reply> {
     let remote = call.args.first()?.remote.as_ref()?;
-    if !remote.direct {
-        return None;
-    }
     let (flags, mode) = match call.name {
         "open" => (regs.arg(1) as i32, regs.arg(2) as u32),
         "openat" => (regs.arg(2) as i32, regs.arg(3) as u32),
@@ -44,7 +43,9 @@ pub fn open(
         ),
         _ => return None,
     };
-    if flags & libc::O_TMPFILE == libc::O_TMPFILE {
+    let access = flags & libc::O_ACCMODE;
+    let append = flags & libc::O_APPEND != 0 && access != libc::O_RDONLY;
+    if flags & libc::O_TMPFILE == libc::O_TMPFILE || !(remote.direct || append) {
         return None;
     }
     if let Some(e) = crate::remote::names_a_directory_only(call, flags) {
@@ -53,7 +54,6 @@ pub fn open(
     let (driver, path) = (&remote.driver, &remote.path);
     let create = flags & libc::O_CREAT != 0;
     let exclusive = create && flags & libc::O_EXCL != 0;
-    let access = flags & libc::O_ACCMODE;
     match driver.lstat(path) {
         Ok(st) if st.is_dir() => {
             return (access != libc::O_RDONLY || create).then(|| Reply::errno(libc::EISDIR));
@@ -76,6 +76,7 @@ pub fn open(
         create,
         exclusive,
         truncate: flags & libc::O_TRUNC != 0 && access != libc::O_RDONLY,
+        append,
         // The umask (a read of /proc) only matters to a file made.
         mode: if create {
             mode & 0o7777 & !umask(tid)
@@ -336,6 +337,8 @@ impl Call<'_> {
         }
         let mut state = vf.lock();
         let written = match position {
+            // Linux's pwrite on an O_APPEND descriptor appends (and keeps the offset).
+            Some(_) if state.append => vf.file.append(&data).map(|(n, _)| n),
             Some(at) => vf.file.pwrite(&data, at),
             None => vf.write_here(&mut state, &data),
         };
@@ -411,7 +414,11 @@ fn fcntl(vfds: &Vfds, vf: &VFile, fd: i32, (tid, regs): (i32, &Regs), n: Notific
         }
         libc::F_SETFL => {
             let flags = regs.arg(2) as i32;
-            state.append = flags & libc::O_APPEND != 0;
+            let append = flags & libc::O_APPEND != 0;
+            if let Err(e) = vf.file.set_append(append) {
+                return Reply::errno(e);
+            }
+            state.append = append;
             state.nonblock = flags & libc::O_NONBLOCK != 0;
             Reply::value(0)
         }
@@ -470,7 +477,8 @@ fn hand_over_high(vfds: &Vfds, tid: i32, n: Notification, fd: OwnedFd, cloexec: 
 /// A copy of a virtual descriptor at a low number the filter does not watch (`dup2(fd,
 /// 1)`): a local copy of the file, opened as the descriptor was, at its offset, and
 /// written back when closed (so `> /chirp/...` in a shell works, and so do lseek, fstat
-/// and futimens on the copy).
+/// and futimens on the copy); an appending one's (`>>`) goes back as an append of what
+/// was added to it, so that other writers' records stay.
 fn copy_low(vf: &VFile, to: u32, cloexec: bool, n: Notification) -> Reply {
     let state = vf.lock();
     let intent = if vf.writable() {
@@ -478,6 +486,7 @@ fn copy_low(vf: &VFile, to: u32, cloexec: bool, n: Notification) -> Reply {
             create: false,
             exclusive: false,
             truncate: false,
+            append: state.append,
             mode: 0o600,
         }
     } else {

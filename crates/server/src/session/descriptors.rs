@@ -33,6 +33,7 @@ impl Session<'_> {
                         file,
                         readable: mode != libc::O_WRONLY,
                         writable: mode != libc::O_RDONLY,
+                        appends: flags.append,
                     },
                 );
                 self.send_result(fd)?;
@@ -104,10 +105,37 @@ impl Session<'_> {
                 return self.send_error(ErrorCode::BadFd);
             }
         };
-        let outcome = self.write_payload_at(&open.file, length, offset);
+        let outcome = if open.appends && length <= self.shared.limits.max_message {
+            self.append_payload(&open.file, length)
+        } else {
+            self.write_payload_at(&open.file, length, offset)
+        };
         self.files.insert(fd, open);
         let (done, failure) = outcome?;
         self.send_written(done, failure)
+    }
+
+    /// Appends `length` payload bytes to `file` (opened `O_APPEND`) in one write, so the
+    /// record lands whole however many connections append at once (the kernel holds the
+    /// file's lock across one write, not across the several a streamed payload takes).
+    /// Nothing is written if the client reset the connection meanwhile: it gave the request
+    /// up and may be retrying it on another connection, where it must not be made twice
+    /// (its reset leaves the request readable here, after a stall of this server).
+    fn append_payload(
+        &mut self,
+        file: &File,
+        length: u64,
+    ) -> Result<(u64, Option<io::Error>), Stop> {
+        self.read_payload(length)?;
+        if peer_reset(self.reader.socket()) {
+            return Err(Stop::Broken(
+                "the client reset the connection before its append was made".into(),
+            ));
+        }
+        match file.write_all_at(&self.buffer[..length as usize], 0) {
+            Ok(()) => Ok((length, None)),
+            Err(e) => Ok((0, Some(e))),
+        }
     }
 
     /// Streams `length` payload bytes into `file` at `offset`; returns the bytes written and
@@ -274,6 +302,19 @@ fn regular_span(file: &File, offset: u64, length: usize) -> Option<u64> {
             .saturating_sub(offset)
             .min(length as u64),
     )
+}
+
+/// Whether the client has reset the connection (an error is pending on the socket): it
+/// gave up every request it had not seen answered.
+fn peer_reset(socket: &std::net::TcpStream) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: socket.as_raw_fd(),
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; a zero timeout only looks.
+    let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+    n > 0 && pfd.revents & libc::POLLERR != 0
 }
 
 /// Whether `file` was opened for appending (splice cannot write to such files).

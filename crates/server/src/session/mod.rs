@@ -52,6 +52,8 @@ struct OpenFile {
     file: File,
     readable: bool,
     writable: bool,
+    /// Opened with `a` (`O_APPEND`): every write lands at the end.
+    appends: bool,
 }
 
 /// Why the request loop stops.
