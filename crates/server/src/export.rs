@@ -348,6 +348,7 @@ impl Export {
                     )
                 })?;
                 let file = unsafe { File::from_raw_fd(fd) };
+                exact_mode(file.as_raw_fd(), mode)?;
                 crate::accounting::storage::mark(&file, subject);
                 Ok(file)
             }
@@ -638,6 +639,20 @@ impl Export {
                 mode & PERMISSION_BITS,
             )
         })?;
+        if mode & PERMISSION_BITS & server_umask() != 0 {
+            let made = cvt(unsafe {
+                libc::openat(
+                    name.dir_fd.as_raw_fd(),
+                    name.name.as_ptr(),
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                )
+            })
+            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+            if let Err(e) = made.map_err(OpError::from).and_then(|dir| exact_mode(dir.as_raw_fd(), mode)) {
+                let _ = remove_empty_dir(name.dir_fd.as_raw_fd(), &name.name);
+                return Err(e);
+            }
+        }
         let inherited = self.acls.effective(&self.jail, &name.dir)?;
         let created = name.dir.join(name.name.to_bytes());
         if let Err(e) = self.acls.store(&self.jail, &created, &inherited) {
@@ -733,6 +748,7 @@ impl Export {
             )
         })?;
         let file = unsafe { File::from_raw_fd(fd) };
+        exact_mode(file.as_raw_fd(), mode)?;
         crate::accounting::storage::mark(&file, subject);
         Ok(Upload {
             file,
@@ -905,6 +921,31 @@ fn next_unique() -> u64 {
 /// Mode bits a client may set: permissions and the sticky bit, never setuid or setgid (a
 /// server running as root must not hand out setuid-root programs).
 pub const PERMISSION_BITS: u32 = 0o1777;
+
+/// The server process's umask, read once (from `/proc/self/status`: `umask(2)` can only
+/// be read by changing it, which would race the other threads' creations).
+fn server_umask() -> u32 {
+    static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+                u32::from_str_radix(line.trim(), 8).ok()
+            })
+            .unwrap_or(0o777)
+    })
+}
+
+/// Gives what a client just made (`fd`) exactly the permission bits it asked for: a client
+/// sends the mode its program's umask left (roost run applies the caller's), so the
+/// server's own umask must not take more away.
+fn exact_mode(fd: RawFd, mode: u32) -> OpResult<()> {
+    if mode & PERMISSION_BITS & server_umask() != 0 {
+        cvt(unsafe { libc::fchmod(fd, mode & PERMISSION_BITS) })?;
+    }
+    Ok(())
+}
 
 fn is_dir(st: &libc::stat) -> bool {
     st.st_mode & libc::S_IFMT == libc::S_IFDIR

@@ -246,10 +246,10 @@ impl ChirpNet {
                 mode,
             } => {
                 let (content, mode) = match current {
+                    Ok(_) if create && exclusive => return Err(libc::EEXIST),
                     Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFDIR => {
                         return Err(libc::EISDIR)
                     }
-                    Ok(_) if create && exclusive => return Err(libc::EEXIST),
                     // A final symlink left unfollowed: O_NOFOLLOW.
                     Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFLNK => {
                         return Err(libc::ELOOP)

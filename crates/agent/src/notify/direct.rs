@@ -55,10 +55,10 @@ pub fn open(
     let exclusive = create && flags & libc::O_EXCL != 0;
     let access = flags & libc::O_ACCMODE;
     match driver.lstat(path) {
+        Ok(_) if exclusive => return Some(Reply::errno(libc::EEXIST)),
         Ok(st) if st.is_dir() => {
             return (access != libc::O_RDONLY || create).then(|| Reply::errno(libc::EISDIR));
         }
-        Ok(_) if exclusive => return Some(Reply::errno(libc::EEXIST)),
         // Left unfollowed by the walk: O_NOFOLLOW.
         Ok(st) if st.is_symlink() => return Some(Reply::errno(libc::ELOOP)),
         Ok(st) if st.mode & libc::S_IFMT != libc::S_IFREG => return None,
