@@ -152,6 +152,9 @@ pub fn answer(
         "fadvise64" | "readahead" => Reply::value(0),
         // No room is reserved on a Chirp server ahead of writes.
         "fallocate" => Reply::errno(libc::EOPNOTSUPP),
+        "sendfile" | "splice" | "copy_file_range" => {
+            super::copies::answer(vfds, name, (tid, regs), n)
+        }
         _ if refused(name) => Reply::errno(libc::EINVAL),
         _ => CONTINUE,
     }
@@ -446,14 +449,10 @@ fn copy_high(vfds: &Vfds, fd: i32, cloexec: bool, tid: i32, n: Notification) -> 
     }
 }
 
-/// The calls that would move the placeholder's bytes in the kernel: refused as by a file
-/// system that cannot splice, so programs fall back to read and write (cp, shutil,
-/// sendfile users do).
+/// tee and vmsplice, which the kernel makes between pipes only: refused on a file, as by
+/// the kernel (sendfile, splice and copy_file_range are made by roost: `copies`).
 fn refused(name: &str) -> bool {
-    matches!(
-        name,
-        "sendfile" | "splice" | "tee" | "vmsplice" | "copy_file_range"
-    )
+    matches!(name, "tee" | "vmsplice")
 }
 
 /// Installs `fd` at the highest free number of the range in the caller's table.

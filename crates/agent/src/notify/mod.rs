@@ -9,6 +9,7 @@
 
 mod attrs;
 mod change;
+mod copies;
 mod direct;
 pub mod exec;
 mod fifo;
