@@ -493,6 +493,32 @@ impl Export {
         Ok(())
     }
 
+    /// [`Export::utime`] of the object at `path` itself, a symlink not followed.
+    pub fn lutime(&self, subject: &str, path: &JailPath, atime: i64, mtime: i64) -> OpResult<()> {
+        let _names = self.reading();
+        // Checked and set through the one descriptor of the directory holding the name; a
+        // directory is governed by its own ACL, anything else by that directory's.
+        let name = self.name(path)?;
+        let st = fstat_at(&name.dir_fd, &name.name)
+            .map_err(|e| self.disclose(subject, path, e.into()))?;
+        let governing = if is_dir(&st) {
+            name.dir.join(name.name.to_bytes())
+        } else {
+            name.dir.clone()
+        };
+        self.require(subject, &governing, Rights::WRITE)?;
+        let times = [atime, mtime].map(|tv_sec| libc::timespec { tv_sec, tv_nsec: 0 });
+        cvt(unsafe {
+            libc::utimensat(
+                name.dir_fd.as_raw_fd(),
+                name.name.as_ptr(),
+                times.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        })?;
+        Ok(())
+    }
+
     pub fn unlink(&self, subject: &str, path: &JailPath) -> OpResult<()> {
         let _names = self.changing();
         let name = self.name(path)?;

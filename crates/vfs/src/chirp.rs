@@ -573,14 +573,18 @@ impl Driver for ChirpNet {
     }
     fn utime(&self, path: &[u8], atime: Option<i64>, mtime: Option<i64>) -> Result<(), Errno> {
         self.on(path, |s, p| {
-            let now = unix_now();
-            let old = match (atime, mtime) {
-                (Some(_), Some(_)) => None,
-                _ => Some(s.lstat(p)?),
-            };
-            let a = atime.unwrap_or_else(|| old.map_or(now, |st| st.atime));
-            let m = mtime.unwrap_or_else(|| old.map_or(now, |st| st.mtime));
+            let (a, m) = s.times(p, atime, mtime)?;
             s.change(&[p], |c, _| c.utime(p, a, m))
+        })
+    }
+    fn lutime(&self, path: &[u8], atime: Option<i64>, mtime: Option<i64>) -> Result<(), Errno> {
+        self.on(path, |s, p| {
+            let (a, m) = s.times(p, atime, mtime)?;
+            // A server without roost's `lutime` answers "invalid request": it cannot.
+            match s.change(&[p], |c, _| c.lutime(p, a, m)) {
+                Err(libc::EINVAL) => Err(libc::EOPNOTSUPP),
+                r => r,
+            }
         })
     }
     fn statfs(&self, path: &[u8]) -> Result<StatFs, Errno> {
@@ -889,6 +893,21 @@ impl Server {
     }
 
     /// Drops what is cached about `path` (changed through an open file).
+    /// The times to set on `path` (the namespace followed any symlinks before it): each
+    /// left `None` stays as it is.
+    fn times(
+        &self,
+        path: &[u8],
+        atime: Option<i64>,
+        mtime: Option<i64>,
+    ) -> Result<(i64, i64), Errno> {
+        if let (Some(a), Some(m)) = (atime, mtime) {
+            return Ok((a, m));
+        }
+        let old = self.lstat(path)?;
+        Ok((atime.unwrap_or(old.atime), mtime.unwrap_or(old.mtime)))
+    }
+
     pub(crate) fn forget_attrs(&self, path: &[u8]) {
         self.forget(&[path]);
     }

@@ -221,6 +221,11 @@ pub trait Driver: Send + Sync {
     fn utime(&self, _path: &[u8], _atime: Option<i64>, _mtime: Option<i64>) -> Result<(), Errno> {
         Err(libc::ENOSYS)
     }
+    /// [`Driver::utime`] of a final symlink itself, not its target: EOPNOTSUPP where the
+    /// driver cannot.
+    fn lutime(&self, _path: &[u8], _atime: Option<i64>, _mtime: Option<i64>) -> Result<(), Errno> {
+        Err(libc::EOPNOTSUPP)
+    }
     fn statfs(&self, _path: &[u8]) -> Result<StatFs, Errno> {
         Err(libc::ENOSYS)
     }
