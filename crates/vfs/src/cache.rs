@@ -245,6 +245,14 @@ impl Cache {
         self.mirror.join(".roost")
     }
 
+    /// This agent's private directory `name` (made if need be), beside its local copies.
+    pub fn private_dir(self: &Arc<Self>, name: &str) -> Result<PathBuf, Errno> {
+        self.start()?;
+        let dir = self.aux().join(name);
+        std::fs::create_dir_all(&dir).map_err(errno_of)?;
+        Ok(dir)
+    }
+
     /// The directory holding this agent's local copies (`mirror + driver path`).
     pub fn mirror(&self) -> &[u8] {
         &self.mirror_bytes

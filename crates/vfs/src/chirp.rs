@@ -14,13 +14,15 @@
 //! retried mkdir, symlink or link that finds its name present, or unlink, rmdir or rename
 //! that finds its source gone, counts as done (the first attempt's effect).
 
+use crate::fifos::Fifos;
 use crate::cache::shown::{Attrs, Shown};
 use crate::cache::{Cache, Destination, Version};
 use crate::content_check::{ContentCheck, ServerDigest};
-use crate::driver::{Driver, Intent, OpenFile, OpenMode, Stat, StatFs};
+use crate::driver::{Driver, Intent, LocalDriver, OpenFile, OpenMode, Stat, StatFs};
 use crate::Errno;
 use roost_client::{Client, Error as ClientError, OpenFlags};
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,6 +61,8 @@ pub struct ChirpNet {
     checked: ContentCheck,
     /// The files shown for reading, to show again at the cost of a stat.
     shown: Shown,
+    /// The FIFOs the run made on servers.
+    fifos: Fifos,
 }
 
 impl ChirpNet {
@@ -69,7 +73,17 @@ impl ChirpNet {
             servers: Mutex::new(HashMap::new()),
             checked: ContentCheck::default(),
             shown: Shown::default(),
+            fifos: Fifos::default(),
         }
+    }
+
+    /// The local FIFO standing for `path`, if the run made one there ([`crate::fifos`]).
+    fn fifo(&self, path: &[u8]) -> Option<std::path::PathBuf> {
+        if !self.fifos.any() {
+            return None;
+        }
+        let (server, rest) = self.server(path).ok()?;
+        self.fifos.local(server.authority(), &rest)
     }
 
     /// Whether cached copy `object` of `rest` still has the server's content (see
@@ -272,8 +286,18 @@ impl ChirpNet {
     }
 
     fn localize_dir(&self, path: &[u8], server: &Server, rest: &[u8]) -> Result<Vec<u8>, Errno> {
-        let entries = server.list(rest)?;
-        self.cache.show_dir(path, &entries)
+        let mut entries = server.list(rest)?;
+        let fifos = self.fifos.in_dir(server.authority(), rest);
+        entries.extend(fifos.iter().map(|(name, _)| (name.clone(), libc::S_IFIFO)));
+        let at = self.cache.show_dir(path, &entries)?;
+        // Each FIFO's entry is the FIFO itself (a hard link), for getdents' type and inode.
+        for (name, local) in fifos {
+            let entry = std::path::Path::new(std::ffi::OsStr::from_bytes(&at))
+                .join(std::ffi::OsStr::from_bytes(&name));
+            let _ = std::fs::remove_file(&entry);
+            let _ = std::fs::hard_link(&local, &entry);
+        }
+        Ok(at)
     }
 
     /// The servers this run has used, as the entries of `/chirp`.
@@ -463,6 +487,9 @@ impl Driver for ChirpNet {
             return Ok(Self::root_stat());
         }
         let (server, rest) = self.server(path)?;
+        if let Some(st) = self.fifos.stat(server.authority(), &rest) {
+            return st;
+        }
         server.lstat(&rest).map(|st| stat_of(&st))
     }
     fn stat(&self, path: &[u8]) -> Result<Stat, Errno> {
@@ -470,6 +497,9 @@ impl Driver for ChirpNet {
             return Ok(Self::root_stat());
         }
         let (server, rest) = self.server(path)?;
+        if let Some(st) = self.fifos.stat(server.authority(), &rest) {
+            return st;
+        }
         match server.lstat(&rest)? {
             st if st.mode as u32 & libc::S_IFMT == libc::S_IFLNK => server
                 .call(&rest, |c, _| c.stat(&rest))
@@ -485,6 +515,9 @@ impl Driver for ChirpNet {
                 Ok(())
             };
         }
+        if let Some(local) = self.fifo(path) {
+            return LocalDriver.access(local.as_os_str().as_bytes(), mode);
+        }
         let (server, rest) = self.server(path)?;
         server.call(&rest, |c, _| c.access(&rest, mode as u32))
     }
@@ -493,6 +526,9 @@ impl Driver for ChirpNet {
         crate::LocalDriver.open_read(&local)
     }
     fn mkdir(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        if self.fifo(path).is_some() {
+            return Err(libc::EEXIST);
+        }
         self.on(path, |s, p| {
             s.change(&[p], |c, retry| match c.mkdir(p, mode) {
                 Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
@@ -501,6 +537,12 @@ impl Driver for ChirpNet {
         })
     }
     fn rmdir(&self, path: &[u8]) -> Result<(), Errno> {
+        if self.fifos.any() {
+            let (server, rest) = self.server(path)?;
+            if !self.fifos.in_dir(server.authority(), &rest).is_empty() {
+                return Err(libc::ENOTEMPTY);
+            }
+        }
         self.on(path, |s, p| {
             s.change(&[p], |c, retry| match c.rmdir(p) {
                 Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
@@ -511,6 +553,12 @@ impl Driver for ChirpNet {
         Ok(())
     }
     fn unlink(&self, path: &[u8]) -> Result<(), Errno> {
+        if self.fifos.any() {
+            let (server, rest) = self.server(path)?;
+            if self.fifos.remove(server.authority(), &rest) {
+                return Ok(());
+            }
+        }
         self.on(path, |s, p| {
             s.change(&[p], |c, retry| match c.unlink(p) {
                 Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
@@ -522,19 +570,31 @@ impl Driver for ChirpNet {
         Ok(())
     }
     fn rename(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
-        let (_, to_rest) = self.server(to)?;
+        let (to_server, to_rest) = self.server(to)?;
+        if self.fifo(from).is_some() {
+            return self.rename_fifo(from, &to_server, &to_rest);
+        }
         self.on(from, |s, p| {
             s.change(&[p, &to_rest], |c, retry| match c.rename(p, &to_rest) {
                 Err(e) if retry && e.errno() == libc::ENOENT && c.lstat(&to_rest).is_ok() => Ok(()),
                 r => r,
             })
         })?;
+        // A FIFO the new name held is replaced.
+        self.fifos.remove(to_server.authority(), &to_rest);
         // What replaced `to` is gone; copies still being written below `from` follow it.
         self.cache.dropped(to);
         self.cache.moved(from, to);
         Ok(())
     }
     fn link(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
+        if self.fifo(to).is_some() {
+            return Err(libc::EEXIST);
+        }
+        if self.fifo(from).is_some() {
+            // Its pipe is this host's: a second name for it cannot be made on the server.
+            return Err(libc::EXDEV);
+        }
         let (_, to_rest) = self.server(to)?;
         self.on(from, |s, p| {
             s.change(&[p, &to_rest], |c, retry| match c.link(p, &to_rest) {
@@ -544,6 +604,9 @@ impl Driver for ChirpNet {
         })
     }
     fn symlink(&self, target: &[u8], path: &[u8]) -> Result<(), Errno> {
+        if self.fifo(path).is_some() {
+            return Err(libc::EEXIST);
+        }
         self.on(path, |s, p| {
             s.change(&[p], |c, retry| match c.symlink(target, p) {
                 Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
@@ -552,11 +615,17 @@ impl Driver for ChirpNet {
         })
     }
     fn chmod(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        if let Some(local) = self.fifo(path) {
+            return LocalDriver.chmod(local.as_os_str().as_bytes(), mode);
+        }
         self.on(path, |s, p| {
             s.change(&[p], |c, _| c.chmod(p, mode & 0o7777))
         })
     }
     fn chown(&self, path: &[u8], uid: u32, gid: u32, follow: bool) -> Result<(), Errno> {
+        if self.fifo(path).is_some() {
+            return Ok(()); // as the server answers for its own files
+        }
         let id = |v: u32| if v == u32::MAX { -1 } else { i64::from(v) };
         self.on(path, |s, p| {
             s.change(&[p], |c, _| {
@@ -572,12 +641,18 @@ impl Driver for ChirpNet {
         self.on(path, |s, p| s.change(&[p], |c, _| c.truncate(p, len)))
     }
     fn utime(&self, path: &[u8], atime: Option<i64>, mtime: Option<i64>) -> Result<(), Errno> {
+        if let Some(local) = self.fifo(path) {
+            return LocalDriver.utime(local.as_os_str().as_bytes(), atime, mtime);
+        }
         self.on(path, |s, p| {
             let (a, m) = s.times(p, atime, mtime)?;
             s.change(&[p], |c, _| c.utime(p, a, m))
         })
     }
     fn lutime(&self, path: &[u8], atime: Option<i64>, mtime: Option<i64>) -> Result<(), Errno> {
+        if self.fifo(path).is_some() {
+            return self.utime(path, atime, mtime);
+        }
         self.on(path, |s, p| {
             let (a, m) = s.times(p, atime, mtime)?;
             // A server without roost's `lutime` answers "invalid request": it cannot.
@@ -601,7 +676,10 @@ impl Driver for ChirpNet {
             return Ok(self.servers_listed());
         }
         let (server, rest) = self.server(path)?;
-        server.list(&rest)
+        let mut entries = server.list(&rest)?;
+        let fifos = self.fifos.in_dir(server.authority(), &rest);
+        entries.extend(fifos.into_iter().map(|(name, _)| (name, libc::S_IFIFO)));
+        Ok(entries)
     }
     fn getxattr(&self, path: &[u8], name: &[u8], follow: bool) -> Result<Vec<u8>, Errno> {
         if Self::is_root(path) {
@@ -685,7 +763,49 @@ impl Driver for ChirpNet {
             return self.cache.show_dir(path, &self.servers_listed());
         }
         let (server, rest) = self.server(path)?;
+        if let Some(local) = self.fifos.local(server.authority(), &rest) {
+            return Ok(local.into_os_string().into_encoded_bytes());
+        }
         self.localize_file(path, &server, &rest, intent)
+    }
+    fn mkfifo(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        let (server, rest) = self.server(path)?;
+        if self.fifos.local(server.authority(), &rest).is_some() || server.lstat(&rest).is_ok() {
+            return Err(libc::EEXIST);
+        }
+        match server.lstat(crate::path::parent(&rest)) {
+            Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFDIR => {}
+            Ok(_) => return Err(libc::ENOTDIR),
+            Err(e) => return Err(e),
+        }
+        let dir = self.cache.private_dir("fifos")?;
+        self.fifos.make(&dir, server.authority(), &rest, mode)
+    }
+}
+
+impl ChirpNet {
+    /// rename of a FIFO the run made: the name moves, and what `to` named on the server
+    /// (a file; a directory refuses) is removed, as a rename replaces it.
+    fn rename_fifo(&self, from: &[u8], to_server: &Server, to: &[u8]) -> Result<(), Errno> {
+        let (server, rest) = self.server(from)?;
+        if server.authority() != to_server.authority() {
+            return Err(libc::EXDEV);
+        }
+        match server.lstat(to) {
+            Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFDIR => return Err(libc::EISDIR),
+            Ok(_) => server.change(&[to], |c, retry| match c.unlink(to) {
+                Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
+                r => r,
+            })?,
+            Err(libc::ENOENT) => match server.lstat(crate::path::parent(to)) {
+                Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFDIR => {}
+                Ok(_) => return Err(libc::ENOTDIR),
+                Err(e) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+        self.fifos.rename(server.authority(), &rest, to);
+        Ok(())
     }
 }
 

@@ -221,6 +221,10 @@ pub trait Driver: Send + Sync {
     fn utime(&self, _path: &[u8], _atime: Option<i64>, _mtime: Option<i64>) -> Result<(), Errno> {
         Err(libc::ENOSYS)
     }
+    /// Makes a FIFO (`mknod` with `S_IFIFO`, `mkfifo`) with these permission bits exactly.
+    fn mkfifo(&self, _path: &[u8], _mode: u32) -> Result<(), Errno> {
+        Err(libc::EPERM)
+    }
     /// [`Driver::utime`] of a final symlink itself, not its target: EOPNOTSUPP where the
     /// driver cannot.
     fn lutime(&self, _path: &[u8], _atime: Option<i64>, _mtime: Option<i64>) -> Result<(), Errno> {
