@@ -197,7 +197,7 @@ impl Vfds {
             // SAFETY: just created, owned by nobody else.
             epoll: unsafe { OwnedFd::from_raw_fd(epoll) },
             placing: Mutex::new(()),
-            hint: std::sync::atomic::AtomicU32::new(top),
+            hint: std::sync::atomic::AtomicU32::new(base),
         });
         let watcher = Arc::clone(&vfds);
         std::thread::Builder::new()
@@ -348,8 +348,10 @@ impl Vfds {
     }
 
     /// A free number of the range in thread `tid`'s table, below the thread's descriptor
-    /// limit (a program may have lowered it): the first free one looking down from the
-    /// number last placed, then down from the top to it.
+    /// limit (a program may have lowered it): the first free one looking up from the
+    /// number last placed, then up from the bottom to it — so files opened one after the
+    /// other get consecutive numbers, as from the kernel (`os.closerange` tests rely on a
+    /// `dup` landing just above its file).
     pub fn free_slot(&self, tid: i32) -> Option<u32> {
         // SAFETY: the kernel fills the plain-data struct.
         let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
@@ -364,9 +366,8 @@ impl Vfds {
         };
         use std::sync::atomic::Ordering;
         let from = self.hint.load(Ordering::Relaxed).clamp(self.base, top);
-        let free = (self.base..from)
-            .rev()
-            .chain((from..top).rev())
+        let free = (from..top)
+            .chain(self.base..from)
             .find(|n| std::fs::symlink_metadata(format!("/proc/{tid}/fd/{n}")).is_err())?;
         Some(free)
     }

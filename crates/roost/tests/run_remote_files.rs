@@ -241,3 +241,27 @@ print(os.listdir("/m"))
     );
     assert!(out.contains("from another program"), "{out}");
 }
+
+/// Files opened one after the other and their copies (`dup`) get consecutive numbers, as
+/// from the kernel, so `closerange` over them closes exactly them.
+#[test]
+fn descriptors_opened_in_a_row_get_consecutive_numbers() {
+    let r = Remote::start();
+    let out = r.same_as_local(
+        r#"
+import errno, os
+first = os.open("/m/f", os.O_RDWR | os.O_CREAT, 0o644)
+second = os.dup(first)
+third = os.open("/m/f", os.O_RDONLY)
+print(second - first, third - second)
+os.closerange(first, first + 2)
+for fd in (first, second, third):
+    try:
+        os.fstat(fd)
+        print(fd - first, "open")
+    except OSError as e:
+        print(fd - first, errno.errorcode[e.errno])
+"#,
+    );
+    assert!(out.starts_with("1 1\n"), "{out}");
+}

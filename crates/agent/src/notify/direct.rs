@@ -438,7 +438,7 @@ fn lowest_standard_free(tid: i32, from: u32) -> Option<u32> {
 }
 
 /// A copy of virtual descriptor `fd` in the reserved range (`dup`, `F_DUPFD`): the same
-/// open file, as the kernel's copy would be, at the highest free number.
+/// open file, as the kernel's copy would be, at the next free number.
 fn copy_high(vfds: &Vfds, fd: i32, cloexec: bool, tid: i32, n: Notification) -> Reply {
     let Some(pid) = super::identity::tgid(tid) else {
         return Reply::errno(libc::ESRCH);
@@ -455,7 +455,7 @@ fn refused(name: &str) -> bool {
     matches!(name, "tee" | "vmsplice")
 }
 
-/// Installs `fd` at the highest free number of the range in the caller's table.
+/// Installs `fd` at the next free number of the range in the caller's table.
 fn hand_over_high(vfds: &Vfds, tid: i32, n: Notification, fd: OwnedFd, cloexec: bool) -> Reply {
     vfds.place(tid, |slot| match slot {
         Some(slot) => hand_over(n, fd, cloexec, Some(slot)),
