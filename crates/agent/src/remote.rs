@@ -530,7 +530,7 @@ fn change(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<i64, Errno> {
                         },
                     )
                     .map(drop),
-                // A FIFO meets the run's processes here (see roost_vfs::fifos).
+                // A FIFO meets the run's processes here (see roost_vfs::nodes).
                 libc::S_IFIFO => d.mkfifo(p, mode & 0o7777 & !umask(tid)),
                 // A Chirp server holds files, directories and links only.
                 _ => Err(libc::EPERM),

@@ -265,3 +265,49 @@ for fd in (first, second, third):
     );
     assert!(out.starts_with("1 1\n"), "{out}");
 }
+
+/// An AF_UNIX socket bound on the mount is a socket to every process of the run: stat and
+/// listings say so, and connects (through a fork and an exec) reach it, as in a local
+/// directory; a file there is no socket, a name bound twice is in use.
+#[test]
+fn a_socket_bound_on_the_mount_is_reached_by_the_processes_of_the_run() {
+    let r = Remote::start();
+    let out = r.same_as_local(
+        r#"
+import errno, os, socket, stat, subprocess, sys
+def attempt(what, call):
+    try:
+        call()
+        print(what, "done")
+    except OSError as e:
+        print(what, errno.errorcode[e.errno])
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind("/m/s")
+server.listen(2)
+st = os.stat("/m/s")
+print(stat.S_ISSOCK(st.st_mode), [(e.name, e.is_file(), e.is_dir()) for e in os.scandir("/m")])
+attempt("bind again", lambda: socket.socket(socket.AF_UNIX).bind("/m/s"))
+pid = os.fork()
+if pid == 0:
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect("/m/s")
+    c.sendall(b"from a child")
+    os._exit(0)
+conn, _ = server.accept()
+print(conn.recv(100))
+os.waitpid(pid, 0)
+client = subprocess.Popen([sys.executable, "-c",
+    "import socket; c = socket.socket(socket.AF_UNIX); c.connect('/m/s'); c.sendall(b'from another program')"])
+conn, _ = server.accept()
+print(conn.recv(100))
+client.wait()
+open("/m/file", "w").close()
+attempt("connect to a file", lambda: socket.socket(socket.AF_UNIX).connect("/m/file"))
+attempt("open a socket", lambda: open("/m/s"))
+os.unlink("/m/s")
+attempt("connect after unlink", lambda: socket.socket(socket.AF_UNIX).connect("/m/s"))
+print(os.listdir("/m"))
+"#,
+    );
+    assert!(out.contains("from another program"), "{out}");
+}

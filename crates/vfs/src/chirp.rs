@@ -14,10 +14,10 @@
 //! retried mkdir, symlink or link that finds its name present, or unlink, rmdir or rename
 //! that finds its source gone, counts as done (the first attempt's effect).
 
-use crate::fifos::Fifos;
 use crate::cache::shown::{Attrs, Shown};
 use crate::cache::{Cache, Destination, Version};
 use crate::content_check::{ContentCheck, ServerDigest};
+use crate::nodes::Nodes;
 use crate::driver::{Driver, Intent, LocalDriver, OpenFile, OpenMode, Stat, StatFs};
 use crate::Errno;
 use roost_client::{Client, Error as ClientError, OpenFlags};
@@ -61,8 +61,8 @@ pub struct ChirpNet {
     checked: ContentCheck,
     /// The files shown for reading, to show again at the cost of a stat.
     shown: Shown,
-    /// The FIFOs the run made on servers.
-    fifos: Fifos,
+    /// The FIFOs and sockets the run made on servers.
+    nodes: Nodes,
 }
 
 impl ChirpNet {
@@ -73,17 +73,18 @@ impl ChirpNet {
             servers: Mutex::new(HashMap::new()),
             checked: ContentCheck::default(),
             shown: Shown::default(),
-            fifos: Fifos::default(),
+            nodes: Nodes::default(),
         }
     }
 
-    /// The local FIFO standing for `path`, if the run made one there ([`crate::fifos`]).
-    fn fifo(&self, path: &[u8]) -> Option<std::path::PathBuf> {
-        if !self.fifos.any() {
+    /// The local FIFO or socket standing for `path`, if the run made one there
+    /// ([`crate::nodes`]).
+    fn node(&self, path: &[u8]) -> Option<std::path::PathBuf> {
+        if !self.nodes.any() {
             return None;
         }
         let (server, rest) = self.server(path).ok()?;
-        self.fifos.local(server.authority(), &rest)
+        self.nodes.local(server.authority(), &rest)
     }
 
     /// Whether cached copy `object` of `rest` still has the server's content (see
@@ -287,11 +288,11 @@ impl ChirpNet {
 
     fn localize_dir(&self, path: &[u8], server: &Server, rest: &[u8]) -> Result<Vec<u8>, Errno> {
         let mut entries = server.list(rest)?;
-        let fifos = self.fifos.in_dir(server.authority(), rest);
-        entries.extend(fifos.iter().map(|(name, _)| (name.clone(), libc::S_IFIFO)));
+        let nodes = self.nodes.in_dir(server.authority(), rest);
+        entries.extend(nodes.iter().map(|(name, _, kind)| (name.clone(), *kind)));
         let at = self.cache.show_dir(path, &entries)?;
-        // Each FIFO's entry is the FIFO itself (a hard link), for getdents' type and inode.
-        for (name, local) in fifos {
+        // Each node's entry is the node itself (a hard link), for getdents' type and inode.
+        for (name, local, _) in nodes {
             let entry = std::path::Path::new(std::ffi::OsStr::from_bytes(&at))
                 .join(std::ffi::OsStr::from_bytes(&name));
             let _ = std::fs::remove_file(&entry);
@@ -487,8 +488,8 @@ impl Driver for ChirpNet {
             return Ok(Self::root_stat());
         }
         let (server, rest) = self.server(path)?;
-        if let Some(st) = self.fifos.stat(server.authority(), &rest) {
-            return st;
+        if let Some((_, st)) = self.nodes.stat(server.authority(), &rest) {
+            return Ok(st);
         }
         server.lstat(&rest).map(|st| stat_of(&st))
     }
@@ -497,8 +498,8 @@ impl Driver for ChirpNet {
             return Ok(Self::root_stat());
         }
         let (server, rest) = self.server(path)?;
-        if let Some(st) = self.fifos.stat(server.authority(), &rest) {
-            return st;
+        if let Some((_, st)) = self.nodes.stat(server.authority(), &rest) {
+            return Ok(st);
         }
         match server.lstat(&rest)? {
             st if st.mode as u32 & libc::S_IFMT == libc::S_IFLNK => server
@@ -515,7 +516,7 @@ impl Driver for ChirpNet {
                 Ok(())
             };
         }
-        if let Some(local) = self.fifo(path) {
+        if let Some(local) = self.node(path) {
             return LocalDriver.access(local.as_os_str().as_bytes(), mode);
         }
         let (server, rest) = self.server(path)?;
@@ -526,7 +527,7 @@ impl Driver for ChirpNet {
         crate::LocalDriver.open_read(&local)
     }
     fn mkdir(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
-        if self.fifo(path).is_some() {
+        if self.node(path).is_some() {
             return Err(libc::EEXIST);
         }
         self.on(path, |s, p| {
@@ -537,9 +538,9 @@ impl Driver for ChirpNet {
         })
     }
     fn rmdir(&self, path: &[u8]) -> Result<(), Errno> {
-        if self.fifos.any() {
+        if self.nodes.any() {
             let (server, rest) = self.server(path)?;
-            if !self.fifos.in_dir(server.authority(), &rest).is_empty() {
+            if !self.nodes.in_dir(server.authority(), &rest).is_empty() {
                 return Err(libc::ENOTEMPTY);
             }
         }
@@ -553,9 +554,9 @@ impl Driver for ChirpNet {
         Ok(())
     }
     fn unlink(&self, path: &[u8]) -> Result<(), Errno> {
-        if self.fifos.any() {
+        if self.nodes.any() {
             let (server, rest) = self.server(path)?;
-            if self.fifos.remove(server.authority(), &rest) {
+            if self.nodes.remove(server.authority(), &rest) {
                 return Ok(());
             }
         }
@@ -571,8 +572,8 @@ impl Driver for ChirpNet {
     }
     fn rename(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
         let (to_server, to_rest) = self.server(to)?;
-        if self.fifo(from).is_some() {
-            return self.rename_fifo(from, &to_server, &to_rest);
+        if self.node(from).is_some() {
+            return self.rename_node(from, &to_server, &to_rest);
         }
         self.on(from, |s, p| {
             s.change(&[p, &to_rest], |c, retry| match c.rename(p, &to_rest) {
@@ -580,18 +581,18 @@ impl Driver for ChirpNet {
                 r => r,
             })
         })?;
-        // A FIFO the new name held is replaced.
-        self.fifos.remove(to_server.authority(), &to_rest);
+        // A FIFO or socket the new name held is replaced.
+        self.nodes.remove(to_server.authority(), &to_rest);
         // What replaced `to` is gone; copies still being written below `from` follow it.
         self.cache.dropped(to);
         self.cache.moved(from, to);
         Ok(())
     }
     fn link(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
-        if self.fifo(to).is_some() {
+        if self.node(to).is_some() {
             return Err(libc::EEXIST);
         }
-        if self.fifo(from).is_some() {
+        if self.node(from).is_some() {
             // Its pipe is this host's: a second name for it cannot be made on the server.
             return Err(libc::EXDEV);
         }
@@ -604,7 +605,7 @@ impl Driver for ChirpNet {
         })
     }
     fn symlink(&self, target: &[u8], path: &[u8]) -> Result<(), Errno> {
-        if self.fifo(path).is_some() {
+        if self.node(path).is_some() {
             return Err(libc::EEXIST);
         }
         self.on(path, |s, p| {
@@ -615,7 +616,7 @@ impl Driver for ChirpNet {
         })
     }
     fn chmod(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
-        if let Some(local) = self.fifo(path) {
+        if let Some(local) = self.node(path) {
             return LocalDriver.chmod(local.as_os_str().as_bytes(), mode);
         }
         self.on(path, |s, p| {
@@ -623,7 +624,7 @@ impl Driver for ChirpNet {
         })
     }
     fn chown(&self, path: &[u8], uid: u32, gid: u32, follow: bool) -> Result<(), Errno> {
-        if self.fifo(path).is_some() {
+        if self.node(path).is_some() {
             return Ok(()); // as the server answers for its own files
         }
         let id = |v: u32| if v == u32::MAX { -1 } else { i64::from(v) };
@@ -641,7 +642,7 @@ impl Driver for ChirpNet {
         self.on(path, |s, p| s.change(&[p], |c, _| c.truncate(p, len)))
     }
     fn utime(&self, path: &[u8], atime: Option<i64>, mtime: Option<i64>) -> Result<(), Errno> {
-        if let Some(local) = self.fifo(path) {
+        if let Some(local) = self.node(path) {
             return LocalDriver.utime(local.as_os_str().as_bytes(), atime, mtime);
         }
         self.on(path, |s, p| {
@@ -650,7 +651,7 @@ impl Driver for ChirpNet {
         })
     }
     fn lutime(&self, path: &[u8], atime: Option<i64>, mtime: Option<i64>) -> Result<(), Errno> {
-        if self.fifo(path).is_some() {
+        if self.node(path).is_some() {
             return self.utime(path, atime, mtime);
         }
         self.on(path, |s, p| {
@@ -677,8 +678,8 @@ impl Driver for ChirpNet {
         }
         let (server, rest) = self.server(path)?;
         let mut entries = server.list(&rest)?;
-        let fifos = self.fifos.in_dir(server.authority(), &rest);
-        entries.extend(fifos.into_iter().map(|(name, _)| (name, libc::S_IFIFO)));
+        let nodes = self.nodes.in_dir(server.authority(), &rest);
+        entries.extend(nodes.into_iter().map(|(name, _, kind)| (name, kind)));
         Ok(entries)
     }
     fn getxattr(&self, path: &[u8], name: &[u8], follow: bool) -> Result<Vec<u8>, Errno> {
@@ -763,30 +764,54 @@ impl Driver for ChirpNet {
             return self.cache.show_dir(path, &self.servers_listed());
         }
         let (server, rest) = self.server(path)?;
-        if let Some(local) = self.fifos.local(server.authority(), &rest) {
+        if let Some(local) = self.nodes.local(server.authority(), &rest) {
             return Ok(local.into_os_string().into_encoded_bytes());
         }
         self.localize_file(path, &server, &rest, intent)
     }
     fn mkfifo(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
         let (server, rest) = self.server(path)?;
-        if self.fifos.local(server.authority(), &rest).is_some() || server.lstat(&rest).is_ok() {
-            return Err(libc::EEXIST);
-        }
-        match server.lstat(crate::path::parent(&rest)) {
-            Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFDIR => {}
-            Ok(_) => return Err(libc::ENOTDIR),
-            Err(e) => return Err(e),
-        }
-        let dir = self.cache.private_dir("fifos")?;
-        self.fifos.make(&dir, server.authority(), &rest, mode)
+        self.may_make(&server, &rest).map_err(|e| match e {
+            libc::EADDRINUSE => libc::EEXIST,
+            e => e,
+        })?;
+        let dir = self.cache.private_dir("nodes")?;
+        self.nodes.make(&dir, server.authority(), &rest, mode)
+    }
+    fn unix_socket(&self, path: &[u8], bind: bool) -> Result<Vec<u8>, Errno> {
+        let (server, rest) = self.server(path)?;
+        let local = if bind {
+            self.may_make(&server, &rest)?;
+            let dir = self.cache.private_dir("nodes")?;
+            self.nodes.reserve(&dir, server.authority(), &rest)?
+        } else {
+            match self.nodes.local(server.authority(), &rest) {
+                Some(local) => local,
+                // A file there is no socket (as the kernel answers a connect to one).
+                None => return Err(server.lstat(&rest).map_or_else(|e| e, |_| libc::ECONNREFUSED)),
+            }
+        };
+        Ok(local.into_os_string().into_encoded_bytes())
     }
 }
 
 impl ChirpNet {
-    /// rename of a FIFO the run made: the name moves, and what `to` named on the server
-    /// (a file; a directory refuses) is removed, as a rename replaces it.
-    fn rename_fifo(&self, from: &[u8], to_server: &Server, to: &[u8]) -> Result<(), Errno> {
+    /// Whether a FIFO or socket may be made at `rest` on `server`: no name there
+    /// (EADDRINUSE, as bind says), in a directory.
+    fn may_make(&self, server: &Server, rest: &[u8]) -> Result<(), Errno> {
+        if self.nodes.local(server.authority(), rest).is_some() || server.lstat(rest).is_ok() {
+            return Err(libc::EADDRINUSE);
+        }
+        match server.lstat(crate::path::parent(rest)) {
+            Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFDIR => Ok(()),
+            Ok(_) => Err(libc::ENOTDIR),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// rename of a FIFO or socket the run made: the name moves, and what `to` named on
+    /// the server (a file; a directory refuses) is removed, as a rename replaces it.
+    fn rename_node(&self, from: &[u8], to_server: &Server, to: &[u8]) -> Result<(), Errno> {
         let (server, rest) = self.server(from)?;
         if server.authority() != to_server.authority() {
             return Err(libc::EXDEV);
@@ -804,7 +829,7 @@ impl ChirpNet {
             },
             Err(e) => return Err(e),
         }
-        self.fifos.rename(server.authority(), &rest, to);
+        self.nodes.rename(server.authority(), &rest, to);
         Ok(())
     }
 }

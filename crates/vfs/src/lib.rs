@@ -11,7 +11,7 @@ pub mod chirp;
 mod chirp_direct;
 pub mod content_check;
 pub mod driver;
-mod fifos;
+mod nodes;
 pub mod mount;
 pub mod mountfile;
 pub mod path;
