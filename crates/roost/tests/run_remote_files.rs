@@ -145,7 +145,7 @@ for mask in (0, 0o022, 0o077, 0o002):
     print("umask %03o:" % mask, *("%s %o" % (n, os.stat(tag + "/" + n).st_mode & 0o7777)
                                   for n in sorted(os.listdir(tag))))
 os.chmod("/m/0/f", 0o777)
-os.chmod("/m/0/d", 0o1777)
+os.chmod("/m/0/d", 0o3777)
 print(oct(os.stat("/m/0/f").st_mode), oct(os.stat("/m/0/d").st_mode))
 "#,
     );

@@ -450,7 +450,13 @@ impl Export {
     pub fn chmod(&self, subject: &str, path: &JailPath, mode: u32) -> OpResult<()> {
         let _names = self.reading();
         let obj = self.checked(subject, path, true, Rights::WRITE)?;
-        cvt(unsafe { libc::chmod(obj.proc_path().as_ptr(), mode & PERMISSION_BITS) })?;
+        // A directory's setgid bit only has new entries take its group: no privilege.
+        let allowed = if obj.is_dir() {
+            PERMISSION_BITS | libc::S_ISGID
+        } else {
+            PERMISSION_BITS
+        };
+        cvt(unsafe { libc::chmod(obj.proc_path().as_ptr(), mode & allowed) })?;
         Ok(())
     }
 
