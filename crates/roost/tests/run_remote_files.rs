@@ -311,3 +311,33 @@ print(os.listdir("/m"))
     );
     assert!(out.contains("from another program"), "{out}");
 }
+
+/// A name that was a file (written, so cached mode kept a copy) and is then a directory
+/// holds files and directories as any (in cached mode the copy stood in the way of the
+/// directory's local copy: ENOTDIR).
+#[test]
+fn a_file_replaced_by_a_directory_holds_entries() {
+    let r = Remote::start();
+    let out = r.same_as_local(
+        r#"
+import os
+os.chdir("/m")
+with open("n", "wb") as f:
+    f.write(b"a file first")
+print(open("n").read())
+os.unlink("n")
+os.makedirs("n/TEST1/SUB1")
+with open("n/TEST1/tmp1", "x") as f:
+    f.write("then a directory")
+print(sorted(os.listdir("n/TEST1")), open("n/TEST1/tmp1").read())
+os.rename("n/TEST1/tmp1", "m")
+os.rmdir("n/TEST1/SUB1")
+os.rmdir("n/TEST1")
+os.rmdir("n")
+os.mkdir("m2")
+os.rename("m2", "n")
+print(os.listdir("n"), open("m").read())
+"#,
+    );
+    assert!(out.contains("['SUB1', 'tmp1'] then a directory"), "{out}");
+}

@@ -630,8 +630,8 @@ impl Cache {
         set_attributes(&staged, mode, mtime);
         if std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
             self.clear(&at)?;
-        } else if let Some(parent) = at.parent() {
-            std::fs::create_dir_all(parent).map_err(errno_of)?;
+        } else {
+            self.make_parents(&at)?;
         }
         if let Err(e) = std::fs::rename(&staged, &at) {
             let _ = std::fs::remove_file(&staged);
@@ -657,7 +657,10 @@ impl Cache {
                 self.clear(&at)?;
                 std::fs::create_dir(&at).map_err(errno_of)?;
             }
-            Err(_) => std::fs::create_dir_all(&at).map_err(errno_of)?,
+            Err(_) => {
+                self.make_parents(&at)?;
+                std::fs::create_dir(&at).map_err(errno_of)?;
+            }
         }
         let wanted: HashMap<&[u8], u32> = entries
             .iter()
@@ -852,14 +855,36 @@ impl Cache {
     /// Removes whatever the mirror holds at `at` (a placeholder, an older copy), making its
     /// parent directories as needed.
     fn clear(&self, at: &Path) -> Result<(), Errno> {
-        if let Some(parent) = at.parent() {
-            std::fs::create_dir_all(parent).map_err(errno_of)?;
-        }
+        self.make_parents(at)?;
         match remove_any(at) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(errno_of(e)),
         }
+    }
+
+    /// Makes the parent directories of mirror path `at`. What stands where one must be —
+    /// the copy or placeholder of a name that was a file on the server and is a directory
+    /// now (a file removed and a directory made in its place) — is replaced.
+    fn make_parents(&self, at: &Path) -> Result<(), Errno> {
+        let Some(parent) = at.parent() else {
+            return Ok(());
+        };
+        if std::fs::create_dir_all(parent).is_ok() {
+            return Ok(());
+        }
+        let below = parent.strip_prefix(&self.mirror).map_err(|_| libc::ENOTDIR)?;
+        let mut dir = self.mirror.clone();
+        for name in below.components() {
+            dir.push(name);
+            match std::fs::symlink_metadata(&dir) {
+                Ok(m) if m.is_dir() => continue,
+                Ok(_) => std::fs::remove_file(&dir).map_err(errno_of)?,
+                Err(_) => {}
+            }
+            std::fs::create_dir(&dir).map_err(errno_of)?;
+        }
+        Ok(())
     }
 
     /// Forgets the mirror (the agent is done): what was written and not sent back is lost
