@@ -296,8 +296,12 @@ fn local_identity(remote: &Remote) -> Option<(u64, u64)> {
     let local = roost_vfs::path::normalize(&[mirror, remote.path.as_slice()].concat());
     let local = std::path::Path::new(std::ffi::OsStr::from_bytes(&local));
     let meta = match std::fs::symlink_metadata(local) {
-        Ok(m) => m,
-        Err(_) => {
+        Ok(m) if m.is_dir() => m,
+        other => {
+            // The copy of a file that once had this name stands in the way.
+            if other.is_ok() {
+                std::fs::remove_file(local).ok()?;
+            }
             std::fs::create_dir_all(local).ok()?;
             std::fs::symlink_metadata(local).ok()?
         }

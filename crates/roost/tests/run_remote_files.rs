@@ -313,8 +313,9 @@ print(os.listdir("/m"))
 }
 
 /// A name that was a file (written, so cached mode kept a copy) and is then a directory
-/// holds files and directories as any (in cached mode the copy stood in the way of the
-/// directory's local copy: ENOTDIR).
+/// holds files and directories as any, and its stat and an open descriptor's agree, as
+/// rmtree checks (in cached mode the copy stood in the way of the directory's local copy:
+/// ENOTDIR, and rmtree took the directory for a symlink).
 #[test]
 fn a_file_replaced_by_a_directory_holds_entries() {
     let r = Remote::start();
@@ -326,6 +327,11 @@ with open("n", "wb") as f:
     f.write(b"a file first")
 print(open("n").read())
 os.unlink("n")
+os.mkdir("n")
+st = os.lstat("n")
+fd = os.open("n", os.O_RDONLY)
+print("the same directory", os.path.samestat(st, os.fstat(fd)))
+os.close(fd)
 os.makedirs("n/TEST1/SUB1")
 with open("n/TEST1/tmp1", "x") as f:
     f.write("then a directory")
