@@ -347,3 +347,36 @@ print(os.listdir("n"), open("m").read())
     );
     assert!(out.contains("['SUB1', 'tmp1'] then a directory"), "{out}");
 }
+
+/// What a program writes to a file shows to every other open of it in the run at once
+/// (another descriptor, another process, a second writer), as on one host's file system;
+/// in cached mode, where the file goes back to the server when closed, the other opens
+/// share the copy being written.
+#[test]
+fn a_file_being_written_shows_its_content_to_other_opens_in_the_run() {
+    let r = Remote::start();
+    let out = r.same_as_local(
+        r#"
+import os, subprocess, sys
+w = os.open("/m/f", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(w, b"first part")
+with open("/m/f", "rb") as f:
+    print(f.read())
+os.write(w, b", second part")
+print(subprocess.run([sys.executable, "-c", "print(open('/m/f').read())"],
+                     capture_output=True, text=True).stdout.strip())
+w2 = os.open("/m/f", os.O_WRONLY)
+os.pwrite(w2, b"FIRST", 0)
+os.close(w2)
+print(os.pread(w, 100, 0))
+os.close(w)
+with open("/m/f", "rb") as f:
+    print(f.read(), os.stat("/m/f").st_size)
+try:
+    os.open("/m/f", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+except FileExistsError:
+    print("exclusive: exists")
+"#,
+    );
+    assert!(out.contains("b'first part'\nfirst part, second part\n"), "{out}");
+}

@@ -67,6 +67,14 @@ struct Pending {
     /// The copy, opened for reading (the mirror name may be replaced meanwhile).
     file: File,
     to: Box<dyn Destination>,
+    /// The size and modification time it had when last sent back (`None`: never sent).
+    sent: Option<(u64, i64, i64)>,
+}
+
+/// What says a copy changed since it was sent back: its size and modification time.
+fn sent_state(file: &File) -> Option<(u64, i64, i64)> {
+    let meta = file.metadata().ok()?;
+    Some((meta.len(), meta.mtime(), meta.mtime_nsec()))
 }
 
 /// The write-back state: the inotify instance and what each watch stands for.
@@ -766,9 +774,27 @@ impl Cache {
                 path: path.to_vec(),
                 file: reader,
                 to,
+                sent: None,
             },
         );
         Ok(at.into_os_string().into_encoded_bytes())
+    }
+
+    /// The mirror name of `path` when it is a copy this run writes whose latest content is
+    /// not on the server yet (never sent, or changed since): another open of the file in
+    /// this run must see it, as on one host's file system (what a program has closed was
+    /// sent back before, [`Cache::flush`]).
+    pub fn unsent_copy(&self, path: &[u8]) -> Option<Vec<u8>> {
+        let guard = self.writes.lock().expect("write-back lock");
+        let p = guard.as_ref()?.pending.values().find(|p| p.path == path)?;
+        if p.sent.is_some() && p.sent == sent_state(&p.file) {
+            return None;
+        }
+        let at = self.mirror_path(path);
+        let shown = std::fs::symlink_metadata(&at).ok()?;
+        let copy = p.file.metadata().ok()?;
+        (shown.dev() == copy.dev() && shown.ino() == copy.ino())
+            .then(|| at.into_os_string().into_encoded_bytes())
     }
 
     /// A name was renamed on the server: copies still being written below `from` go back
@@ -834,6 +860,7 @@ impl Cache {
                         .and_then(|()| p.to.send(&p.path, &mut p.file));
                     match sent {
                         Ok((key, version)) => {
+                            p.sent = sent_state(&p.file);
                             self.written_back.fetch_add(1, Ordering::Relaxed);
                             if self.verbose {
                                 eprintln!("roost: wrote back {}", p.to.name(&p.path));

@@ -160,6 +160,17 @@ impl ChirpNet {
         rest: &[u8],
         intent: Intent,
     ) -> Result<Vec<u8>, Errno> {
+        if let Some(copy) = self.cache.unsent_copy(path) {
+            return match intent {
+                Intent::Write {
+                    create: true,
+                    exclusive: true,
+                    ..
+                } => Err(libc::EEXIST),
+                // The copy the run writes now: what it wrote shows, as on one host.
+                _ => Ok(copy),
+            };
+        }
         let key = Cache::key(&server.authority, rest);
         let name = format!(
             "chirp://{}{}",
