@@ -149,7 +149,10 @@ os.chmod("/m/0/d", 0o3777)
 print(oct(os.stat("/m/0/f").st_mode), oct(os.stat("/m/0/d").st_mode))
 "#,
     );
-    assert!(out.contains("umask 000: d 775 f 666 n 646 p 666 x 777"), "{out}");
+    assert!(
+        out.contains("umask 000: d 775 f 666 n 646 p 666 x 777"),
+        "{out}"
+    );
 }
 
 /// An exclusive create over an existing directory is EEXIST (and a plain create EISDIR).
@@ -378,5 +381,8 @@ except FileExistsError:
     print("exclusive: exists")
 "#,
     );
-    assert!(out.contains("b'first part'\nfirst part, second part\n"), "{out}");
+    assert!(
+        out.contains("b'first part'\nfirst part, second part\n"),
+        "{out}"
+    );
 }

@@ -680,7 +680,10 @@ impl Export {
                 )
             })
             .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
-            if let Err(e) = made.map_err(OpError::from).and_then(|dir| exact_mode(dir.as_raw_fd(), mode)) {
+            if let Err(e) = made
+                .map_err(OpError::from)
+                .and_then(|dir| exact_mode(dir.as_raw_fd(), mode))
+            {
                 let _ = remove_empty_dir(name.dir_fd.as_raw_fd(), &name.name);
                 return Err(e);
             }

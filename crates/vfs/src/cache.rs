@@ -900,7 +900,9 @@ impl Cache {
         if std::fs::create_dir_all(parent).is_ok() {
             return Ok(());
         }
-        let below = parent.strip_prefix(&self.mirror).map_err(|_| libc::ENOTDIR)?;
+        let below = parent
+            .strip_prefix(&self.mirror)
+            .map_err(|_| libc::ENOTDIR)?;
         let mut dir = self.mirror.clone();
         for name in below.components() {
             dir.push(name);

@@ -17,8 +17,8 @@
 use crate::cache::shown::{Attrs, Shown};
 use crate::cache::{Cache, Destination, Version};
 use crate::content_check::{ContentCheck, ServerDigest};
-use crate::nodes::Nodes;
 use crate::driver::{Driver, Intent, LocalDriver, OpenFile, OpenMode, Stat, StatFs};
+use crate::nodes::Nodes;
 use crate::Errno;
 use roost_client::{Client, Error as ClientError, OpenFlags};
 use std::collections::HashMap;
@@ -799,7 +799,11 @@ impl Driver for ChirpNet {
             match self.nodes.local(server.authority(), &rest) {
                 Some(local) => local,
                 // A file there is no socket (as the kernel answers a connect to one).
-                None => return Err(server.lstat(&rest).map_or_else(|e| e, |_| libc::ECONNREFUSED)),
+                None => {
+                    return Err(server
+                        .lstat(&rest)
+                        .map_or_else(|e| e, |_| libc::ECONNREFUSED))
+                }
             }
         };
         Ok(local.into_os_string().into_encoded_bytes())

@@ -11,9 +11,9 @@ pub mod chirp;
 mod chirp_direct;
 pub mod content_check;
 pub mod driver;
-mod nodes;
 pub mod mount;
 pub mod mountfile;
+mod nodes;
 pub mod path;
 pub mod resolve;
 

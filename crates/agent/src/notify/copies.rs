@@ -189,7 +189,13 @@ fn offset_at(tid: i32, addr: u64) -> Result<Option<(u64, u64)>, Errno> {
 pub fn answer(vfds: &Vfds, name: &str, (tid, regs): (i32, &Regs), n: Notification) -> Reply {
     let (fd_in, off_in, fd_out, off_out, len) = match name {
         "sendfile" => (regs.arg(1), regs.arg(2), regs.arg(0), 0, regs.arg(3)),
-        _ => (regs.arg(0), regs.arg(1), regs.arg(2), regs.arg(3), regs.arg(4)),
+        _ => (
+            regs.arg(0),
+            regs.arg(1),
+            regs.arg(2),
+            regs.arg(3),
+            regs.arg(4),
+        ),
     };
     let flags = regs.arg(5);
     let made = (|| {
