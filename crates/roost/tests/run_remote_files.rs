@@ -1,6 +1,7 @@
 //! Remote files behave as local ones for the calls CPython's file tests make: each test runs
 //! one Python program with `/m` mapped to a local directory and then to a directory on a
-//! real `roost serve` (direct mode and cached mode); every run must print the same.
+//! real `roost serve` (direct mode, cached mode, and ptrace stops only); every run must
+//! print the same.
 
 mod run_support;
 mod serve_support;
@@ -19,6 +20,8 @@ struct Remote {
 
 const DIRECT: &[&str] = &[];
 const CACHED: &[&str] = &["--chirp-mode", "cached"];
+/// ptrace stops only: direct-mode files are used through local copies there.
+const PTRACE: &[&str] = &["--no-notify"];
 
 impl Remote {
     fn start() -> Remote {
@@ -44,7 +47,8 @@ impl Remote {
     }
 
     /// What `program` prints with `/m` on a fresh local directory, which must be what it
-    /// prints with `/m` on a fresh directory of the server in direct and in cached mode.
+    /// prints with `/m` on a fresh directory of the server in direct and in cached mode,
+    /// and with ptrace stops only.
     fn same_as_local(&self, program: &str) -> String {
         let run = |mode: &[&str], target: &str, tag: &str| {
             let scratch = self.local.path().join(format!("scratch-{tag}"));
@@ -55,7 +59,7 @@ impl Remote {
         let local = self.local.path().join("tree");
         std::fs::create_dir(&local).unwrap();
         let native = run(DIRECT, local.to_str().unwrap(), "local");
-        for (mode, tag) in [(DIRECT, "direct"), (CACHED, "cached")] {
+        for (mode, tag) in [(DIRECT, "direct"), (CACHED, "cached"), (PTRACE, "ptrace")] {
             std::fs::create_dir(self.server.root().join(tag)).unwrap();
             let target = format!("/chirp/127.0.0.1:{}/{tag}", self.server.port);
             assert_eq!(run(mode, &target, tag), native, "{tag} mode against local");
