@@ -45,6 +45,16 @@ pub fn range(limit: u64) -> (u32, u32) {
 /// remote object holds (made there): their descriptor is argument 0.
 pub const CALLS: &[&str] = &["fstat", "getdents64", "getdents", "fchmod", "fchown"];
 
+/// The calls that copy a descriptor (`dup`, `fcntl`'s `F_DUPFD`): notified on the copies'
+/// range too, so a copy's duplicate lands in the range, next to it as the kernel numbers
+/// (and its identity calls stay roost's); see `notify::direct::dup_copy`.
+pub const DUPLICATING: &[&str] = &["dup", "fcntl"];
+
+/// Whether descriptor `fd` of thread `tid` is a local copy of a remote object.
+pub fn is_copy(tid: i32, fd: i32) -> bool {
+    behind(&link(tid, fd)).is_some()
+}
+
 /// What a copy stands for.
 struct Copy {
     driver: Arc<dyn Driver>,

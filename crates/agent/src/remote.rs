@@ -457,15 +457,16 @@ fn change(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<i64, Errno> {
             d.truncate(p, regs.arg(1))
         }
         "utime" | "utimes" | "futimesat" | "utimensat" => {
-            // A Chirp server sets a symlink's target's times only.
-            if !call.args[0].follow && d.lstat(p)?.is_symlink() {
-                return Err(libc::EOPNOTSUPP);
-            }
             let (a, m) = times(call.name, tid, regs)?;
             if a.is_none() && m.is_none() {
                 return Ok(0);
             }
-            d.utime(p, a, m)
+            // The walk followed every symlink it was told to: a symlink left is the object.
+            if !call.args[0].follow && d.lstat(p)?.is_symlink() {
+                d.lutime(p, a, m)
+            } else {
+                d.utime(p, a, m)
+            }
         }
         "setxattr" | "lsetxattr" => {
             let name = cstr(1, 256)?;
@@ -510,6 +511,8 @@ fn change(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<i64, Errno> {
                         },
                     )
                     .map(drop),
+                // A FIFO meets the run's processes here (see roost_vfs::nodes).
+                libc::S_IFIFO => d.mkfifo(p, mode & 0o7777 & !umask(tid)),
                 // A Chirp server holds files, directories and links only.
                 _ => Err(libc::EPERM),
             }

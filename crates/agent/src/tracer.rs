@@ -303,8 +303,10 @@ fn id_rule((name, kind): (&str, Kind), notify: bool, ids: bool) -> Option<Verdic
 /// on the copies' range, or with ptrace only (no range: the kernel places those
 /// descriptors) a stop for every descriptor, when paths are seen at all.
 fn identity_rules(range: Option<(u32, u32)>, full: bool) -> Vec<(u32, Verdict)> {
+    let duplicating = copies::DUPLICATING.iter().filter(|_| range.is_some());
     copies::CALLS
         .iter()
+        .chain(duplicating)
         .filter_map(|&name| {
             let nr = arch::number(name)? as u32;
             match range {

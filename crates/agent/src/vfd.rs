@@ -205,15 +205,16 @@ pub struct Vfds {
     epoll: OwnedFd,
 }
 
-/// A range of descriptor numbers roost places descriptors in, from the top down (the
-/// virtual descriptors', and the one of local copies of remote objects, `crate::copies`).
+/// A range of descriptor numbers roost places descriptors in, counting up as the kernel
+/// does (the virtual descriptors', and the one of local copies of remote objects,
+/// `crate::copies`).
 pub struct Slots {
     /// The range `[base, top)`.
     pub base: u32,
     top: u32,
     /// Held while a number of the range is chosen and filled ([`Slots::place`]).
     placing: Mutex<()>,
-    /// The number last placed: the search starts below it, where the next free one most
+    /// The number last placed: the search starts above it, where the next free one most
     /// likely is, so a program holding many files open does not pay a look at each of
     /// them for every open.
     hint: std::sync::atomic::AtomicU32,
@@ -225,13 +226,15 @@ impl Slots {
             base,
             top,
             placing: Mutex::new(()),
-            hint: std::sync::atomic::AtomicU32::new(top),
+            hint: std::sync::atomic::AtomicU32::new(base),
         }
     }
 
     /// A free number of the range in thread `tid`'s table, below the thread's descriptor
-    /// limit (a program may have lowered it): the first free one looking down from the
-    /// number last placed, then down from the top to it.
+    /// limit (a program may have lowered it): the first free one looking up from the
+    /// number last placed, then up from the bottom to it — so files opened one after the
+    /// other get consecutive numbers, as from the kernel (`os.closerange` tests rely on a
+    /// `dup` landing just above its file).
     pub fn free_slot(&self, tid: i32) -> Option<u32> {
         // SAFETY: the kernel fills the plain-data struct.
         let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
@@ -246,9 +249,8 @@ impl Slots {
         };
         use std::sync::atomic::Ordering;
         let from = self.hint.load(Ordering::Relaxed).clamp(self.base, top);
-        let free = (self.base..from)
-            .rev()
-            .chain((from..top).rev())
+        let free = (from..top)
+            .chain(self.base..from)
             .find(|&n| !is_open(tid, n))?;
         Some(free)
     }

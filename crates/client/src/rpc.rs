@@ -138,6 +138,17 @@ impl Client {
         .map(drop)
     }
 
+    /// Sets the times of `path` itself, a final symlink not followed (roost's `lutime`
+    /// extension: other servers answer EINVAL).
+    pub fn lutime(&mut self, path: impl AsRef<[u8]>, actime: i64, modtime: i64) -> Result<()> {
+        self.simple(Request::Lutime {
+            path: path.as_ref().to_vec(),
+            actime,
+            modtime,
+        })
+        .map(drop)
+    }
+
     /// Sets access and modification times (seconds since the epoch).
     pub fn utime(&mut self, path: impl AsRef<[u8]>, actime: i64, modtime: i64) -> Result<()> {
         self.simple(Request::Utime {

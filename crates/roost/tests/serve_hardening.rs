@@ -135,6 +135,14 @@ fn clients_cannot_set_setuid_bits_or_privileged_attributes() {
         .permissions()
         .mode();
     assert_eq!(mode & 0o7777, 0o755, "setuid and setgid are dropped");
+    // A directory's setgid bit (new entries take its group) is kept; setuid is not.
+    fs::create_dir(server.root().join("d")).unwrap();
+    assert_eq!(c.rpc(&format!("chmod /d {}", 0o6775)), 0);
+    let mode = fs::metadata(server.root().join("d"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o2775, "a directory keeps setgid only");
     let fd = c.rpc("open /g wc 3565");
     c.line();
     assert!(fd >= 0);

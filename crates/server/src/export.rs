@@ -348,6 +348,7 @@ impl Export {
                     )
                 })?;
                 let file = unsafe { File::from_raw_fd(fd) };
+                exact_mode(file.as_raw_fd(), mode)?;
                 crate::accounting::storage::mark(&file, subject);
                 Ok(file)
             }
@@ -449,7 +450,13 @@ impl Export {
     pub fn chmod(&self, subject: &str, path: &JailPath, mode: u32) -> OpResult<()> {
         let _names = self.reading();
         let obj = self.checked(subject, path, true, Rights::WRITE)?;
-        cvt(unsafe { libc::chmod(obj.proc_path().as_ptr(), mode & PERMISSION_BITS) })?;
+        // A directory's setgid bit only has new entries take its group: no privilege.
+        let allowed = if obj.is_dir() {
+            PERMISSION_BITS | libc::S_ISGID
+        } else {
+            PERMISSION_BITS
+        };
+        cvt(unsafe { libc::chmod(obj.proc_path().as_ptr(), mode & allowed) })?;
         Ok(())
     }
 
@@ -488,6 +495,32 @@ impl Export {
         ];
         cvt(unsafe {
             libc::utimensat(libc::AT_FDCWD, obj.proc_path().as_ptr(), times.as_ptr(), 0)
+        })?;
+        Ok(())
+    }
+
+    /// [`Export::utime`] of the object at `path` itself, a symlink not followed.
+    pub fn lutime(&self, subject: &str, path: &JailPath, atime: i64, mtime: i64) -> OpResult<()> {
+        let _names = self.reading();
+        // Checked and set through the one descriptor of the directory holding the name; a
+        // directory is governed by its own ACL, anything else by that directory's.
+        let name = self.name(path)?;
+        let st = fstat_at(&name.dir_fd, &name.name)
+            .map_err(|e| self.disclose(subject, path, e.into()))?;
+        let governing = if is_dir(&st) {
+            name.dir.join(name.name.to_bytes())
+        } else {
+            name.dir.clone()
+        };
+        self.require(subject, &governing, Rights::WRITE)?;
+        let times = [atime, mtime].map(|tv_sec| libc::timespec { tv_sec, tv_nsec: 0 });
+        cvt(unsafe {
+            libc::utimensat(
+                name.dir_fd.as_raw_fd(),
+                name.name.as_ptr(),
+                times.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
         })?;
         Ok(())
     }
@@ -638,6 +671,23 @@ impl Export {
                 mode & PERMISSION_BITS,
             )
         })?;
+        if mode & PERMISSION_BITS & server_umask() != 0 {
+            let made = cvt(unsafe {
+                libc::openat(
+                    name.dir_fd.as_raw_fd(),
+                    name.name.as_ptr(),
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                )
+            })
+            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+            if let Err(e) = made
+                .map_err(OpError::from)
+                .and_then(|dir| exact_mode(dir.as_raw_fd(), mode))
+            {
+                let _ = remove_empty_dir(name.dir_fd.as_raw_fd(), &name.name);
+                return Err(e);
+            }
+        }
         let inherited = self.acls.effective(&self.jail, &name.dir)?;
         let created = name.dir.join(name.name.to_bytes());
         if let Err(e) = self.acls.store(&self.jail, &created, &inherited) {
@@ -733,6 +783,7 @@ impl Export {
             )
         })?;
         let file = unsafe { File::from_raw_fd(fd) };
+        exact_mode(file.as_raw_fd(), mode)?;
         crate::accounting::storage::mark(&file, subject);
         Ok(Upload {
             file,
@@ -905,6 +956,31 @@ fn next_unique() -> u64 {
 /// Mode bits a client may set: permissions and the sticky bit, never setuid or setgid (a
 /// server running as root must not hand out setuid-root programs).
 pub const PERMISSION_BITS: u32 = 0o1777;
+
+/// The server process's umask, read once (from `/proc/self/status`: `umask(2)` can only
+/// be read by changing it, which would race the other threads' creations).
+fn server_umask() -> u32 {
+    static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+                u32::from_str_radix(line.trim(), 8).ok()
+            })
+            .unwrap_or(0o777)
+    })
+}
+
+/// Gives what a client just made (`fd`) exactly the permission bits it asked for: a client
+/// sends the mode its program's umask left (roost run applies the caller's), so the
+/// server's own umask must not take more away.
+fn exact_mode(fd: RawFd, mode: u32) -> OpResult<()> {
+    if mode & PERMISSION_BITS & server_umask() != 0 {
+        cvt(unsafe { libc::fchmod(fd, mode & PERMISSION_BITS) })?;
+    }
+    Ok(())
+}
 
 fn is_dir(st: &libc::stat) -> bool {
     st.st_mode & libc::S_IFMT == libc::S_IFDIR

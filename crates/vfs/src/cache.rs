@@ -72,6 +72,14 @@ struct Pending {
     /// Opened to append: its length when made. What the program adds past it goes back
     /// as an append (unless it cut the copy shorter: then the whole copy goes back).
     appends_from: Option<u64>,
+    /// The size and modification time it had when last sent back (`None`: never sent).
+    sent: Option<(u64, i64, i64)>,
+}
+
+/// What says a copy changed since it was sent back: its size and modification time.
+fn sent_state(file: &File) -> Option<(u64, i64, i64)> {
+    let meta = file.metadata().ok()?;
+    Some((meta.len(), meta.mtime(), meta.mtime_nsec()))
 }
 
 /// The write-back state: the inotify instance and what each watch stands for.
@@ -248,6 +256,14 @@ impl Cache {
     /// beside the servers' trees: no server is named `.roost`.
     fn aux(&self) -> PathBuf {
         self.mirror.join(".roost")
+    }
+
+    /// This agent's private directory `name` (made if need be), beside its local copies.
+    pub fn private_dir(self: &Arc<Self>, name: &str) -> Result<PathBuf, Errno> {
+        self.start()?;
+        let dir = self.aux().join(name);
+        std::fs::create_dir_all(&dir).map_err(errno_of)?;
+        Ok(dir)
     }
 
     /// The directory holding this agent's local copies (`mirror + driver path`).
@@ -642,8 +658,8 @@ impl Cache {
         set_attributes(&staged, mode, mtime);
         if std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
             self.clear(&at)?;
-        } else if let Some(parent) = at.parent() {
-            std::fs::create_dir_all(parent).map_err(errno_of)?;
+        } else {
+            self.make_parents(&at)?;
         }
         if let Err(e) = std::fs::rename(&staged, &at) {
             let _ = std::fs::remove_file(&staged);
@@ -669,7 +685,10 @@ impl Cache {
                 self.clear(&at)?;
                 std::fs::create_dir(&at).map_err(errno_of)?;
             }
-            Err(_) => std::fs::create_dir_all(&at).map_err(errno_of)?,
+            Err(_) => {
+                self.make_parents(&at)?;
+                std::fs::create_dir(&at).map_err(errno_of)?;
+            }
         }
         let wanted: HashMap<&[u8], u32> = entries
             .iter()
@@ -778,9 +797,27 @@ impl Cache {
                 file: reader,
                 to,
                 appends_from: append.then_some(made),
+                sent: None,
             },
         );
         Ok(at.into_os_string().into_encoded_bytes())
+    }
+
+    /// The mirror name of `path` when it is a copy this run writes whose latest content is
+    /// not on the server yet (never sent, or changed since): another open of the file in
+    /// this run must see it, as on one host's file system (what a program has closed was
+    /// sent back before, [`Cache::flush`]).
+    pub fn unsent_copy(&self, path: &[u8]) -> Option<Vec<u8>> {
+        let guard = self.writes.lock().expect("write-back lock");
+        let p = guard.as_ref()?.pending.values().find(|p| p.path == path)?;
+        if p.sent.is_some() && p.sent == sent_state(&p.file) {
+            return None;
+        }
+        let at = self.mirror_path(path);
+        let shown = std::fs::symlink_metadata(&at).ok()?;
+        let copy = p.file.metadata().ok()?;
+        (shown.dev() == copy.dev() && shown.ino() == copy.ino())
+            .then(|| at.into_os_string().into_encoded_bytes())
     }
 
     /// A name was renamed on the server: copies still being written below `from` go back
@@ -854,6 +891,7 @@ impl Cache {
                     };
                     match sent {
                         Ok(kept) => {
+                            p.sent = sent_state(&p.file);
                             self.written_back.fetch_add(1, Ordering::Relaxed);
                             if self.verbose {
                                 eprintln!("roost: wrote back {}", p.to.name(&p.path));
@@ -877,14 +915,38 @@ impl Cache {
     /// Removes whatever the mirror holds at `at` (a placeholder, an older copy), making its
     /// parent directories as needed.
     fn clear(&self, at: &Path) -> Result<(), Errno> {
-        if let Some(parent) = at.parent() {
-            std::fs::create_dir_all(parent).map_err(errno_of)?;
-        }
+        self.make_parents(at)?;
         match remove_any(at) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(errno_of(e)),
         }
+    }
+
+    /// Makes the parent directories of mirror path `at`. What stands where one must be —
+    /// the copy or placeholder of a name that was a file on the server and is a directory
+    /// now (a file removed and a directory made in its place) — is replaced.
+    fn make_parents(&self, at: &Path) -> Result<(), Errno> {
+        let Some(parent) = at.parent() else {
+            return Ok(());
+        };
+        if std::fs::create_dir_all(parent).is_ok() {
+            return Ok(());
+        }
+        let below = parent
+            .strip_prefix(&self.mirror)
+            .map_err(|_| libc::ENOTDIR)?;
+        let mut dir = self.mirror.clone();
+        for name in below.components() {
+            dir.push(name);
+            match std::fs::symlink_metadata(&dir) {
+                Ok(m) if m.is_dir() => continue,
+                Ok(_) => std::fs::remove_file(&dir).map_err(errno_of)?,
+                Err(_) => {}
+            }
+            std::fs::create_dir(&dir).map_err(errno_of)?;
+        }
+        Ok(())
     }
 
     /// Forgets the mirror (the agent is done): what was written and not sent back is lost

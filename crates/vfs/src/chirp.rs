@@ -17,10 +17,12 @@
 use crate::cache::shown::{Attrs, Shown};
 use crate::cache::{Cache, Destination, Version};
 use crate::content_check::{ContentCheck, ServerDigest};
-use crate::driver::{Driver, Intent, OpenFile, OpenMode, Stat, StatFs};
+use crate::driver::{Driver, Intent, LocalDriver, OpenFile, OpenMode, Stat, StatFs};
+use crate::nodes::Nodes;
 use crate::Errno;
 use roost_client::{Client, Error as ClientError, OpenFlags};
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,6 +61,8 @@ pub struct ChirpNet {
     checked: ContentCheck,
     /// The files shown for reading, to show again at the cost of a stat.
     shown: Shown,
+    /// The FIFOs and sockets the run made on servers.
+    nodes: Nodes,
 }
 
 impl ChirpNet {
@@ -69,7 +73,18 @@ impl ChirpNet {
             servers: Mutex::new(HashMap::new()),
             checked: ContentCheck::default(),
             shown: Shown::default(),
+            nodes: Nodes::default(),
         }
+    }
+
+    /// The local FIFO or socket standing for `path`, if the run made one there
+    /// ([`crate::nodes`]).
+    fn node(&self, path: &[u8]) -> Option<std::path::PathBuf> {
+        if !self.nodes.any() {
+            return None;
+        }
+        let (server, rest) = self.server(path).ok()?;
+        self.nodes.local(server.authority(), &rest)
     }
 
     /// Whether cached copy `object` of `rest` still has the server's content (see
@@ -145,6 +160,17 @@ impl ChirpNet {
         rest: &[u8],
         intent: Intent,
     ) -> Result<Vec<u8>, Errno> {
+        if let Some(copy) = self.cache.unsent_copy(path) {
+            return match intent {
+                Intent::Write {
+                    create: true,
+                    exclusive: true,
+                    ..
+                } => Err(libc::EEXIST),
+                // The copy the run writes now: what it wrote shows, as on one host.
+                _ => Ok(copy),
+            };
+        }
         let key = Cache::key(&server.authority, rest);
         let name = format!(
             "chirp://{}{}",
@@ -247,10 +273,10 @@ impl ChirpNet {
                 mode,
             } => {
                 let (content, mode) = match current {
+                    Ok(_) if create && exclusive => return Err(libc::EEXIST),
                     Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFDIR => {
                         return Err(libc::EISDIR)
                     }
-                    Ok(_) if create && exclusive => return Err(libc::EEXIST),
                     // A final symlink left unfollowed: O_NOFOLLOW.
                     Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFLNK => {
                         return Err(libc::ELOOP)
@@ -280,8 +306,18 @@ impl ChirpNet {
     }
 
     fn localize_dir(&self, path: &[u8], server: &Server, rest: &[u8]) -> Result<Vec<u8>, Errno> {
-        let entries = server.list(rest)?;
-        self.cache.show_dir(path, &entries)
+        let mut entries = server.list(rest)?;
+        let nodes = self.nodes.in_dir(server.authority(), rest);
+        entries.extend(nodes.iter().map(|(name, _, kind)| (name.clone(), *kind)));
+        let at = self.cache.show_dir(path, &entries)?;
+        // Each node's entry is the node itself (a hard link), for getdents' type and inode.
+        for (name, local, _) in nodes {
+            let entry = std::path::Path::new(std::ffi::OsStr::from_bytes(&at))
+                .join(std::ffi::OsStr::from_bytes(&name));
+            let _ = std::fs::remove_file(&entry);
+            let _ = std::fs::hard_link(&local, &entry);
+        }
+        Ok(at)
     }
 
     /// The servers this run has used, as the entries of `/chirp`.
@@ -525,6 +561,9 @@ impl Driver for ChirpNet {
             return Ok(Self::root_stat());
         }
         let (server, rest) = self.server(path)?;
+        if let Some((_, st)) = self.nodes.stat(server.authority(), &rest) {
+            return Ok(st);
+        }
         server.lstat(&rest).map(|st| stat_of(&st))
     }
     fn stat(&self, path: &[u8]) -> Result<Stat, Errno> {
@@ -532,6 +571,9 @@ impl Driver for ChirpNet {
             return Ok(Self::root_stat());
         }
         let (server, rest) = self.server(path)?;
+        if let Some((_, st)) = self.nodes.stat(server.authority(), &rest) {
+            return Ok(st);
+        }
         match server.lstat(&rest)? {
             st if st.mode as u32 & libc::S_IFMT == libc::S_IFLNK => server
                 .call(&rest, |c, _| c.stat(&rest))
@@ -547,6 +589,9 @@ impl Driver for ChirpNet {
                 Ok(())
             };
         }
+        if let Some(local) = self.node(path) {
+            return LocalDriver.access(local.as_os_str().as_bytes(), mode);
+        }
         let (server, rest) = self.server(path)?;
         server.call(&rest, |c, _| c.access(&rest, mode as u32))
     }
@@ -555,6 +600,9 @@ impl Driver for ChirpNet {
         crate::LocalDriver.open_read(&local)
     }
     fn mkdir(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        if self.node(path).is_some() {
+            return Err(libc::EEXIST);
+        }
         self.on(path, |s, p| {
             s.change(&[p], |c, retry| match c.mkdir(p, mode) {
                 Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
@@ -563,6 +611,12 @@ impl Driver for ChirpNet {
         })
     }
     fn rmdir(&self, path: &[u8]) -> Result<(), Errno> {
+        if self.nodes.any() {
+            let (server, rest) = self.server(path)?;
+            if !self.nodes.in_dir(server.authority(), &rest).is_empty() {
+                return Err(libc::ENOTEMPTY);
+            }
+        }
         self.on(path, |s, p| {
             s.change(&[p], |c, retry| match c.rmdir(p) {
                 Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
@@ -573,6 +627,12 @@ impl Driver for ChirpNet {
         Ok(())
     }
     fn unlink(&self, path: &[u8]) -> Result<(), Errno> {
+        if self.nodes.any() {
+            let (server, rest) = self.server(path)?;
+            if self.nodes.remove(server.authority(), &rest) {
+                return Ok(());
+            }
+        }
         self.on(path, |s, p| {
             s.change(&[p], |c, retry| match c.unlink(p) {
                 Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
@@ -584,19 +644,31 @@ impl Driver for ChirpNet {
         Ok(())
     }
     fn rename(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
-        let (_, to_rest) = self.server(to)?;
+        let (to_server, to_rest) = self.server(to)?;
+        if self.node(from).is_some() {
+            return self.rename_node(from, &to_server, &to_rest);
+        }
         self.on(from, |s, p| {
             s.change(&[p, &to_rest], |c, retry| match c.rename(p, &to_rest) {
                 Err(e) if retry && e.errno() == libc::ENOENT && c.lstat(&to_rest).is_ok() => Ok(()),
                 r => r,
             })
         })?;
+        // A FIFO or socket the new name held is replaced.
+        self.nodes.remove(to_server.authority(), &to_rest);
         // What replaced `to` is gone; copies still being written below `from` follow it.
         self.cache.dropped(to);
         self.cache.moved(from, to);
         Ok(())
     }
     fn link(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
+        if self.node(to).is_some() {
+            return Err(libc::EEXIST);
+        }
+        if self.node(from).is_some() {
+            // Its pipe is this host's: a second name for it cannot be made on the server.
+            return Err(libc::EXDEV);
+        }
         let (_, to_rest) = self.server(to)?;
         self.on(from, |s, p| {
             s.change(&[p, &to_rest], |c, retry| match c.link(p, &to_rest) {
@@ -606,6 +678,9 @@ impl Driver for ChirpNet {
         })
     }
     fn symlink(&self, target: &[u8], path: &[u8]) -> Result<(), Errno> {
+        if self.node(path).is_some() {
+            return Err(libc::EEXIST);
+        }
         self.on(path, |s, p| {
             s.change(&[p], |c, retry| match c.symlink(target, p) {
                 Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
@@ -614,11 +689,17 @@ impl Driver for ChirpNet {
         })
     }
     fn chmod(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        if let Some(local) = self.node(path) {
+            return LocalDriver.chmod(local.as_os_str().as_bytes(), mode);
+        }
         self.on(path, |s, p| {
             s.change(&[p], |c, _| c.chmod(p, mode & 0o7777))
         })
     }
     fn chown(&self, path: &[u8], uid: u32, gid: u32, follow: bool) -> Result<(), Errno> {
+        if self.node(path).is_some() {
+            return Ok(()); // as the server answers for its own files
+        }
         let id = |v: u32| if v == u32::MAX { -1 } else { i64::from(v) };
         self.on(path, |s, p| {
             s.change(&[p], |c, _| {
@@ -634,15 +715,25 @@ impl Driver for ChirpNet {
         self.on(path, |s, p| s.change(&[p], |c, _| c.truncate(p, len)))
     }
     fn utime(&self, path: &[u8], atime: Option<i64>, mtime: Option<i64>) -> Result<(), Errno> {
+        if let Some(local) = self.node(path) {
+            return LocalDriver.utime(local.as_os_str().as_bytes(), atime, mtime);
+        }
         self.on(path, |s, p| {
-            let now = unix_now();
-            let old = match (atime, mtime) {
-                (Some(_), Some(_)) => None,
-                _ => Some(s.lstat(p)?),
-            };
-            let a = atime.unwrap_or_else(|| old.map_or(now, |st| st.atime));
-            let m = mtime.unwrap_or_else(|| old.map_or(now, |st| st.mtime));
+            let (a, m) = s.times(p, atime, mtime)?;
             s.change(&[p], |c, _| c.utime(p, a, m))
+        })
+    }
+    fn lutime(&self, path: &[u8], atime: Option<i64>, mtime: Option<i64>) -> Result<(), Errno> {
+        if self.node(path).is_some() {
+            return self.utime(path, atime, mtime);
+        }
+        self.on(path, |s, p| {
+            let (a, m) = s.times(p, atime, mtime)?;
+            // A server without roost's `lutime` answers "invalid request": it cannot.
+            match s.change(&[p], |c, _| c.lutime(p, a, m)) {
+                Err(libc::EINVAL) => Err(libc::EOPNOTSUPP),
+                r => r,
+            }
         })
     }
     fn statfs(&self, path: &[u8]) -> Result<StatFs, Errno> {
@@ -659,7 +750,10 @@ impl Driver for ChirpNet {
             return Ok(self.servers_listed());
         }
         let (server, rest) = self.server(path)?;
-        server.list(&rest)
+        let mut entries = server.list(&rest)?;
+        let nodes = self.nodes.in_dir(server.authority(), &rest);
+        entries.extend(nodes.into_iter().map(|(name, _, kind)| (name, kind)));
+        Ok(entries)
     }
     fn getxattr(&self, path: &[u8], name: &[u8], follow: bool) -> Result<Vec<u8>, Errno> {
         if Self::is_root(path) {
@@ -746,7 +840,77 @@ impl Driver for ChirpNet {
             return self.cache.show_dir(path, &self.servers_listed());
         }
         let (server, rest) = self.server(path)?;
+        if let Some(local) = self.nodes.local(server.authority(), &rest) {
+            return Ok(local.into_os_string().into_encoded_bytes());
+        }
         self.localize_file(path, &server, &rest, intent)
+    }
+    fn mkfifo(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        let (server, rest) = self.server(path)?;
+        self.may_make(&server, &rest).map_err(|e| match e {
+            libc::EADDRINUSE => libc::EEXIST,
+            e => e,
+        })?;
+        let dir = self.cache.private_dir("nodes")?;
+        self.nodes.make(&dir, server.authority(), &rest, mode)
+    }
+    fn unix_socket(&self, path: &[u8], bind: bool) -> Result<Vec<u8>, Errno> {
+        let (server, rest) = self.server(path)?;
+        let local = if bind {
+            self.may_make(&server, &rest)?;
+            let dir = self.cache.private_dir("nodes")?;
+            self.nodes.reserve(&dir, server.authority(), &rest)?
+        } else {
+            match self.nodes.local(server.authority(), &rest) {
+                Some(local) => local,
+                // A file there is no socket (as the kernel answers a connect to one).
+                None => {
+                    return Err(server
+                        .lstat(&rest)
+                        .map_or_else(|e| e, |_| libc::ECONNREFUSED))
+                }
+            }
+        };
+        Ok(local.into_os_string().into_encoded_bytes())
+    }
+}
+
+impl ChirpNet {
+    /// Whether a FIFO or socket may be made at `rest` on `server`: no name there
+    /// (EADDRINUSE, as bind says), in a directory.
+    fn may_make(&self, server: &Server, rest: &[u8]) -> Result<(), Errno> {
+        if self.nodes.local(server.authority(), rest).is_some() || server.lstat(rest).is_ok() {
+            return Err(libc::EADDRINUSE);
+        }
+        match server.lstat(crate::path::parent(rest)) {
+            Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFDIR => Ok(()),
+            Ok(_) => Err(libc::ENOTDIR),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// rename of a FIFO or socket the run made: the name moves, and what `to` named on
+    /// the server (a file; a directory refuses) is removed, as a rename replaces it.
+    fn rename_node(&self, from: &[u8], to_server: &Server, to: &[u8]) -> Result<(), Errno> {
+        let (server, rest) = self.server(from)?;
+        if server.authority() != to_server.authority() {
+            return Err(libc::EXDEV);
+        }
+        match server.lstat(to) {
+            Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFDIR => return Err(libc::EISDIR),
+            Ok(_) => server.change(&[to], |c, retry| match c.unlink(to) {
+                Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
+                r => r,
+            })?,
+            Err(libc::ENOENT) => match server.lstat(crate::path::parent(to)) {
+                Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFDIR => {}
+                Ok(_) => return Err(libc::ENOTDIR),
+                Err(e) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+        self.nodes.rename(server.authority(), &rest, to);
+        Ok(())
     }
 }
 
@@ -954,6 +1118,21 @@ impl Server {
     }
 
     /// Drops what is cached about `path` (changed through an open file).
+    /// The times to set on `path` (the namespace followed any symlinks before it): each
+    /// left `None` stays as it is.
+    fn times(
+        &self,
+        path: &[u8],
+        atime: Option<i64>,
+        mtime: Option<i64>,
+    ) -> Result<(i64, i64), Errno> {
+        if let (Some(a), Some(m)) = (atime, mtime) {
+            return Ok((a, m));
+        }
+        let old = self.lstat(path)?;
+        Ok((atime.unwrap_or(old.atime), mtime.unwrap_or(old.mtime)))
+    }
+
     pub(crate) fn forget_attrs(&self, path: &[u8]) {
         self.forget(&[path]);
     }

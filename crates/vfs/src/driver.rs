@@ -239,6 +239,20 @@ pub trait Driver: Send + Sync {
     fn utime(&self, _path: &[u8], _atime: Option<i64>, _mtime: Option<i64>) -> Result<(), Errno> {
         Err(libc::ENOSYS)
     }
+    /// Makes a FIFO (`mknod` with `S_IFIFO`, `mkfifo`) with these permission bits exactly.
+    fn mkfifo(&self, _path: &[u8], _mode: u32) -> Result<(), Errno> {
+        Err(libc::EPERM)
+    }
+    /// The local name where the AF_UNIX socket of `path` lives: for `bind`, a fresh one
+    /// the kernel is to make; else the one bound (ECONNREFUSED for a file that is none).
+    fn unix_socket(&self, _path: &[u8], _bind: bool) -> Result<Vec<u8>, Errno> {
+        Err(libc::EOPNOTSUPP)
+    }
+    /// [`Driver::utime`] of a final symlink itself, not its target: EOPNOTSUPP where the
+    /// driver cannot.
+    fn lutime(&self, _path: &[u8], _atime: Option<i64>, _mtime: Option<i64>) -> Result<(), Errno> {
+        Err(libc::EOPNOTSUPP)
+    }
     fn statfs(&self, _path: &[u8]) -> Result<StatFs, Errno> {
         Err(libc::ENOSYS)
     }

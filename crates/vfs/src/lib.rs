@@ -13,6 +13,7 @@ pub mod content_check;
 pub mod driver;
 pub mod mount;
 pub mod mountfile;
+mod nodes;
 pub mod path;
 pub mod resolve;
 

@@ -310,6 +310,9 @@ rpcs! {
     Truncate = "truncate" { path: Vec<u8>, length: u64 } => P::None, B::None;
     /// Set access and modification times (seconds).
     Utime = "utime" { path: Vec<u8>, actime: i64, modtime: i64 } => P::None, B::None;
+    /// roost extension: [`Request::Utime`] not following a final symlink (a symlink's own
+    /// times, as `lutimes`). Servers without it answer `-8`.
+    Lutime = "lutime" { path: Vec<u8>, actime: i64, modtime: i64 } => P::None, B::None;
     /// Remove a file.
     Unlink = "unlink" { path: Vec<u8> } => P::None, B::None;
     /// Rename `path` to `new_path`.

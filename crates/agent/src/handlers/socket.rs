@@ -30,21 +30,22 @@ fn translate(ctx: &mut Ctx<'_>, addr: u64, len: u64, follow: bool) -> Result<Opt
     let Some(path) = unix_path(&sa) else {
         return Ok(None);
     };
-    match resolve_path(ctx, None, path, follow) {
-        Resolution::Pass { .. } => Ok(None),
-        Resolution::Fail(e) => Err(e),
-        // A socket cannot live on a remote file system.
-        Resolution::Remote { .. } => Err(libc::EOPNOTSUPP),
-        Resolution::Rewrite { physical, .. } => {
-            if physical.len() >= SUN_PATH_MAX {
-                return Err(libc::ENAMETOOLONG);
-            }
-            let mut out = sa[..2].to_vec();
-            out.extend_from_slice(&physical);
-            out.push(0);
-            Ok(Some(out))
-        }
+    let physical = match resolve_path(ctx, None, path, follow) {
+        Resolution::Pass { .. } => return Ok(None),
+        Resolution::Fail(e) => return Err(e),
+        // A socket on a remote mount is a local one the run's processes meet at.
+        Resolution::Remote { remote, .. } => remote
+            .driver
+            .unix_socket(&remote.path, ctx.name == "bind")?,
+        Resolution::Rewrite { physical, .. } => physical,
+    };
+    if physical.len() >= SUN_PATH_MAX {
+        return Err(libc::ENAMETOOLONG);
     }
+    let mut out = sa[..2].to_vec();
+    out.extend_from_slice(&physical);
+    out.push(0);
+    Ok(Some(out))
 }
 
 /// bind / connect / sendto.

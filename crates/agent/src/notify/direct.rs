@@ -55,10 +55,10 @@ pub fn open(
     let create = flags & libc::O_CREAT != 0;
     let exclusive = create && flags & libc::O_EXCL != 0;
     match driver.lstat(path) {
+        Ok(_) if exclusive => return Some(Reply::errno(libc::EEXIST)),
         Ok(st) if st.is_dir() => {
             return (access != libc::O_RDONLY || create).then(|| Reply::errno(libc::EISDIR));
         }
-        Ok(_) if exclusive => return Some(Reply::errno(libc::EEXIST)),
         // Left unfollowed by the walk: O_NOFOLLOW.
         Ok(st) if st.is_symlink() => return Some(Reply::errno(libc::ELOOP)),
         Ok(st) if st.mode & libc::S_IFMT != libc::S_IFREG => return None,
@@ -156,6 +156,9 @@ pub fn answer(
         "fadvise64" | "readahead" => Reply::value(0),
         // No room is reserved on a Chirp server ahead of writes.
         "fallocate" => Reply::errno(libc::EOPNOTSUPP),
+        "sendfile" | "splice" | "copy_file_range" => {
+            super::copies::answer(vfds, name, (tid, regs), n)
+        }
         _ if refused(name) => Reply::errno(libc::EINVAL),
         _ => CONTINUE,
     }
@@ -445,7 +448,7 @@ fn lowest_standard_free(tid: i32, from: u32) -> Option<u32> {
 }
 
 /// A copy of virtual descriptor `fd` in the reserved range (`dup`, `F_DUPFD`): the same
-/// open file, as the kernel's copy would be, at the highest free number.
+/// open file, as the kernel's copy would be, at the next free number.
 fn copy_high(vfds: &Vfds, fd: i32, cloexec: bool, tid: i32, n: Notification) -> Reply {
     let Some(pid) = super::identity::tgid(tid) else {
         return Reply::errno(libc::ESRCH);
@@ -456,21 +459,53 @@ fn copy_high(vfds: &Vfds, fd: i32, cloexec: bool, tid: i32, n: Notification) -> 
     }
 }
 
-/// The calls that would move the placeholder's bytes in the kernel: refused as by a file
-/// system that cannot splice, so programs fall back to read and write (cp, shutil,
-/// sendfile users do).
+/// tee and vmsplice, which the kernel makes between pipes only: refused on a file, as by
+/// the kernel (sendfile, splice and copy_file_range are made by roost: `copies`).
 fn refused(name: &str) -> bool {
-    matches!(
-        name,
-        "sendfile" | "splice" | "tee" | "vmsplice" | "copy_file_range"
-    )
+    matches!(name, "tee" | "vmsplice")
 }
 
-/// Installs `fd` at the highest free number of the range in the caller's table.
+/// Installs `fd` at the next free number of the range in the caller's table.
 fn hand_over_high(vfds: &Vfds, tid: i32, n: Notification, fd: OwnedFd, cloexec: bool) -> Reply {
-    vfds.place(tid, |slot| match slot {
+    vfds.place(tid, |slot| placed(n, fd, cloexec, slot))
+}
+
+fn placed(n: Notification, fd: OwnedFd, cloexec: bool, slot: Option<u32>) -> Reply {
+    match slot {
         Some(slot) => hand_over(n, fd, cloexec, Some(slot)),
         None => Reply::errno(libc::EMFILE), // the range filled up meanwhile
+    }
+}
+
+/// `dup` or `F_DUPFD` of a local copy of a remote object in the copies' range
+/// (`crate::copies`): the duplicate is placed at the range's next number, as the kernel
+/// numbers, so its identity calls stay roost's and files dup'ed in a row keep consecutive
+/// numbers (`os.closerange` relies on it). `None` (the kernel's own dup) for any other
+/// descriptor, a `dup` into a free standard descriptor (a redirection), or an `F_DUPFD`
+/// asking for a number above the range's start.
+pub(super) fn dup_copy(
+    slots: &crate::vfd::Slots,
+    tid: i32,
+    name: &str,
+    regs: &Regs,
+    n: Notification,
+) -> Option<Reply> {
+    let fd = regs.arg(0) as i32;
+    let cloexec = match (name, regs.arg(1) as i32) {
+        ("dup", _) if lowest_standard_free(tid, 0).is_none() => false,
+        ("fcntl", libc::F_DUPFD) if regs.arg(2) as u32 <= slots.base => false,
+        ("fcntl", libc::F_DUPFD_CLOEXEC) if regs.arg(2) as u32 <= slots.base => true,
+        _ => return None,
+    };
+    if fd < slots.base as i32 || !crate::copies::is_copy(tid, fd) {
+        return None;
+    }
+    let Some(pid) = super::identity::tgid(tid) else {
+        return Some(Reply::errno(libc::ESRCH));
+    };
+    Some(match crate::sys::take_fd(pid, fd) {
+        Ok(ours) => slots.place(tid, |slot| placed(n, ours, cloexec, slot)),
+        Err(e) => Reply::errno(e),
     })
 }
 

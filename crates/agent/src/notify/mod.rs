@@ -9,6 +9,7 @@
 
 mod attrs;
 mod change;
+mod copies;
 mod direct;
 pub mod exec;
 mod fifo;
@@ -232,6 +233,11 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     }
     if let (Some(vfds), Some(call)) = (&shared.vfds, table.on_descriptor(nr)) {
         let regs = Regs::from_args(&req.data.args);
+        if let Some(slots) = &shared.copies {
+            if let Some(reply) = direct::dup_copy(slots, tid, call.0, &regs, n) {
+                return reply;
+            }
+        }
         return direct::answer(vfds, call, (tid, &regs), n, &shared.stops);
     }
     let Some(entry) = table.entry(nr) else {

@@ -113,6 +113,14 @@ impl Session<'_> {
                 let result = self.with_path(path, |e, s, p| e.utime(s, p, *actime, *modtime));
                 self.send_unit(result)
             }
+            Request::Lutime {
+                path,
+                actime,
+                modtime,
+            } => {
+                let result = self.with_path(path, |e, s, p| e.lutime(s, p, *actime, *modtime));
+                self.send_unit(result)
+            }
             Request::Unlink { path } => {
                 let result = self.with_path(path, |e, s, p| e.unlink(s, p));
                 self.send_unit(result)

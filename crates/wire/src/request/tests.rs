@@ -86,6 +86,11 @@ fn samples() -> Vec<Request> {
             actime: 100,
             modtime: -200,
         },
+        Request::Lutime {
+            path: path.clone(),
+            actime: 7,
+            modtime: 8,
+        },
         Request::Unlink { path: path.clone() },
         Request::Rename {
             path: path.clone(),
