@@ -7,6 +7,7 @@ mod group_cmds;
 mod identity;
 mod index;
 mod job;
+mod members;
 mod pool;
 mod pool_run;
 mod progress;

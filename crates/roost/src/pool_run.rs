@@ -434,7 +434,8 @@ fn run(args: RunArgs) -> Outcome {
 
 /// The first SIGINT, SIGTERM or SIGHUP raises `stop`: the run kills the jobs it submitted,
 /// removes its directory from every server, and exits with 128 + the signal's number. A
-/// second one exits at once, leaving whatever the first had not yet cleaned up.
+/// second one exits at once (removing the outputs being fetched, which are not whole),
+/// leaving on the servers whatever the first had not yet cleaned up.
 fn stop_on_signals(stop: &StopFlag) -> Result<(), (u8, String)> {
     let signals = StopSignals::catch().map_err(|e| (1, format!("signals: {e}")))?;
     let stop = stop.clone();
@@ -449,6 +450,8 @@ fn stop_on_signals(stop: &StopFlag) -> Result<(), (u8, String)> {
                 roost_server::jobs::record::signal_name(first)
             );
             let second = signals.wait();
+            // Outputs being fetched stay only under their temporary names: remove them.
+            roost_client::partial::remove_registered();
             std::process::exit(128 + second);
         })
         .map_err(|e| (1, format!("signals: {e}")))?;

@@ -233,9 +233,9 @@ fn chirp_driver(args: &RunArgs) -> Result<Arc<ChirpNet>, String> {
         auth: args.auth.clone(),
         key: args.key.clone(),
         timeout: args.io_timeout,
+        connect_timeout: 15,
     };
-    let mut client = crate::remote::options(&connect).map_err(|e| e.0)?;
-    client.connect_timeout = Duration::from_secs(args.io_timeout.clamp(1, 15));
+    let client = crate::remote::options(&connect).map_err(|e| e.0)?;
     if !(0.0..=86400.0).contains(&args.attr_ttl) {
         return Err(format!(
             "--attr-ttl {}: expected 0 to 86400 seconds",

@@ -289,8 +289,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
                 .map_err(|e| format!("--catalog-key {spec}: {e}"))
         })
         .transpose()?;
-    let export = Export::new(&args.dir, root_acl)
-        .map_err(|e| format!("cannot export {}: {e}", args.dir.display()))?;
+    let export = Export::new(&args.dir, root_acl).map_err(|e| export_failure(&args.dir, &e))?;
     if !args.acls.is_empty() && export.has_own_acl(&roost_server::jail::JailPath::root()) {
         eprintln!(
             "roost serve: note: {} has its own ACL; --acl is used only for a directory without one",
@@ -306,12 +305,21 @@ fn run(args: ServeArgs) -> Result<(), String> {
     };
     let addr = SocketAddr::new(args.listen, port);
     let mut server = Server::bind(addr, export, auth, limits).map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
-            " (choose another --port, or 0 for any)"
-        } else {
-            ""
+        let hint = match e.kind() {
+            std::io::ErrorKind::AddrInUse => {
+                " (another program listens there: choose another --port, or 0 for any)".into()
+            }
+            std::io::ErrorKind::PermissionDenied if port < 1024 => format!(
+                " (ports below 1024 need root or the CAP_NET_BIND_SERVICE capability: \
+                 choose one above, e.g. --port {}, or 0 for any)",
+                roost_wire::DEFAULT_PORT
+            ),
+            _ => String::new(),
         };
-        format!("cannot listen on {addr}: {e}{hint}")
+        format!(
+            "cannot listen on {addr}: {}{hint}",
+            roost_client::io_words(&e)
+        )
     })?;
     let bound = server.local_addr().map_err(|e| e.to_string())?;
     let dir = std::fs::canonicalize(&args.dir).unwrap_or(args.dir.clone());
@@ -471,6 +479,30 @@ fn stop_on_signals(
     Ok(())
 }
 
+/// Why `dir` cannot be exported, in words: for a directory the server may not read, who the
+/// server runs as and who owns the directory.
+fn export_failure(dir: &std::path::Path, e: &std::io::Error) -> String {
+    let shown = dir.display();
+    if e.kind() != std::io::ErrorKind::PermissionDenied {
+        return format!("cannot export {shown}: {}", roost_client::io_words(e));
+    }
+    let euid = unsafe { libc::geteuid() };
+    let me = auth::user_name(euid).unwrap_or_else(|| euid.to_string());
+    let owner = match std::fs::metadata(dir) {
+        Ok(meta) => {
+            use std::os::unix::fs::MetadataExt;
+            let name = auth::user_name(meta.uid()).unwrap_or_else(|| meta.uid().to_string());
+            format!(" (owned by {name}, mode {:04o})", meta.mode() & 0o7777)
+        }
+        Err(_) => String::new(),
+    };
+    format!(
+        "cannot export {shown}: permission denied: the server runs as {me} (uid {euid}), \
+         which may not read and enter {shown}{owner} or a directory above it; run it as a \
+         user who may, or give {me} read and search rights (chmod, setfacl)"
+    )
+}
+
 /// `value` of option `option` if it is one word.
 fn one_word(option: &str, value: &str) -> Result<String, String> {
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_graphic()) {
@@ -601,11 +633,7 @@ fn root_acl(specs: &[String]) -> Result<Acl, String> {
         let (subject, rights) = spec
             .rsplit_once('=')
             .ok_or_else(|| format!("--acl {spec}: expected SUBJECT=RIGHTS, e.g. unix:alice=rwl"))?;
-        if subject.is_empty() || subject.contains(char::is_whitespace) {
-            return Err(format!(
-                "--acl {spec}: the subject must be one word, e.g. address:10.0.0.*"
-            ));
-        }
+        roost_wire::acl::check_subject(subject).map_err(|why| format!("--acl {spec}: {why}"))?;
         let rights = Rights::parse(rights).map_err(|_| {
             format!("--acl {spec}: '{rights}' is not a set of rights (letters rwldpax)")
         })?;

@@ -14,7 +14,12 @@ fn split_unit(text: &str, default: char) -> (&str, char) {
 /// The seconds `text` (the value of `option`) says, at least one; the error names the
 /// option.
 pub fn parse_duration(option: &str, text: &str) -> Result<u64, String> {
-    let expected = || format!("{option} {text}: expected a number of seconds, or with m, h or d");
+    seconds(text).map_err(|why| format!("{option} {text}: {why}"))
+}
+
+/// The seconds `text` says, at least one: a clap value parser (clap names the option).
+pub fn seconds(text: &str) -> Result<u64, String> {
+    let expected = || "expected a number of seconds, or with s, m, h or d (90s, 2m)".to_string();
     let (digits, unit) = split_unit(text, 'S');
     let scale = match unit {
         'S' => 1,
@@ -25,9 +30,9 @@ pub fn parse_duration(option: &str, text: &str) -> Result<u64, String> {
     };
     let n: u64 = digits.parse().map_err(|_| expected())?;
     match n.checked_mul(scale) {
-        Some(0) => Err(format!("{option} {text}: must be at least one second")),
+        Some(0) => Err("must be at least one second".into()),
         Some(secs) if secs <= 100 * 365 * 86_400 => Ok(secs),
-        _ => Err(format!("{option} {text}: too long (at most 100 years)")),
+        _ => Err("too long (at most 100 years)".into()),
     }
 }
 

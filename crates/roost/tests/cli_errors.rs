@@ -99,7 +99,12 @@ fn serve_refuses(wrapper: &[&str], dir: &Path, args: &[&str]) -> (i32, String) {
         panic!("roost serve {} {args:?} started: {first}", dir.display());
     }
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     let status = child.wait().unwrap();
     (status.code().unwrap_or(-1), err)
 }
@@ -145,10 +150,13 @@ fn malformed_acl_subjects_are_refused_by_setacl_serve_and_the_rpc() {
     assert_eq!(raw.rpc("getacl /"), 0);
     let acl = raw.list();
     assert!(
-        !acl.iter().any(|e| e.starts_with("bob ") || e.starts_with("foo:")),
+        !acl.iter()
+            .any(|e| e.starts_with("bob ") || e.starts_with("foo:")),
         "{acl:?}"
     );
-    assert!(acl.iter().any(|e| e.starts_with("kerberos:alice@EXAMPLE.ORG ")));
+    assert!(acl
+        .iter()
+        .any(|e| e.starts_with("kerberos:alice@EXAMPLE.ORG ")));
 
     // A malformed entry written by hand can still be removed.
     assert_eq!(raw.rpc("mkdir /d 493"), 0);
@@ -223,8 +231,14 @@ fn mv_across_servers_checks_rights_on_both_ends_before_copying() {
     let out = roost(&["mv", &from, &to]);
     assert_eq!(out.status.code(), Some(1));
     let message = stderr(&out);
-    assert!(message.contains(&from) && message.contains("'d'"), "{message}");
-    assert!(!b.root().join("f").exists(), "copied although it cannot move");
+    assert!(
+        message.contains(&from) && message.contains("'d'"),
+        "{message}"
+    );
+    assert!(
+        !b.root().join("f").exists(),
+        "copied although it cannot move"
+    );
     assert!(a.root().join("f").exists());
 
     // No 'w' (nor 'p') on the destination's directory: nothing is copied either.
@@ -235,7 +249,10 @@ fn mv_across_servers_checks_rights_on_both_ends_before_copying() {
     let out = roost(&["mv", &from, &to]);
     assert_eq!(out.status.code(), Some(1));
     let message = stderr(&out);
-    assert!(message.contains(&to) && message.contains("'w'"), "{message}");
+    assert!(
+        message.contains(&to) && message.contains("'w'"),
+        "{message}"
+    );
     assert!(a.root().join("f").exists());
 }
 
@@ -256,12 +273,7 @@ fn mv_across_servers_names_both_copies_when_the_delete_fails() {
     } else {
         chmod(&ro, 0o555);
     }
-    let a = TestServer::launch(
-        export,
-        &["--acl", "address:127.0.0.1=rwlda"],
-        &wrapper,
-        &[],
-    );
+    let a = TestServer::launch(export, &["--acl", "address:127.0.0.1=rwlda"], &wrapper, &[]);
     let b = TestServer::start(&["--acl", "address:127.0.0.1=rwlda"]);
     let from = format!("chirp://127.0.0.1:{}/ro/f", a.port);
     let to = format!("chirp://127.0.0.1:{}/f", b.port);
@@ -299,7 +311,11 @@ fn group_member_errors_name_the_server_the_cause_and_the_fix() {
     let down = closed_port();
 
     let group = tempfile::tempdir().unwrap();
-    for (name, port) in [("node1", open.port), ("node2", locked.port), ("node3", down)] {
+    for (name, port) in [
+        ("node1", open.port),
+        ("node2", locked.port),
+        ("node3", down),
+    ] {
         std::os::unix::fs::symlink(
             format!("chirp://127.0.0.1:{port}/log"),
             group.path().join(name),
@@ -378,7 +394,12 @@ fn fails_within(args: &[&str], limit: Duration) -> (Option<i32>, String, Duratio
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             let mut err = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
             return (status.code(), err, started.elapsed());
         }
         if started.elapsed() > limit {
@@ -441,10 +462,8 @@ fn a_peer_that_does_not_speak_chirp_is_named_with_what_it_sent() {
         }
     });
     let url = format!("chirp://127.0.0.1:{port}/");
-    let (code, message, _) = fails_within(
-        &["ls", "--auth", "address", &url],
-        Duration::from_secs(20),
-    );
+    let (code, message, _) =
+        fails_within(&["ls", "--auth", "address", &url], Duration::from_secs(20));
     assert_eq!(code, Some(1), "{message}");
     assert!(
         message.contains("does not speak Chirp") && message.contains("HTTP/1.1 400 Bad Request"),

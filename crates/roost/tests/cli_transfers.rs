@@ -259,7 +259,10 @@ fn pcp_ends_with_a_summary() {
         message.contains("roost pcp: 3 members") && message.contains("300000 bytes"),
         "{message}"
     );
-    assert!(!message.contains('\x1b'), "escape sequences on a pipe: {message:?}");
+    assert!(
+        !message.contains('\x1b'),
+        "escape sequences on a pipe: {message:?}"
+    );
     for s in &servers {
         assert_eq!(std::fs::read(s.root().join("copy")).unwrap().len(), 300_000);
     }
