@@ -74,12 +74,12 @@ pub enum GroupCommand {
         /// Compare syslog lines without their host name and process id.
         #[arg(long)]
         strip_syslog: bool,
-        /// Milliseconds between polls.
-        #[arg(long, default_value_t = 1000, value_name = "MS")]
-        interval: u64,
-        /// Stop after this many seconds (default: follow until interrupted).
-        #[arg(long = "for", value_name = "SECONDS")]
-        duration: Option<f64>,
+        /// Time between polls (a bare number is milliseconds: 250, 250ms, 2s).
+        #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = crate::size::duration_ms)]
+        interval: Duration,
+        /// Stop after this long (default: follow until interrupted).
+        #[arg(long = "for", value_name = "DURATION", value_parser = crate::size::duration)]
+        duration: Option<Duration>,
         /// A group directory, or with --hosts the path on each host.
         target: String,
     },
@@ -88,9 +88,9 @@ pub enum GroupCommand {
     Psync {
         #[command(flatten)]
         group: GroupArgs,
-        /// Block size of the comparison, in bytes.
-        #[arg(long, default_value_t = 1024, value_name = "BYTES")]
-        block_size: u32,
+        /// Block size of the comparison (1K, 4K...).
+        #[arg(long, default_value = "1K", value_name = "SIZE", value_parser = crate::size::bytes)]
+        block_size: u64,
         /// The local file (at most 16 MiB).
         source: PathBuf,
         /// A group directory, or with --hosts the path on each host.
@@ -110,9 +110,9 @@ pub enum GroupCommand {
         /// Order rows by cpu, mem (total resident memory) or procs.
         #[arg(long, default_value = "cpu", value_parser = ["cpu", "mem", "procs"])]
         sort: String,
-        /// Seconds between refreshes.
-        #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
-        interval: f64,
+        /// Time between refreshes.
+        #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = crate::size::duration)]
+        interval: Duration,
         /// Stop after this many tables (default: refresh until interrupted).
         #[arg(long, value_name = "N")]
         iterations: Option<u64>,
@@ -170,7 +170,7 @@ pub fn main(command: GroupCommand) -> ExitCode {
                 by_user,
                 rows,
                 sort,
-                interval: Duration::from_secs_f64(interval.max(0.05)),
+                interval: interval.max(Duration::from_millis(50)),
             },
             iterations,
             &target,
@@ -197,7 +197,7 @@ fn group_options(args: &GroupArgs) -> Result<GroupOptions, Failure> {
         connect: options(&args.connect)?,
         relay: args.relay.clone(),
         fanout: args.fanout.max(1),
-        timeout: Duration::from_secs(args.connect.timeout.max(1)),
+        timeout: args.connect.timeout.max(Duration::from_secs(1)),
         ..GroupOptions::default()
     })
 }
@@ -393,8 +393,8 @@ fn print_class(
 fn ptail(
     args: &GroupArgs,
     strip_syslog: bool,
-    interval_ms: u64,
-    duration: Option<f64>,
+    interval: Duration,
+    duration: Option<Duration>,
     target: &str,
 ) -> Result<ExitCode, Failure> {
     let (mut group, _, why) = open(args, target, libc::O_RDONLY, 0)?;
@@ -411,7 +411,7 @@ fn ptail(
     );
     group.gbindaggr(FileOp::Lseek, Some(StatusAggr::Max), None);
     outcome_of(group.lseek(0, Whence::End))?;
-    let until = duration.map(|s| std::time::Instant::now() + Duration::from_secs_f64(s.max(0.0)));
+    let until = duration.map(|d| std::time::Instant::now() + d);
     let mut reported = BTreeSet::new();
     let mut stdout = std::io::stdout().lock();
     loop {
@@ -432,7 +432,7 @@ fn ptail(
         }
         // A read that returned data may have left more behind: poll again at once.
         if out.status.unwrap_or(0) == 0 {
-            std::thread::sleep(Duration::from_millis(interval_ms.max(10)));
+            std::thread::sleep(interval.max(Duration::from_millis(10)));
         }
     }
     drop(stdout);
@@ -448,10 +448,15 @@ fn ptail(
 /// each group gets the patch that turns its content into the source.
 fn psync(
     args: &GroupArgs,
-    block_size: u32,
+    block_size: u64,
     source: &PathBuf,
     target: &str,
 ) -> Result<ExitCode, Failure> {
+    if !(64..=1 << 20).contains(&block_size) {
+        return Err(Failure(format!(
+            "--block-size {block_size}: expected 64 bytes to 1M"
+        )));
+    }
     let data = std::fs::read(source).map_err(|e| Failure(format!("{}: {e}", source.display())))?;
     if data.len() as u64 > roost_wire::MAX_BLOCK {
         return Err(Failure(format!(
@@ -470,7 +475,7 @@ fn psync(
             "{target}: psync handles files up to 16 MiB"
         )));
     }
-    let out = outcome_of(group.signatures(block_size))?;
+    let out = outcome_of(group.signatures(block_size as u32))?;
     let mut failed: BTreeSet<usize> = out.failed.iter().copied().collect();
     let GroupData::Signatures(contents) = out.data else {
         return Err(Failure("no signatures in the reply".into()));

@@ -26,22 +26,22 @@ pub struct ConnectArgs {
     /// A shared secret for the hmac method, as NAME=FILE (also ROOST_HMAC_KEY=NAME=FILE).
     #[arg(long = "key", value_name = "NAME=FILE")]
     pub key: Option<String>,
-    /// How long to wait for a reply before giving up: seconds, or with a unit (90s, 5m).
-    #[arg(long, default_value = "60", value_name = "DURATION", value_parser = crate::size::seconds)]
-    pub timeout: u64,
+    /// How long to wait for a reply before giving up (seconds, or 90s, 5m).
+    #[arg(long, default_value = "60", value_name = "DURATION", value_parser = crate::size::duration_1s)]
+    pub timeout: Duration,
     /// How long to wait for a connection and the server's greeting (at most --timeout).
-    #[arg(long, default_value = "15", value_name = "DURATION", value_parser = crate::size::seconds)]
-    pub connect_timeout: u64,
+    #[arg(long, default_value = "15", value_name = "DURATION", value_parser = crate::size::duration_1s)]
+    pub connect_timeout: Duration,
 }
 
 /// The timeouts in force (seconds: connecting, replies), for messages that say which option
 /// waits longer; set once by [`options`].
-static TIMEOUTS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+static TIMEOUTS: std::sync::OnceLock<(f64, f64)> = std::sync::OnceLock::new();
 
 /// The timeout that ran out (seconds) and the option that sets it: connecting (and the
 /// handshake) or waiting for a reply.
-fn timeout_of(connecting: bool) -> (u64, &'static str) {
-    let (connect, reply) = TIMEOUTS.get().copied().unwrap_or((15, 60));
+fn timeout_of(connecting: bool) -> (f64, &'static str) {
+    let (connect, reply) = TIMEOUTS.get().copied().unwrap_or((15.0, 60.0));
     if connecting && connect < reply {
         (connect, "--connect-timeout")
     } else {
@@ -57,7 +57,7 @@ pub enum RemoteCommand {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Long listing: mode, links, size, date.
-        #[arg(short)]
+        #[arg(short, long)]
         long: bool,
         /// chirp://host[:port]/path
         url: String,
@@ -80,7 +80,7 @@ pub enum RemoteCommand {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Copy directories recursively.
-        #[arg(short)]
+        #[arg(short, long)]
         recursive: bool,
         url: String,
         /// Local destination (default: the file's name in the current directory).
@@ -91,7 +91,7 @@ pub enum RemoteCommand {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Copy directories recursively.
-        #[arg(short)]
+        #[arg(short, long)]
         recursive: bool,
         local: PathBuf,
         url: String,
@@ -101,7 +101,7 @@ pub enum RemoteCommand {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Remove directories and everything in them.
-        #[arg(short)]
+        #[arg(short, long)]
         recursive: bool,
         #[arg(required = true)]
         urls: Vec<String>,
@@ -111,7 +111,7 @@ pub enum RemoteCommand {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Make missing parents too; an existing directory is fine.
-        #[arg(short)]
+        #[arg(short, long)]
         parents: bool,
         #[arg(required = true)]
         urls: Vec<String>,
@@ -132,7 +132,7 @@ pub enum RemoteCommand {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Make a symbolic link.
-        #[arg(short)]
+        #[arg(short, long)]
         symbolic: bool,
         /// What the link names: a chirp URL, or a path (as given, for -s).
         target: String,
@@ -228,12 +228,12 @@ pub(crate) fn options(args: &ConnectArgs) -> Result<Options, Failure> {
         let key = HmacKey::from_spec(spec).map_err(|e| Failure(format!("--key {spec}: {e}")))?;
         credentials = credentials.with_key(key);
     }
-    let reply = args.timeout.max(1);
-    let connect = args.connect_timeout.clamp(1, reply);
-    let _ = TIMEOUTS.set((connect, reply));
+    let reply = args.timeout.max(Duration::from_secs(1));
+    let connect = args.connect_timeout.clamp(Duration::from_secs(1), reply);
+    let _ = TIMEOUTS.set((connect.as_secs_f64(), reply.as_secs_f64()));
     Ok(Options {
-        connect_timeout: Duration::from_secs(connect),
-        io_timeout: Some(Duration::from_secs(reply)),
+        connect_timeout: connect,
+        io_timeout: Some(reply),
         credentials,
         ..Options::default()
     })
