@@ -262,6 +262,7 @@ fn open(
     let why = Members::new(&members, &options.connect);
     let group =
         gopen_members(members, flags, mode, &options).map_err(|e| why.open_failure(target, e))?;
+    why.prepare(group.open_failures().iter().map(|(n, c)| (n.as_str(), *c)));
     for (name, code) in group.open_failures() {
         eprintln!("roost: {}", why.describe(name, *code));
     }
@@ -271,12 +272,19 @@ fn open(
 /// Reports members that failed (by their status of the last operation).
 fn report_failures(group: &mut Group, why: &Members, failed: &BTreeSet<usize>) {
     let statuses = group.gstatus().unwrap_or_default();
-    for &i in failed {
-        let code = match statuses.get(i) {
-            Some(Err(errno)) => ErrorCode::from_errno(*errno),
-            _ => ErrorCode::Disconnected,
-        };
-        eprintln!("roost: {}", why.describe(&group.gfiles()[i], code));
+    let codes: Vec<(&str, ErrorCode)> = failed
+        .iter()
+        .map(|&i| {
+            let code = match statuses.get(i) {
+                Some(Err(errno)) => ErrorCode::from_errno(*errno),
+                _ => ErrorCode::Disconnected,
+            };
+            (group.gfiles()[i].as_str(), code)
+        })
+        .collect();
+    why.prepare(codes.iter().copied());
+    for (name, code) in codes {
+        eprintln!("roost: {}", why.describe(name, code));
     }
 }
 

@@ -31,12 +31,15 @@ use std::process::ExitCode;
     long_about = None,
     after_help = "\
 Exit status: 0 on success. Client commands (ls ... whoami): 1 when the operation failed
-(a bad location, no connection, or the server refused: the message names host, path and
-cause), 2 for bad --auth/--key options. roost serve: 0 after a clean stop (SIGTERM,
-SIGINT, SIGHUP), 2 when it cannot start. roost accounting: 1 when a server could not be
-read or a ledger holds corrupt records, 2 for bad options or prices. pgrep: 0
+(a bad location, no connection, a malformed ACL subject, or the server refused: the message
+names host, path and cause), 2 for bad options; get and mv stopped by SIGINT, SIGTERM or
+SIGHUP remove what they had written and end by that signal. roost serve: 0 after a clean
+stop (SIGTERM, SIGINT, SIGHUP), 2 when it cannot start. roost accounting: 1 when a server
+could not be read or a ledger holds corrupt records, 2 for bad options or prices. pgrep: 0
 when a line matched, 1 when none did, 2 on errors; the other group tools: 1 when a member
-failed. roost run: see `roost run --help`."
+failed. roost run: see `roost run --help`.
+
+Sizes take K, M, G or T suffixes (16M); durations a unit: ms, s, m, h or d (250ms, 2m)."
 )]
 struct Cli {
     #[command(subcommand)]

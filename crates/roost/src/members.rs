@@ -8,6 +8,10 @@ use roost_client::{Client, ErrorCode, Options};
 use roost_group::api::{GroupError, MemberSpec};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The longest a probe waits for a server.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The members of a group, by name, and how to reach their servers.
 pub struct Members {
@@ -25,7 +29,12 @@ impl Members {
                 .iter()
                 .map(|m| (m.name.clone(), m.clone()))
                 .collect(),
-            options: options.clone(),
+            // A probe only tells why: it waits for a silent server no more than this.
+            options: Options {
+                connect_timeout: options.connect_timeout.min(PROBE_TIMEOUT),
+                io_timeout: options.io_timeout.map(|t| t.min(PROBE_TIMEOUT)),
+                ..options.clone()
+            },
             probes: RefCell::new(BTreeMap::new()),
         }
     }
@@ -46,15 +55,16 @@ impl Members {
         };
         let server = spec.url.authority();
         let why = match code {
-            ErrorCode::Disconnected | ErrorCode::TimedOut | ErrorCode::NotAuthenticated => {
-                match self.probe(&server) {
-                    Err(why) => why,
-                    Ok(_) => format!(
-                        "{} (the server answers a new connection now: try again)",
-                        code.message()
-                    ),
-                }
-            }
+            ErrorCode::TimedOut => "no answer in time (is the server stuck or overloaded? \
+                                    --timeout waits longer)"
+                .to_string(),
+            ErrorCode::Disconnected | ErrorCode::NotAuthenticated => match self.probe(&server) {
+                Err(why) => why,
+                Ok(_) => format!(
+                    "{} (the server answers a new connection now: try again)",
+                    code.message()
+                ),
+            },
             ErrorCode::NotAuthorized => {
                 let who = match self.probe(&server) {
                     Ok(subject) => format!("as {subject}, "),
@@ -79,16 +89,45 @@ impl Members {
         format!("{whole}: {why}")
     }
 
-    /// Connects to `server` once: `Err` with advice if that fails, else our subject there.
+    /// Probes at once, in parallel, the servers that describing these failures will ask
+    /// about, so that many silent servers cost one probe's wait, not one each.
+    pub fn prepare<'a>(&self, failures: impl IntoIterator<Item = (&'a str, ErrorCode)>) {
+        let mut servers: Vec<String> = failures
+            .into_iter()
+            .filter(|(_, code)| {
+                matches!(
+                    code,
+                    ErrorCode::Disconnected
+                        | ErrorCode::NotAuthenticated
+                        | ErrorCode::NotAuthorized
+                )
+            })
+            .filter_map(|(name, _)| self.by_name.get(name).map(|m| m.url.authority()))
+            .filter(|server| !self.probes.borrow().contains_key(server))
+            .collect();
+        servers.sort();
+        servers.dedup();
+        let options = &self.options;
+        let found: Vec<(String, Result<String, String>)> = std::thread::scope(|scope| {
+            let probes: Vec<_> = servers
+                .into_iter()
+                .map(|server| scope.spawn(move || (server.clone(), connect(&server, options))))
+                .collect();
+            probes.into_iter().filter_map(|p| p.join().ok()).collect()
+        });
+        self.probes.borrow_mut().extend(found);
+    }
+
+    /// Probes `server` once (see [`connect`]).
     fn probe(&self, server: &str) -> Result<String, String> {
+        if let Some(known) = self.probes.borrow().get(server) {
+            return known.clone();
+        }
+        let found = connect(server, &self.options);
         self.probes
             .borrow_mut()
-            .entry(server.to_string())
-            .or_insert_with(|| match Client::connect(server, &self.options) {
-                Ok(client) => Ok(client.subject().to_string()),
-                Err(e) => Err(format!("cannot connect: {}", connect_advice(&e))),
-            })
-            .clone()
+            .insert(server.to_string(), found.clone());
+        found
     }
 
     /// The failure of a group that could not be opened at all: every member's error on
@@ -96,6 +135,7 @@ impl Members {
     pub fn open_failure(&self, target: &str, e: GroupError) -> Failure {
         match e {
             GroupError::Group { failed, .. } => {
+                self.prepare(failed.iter().map(|(n, c)| (n.as_str(), *c)));
                 for (name, code) in &failed {
                     eprintln!("roost: {}", self.describe(name, *code));
                 }
@@ -106,5 +146,13 @@ impl Members {
             }
             other => Failure(format!("{target}: {other}")),
         }
+    }
+}
+
+/// A probe of `server`: `Err` with advice if it cannot be used, else our subject there.
+fn connect(server: &str, options: &Options) -> Result<String, String> {
+    match Client::connect(server, options) {
+        Ok(client) => Ok(client.subject().to_string()),
+        Err(e) => Err(format!("cannot connect: {}", connect_advice(&e))),
     }
 }

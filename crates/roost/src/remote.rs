@@ -312,9 +312,13 @@ pub(crate) fn describe(error: &Error) -> String {
             let (secs, option) = timeout_of(false);
             format!("no reply within {secs} s (is the server or the network stuck or overloaded?); {option} waits longer")
         }
-        Error::Silent(_) => {
-            let (secs, option) = timeout_of(true);
-            format!("connected, but the server said nothing within {secs} s (is it a Chirp server? a stuck one?); {option} waits longer")
+        Error::Silent(after) => {
+            let (_, option) = timeout_of(true);
+            format!(
+                "connected, but the server said nothing within {} s (is it a Chirp server? a \
+                 stuck one?); {option} waits longer",
+                after.as_secs_f64()
+            )
         }
         other => other.to_string(),
     }
