@@ -100,10 +100,14 @@ pub fn read_secret_file(path: &Path) -> std::result::Result<Vec<u8>, String> {
     /// Far more than any secret.
     const MOST: u64 = 64 * 1024;
     let shown = path.display();
-    let mut file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let cannot = |e: std::io::Error| {
+        format!(
+            "cannot read the key file {shown}: {}",
+            crate::error::io_words(&e)
+        )
+    };
+    let mut file = std::fs::File::open(path).map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
     if !meta.is_file() {
         return Err(format!(
             "{shown} is not a regular file: a key file holds the secret"
@@ -119,7 +123,7 @@ pub fn read_secret_file(path: &Path) -> std::result::Result<Vec<u8>, String> {
     let mut secret = Vec::new();
     Read::take(&mut file, MOST)
         .read_to_end(&mut secret)
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+        .map_err(cannot)?;
     if secret.len() as u64 >= MOST {
         return Err(format!("{shown}: larger than 64 KiB: not a key file"));
     }
@@ -203,6 +207,26 @@ fn read_yes_no<R: BufRead>(r: &mut R) -> Result<bool> {
     Ok(auth::parse_yes_no(&read_line(r, auth::AUTH_LINE_MAX)?)?)
 }
 
+/// Reads the answer to the first offer: a peer whose first line is not `yes` or `no` (a web
+/// server's status line, an ssh banner) does not speak Chirp at all, and the error shows
+/// what it sent.
+fn read_first_answer<R: BufRead>(r: &mut R) -> Result<bool> {
+    /// Bytes of the peer's answer worth showing.
+    const SHOWN: usize = 64;
+    let seen = loop {
+        match r.fill_buf() {
+            Ok(buf) => break buf[..buf.len().min(SHOWN)].to_vec(),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::Io(e)),
+        }
+    };
+    match read_line(r, auth::AUTH_LINE_MAX) {
+        Ok(line) => auth::parse_yes_no(&line).map_err(|_| Error::NotChirp(seen)),
+        Err(Error::Protocol(_)) => Err(Error::NotChirp(seen)),
+        Err(e) => Err(e),
+    }
+}
+
 /// True if a server may ask us to create `path`: a file directly in a temporary directory
 /// (`/tmp`, `/var/tmp` or `$TMPDIR`, where a server's challenges live) whose name is one
 /// cctools (`challenge.*`) or roost (`roost-challenge.*`) would choose. A hostile server
@@ -262,9 +286,15 @@ pub fn authenticate<R: BufRead, W: Write>(
         if (method == Method::Hmac && key.is_none()) || (method == Method::Unix && !peer_is_local) {
             continue;
         }
+        let first = tried.is_empty();
         tried.push(method.name().to_string());
         send(w, &method.offer_line())?;
-        if !read_yes_no(r)? {
+        let offered = if first {
+            read_first_answer(r)?
+        } else {
+            read_yes_no(r)?
+        };
+        if !offered {
             continue;
         }
         let accepted = match (method, key) {
@@ -333,6 +363,23 @@ mod tests {
         let err = subject.unwrap_err();
         assert!(matches!(&err, Error::AuthFailed(t) if t == &["hostname", "address"]));
         assert_eq!(err.errno(), libc::EACCES);
+    }
+
+    #[test]
+    fn a_peer_that_answers_no_chirp_is_named_with_its_first_bytes() {
+        let creds = Credentials::only(&[Method::Address]);
+        let (subject, _) = run(&creds, b"SSH-2.0-OpenSSH_9.6\r\n\x01", true);
+        let err = subject.unwrap_err();
+        assert!(matches!(&err, Error::NotChirp(first) if first.starts_with(b"SSH-2.0")));
+        assert!(
+            err.to_string()
+                .contains("\"SSH-2.0-OpenSSH_9.6\\r\\n\\x01\""),
+            "{err}"
+        );
+        // A refusal of a later offer is still just a refusal.
+        let creds = Credentials::only(&[Method::Hostname, Method::Address]);
+        let (subject, _) = run(&creds, b"no\nyes\nyes\nyes\naddress\n10.0.0.1\n", true);
+        assert_eq!(subject.unwrap().name, "10.0.0.1");
     }
 
     #[test]

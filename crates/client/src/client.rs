@@ -102,7 +102,17 @@ impl Client {
         let mut reader =
             BufReader::with_capacity(64 * 1024, Receiver::new(stream.try_clone()?, opts.spin));
         let mut writer = &stream;
-        let subject = authenticate(&mut reader, &mut writer, &opts.credentials, local)?;
+        // The handshake answers at once from any live server: it gets the connect timeout
+        // (if shorter), so that a silent peer is given up on as soon as an unreachable one.
+        let handshake = opts
+            .io_timeout
+            .map_or(opts.connect_timeout, |io| io.min(opts.connect_timeout));
+        stream.set_read_timeout(Some(handshake))?;
+        let subject = match authenticate(&mut reader, &mut writer, &opts.credentials, local) {
+            Err(e) if e.errno() == libc::ETIMEDOUT => return Err(Error::Silent(handshake)),
+            other => other?,
+        };
+        stream.set_read_timeout(opts.io_timeout)?;
         Ok(Client {
             reader,
             stream,

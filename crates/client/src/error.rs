@@ -33,6 +33,11 @@ pub enum Error {
     /// An hmac key that cannot be used: a bad name, an empty secret, a file that cannot be
     /// read or that others may read. The message names the key and the file.
     BadKey(String),
+    /// The peer answered the first handshake line with something no Chirp server says: it
+    /// is another kind of server. Holds the first bytes it sent.
+    NotChirp(Vec<u8>),
+    /// The peer accepted the connection but did not finish the handshake within this time.
+    Silent(std::time::Duration),
 }
 
 /// The client's result type.
@@ -69,6 +74,8 @@ impl Error {
             Error::Local(e) => e.raw_os_error().unwrap_or(libc::EIO),
             Error::AuthFailed(_) => libc::EACCES,
             Error::BadAddress(_) | Error::BadKey(_) => libc::EINVAL,
+            Error::NotChirp(_) => libc::EPROTO,
+            Error::Silent(_) => libc::ETIMEDOUT,
         }
     }
 
@@ -83,6 +90,8 @@ impl Error {
             Error::Local(e) => ErrorCode::from_errno(e.raw_os_error().unwrap_or(libc::EIO)),
             Error::AuthFailed(_) => ErrorCode::NotAuthenticated,
             Error::BadAddress(_) | Error::BadKey(_) => ErrorCode::InvalidRequest,
+            Error::NotChirp(_) => ErrorCode::Disconnected,
+            Error::Silent(_) => ErrorCode::TimedOut,
         }
     }
 
@@ -90,13 +99,29 @@ impl Error {
     pub fn breaks_connection(&self) -> bool {
         matches!(
             self,
-            Error::Io(_) | Error::Protocol(_) | Error::AuthFailed(_)
+            Error::Io(_)
+                | Error::Protocol(_)
+                | Error::AuthFailed(_)
+                | Error::NotChirp(_)
+                | Error::Silent(_)
         )
     }
 
     /// True if the server answered this error code.
     pub fn is(&self, code: ErrorCode) -> bool {
         matches!(self, Error::Remote { code: c, .. } if *c == code)
+    }
+}
+
+/// An I/O error in plain words for messages: "no such file or directory", without the
+/// "(os error 2)" and the capital.
+pub fn io_words(e: &io::Error) -> String {
+    let text = e.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
     }
 }
 
@@ -142,6 +167,17 @@ impl fmt::Display for Error {
             }
             Error::BadAddress(a) => write!(f, "bad address: {a}"),
             Error::BadKey(why) => f.write_str(why),
+            Error::NotChirp(first) => write!(
+                f,
+                "the peer does not speak Chirp: it began \"{}\" (is this the port of a roost \
+                 or chirp server?)",
+                first.escape_ascii()
+            ),
+            Error::Silent(after) => write!(
+                f,
+                "connected, but the server did not answer the handshake within {} s",
+                after.as_secs_f64()
+            ),
         }
     }
 }

@@ -11,7 +11,8 @@
 //!
 //! Blocking `std::net` sockets, no async runtime. [`Client`] holds one authenticated
 //! connection; [`ChirpUrl`] parses `chirp://host:port/path` and `/chirp/host:port/path`;
-//! [`tree`] copies files and directory trees with progress reports; [`jobs`] holds the job
+//! [`tree`] copies files and directory trees with progress reports (downloads through
+//! [`partial`] files, renamed into place when complete); [`jobs`] holds the job
 //! RPCs.
 
 mod auth;
@@ -23,6 +24,8 @@ pub mod jobs;
 mod lines;
 #[cfg(test)]
 mod mock;
+pub mod partial;
+pub mod random;
 pub mod receive;
 mod rpc;
 mod socket;
@@ -33,7 +36,7 @@ mod xattr;
 pub use auth::{read_secret_file, Credentials, HmacKey};
 pub use batch::Reply;
 pub use client::{Client, Options};
-pub use error::{Error, Result};
+pub use error::{io_words, Error, Result};
 pub use roost_wire::auth::{Method, Subject};
 pub use roost_wire::{AclEntry, DirEntry, ErrorCode, OpenFlags, Stat, StatFs};
 pub use socket::{set_keepalive, Keepalive};

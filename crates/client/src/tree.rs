@@ -3,8 +3,8 @@
 //!
 //! Whole files move with one `getfile`/`putfile` each, which stream at full speed without a
 //! round trip per block. Directories are created as needed (an existing one is fine), symbolic
-//! links are copied as links, and other special files are refused. A file that fails half-way
-//! on the local side is removed rather than left truncated.
+//! links are copied as links, and other special files are refused. A download is written
+//! under a temporary name and renamed when complete, so none is ever left truncated.
 
 use std::fmt;
 use std::fs::{self, File};
@@ -17,6 +17,7 @@ use roost_wire::ErrorCode;
 
 use crate::client::Client;
 use crate::error::Error;
+use crate::partial::PartialFile;
 
 /// Where a copy failed: the path (local or remote) and why.
 #[derive(Debug)]
@@ -160,29 +161,30 @@ pub fn put_tree(
     }
 }
 
-/// Downloads one file to `local` (created or truncated, mode 0644 less the umask); returns
-/// its size. A partial file is removed.
+/// Downloads one file to `local` (mode 0666 less the umask); returns its size. The data goes
+/// to a temporary name beside `local`, renamed to it when complete (see [`crate::partial`]):
+/// a failed or interrupted download leaves no partial file, and whatever `local` held before.
 pub fn get_file(
     c: &mut Client,
     remote: &[u8],
     local: &Path,
     progress: &mut dyn FnMut(u64),
 ) -> Result<u64, CopyError> {
-    let file = File::create(local).map_err(local_err(local))?;
+    let mut partial = PartialFile::create(local).map_err(local_err(local))?;
     let mut sink = Counted {
-        inner: io::BufWriter::with_capacity(256 * 1024, file),
+        inner: io::BufWriter::with_capacity(256 * 1024, partial.file()),
         progress,
     };
-    let result = c
+    let n = c
         .getfile(remote, &mut sink)
-        .and_then(|n| sink.flush().map(|()| n).map_err(Error::Local));
-    result.map_err(|e| {
-        let _ = fs::remove_file(local);
-        match e {
+        .and_then(|n| sink.flush().map(|()| n).map_err(Error::Local))
+        .map_err(|e| match e {
             Error::Local(e) => local_err(local)(e),
             other => remote_err(remote)(other),
-        }
-    })
+        })?;
+    drop(sink);
+    partial.commit().map_err(local_err(local))?;
+    Ok(n)
 }
 
 /// Downloads a file, symlink or whole directory tree; returns the bytes of file data received.

@@ -283,11 +283,15 @@ pub fn read_group_dir(dir: &str, options: &Options) -> Result<Vec<MemberSpec>, G
             links.push((name, String::from_utf8_lossy(&target).into_owned()));
         }
     } else {
-        for entry in std::fs::read_dir(dir).map_err(|e| bad(e.to_string()))? {
-            let entry = entry.map_err(|e| bad(e.to_string()))?;
+        for entry in std::fs::read_dir(dir).map_err(|e| bad(roost_client::io_words(&e)))? {
+            let entry = entry.map_err(|e| bad(roost_client::io_words(&e)))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            let target = std::fs::read_link(entry.path())
-                .map_err(|e| bad(format!("{name}: not a link to a member ({e})")))?;
+            let target = std::fs::read_link(entry.path()).map_err(|e| {
+                bad(format!(
+                    "{name}: not a link to a member ({})",
+                    roost_client::io_words(&e)
+                ))
+            })?;
             links.push((name, target.to_string_lossy().into_owned()));
         }
     }

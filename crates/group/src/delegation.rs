@@ -23,7 +23,6 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::collections::HashMap;
-use std::io::Read;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::codec::{DecodeError, Decoder, Encoder};
@@ -79,18 +78,11 @@ fn mac(secret: &[u8]) -> Hmac<Sha256> {
     Hmac::<Sha256>::new_from_slice(secret).expect("HMAC accepts keys of any length")
 }
 
-/// 16 random bytes as hex.
-fn random_salt() -> std::io::Result<String> {
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(roost_wire::hex::encode(&bytes))
-}
-
 impl Token {
     /// A token for key `key` (with its `secret`) valid for `lifetime` from now.
     pub fn mint(key: &str, secret: &[u8], lifetime: Duration) -> std::io::Result<Token> {
         let expires = now() + lifetime.as_secs().max(1);
-        let salt = random_salt()?;
+        let salt = roost_client::random::hex::<16>()?;
         let mut m = mac(secret);
         m.update(message(key, expires, &salt).as_bytes());
         Ok(Token {

@@ -11,6 +11,7 @@
 
 use crate::schedule::Assignment;
 use crate::taskfile::{FileSpec, Task};
+use roost_client::partial::PartialFile;
 use roost_client::{Client, Error};
 use std::collections::HashMap;
 use std::io::Write;
@@ -147,40 +148,35 @@ impl Staging {
         a: Assignment,
         output_dir: &Path,
     ) -> Result<(), Move> {
-        let mut fetched: Vec<(PathBuf, PathBuf)> = Vec::new();
-        let result = (|| {
-            for (k, out) in task.outputs.iter().enumerate() {
-                let path = output_dir.join(&out.local);
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir)
-                        .map_err(|e| Move::Local(format!("output {}: {e}", dir.display())))?;
-                }
-                let name = path.file_name().unwrap_or_default().to_string_lossy();
-                let tmp = path.with_file_name(format!(".{name}.roost-pool-{}", std::process::id()));
-                let mut file = std::fs::File::create(&tmp)
-                    .map_err(|e| Move::Local(format!("output {}: {e}", tmp.display())))?;
-                fetched.push((tmp.clone(), path.clone()));
-                client
-                    .getfile(self.output(a, &k.to_string()), &mut file)
-                    .map_err(|e| match e {
-                        Error::Local(e) => Move::Local(format!("output {}: {e}", path.display())),
-                        e => Move::Remote(e),
-                    })?;
-                file.flush()
-                    .map_err(|e| Move::Local(format!("output {}: {e}", path.display())))?;
+        // Each output is fetched to a temporary beside its place (removed on failure, and by
+        // a stop signal: see roost_client::partial); all are renamed once all are whole.
+        let mut fetched = Vec::new();
+        for (k, out) in task.outputs.iter().enumerate() {
+            let path = output_dir.join(&out.local);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| Move::Local(format!("output {}: {e}", dir.display())))?;
             }
-            for (tmp, path) in &fetched {
-                std::fs::rename(tmp, path)
-                    .map_err(|e| Move::Local(format!("output {}: {e}", path.display())))?;
-            }
-            Ok(())
-        })();
-        if result.is_err() {
-            for (tmp, _) in &fetched {
-                let _ = std::fs::remove_file(tmp);
-            }
+            let mut file = PartialFile::create(&path)
+                .map_err(|e| Move::Local(format!("output {}: {e}", path.display())))?;
+            let mut sink = std::io::BufWriter::new(file.file());
+            client
+                .getfile(self.output(a, &k.to_string()), &mut sink)
+                .map_err(|e| match e {
+                    Error::Local(e) => Move::Local(format!("output {}: {e}", path.display())),
+                    e => Move::Remote(e),
+                })?;
+            sink.flush()
+                .map_err(|e| Move::Local(format!("output {}: {e}", path.display())))?;
+            drop(sink);
+            fetched.push(file);
         }
-        result
+        for file in fetched {
+            let path = file.target().to_path_buf();
+            file.commit()
+                .map_err(|e| Move::Local(format!("output {}: {e}", path.display())))?;
+        }
+        Ok(())
     }
 
     /// The last few hundred bytes of an attempt's standard error, on one line.

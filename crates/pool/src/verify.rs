@@ -75,13 +75,10 @@ pub fn plan(tasks: &[Task], fraction: f64, output_dir: &Path, seed: u64) -> (Vec
     (all, Plan { pairs, dir })
 }
 
-/// Seed for a sample: from the kernel's random numbers, else the clock and the process.
+/// Seed for a sample: from the kernel's random numbers, else the clock and the process
+/// (which no host running the tasks can know either).
 pub fn random_seed() -> u64 {
-    let mut bytes = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .is_ok()
-    {
+    if let Ok(bytes) = roost_client::random::bytes::<8>() {
         return u64::from_ne_bytes(bytes);
     }
     let now = std::time::SystemTime::now()

@@ -106,7 +106,7 @@ fn run(args: AccountingArgs) -> Result<ExitCode, String> {
     let mut failed = false;
     if !args.catalogs.is_empty() {
         let catalogs = catalog_addresses(&args.catalogs)?;
-        let timeout = Duration::from_secs(args.connect.timeout.max(1));
+        let timeout = args.connect.timeout.max(Duration::from_secs(1));
         let records =
             query_first("roost accounting", &catalogs, timeout).ok_or("no catalog answered")?;
         for r in records

@@ -6,9 +6,10 @@
 //! flat or through a relay tree (`docs/group.md`).
 
 use crate::group_catalog;
+use crate::members::Members;
 use crate::remote::{options, ConnectArgs, Failure};
 use clap::{Args, Subcommand};
-use roost_client::ChirpUrl;
+use roost_client::{ChirpUrl, ErrorCode};
 use roost_group::aggregate::{DataAggr, StatusAggr};
 use roost_group::api::{
     gopen_members, merge_line_classes, read_group_dir, FileOp, Group, GroupData, GroupError,
@@ -73,12 +74,12 @@ pub enum GroupCommand {
         /// Compare syslog lines without their host name and process id.
         #[arg(long)]
         strip_syslog: bool,
-        /// Milliseconds between polls.
-        #[arg(long, default_value_t = 1000, value_name = "MS")]
-        interval: u64,
-        /// Stop after this many seconds (default: follow until interrupted).
-        #[arg(long = "for", value_name = "SECONDS")]
-        duration: Option<f64>,
+        /// Time between polls (a bare number is milliseconds: 250, 250ms, 2s).
+        #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = crate::size::duration_ms)]
+        interval: Duration,
+        /// Stop after this long (default: follow until interrupted).
+        #[arg(long = "for", value_name = "DURATION", value_parser = crate::size::duration)]
+        duration: Option<Duration>,
         /// A group directory, or with --hosts the path on each host.
         target: String,
     },
@@ -87,9 +88,9 @@ pub enum GroupCommand {
     Psync {
         #[command(flatten)]
         group: GroupArgs,
-        /// Block size of the comparison, in bytes.
-        #[arg(long, default_value_t = 1024, value_name = "BYTES")]
-        block_size: u32,
+        /// Block size of the comparison (1K, 4K...).
+        #[arg(long, default_value = "1K", value_name = "SIZE", value_parser = crate::size::bytes)]
+        block_size: u64,
         /// The local file (at most 16 MiB).
         source: PathBuf,
         /// A group directory, or with --hosts the path on each host.
@@ -109,9 +110,9 @@ pub enum GroupCommand {
         /// Order rows by cpu, mem (total resident memory) or procs.
         #[arg(long, default_value = "cpu", value_parser = ["cpu", "mem", "procs"])]
         sort: String,
-        /// Seconds between refreshes.
-        #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
-        interval: f64,
+        /// Time between refreshes.
+        #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = crate::size::duration)]
+        interval: Duration,
         /// Stop after this many tables (default: refresh until interrupted).
         #[arg(long, value_name = "N")]
         iterations: Option<u64>,
@@ -169,7 +170,7 @@ pub fn main(command: GroupCommand) -> ExitCode {
                 by_user,
                 rows,
                 sort,
-                interval: Duration::from_secs_f64(interval.max(0.05)),
+                interval: interval.max(Duration::from_millis(50)),
             },
             iterations,
             &target,
@@ -196,7 +197,7 @@ fn group_options(args: &GroupArgs) -> Result<GroupOptions, Failure> {
         connect: options(&args.connect)?,
         relay: args.relay.clone(),
         fanout: args.fanout.max(1),
-        timeout: Duration::from_secs(args.connect.timeout.max(1)),
+        timeout: args.connect.timeout.max(Duration::from_secs(1)),
         ..GroupOptions::default()
     })
 }
@@ -225,9 +226,14 @@ fn hosts_members(file: &PathBuf, path: &str) -> Result<Vec<MemberSpec>, Failure>
 }
 
 /// Opens the group best effort, reporting members that did not open; with `--catalog`,
-/// without the members on servers it shows down. Returns the group and how many members
-/// were left out that way.
-fn open(args: &GroupArgs, target: &str, flags: i32, mode: u32) -> Result<(Group, usize), Failure> {
+/// without the members on servers it shows down. Returns the group, how many members were
+/// left out that way, and the members' locations for messages.
+fn open(
+    args: &GroupArgs,
+    target: &str,
+    flags: i32,
+    mode: u32,
+) -> Result<(Group, usize, Members), Failure> {
     let options = group_options(args)?;
     if options.relay.is_some() && options.connect.credentials.hmac_key.is_none() {
         eprintln!(
@@ -238,8 +244,8 @@ fn open(args: &GroupArgs, target: &str, flags: i32, mode: u32) -> Result<(Group,
     let flags = flags | O_BESTEFFORT;
     let mut members = match &args.hosts {
         Some(file) => hosts_members(file, target)?,
-        None => read_group_dir(target, &options.connect)
-            .map_err(|e| Failure(format!("{target}: {e}")))?,
+        // The error names the directory.
+        None => read_group_dir(target, &options.connect).map_err(|e| Failure(e.to_string()))?,
     };
     let mut skipped = 0;
     if let Some(servers) = group_catalog::ask(&args.catalogs, options.timeout)? {
@@ -253,35 +259,49 @@ fn open(args: &GroupArgs, target: &str, flags: i32, mode: u32) -> Result<(Group,
             )));
         }
     }
-    let group = gopen_members(members, flags, mode, &options)
-        .map_err(|e| Failure(format!("{target}: {e}")))?;
+    let why = Members::new(&members, &options.connect);
+    let group =
+        gopen_members(members, flags, mode, &options).map_err(|e| why.open_failure(target, e))?;
+    why.prepare(group.open_failures().iter().map(|(n, c)| (n.as_str(), *c)));
     for (name, code) in group.open_failures() {
-        eprintln!("roost: {name}: {}", code.message());
+        eprintln!("roost: {}", why.describe(name, *code));
     }
-    Ok((group, skipped))
+    Ok((group, skipped, why))
 }
 
 /// Reports members that failed (by their status of the last operation).
-fn report_failures(group: &mut Group, failed: &BTreeSet<usize>) {
+fn report_failures(group: &mut Group, why: &Members, failed: &BTreeSet<usize>) {
     let statuses = group.gstatus().unwrap_or_default();
-    for &i in failed {
-        let why = match statuses.get(i) {
-            Some(Err(errno)) => std::io::Error::from_raw_os_error(*errno).to_string(),
-            _ => "failed".to_string(),
-        };
-        eprintln!("roost: {}: {why}", group.gfiles()[i]);
+    let codes: Vec<(&str, ErrorCode)> = failed
+        .iter()
+        .map(|&i| {
+            let code = match statuses.get(i) {
+                Some(Err(errno)) => ErrorCode::from_errno(*errno),
+                _ => ErrorCode::Disconnected,
+            };
+            (group.gfiles()[i].as_str(), code)
+        })
+        .collect();
+    why.prepare(codes.iter().copied());
+    for (name, code) in codes {
+        eprintln!("roost: {}", why.describe(name, code));
     }
 }
 
 /// Reports the members in `failed` not reported before, and remembers them.
-fn report_new_failures(group: &mut Group, failed: &[usize], reported: &mut BTreeSet<usize>) {
+fn report_new_failures(
+    group: &mut Group,
+    why: &Members,
+    failed: &[usize],
+    reported: &mut BTreeSet<usize>,
+) {
     let new: BTreeSet<usize> = failed
         .iter()
         .copied()
         .filter(|i| !reported.contains(i))
         .collect();
     if !new.is_empty() {
-        report_failures(group, &new);
+        report_failures(group, why, &new);
         reported.extend(new);
     }
 }
@@ -309,7 +329,7 @@ fn pgrep(
     } else {
         Pattern::regex(pattern).map_err(|e| Failure(format!("bad pattern: {e}")))?
     };
-    let (mut group, skipped) = open(args, target, libc::O_RDONLY, 0)?;
+    let (mut group, skipped, why) = open(args, target, libc::O_RDONLY, 0)?;
     let spec = LineSpec {
         pattern,
         numbers,
@@ -334,7 +354,7 @@ fn pgrep(
         }
     }
     if !failed.is_empty() {
-        report_failures(&mut group, &failed);
+        report_failures(&mut group, &why, &failed);
     }
     let mut stdout = std::io::stdout().lock();
     for ((number, text), members) in &classes {
@@ -381,11 +401,11 @@ fn print_class(
 fn ptail(
     args: &GroupArgs,
     strip_syslog: bool,
-    interval_ms: u64,
-    duration: Option<f64>,
+    interval: Duration,
+    duration: Option<Duration>,
     target: &str,
 ) -> Result<ExitCode, Failure> {
-    let (mut group, _) = open(args, target, libc::O_RDONLY, 0)?;
+    let (mut group, _, why) = open(args, target, libc::O_RDONLY, 0)?;
     let spec = LineSpec {
         pattern: Pattern::All,
         numbers: false,
@@ -399,12 +419,12 @@ fn ptail(
     );
     group.gbindaggr(FileOp::Lseek, Some(StatusAggr::Max), None);
     outcome_of(group.lseek(0, Whence::End))?;
-    let until = duration.map(|s| std::time::Instant::now() + Duration::from_secs_f64(s.max(0.0)));
+    let until = duration.map(|d| std::time::Instant::now() + d);
     let mut reported = BTreeSet::new();
     let mut stdout = std::io::stdout().lock();
     loop {
         let out = outcome_of(group.read(READ_BLOCK))?;
-        report_new_failures(&mut group, &out.failed, &mut reported);
+        report_new_failures(&mut group, &why, &out.failed, &mut reported);
         if let GroupData::Lines(classes) = out.data {
             for c in classes {
                 print_class(&mut stdout, &group, &c.members, None, &c.text)
@@ -420,7 +440,7 @@ fn ptail(
         }
         // A read that returned data may have left more behind: poll again at once.
         if out.status.unwrap_or(0) == 0 {
-            std::thread::sleep(Duration::from_millis(interval_ms.max(10)));
+            std::thread::sleep(interval.max(Duration::from_millis(10)));
         }
     }
     drop(stdout);
@@ -436,10 +456,15 @@ fn ptail(
 /// each group gets the patch that turns its content into the source.
 fn psync(
     args: &GroupArgs,
-    block_size: u32,
+    block_size: u64,
     source: &PathBuf,
     target: &str,
 ) -> Result<ExitCode, Failure> {
+    if !(64..=1 << 20).contains(&block_size) {
+        return Err(Failure(format!(
+            "--block-size {block_size}: expected 64 bytes to 1M"
+        )));
+    }
     let data = std::fs::read(source).map_err(|e| Failure(format!("{}: {e}", source.display())))?;
     if data.len() as u64 > roost_wire::MAX_BLOCK {
         return Err(Failure(format!(
@@ -450,7 +475,7 @@ fn psync(
     let mode = std::fs::metadata(source)
         .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
         .unwrap_or(0o644);
-    let (mut group, skipped) = open(args, target, libc::O_RDWR | libc::O_CREAT, mode)?;
+    let (mut group, skipped, why) = open(args, target, libc::O_RDWR | libc::O_CREAT, mode)?;
     group.gbindaggr(FileOp::Lseek, Some(StatusAggr::Max), None);
     let largest = outcome_of(group.lseek(0, Whence::End))?.status.unwrap_or(0);
     if largest as u64 > roost_wire::MAX_BLOCK {
@@ -458,7 +483,7 @@ fn psync(
             "{target}: psync handles files up to 16 MiB"
         )));
     }
-    let out = outcome_of(group.signatures(block_size))?;
+    let out = outcome_of(group.signatures(block_size as u32))?;
     let mut failed: BTreeSet<usize> = out.failed.iter().copied().collect();
     let GroupData::Signatures(contents) = out.data else {
         return Err(Failure("no signatures in the reply".into()));
@@ -475,7 +500,7 @@ fn psync(
         failed.extend(patched.failed.iter().copied());
     }
     if !failed.is_empty() {
-        report_failures(&mut group, &failed);
+        report_failures(&mut group, &why, &failed);
     }
     eprintln!(
         "roost psync: {} members, {} distinct contents, {current} already current; \
@@ -513,7 +538,7 @@ fn ptop(
     iterations: Option<u64>,
     target: &str,
 ) -> Result<ExitCode, Failure> {
-    let (mut group, _) = open(args, target, libc::O_RDONLY, 0)?;
+    let (mut group, _, why) = open(args, target, libc::O_RDONLY, 0)?;
     let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let clear = unsafe { libc::isatty(1) } == 1;
     let mut previous: BTreeMap<(String, Option<u32>), (u64, std::time::Instant)> = BTreeMap::new();
@@ -522,7 +547,7 @@ fn ptop(
     loop {
         let out = outcome_of(group.proc_table(view.by_user))?;
         let now = std::time::Instant::now();
-        report_new_failures(&mut group, &out.failed, &mut reported);
+        report_new_failures(&mut group, &why, &out.failed, &mut reported);
         let GroupData::Procs(table) = out.data else {
             return Err(Failure("no process table in the reply".into()));
         };
@@ -610,9 +635,13 @@ fn pcp(args: &GroupArgs, source: &PathBuf, target: &str) -> Result<ExitCode, Fai
         .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
         .unwrap_or(0o644);
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
-    let (mut group, skipped) = open(args, target, flags, mode)?;
+    let size = file.metadata().map(|m| m.len()).ok();
+    let started = std::time::Instant::now();
+    let (mut group, skipped, why) = open(args, target, flags, mode)?;
     let mut failed = BTreeSet::new();
     let mut block = vec![0u8; WRITE_BLOCK];
+    let mut progress = crate::progress::Progress::new("pcp", size);
+    let mut sent = 0u64;
     loop {
         let n = read_full(&mut file, &mut block)
             .map_err(|e| Failure(format!("{}: {e}", source.display())))?;
@@ -620,18 +649,41 @@ fn pcp(args: &GroupArgs, source: &PathBuf, target: &str) -> Result<ExitCode, Fai
             break;
         }
         let out = outcome_of(group.write(&block[..n]))?;
+        progress.advance(n as u64);
+        sent += n as u64;
         failed.extend(out.failed.iter().copied());
         if failed.len() == group.gsize() {
             break;
         }
     }
+    progress.finish();
     if !failed.is_empty() {
-        report_failures(&mut group, &failed);
+        report_failures(&mut group, &why, &failed);
     }
     let closed = outcome_of(group.close())?;
     for &i in closed.failed.iter().filter(|i| !failed.contains(i)) {
-        eprintln!("roost: {}: close failed", group.gfiles()[i]);
+        eprintln!(
+            "roost: {}: closing the file failed: the copy there may be incomplete",
+            why.locate(&group.gfiles()[i])
+        );
     }
+    let bad = failed
+        .union(&closed.failed.iter().copied().collect())
+        .count();
+    let open_failed = group.open_failures().len();
+    let secs = started.elapsed().as_secs_f64();
+    let mut summary = format!(
+        "roost pcp: {} members, {sent} bytes each in {secs:.1} s ({:.1} MB/s to each)",
+        group.gsize() + open_failed,
+        sent as f64 / secs.max(1e-3) / 1e6
+    );
+    if bad + open_failed + skipped > 0 {
+        summary.push_str(&format!(
+            "; {} failed to open, {bad} failed while writing, {skipped} skipped (down)",
+            open_failed
+        ));
+    }
+    eprintln!("{summary}");
     let ok = failed.is_empty()
         && closed.failed.is_empty()
         && group.open_failures().is_empty()

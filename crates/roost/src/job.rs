@@ -97,8 +97,8 @@ enum JobCommand {
         #[arg(default_value_t = 0, allow_negative_numbers = true)]
         id: i64,
         /// Seconds to wait; servers wait at most 30 s per request.
-        #[arg(long = "wait", default_value_t = 30, value_name = "SECONDS")]
-        wait: u64,
+        #[arg(long = "wait", default_value = "30s", value_name = "DURATION", value_parser = crate::size::duration)]
+        wait: Duration,
         /// Print the JSON records as the server sends them.
         #[arg(long)]
         json: bool,
@@ -123,8 +123,8 @@ enum JobCommand {
         /// The JSON job description: a file, or - for standard input.
         file: String,
         /// Give up (and kill the job) after this many seconds; default: wait as long as it runs.
-        #[arg(long = "wait", value_name = "SECONDS")]
-        wait: Option<u64>,
+        #[arg(long = "wait", value_name = "DURATION", value_parser = crate::size::duration)]
+        wait: Option<Duration>,
         /// Leave the ended job for `roost job status` instead of reaping it.
         #[arg(long)]
         keep: bool,
@@ -259,9 +259,13 @@ fn run(command: JobCommand, options: &Options) -> Result<ExitCode, Failure> {
             ..
         } => {
             let mut s = Server::open(&server, options)?;
-            let text = wait_for(&mut s, id, Some(Duration::from_secs(wait)))?;
+            let text = wait_for(&mut s, id, Some(wait))?;
             if records(&text)?.is_empty() {
-                return Err(Failure(format!("{}: no job ended within {wait} s", s.name)));
+                return Err(Failure(format!(
+                    "{}: no job ended within {} s",
+                    s.name,
+                    wait.as_secs_f64()
+                )));
             }
             show(&text, json)?;
         }
@@ -275,14 +279,7 @@ fn run(command: JobCommand, options: &Options) -> Result<ExitCode, Failure> {
         } => {
             let text = read_description(&file)?;
             let mut s = Server::open(&server, options)?;
-            return run_job(
-                &mut s,
-                options,
-                &text,
-                wait.map(Duration::from_secs),
-                keep,
-                json,
-            );
+            return run_job(&mut s, options, &text, wait, keep, json);
         }
     }
     Ok(ExitCode::SUCCESS)

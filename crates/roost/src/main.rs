@@ -8,6 +8,7 @@ mod identity;
 mod index;
 mod job;
 mod manual;
+mod members;
 mod pool;
 mod pool_run;
 mod progress;
@@ -31,12 +32,15 @@ use std::process::ExitCode;
     long_about = None,
     after_help = "\
 Exit status: 0 on success. Client commands (ls ... whoami): 1 when the operation failed
-(a bad location, no connection, or the server refused: the message names host, path and
-cause), 2 for bad --auth/--key options. roost serve: 0 after a clean stop (SIGTERM,
-SIGINT, SIGHUP), 2 when it cannot start. roost accounting: 1 when a server could not be
-read or a ledger holds corrupt records, 2 for bad options or prices. pgrep: 0
+(a bad location, no connection, a malformed ACL subject, or the server refused: the message
+names host, path and cause), 2 for bad options; get and mv stopped by SIGINT, SIGTERM or
+SIGHUP remove what they had written and end by that signal. roost serve: 0 after a clean
+stop (SIGTERM, SIGINT, SIGHUP), 2 when it cannot start. roost accounting: 1 when a server
+could not be read or a ledger holds corrupt records, 2 for bad options or prices. pgrep: 0
 when a line matched, 1 when none did, 2 on errors; the other group tools: 1 when a member
-failed. roost run: see `roost run --help`."
+failed. roost run: see `roost run --help`.
+
+Sizes take K, M, G or T suffixes (16M); durations a unit: ms, s, m, h or d (250ms, 2m)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -93,5 +97,142 @@ fn main() -> ExitCode {
         Command::Group(command) => group_cmds::main(command),
         Command::Completions(args) => manual::completions(args, Cli::command()),
         Command::Man(args) => manual::man(args, Cli::command()),
+    }
+}
+
+/// The rules every subcommand's options follow, checked over the whole clap definition.
+#[cfg(test)]
+mod cli_rules {
+    use super::Cli;
+    use clap::{Arg, Command, CommandFactory, Parser};
+    use std::time::Duration;
+
+    /// Size and duration options kept as text and parsed when the command runs (by
+    /// `size::parse_size`, `size::parse_duration`, or the thermostat schedule's grammar),
+    /// so that their messages name the command: each is checked below with its parser.
+    const PARSED_AT_RUN: [&str; 8] = [
+        "index --block-threshold",
+        "index --block-size",
+        "index --expires-in",
+        "run --http-block-threshold",
+        "run --http-prefetch",
+        "run --http-prefetch-max",
+        "run --cache-size",
+        "thermostat set --mem",
+    ];
+
+    /// Every option of every subcommand: its command path (`job wait`) and its definition.
+    fn options(cmd: &Command, path: &str, out: &mut Vec<(String, Command, Arg)>) {
+        for arg in cmd.get_arguments() {
+            out.push((path.to_string(), cmd.clone(), arg.clone()));
+        }
+        for sub in cmd.get_subcommands() {
+            let name = sub.get_name();
+            let path = if path.is_empty() {
+                name.to_string()
+            } else {
+                format!("{path} {name}")
+            };
+            options(sub, &path, out);
+        }
+    }
+
+    /// What clap makes of `--LONG VALUE` given to `arg` alone (without what it requires).
+    fn parse<T: Clone + Send + Sync + 'static>(arg: &Arg, value: &str) -> Option<T> {
+        let id = arg.get_id().clone();
+        let alone = Arg::new(id.clone())
+            .long(id.clone())
+            .value_parser(arg.get_value_parser().clone());
+        let matches = Command::new("t")
+            .arg(alone)
+            .try_get_matches_from(["t", &format!("--{id}"), value])
+            .ok()?;
+        matches
+            .try_get_one::<T>(arg.get_id().as_str())
+            .ok()
+            .flatten()
+            .cloned()
+    }
+
+    #[test]
+    fn short_flags_have_long_forms_and_sizes_and_durations_take_units() {
+        let mut all = Vec::new();
+        let mut cli = Cli::command();
+        cli.build();
+        options(&cli, "", &mut all);
+        let mut problems = Vec::new();
+        let mut seen_at_run = Vec::new();
+        let (mut sizes, mut durations) = (0, 0);
+        for (path, _, arg) in &all {
+            let name = format!("{path} --{}", arg.get_long().unwrap_or("?"));
+            if let Some(short) = arg.get_short() {
+                if arg.get_long().is_none() && short != 'h' && short != 'V' {
+                    problems.push(format!("{path} -{short}: no long form"));
+                }
+            }
+            let Some(value_name) = arg.get_value_names().and_then(|v| v.first()) else {
+                continue;
+            };
+            match value_name.as_str() {
+                "SECONDS" | "MS" | "MICROSECONDS" | "BYTES" => {
+                    problems.push(format!("{name}: {value_name}: a DURATION or SIZE"))
+                }
+                _ if PARSED_AT_RUN.contains(&name.as_str()) => seen_at_run.push(name),
+                "SIZE" => {
+                    sizes += 1;
+                    let got = parse::<u64>(arg, "16M");
+                    if got != Some(16 << 20) || parse::<u64>(arg, "16Q").is_some() {
+                        problems.push(format!("{name}: 16M gave {got:?}"));
+                    }
+                }
+                "DURATION" => {
+                    durations += 1;
+                    let two_minutes = parse::<Duration>(arg, "2m");
+                    let fraction = parse::<Duration>(arg, "1.5s");
+                    if two_minutes != Some(Duration::from_secs(120))
+                        || fraction != Some(Duration::from_millis(1500))
+                        || parse::<Duration>(arg, "2w").is_some()
+                    {
+                        problems.push(format!(
+                            "{name}: 2m gave {two_minutes:?}, 1.5s {fraction:?}"
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+        seen_at_run.sort();
+        let mut listed = PARSED_AT_RUN.map(String::from).to_vec();
+        listed.sort();
+        assert_eq!(
+            seen_at_run, listed,
+            "PARSED_AT_RUN names options that are gone"
+        );
+        assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+        assert!(
+            sizes >= 4 && durations >= 20,
+            "{sizes} sizes, {durations} durations"
+        );
+        // The ones parsed when the command runs take the same forms.
+        assert_eq!(crate::size::parse_size("--x", "16M"), Ok(16 << 20));
+        assert_eq!(crate::size::parse_duration("--x", "30d"), Ok(30 * 86_400));
+        assert_eq!(
+            roost_server::thermostat::schedule::parse_mem("16M"),
+            Ok(Some(16 << 20))
+        );
+    }
+
+    #[test]
+    fn serve_defaults_are_the_server_s() {
+        let cli = Cli::try_parse_from(["roost", "serve", "/srv"]).unwrap();
+        let super::Command::Serve(args) = cli.command else {
+            panic!("not serve");
+        };
+        let limits = roost_server::Limits::default();
+        assert_eq!(args.idle_timeout, limits.idle_timeout);
+        assert_eq!(args.stall_timeout, limits.stall_timeout);
+        assert_eq!(args.max_message, limits.max_message);
+        assert_eq!(args.poll_us, limits.request_poll);
+        assert_eq!(args.reap_after, roost_server::reaper::DEFAULT_AFTER);
     }
 }

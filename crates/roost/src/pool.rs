@@ -41,10 +41,10 @@ pub struct CatalogArgs {
     /// The address to listen on.
     #[arg(long, default_value = "0.0.0.0", value_name = "ADDR")]
     pub listen: IpAddr,
-    /// Show a server down after this many seconds without a report, whatever its interval
+    /// Show a server down after this long without a report, whatever its interval
     /// (default: 3 of its report intervals).
-    #[arg(long, value_name = "SECONDS")]
-    pub down_after: Option<f64>,
+    #[arg(long, value_name = "DURATION", value_parser = crate::size::duration)]
+    pub down_after: Option<Duration>,
     /// Log every update, not only arrivals, departures and refusals.
     #[arg(long)]
     pub verbose: bool,
@@ -52,26 +52,16 @@ pub struct CatalogArgs {
     /// its owner: chmod 600); repeatable.
     #[arg(long = "catalog-key", value_name = "NAME=FILE")]
     pub catalog_keys: Vec<String>,
-    /// Refuse a signed report made more than this many seconds before (or after) this
-    /// catalog's clock.
-    #[arg(long, default_value_t = roost_catalog::DEFAULT_WINDOW.as_secs_f64(), value_name = "SECONDS")]
-    pub report_window: f64,
+    /// Refuse a signed report made more than this long before (or after) this catalog's
+    /// clock.
+    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = crate::size::duration_1s)]
+    pub report_window: Duration,
 }
 
 pub fn catalog_main(args: CatalogArgs) -> ExitCode {
-    let down_after = match args.down_after {
-        None => None,
-        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
-        Some(s) => {
-            eprintln!("roost catalog: --down-after {s}: expected a positive number of seconds");
-            return ExitCode::from(2);
-        }
-    };
-    if !(args.report_window.is_finite() && args.report_window >= 1.0 && args.report_window < 1e9) {
-        eprintln!(
-            "roost catalog: --report-window {}: expected at least 1 second",
-            args.report_window
-        );
+    let down_after = args.down_after;
+    if down_after.is_some_and(|d| d.is_zero()) {
+        eprintln!("roost catalog: --down-after 0: expected more than 0");
         return ExitCode::from(2);
     }
     let keys = args
@@ -94,7 +84,7 @@ pub fn catalog_main(args: CatalogArgs) -> ExitCode {
         down_after,
         verbose: args.verbose,
         keys,
-        window: Duration::from_secs_f64(args.report_window),
+        window: args.report_window,
     };
     let server = match CatalogServer::bind(args.listen, args.port, config) {
         Ok(s) => s,
@@ -159,9 +149,9 @@ pub struct StatusArgs {
     /// List every record, not only Chirp servers.
     #[arg(long, short)]
     pub all: bool,
-    /// Seconds to wait for each catalog.
-    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
-    pub timeout: u64,
+    /// How long to wait for each catalog.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = crate::size::duration_1s)]
+    pub timeout: Duration,
 }
 
 /// The catalogs to ask: those given, else $ROOST_CATALOG, else $CATALOG_HOST, else
@@ -210,7 +200,7 @@ pub fn status_main(args: StatusArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let timeout = Duration::from_secs(args.timeout.max(1));
+    let timeout = args.timeout;
     let Some(mut records) = query_first("roost status", &catalogs, timeout) else {
         return ExitCode::from(1);
     };

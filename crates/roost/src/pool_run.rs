@@ -69,15 +69,15 @@ struct PoolOptions {
     no_speculate: bool,
     /// Seconds between looks at the catalog during the run: hosts it shows down get no new
     /// tasks, hosts that come back or join are taken on.
-    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
-    follow_interval: f64,
+    #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = crate::size::duration)]
+    follow_interval: Duration,
     /// Read the catalog once, at the start (hosts are fixed for the run).
     #[arg(long)]
     no_follow: bool,
     /// Following the catalog: seconds waiting tasks wait for a host when none can take them
     /// (all down or left), before they are given up.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
-    host_wait: f64,
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = crate::size::duration)]
+    host_wait: Duration,
     /// No progress line (it is drawn only on a terminal anyway).
     #[arg(long, short)]
     quiet: bool,
@@ -206,11 +206,12 @@ struct SlurmArgs {
     /// Seconds between looks at the Slurm controller (scontrol show job).
     #[arg(
         long,
-        default_value_t = 1.0,
-        value_name = "SECONDS",
+        default_value = "1s",
+        value_name = "DURATION",
+        value_parser = crate::size::duration,
         requires = "slurm"
     )]
-    slurm_poll: f64,
+    slurm_poll: Duration,
 }
 
 /// Options of `roost pool complib`.
@@ -278,11 +279,14 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
     if pool.slots == 0 || pool.hosts == Some(0) {
         return Err((2, "--slots and --hosts must be at least 1".into()));
     }
-    let seconds = |name: &str, v: f64| {
-        if v.is_finite() && (0.1..=86_400.0).contains(&v) {
-            Ok(Duration::from_secs_f64(v))
+    let seconds = |name: &str, d: Duration| {
+        if (Duration::from_millis(100)..=Duration::from_secs(86_400)).contains(&d) {
+            Ok(d)
         } else {
-            Err((2, format!("--{name} {v}: expected 0.1 to 86400 seconds")))
+            Err((
+                2,
+                format!("--{name} {}: expected 100ms to 1d", d.as_secs_f64()),
+            ))
         }
     };
     let every = seconds("follow-interval", pool.follow_interval)?;
@@ -306,7 +310,10 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
     }
     if pool.servers.is_empty() || !pool.catalogs.is_empty() {
         let catalogs = catalog_addresses(&pool.catalogs).map_err(|e| (2, e))?;
-        let timeout = Duration::from_secs(pool.connect.timeout.clamp(1, 30));
+        let timeout = pool
+            .connect
+            .timeout
+            .clamp(Duration::from_secs(1), Duration::from_secs(30));
         let records = query_first("roost pool", &catalogs, timeout)
             .ok_or((1, "no catalog answered".to_string()))?;
         let found = if jobs {
@@ -434,7 +441,8 @@ fn run(args: RunArgs) -> Outcome {
 
 /// The first SIGINT, SIGTERM or SIGHUP raises `stop`: the run kills the jobs it submitted,
 /// removes its directory from every server, and exits with 128 + the signal's number. A
-/// second one exits at once, leaving whatever the first had not yet cleaned up.
+/// second one exits at once (removing the outputs being fetched, which are not whole),
+/// leaving on the servers whatever the first had not yet cleaned up.
 fn stop_on_signals(stop: &StopFlag) -> Result<(), (u8, String)> {
     let signals = StopSignals::catch().map_err(|e| (1, format!("signals: {e}")))?;
     let stop = stop.clone();
@@ -449,6 +457,8 @@ fn stop_on_signals(stop: &StopFlag) -> Result<(), (u8, String)> {
                 roost_server::jobs::record::signal_name(first)
             );
             let second = signals.wait();
+            // Outputs being fetched stay only under their temporary names: remove them.
+            roost_client::partial::remove_registered();
             std::process::exit(128 + second);
         })
         .map_err(|e| (1, format!("signals: {e}")))?;
@@ -464,12 +474,12 @@ fn stopped_message(signal: i32) -> String {
 
 /// How to hand a run to Slurm, from the options.
 fn slurm_setup(args: &SlurmArgs, connect: &ConnectArgs) -> Result<Slurm, (u8, String)> {
-    if !(args.slurm_poll.is_finite() && args.slurm_poll >= 0.05 && args.slurm_poll <= 3600.0) {
+    if !(Duration::from_millis(50)..=Duration::from_secs(3600)).contains(&args.slurm_poll) {
         return Err((
             2,
             format!(
-                "--slurm-poll {}: expected 0.05 to 3600 seconds",
-                args.slurm_poll
+                "--slurm-poll {}: expected 50ms to 1h",
+                args.slurm_poll.as_secs_f64()
             ),
         ));
     }
@@ -495,7 +505,7 @@ fn slurm_setup(args: &SlurmArgs, connect: &ConnectArgs) -> Result<Slurm, (u8, St
         run_args,
         roost,
         max_running: args.slurm_max_running,
-        poll: Duration::from_secs_f64(args.slurm_poll),
+        poll: args.slurm_poll,
     })
 }
 

@@ -6,8 +6,11 @@ mod federation;
 use crate::progress::Progress;
 use clap::{Args, Subcommand};
 use federation::Unfollowed;
+use roost_client::partial::{self, Registered};
 use roost_client::tree::{self, CopyError};
-use roost_client::{ChirpUrl, Client, Credentials, Error, HmacKey, Method, Options, Stat};
+use roost_client::{
+    io_words, ChirpUrl, Client, Credentials, Error, HmacKey, Method, Options, Stat,
+};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,9 +26,27 @@ pub struct ConnectArgs {
     /// A shared secret for the hmac method, as NAME=FILE (also ROOST_HMAC_KEY=NAME=FILE).
     #[arg(long = "key", value_name = "NAME=FILE")]
     pub key: Option<String>,
-    /// Seconds to wait for a connection or a reply before giving up.
-    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
-    pub timeout: u64,
+    /// How long to wait for a reply before giving up (seconds, or 90s, 5m).
+    #[arg(long, default_value = "60", value_name = "DURATION", value_parser = crate::size::duration_1s)]
+    pub timeout: Duration,
+    /// How long to wait for a connection and the server's greeting (at most --timeout).
+    #[arg(long, default_value = "15", value_name = "DURATION", value_parser = crate::size::duration_1s)]
+    pub connect_timeout: Duration,
+}
+
+/// The timeouts in force (seconds: connecting, replies), for messages that say which option
+/// waits longer; set once by [`options`].
+static TIMEOUTS: std::sync::OnceLock<(f64, f64)> = std::sync::OnceLock::new();
+
+/// The timeout that ran out (seconds) and the option that sets it: connecting (and the
+/// handshake) or waiting for a reply.
+fn timeout_of(connecting: bool) -> (f64, &'static str) {
+    let (connect, reply) = TIMEOUTS.get().copied().unwrap_or((15.0, 60.0));
+    if connecting && connect < reply {
+        (connect, "--connect-timeout")
+    } else {
+        (reply, "--timeout")
+    }
 }
 
 /// The client commands.
@@ -36,7 +57,7 @@ pub enum RemoteCommand {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Long listing: mode, links, size, date.
-        #[arg(short)]
+        #[arg(short, long)]
         long: bool,
         /// chirp://host[:port]/path
         url: String,
@@ -59,7 +80,7 @@ pub enum RemoteCommand {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Copy directories recursively.
-        #[arg(short)]
+        #[arg(short, long)]
         recursive: bool,
         url: String,
         /// Local destination (default: the file's name in the current directory).
@@ -70,7 +91,7 @@ pub enum RemoteCommand {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Copy directories recursively.
-        #[arg(short)]
+        #[arg(short, long)]
         recursive: bool,
         local: PathBuf,
         url: String,
@@ -80,7 +101,7 @@ pub enum RemoteCommand {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Remove directories and everything in them.
-        #[arg(short)]
+        #[arg(short, long)]
         recursive: bool,
         #[arg(required = true)]
         urls: Vec<String>,
@@ -90,7 +111,7 @@ pub enum RemoteCommand {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Make missing parents too; an existing directory is fine.
-        #[arg(short)]
+        #[arg(short, long)]
         parents: bool,
         #[arg(required = true)]
         urls: Vec<String>,
@@ -111,7 +132,7 @@ pub enum RemoteCommand {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Make a symbolic link.
-        #[arg(short)]
+        #[arg(short, long)]
         symbolic: bool,
         /// What the link names: a chirp URL, or a path (as given, for -s).
         target: String,
@@ -207,10 +228,12 @@ pub(crate) fn options(args: &ConnectArgs) -> Result<Options, Failure> {
         let key = HmacKey::from_spec(spec).map_err(|e| Failure(format!("--key {spec}: {e}")))?;
         credentials = credentials.with_key(key);
     }
-    let timeout = Duration::from_secs(args.timeout.max(1));
+    let reply = args.timeout.max(Duration::from_secs(1));
+    let connect = args.connect_timeout.clamp(Duration::from_secs(1), reply);
+    let _ = TIMEOUTS.set((connect.as_secs_f64(), reply.as_secs_f64()));
     Ok(Options {
-        connect_timeout: timeout,
-        io_timeout: Some(timeout),
+        connect_timeout: connect,
+        io_timeout: Some(reply),
         credentials,
         ..Options::default()
     })
@@ -283,20 +306,21 @@ impl Remote {
 /// The error in plain words: errno text for server answers ("permission denied").
 pub(crate) fn describe(error: &Error) -> String {
     match error {
-        Error::Remote { errno, .. } => {
-            lowercase_first(&std::io::Error::from_raw_os_error(*errno).to_string())
+        Error::Remote { errno, .. } => io_words(&std::io::Error::from_raw_os_error(*errno)),
+        Error::Local(e) => io_words(e),
+        Error::Io(_) if error.errno() == libc::ETIMEDOUT => {
+            let (secs, option) = timeout_of(false);
+            format!("no reply within {secs} s (is the server or the network stuck or overloaded?); {option} waits longer")
         }
-        Error::Local(e) => lowercase_first(&e.to_string()),
+        Error::Silent(after) => {
+            let (_, option) = timeout_of(true);
+            format!(
+                "connected, but the server said nothing within {} s (is it a Chirp server? a \
+                 stuck one?); {option} waits longer",
+                after.as_secs_f64()
+            )
+        }
         other => other.to_string(),
-    }
-}
-
-fn lowercase_first(text: &str) -> String {
-    let text = text.split(" (os error").next().unwrap_or(text);
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(c) => c.to_lowercase().chain(chars).collect(),
-        None => String::new(),
     }
 }
 
@@ -308,11 +332,21 @@ pub(crate) fn connect_advice(error: &Error) -> String {
         Error::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
             "connection refused; is roost serve running on that host and port?".into()
         }
+        Error::Io(_) if error.errno() == libc::ETIMEDOUT => {
+            let (secs, option) = timeout_of(true);
+            format!("could not connect within {secs} s (is the host up? a firewall dropping packets?); {option} waits longer")
+        }
         other => describe(other),
     }
 }
 
 fn run(command: RemoteCommand, options: &Options) -> Outcome {
+    if matches!(
+        command,
+        RemoteCommand::Get { .. } | RemoteCommand::Mv { .. }
+    ) {
+        partial::remove_on_signals().map_err(|e| Failure(format!("signals: {e}")))?;
+    }
     match command {
         RemoteCommand::Ls { long, url, .. } => ls(&url, long, options),
         RemoteCommand::Stat { url, .. } => {
@@ -374,13 +408,8 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
             url,
             ..
         } => {
-            let meta = std::fs::metadata(&local).map_err(|e| {
-                Failure(format!(
-                    "{}: {}",
-                    local.display(),
-                    lowercase_first(&e.to_string())
-                ))
-            })?;
+            let meta = std::fs::metadata(&local)
+                .map_err(|e| Failure(format!("{}: {}", local.display(), io_words(&e))))?;
             if meta.is_dir() && !recursive {
                 return Err(Failure(format!(
                     "{}: is a directory (use put -r)",
@@ -516,10 +545,14 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
             rights,
             ..
         } => {
-            if roost_wire::Rights::parse(&rights).is_err() {
+            let Ok(parsed) = roost_wire::Rights::parse(&rights) else {
                 return Err(Failure(format!(
                     "'{rights}' is not a set of rights (letters rwldpax, or - to remove)"
                 )));
+            };
+            // A malformed entry already in an ACL can still be removed.
+            if !parsed.is_empty() {
+                roost_wire::acl::check_subject(&subject).map_err(Failure)?;
             }
             let mut r = Remote::open(&url, options, Last::Follow)?;
             let path = r.path().to_vec();
@@ -661,17 +694,24 @@ fn location(text: &str, first: &str) -> Option<String> {
 
 /// `mv` to another server: the file or tree is copied there through a local temporary
 /// copy (with progress), then removed here; the copy there is complete before anything
-/// is removed.
+/// is removed. The rights both ends need are checked first (as far as the ACLs tell), so
+/// that a move that cannot finish copies nothing; a removal that still fails says where
+/// both copies are.
 fn move_across(from: &mut Remote, to: &mut Remote) -> Outcome {
     let (src, dst) = (from.path().to_vec(), to.path().to_vec());
     let st = from.client.lstat(&src).map_err(|e| from.fail(&src, e))?;
+    let dst_exists = to.client.lstat(&dst).is_ok();
+    may_move(from, &src, to, &dst, dst_exists)?;
     if st.is_symlink() {
         // A link moves as itself.
         let target = from.client.readlink(&src).map_err(|e| from.fail(&src, e))?;
         to.client
             .symlink(&target, &dst)
             .map_err(|e| to.fail(&dst, e))?;
-        return from.client.unlink(&src).map_err(|e| from.fail(&src, e));
+        return from
+            .client
+            .unlink(&src)
+            .map_err(|e| both_copies(from, &src, to, &dst, e));
     }
     let scratch = std::env::temp_dir().join(format!("roost-mv.{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
@@ -683,8 +723,14 @@ fn move_across(from: &mut Remote, to: &mut Remote) -> Outcome {
         ))
     })?;
     let local = scratch.join("x");
+    // A stop signal removes the local copy of a file and the scratch directory (a tree's
+    // copy stays: it is named in /tmp).
+    let _listed = (
+        Registered::new(&scratch, true),
+        Registered::new(&local, false),
+    );
     let moved = (|| {
-        let mut progress = Progress::new("mv", (!st.is_dir()).then_some(st.size as u64));
+        let mut progress = Progress::new("mv", (!st.is_dir()).then_some(st.size as u64 * 2));
         let fetched = if st.is_dir() {
             tree::get_tree(&mut from.client, &src, &local, &mut |n| progress.advance(n))
         } else {
@@ -703,10 +749,82 @@ fn move_across(from: &mut Remote, to: &mut Remote) -> Outcome {
         } else {
             from.client.unlink(&src)
         };
-        removed.map_err(|e| from.fail(&src, e))
+        removed.map_err(|e| both_copies(from, &src, to, &dst, e))
     })();
     let _ = std::fs::remove_dir_all(&scratch);
     moved
+}
+
+/// Refuses a move across servers that the ACLs show cannot finish: 'd' is needed in the
+/// source's directory (to remove it), 'w' in the destination's (or 'p' for a new name).
+/// An ACL that cannot be read, or whose entries this client cannot judge (cctools' group:
+/// subjects), lets the move try.
+fn may_move(
+    from: &mut Remote,
+    src: &[u8],
+    to: &mut Remote,
+    dst: &[u8],
+    dst_exists: bool,
+) -> Outcome {
+    use roost_wire::Rights;
+    if let Some(rights) = rights_in(&mut from.client, parent(src)) {
+        if !rights.allows(Rights::DELETE) {
+            return Err(Failure(format!(
+                "{}: cannot move it: {} has no 'd' right in {} there, so it could not be \
+                 removed after the copy; nothing was copied (ask the owner for 'd', or copy \
+                 with get and put)",
+                from.show(src),
+                from.client.subject(),
+                String::from_utf8_lossy(parent(src))
+            )));
+        }
+    }
+    if let Some(rights) = rights_in(&mut to.client, parent(dst)) {
+        let enough = rights.allows(Rights::WRITE) || (!dst_exists && rights.allows(Rights::PUT));
+        if !enough {
+            return Err(Failure(format!(
+                "{}: cannot move there: {} has no 'w' right in {} on that server; nothing \
+                 was copied",
+                to.show(dst),
+                to.client.subject(),
+                String::from_utf8_lossy(parent(dst))
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// This client's rights in directory `dir` by its ACL, if the ACL can be read and judged.
+fn rights_in(client: &mut Client, dir: &[u8]) -> Option<roost_wire::Rights> {
+    let me = client.subject().to_string();
+    let mut rights = roost_wire::Rights::NONE;
+    for entry in client.getacl(dir).ok()? {
+        if entry.subject.starts_with("group:") {
+            return None;
+        }
+        if roost_server::acl::wildcard_match(entry.subject.as_bytes(), me.as_bytes()) {
+            rights = rights.union(roost_wire::Rights::parse(&entry.rights).ok()?);
+        }
+    }
+    Some(rights)
+}
+
+/// The directory a server path is in.
+fn parent(path: &[u8]) -> &[u8] {
+    let path = path.strip_suffix(b"/").unwrap_or(path);
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(0) | None => b"/",
+        Some(i) => &path[..i],
+    }
+}
+
+/// The failure of a move whose copy is made but whose original could not be removed.
+fn both_copies(from: &mut Remote, src: &[u8], to: &Remote, dst: &[u8], e: Error) -> Failure {
+    let Failure(why) = from.fail(src, e);
+    Failure(format!(
+        "{why}; it was copied to {}, so both copies exist: remove one (roost rm)",
+        to.show(dst)
+    ))
 }
 
 fn mkdir_parents(r: &mut Remote, path: &[u8]) -> Outcome {

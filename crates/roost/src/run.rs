@@ -120,32 +120,32 @@ pub struct RunArgs {
     /// A shared secret for the hmac method, as NAME=FILE (also ROOST_HMAC_KEY=NAME=FILE).
     #[arg(long = "key", value_name = "NAME=FILE")]
     pub key: Option<String>,
-    /// Seconds one RPC may go unanswered before the connection counts as lost.
-    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
-    pub io_timeout: u64,
-    /// Seconds a server that was reached may stay unreachable (roost reconnects with
+    /// How long one RPC may go unanswered before the connection counts as lost.
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = crate::size::duration_1s)]
+    pub io_timeout: Duration,
+    /// How long a server that was reached may stay unreachable (roost reconnects with
     /// back-off meanwhile) before calls on it fail with EIO.
-    #[arg(long, default_value_t = 3600, value_name = "SECONDS")]
-    pub timeout: u64,
+    #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = crate::size::duration)]
+    pub timeout: Duration,
     /// The cache of remote files, shared by your runs [default: $XDG_CACHE_HOME/roost, or
     /// ~/.cache/roost].
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
-    /// Seconds a remote file's attributes are trusted: stat answers, and the validation of
-    /// a cached copy when a file is opened (0: ask the server every time).
-    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
-    pub attr_ttl: f64,
+    /// How long a remote file's attributes are trusted: stat answers, and the validation
+    /// of a cached copy when a file is opened (0: ask the server every time; at most 1d).
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = crate::size::duration)]
+    pub attr_ttl: Duration,
     /// How files of Chirp paths and mounts that name no mode are used: `direct` (in place
     /// on the server: every read and write is a request, so programs on other hosts see
     /// each other's writes at once) or `cached` (fetched whole into the cache when opened,
     /// written back when closed). A mount's `:direct` or `:cached` suffix overrides it.
     #[arg(long, value_enum, default_value_t = ChirpMode::Direct, value_name = "MODE")]
     pub chirp_mode: ChirpMode,
-    /// Seconds a web server's directory index is trusted before it is asked for again
-    /// (conditionally); indexes are kept in the cache, so later runs within this time
-    /// ask for none.
-    #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
-    pub http_ttl: f64,
+    /// How long a web server's directory index is trusted before it is asked for again
+    /// (conditionally; at most 1d); indexes are kept in the cache, so later runs within
+    /// this time ask for none.
+    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = crate::size::duration)]
+    pub http_ttl: Duration,
     /// A caching proxy for /http and /https (http://[USER:PASSWORD@]HOST[:PORT]), used for
     /// every server; repeatable: roost starts at one picked at random and falls back to
     /// the next, then to the server itself [default: $http_proxy / $https_proxy, except for
@@ -233,19 +233,19 @@ fn chirp_driver(args: &RunArgs) -> Result<Arc<ChirpNet>, String> {
         auth: args.auth.clone(),
         key: args.key.clone(),
         timeout: args.io_timeout,
+        connect_timeout: Duration::from_secs(15),
     };
-    let mut client = crate::remote::options(&connect).map_err(|e| e.0)?;
-    client.connect_timeout = Duration::from_secs(args.io_timeout.clamp(1, 15));
-    if !(0.0..=86400.0).contains(&args.attr_ttl) {
+    let client = crate::remote::options(&connect).map_err(|e| e.0)?;
+    if args.attr_ttl > Duration::from_secs(86_400) {
         return Err(format!(
-            "--attr-ttl {}: expected 0 to 86400 seconds",
-            args.attr_ttl
+            "--attr-ttl {}: expected at most 1d",
+            args.attr_ttl.as_secs_f64()
         ));
     }
     let options = ChirpOptions {
         client,
-        timeout: Duration::from_secs(args.timeout),
-        attr_ttl: Duration::from_secs_f64(args.attr_ttl),
+        timeout: args.timeout,
+        attr_ttl: args.attr_ttl,
         verbose: args.verbose,
     };
     Ok(Arc::new(ChirpNet::new(cache_of(args)?, options)))
@@ -264,10 +264,10 @@ fn cache_of(args: &RunArgs) -> Result<Arc<Cache>, String> {
 
 /// The drivers of every web server, over http and over https.
 fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
-    if !(0.0..=86400.0).contains(&args.http_ttl) {
+    if args.http_ttl > Duration::from_secs(86_400) {
         return Err(format!(
-            "--http-ttl {}: expected 0 to 86400 seconds",
-            args.http_ttl
+            "--http-ttl {}: expected at most 1d",
+            args.http_ttl.as_secs_f64()
         ));
     }
     if !(1..=16).contains(&args.http_streams) {
@@ -314,8 +314,8 @@ fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
     // holds driver paths (`/HOST:PORT/PATH`) and the root's listing replaces its entries.
     let web = |scheme: &'static str| -> Result<Arc<HttpNet>, String> {
         let mut options = HttpOptions {
-            ttl: Duration::from_secs_f64(args.http_ttl),
-            timeout: Duration::from_secs(args.io_timeout.max(1)),
+            ttl: args.http_ttl,
+            timeout: args.io_timeout,
             verbose: args.verbose,
             proxies: ProxyList::choose(&args.http_proxies, scheme, |v| std::env::var(v).ok()),
             keys: keys.clone(),

@@ -88,21 +88,21 @@ pub struct ServeArgs {
     /// a management network, e.g. 127.0.0.1:9095.
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<SocketAddr>,
-    /// Disconnect clients idle for this many seconds.
-    #[arg(long, default_value_t = Limits::default().idle_timeout.as_secs(), value_name = "SECONDS")]
-    pub idle_timeout: u64,
-    /// Disconnect clients that stall mid-message for this many seconds.
-    #[arg(long, default_value_t = Limits::default().stall_timeout.as_secs(), value_name = "SECONDS")]
-    pub stall_timeout: u64,
-    /// Largest payload one request may carry, in bytes.
-    #[arg(long, default_value_t = Limits::default().max_message, value_name = "BYTES")]
+    /// Disconnect clients idle this long.
+    #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = crate::size::duration)]
+    pub idle_timeout: Duration,
+    /// Disconnect clients that stall mid-message this long.
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = crate::size::duration_1s)]
+    pub stall_timeout: Duration,
+    /// Largest payload one request may carry (16M, 64M).
+    #[arg(long, default_value = "16M", value_name = "SIZE", value_parser = crate::size::bytes)]
     pub max_message: u64,
-    /// Microseconds a connection polls for the client's next request after answering one,
-    /// before its thread sleeps: a client in a tight loop of requests then never waits for
-    /// a sleeping thread to be woken (adaptive: a client slower than this is soon no
-    /// longer polled for). 0 never polls.
-    #[arg(long, default_value_t = Limits::default().request_poll.as_micros() as u64, value_name = "MICROSECONDS")]
-    pub poll_us: u64,
+    /// How long a connection polls for the client's next request after answering one,
+    /// before its thread sleeps (a bare number is microseconds; at most 10ms): a client in a
+    /// tight loop of requests then never waits for a sleeping thread to be woken (adaptive:
+    /// a client slower than this is soon no longer polled for). 0 never polls.
+    #[arg(long, default_value = "50", value_name = "DURATION", value_parser = crate::size::duration_us)]
+    pub poll_us: Duration,
     /// How much to log on standard error: error, info (a line per connection) or debug
     /// (a line per request).
     #[arg(long, default_value = "info", value_name = "LEVEL")]
@@ -119,9 +119,9 @@ pub struct ServeArgs {
     /// this server verified and `roost pool run` uses it (see docs/pool.md).
     #[arg(long = "catalog-key", value_name = "NAME=FILE", requires = "catalogs")]
     pub catalog_key: Option<String>,
-    /// Seconds between reports to the catalogs.
-    #[arg(long, default_value_t = 60, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
-    pub catalog_interval: u64,
+    /// Time between reports to the catalogs.
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = crate::size::duration_1s)]
+    pub catalog_interval: Duration,
     /// Serve the Chirp job RPCs (as cctools' chirp_server --jobs): clients holding the x
     /// right on / run programs in sandboxes on this host (see docs/pool.md).
     #[arg(long)]
@@ -130,8 +130,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub job_concurrency: u64,
     /// Kill a job that runs longer than this, and report it ERRORED.
-    #[arg(long, default_value_t = 3600, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
-    pub job_time_limit: u64,
+    #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = crate::size::duration_1s)]
+    pub job_time_limit: Duration,
     /// Where job records and sandboxes live, outside the export. Default:
     /// $XDG_STATE_HOME/roost/jobs/NAME when XDG_STATE_HOME is set, else
     /// /var/lib/roost/jobs/NAME as root and ~/.local/state/roost/jobs/NAME otherwise, NAME
@@ -164,15 +164,15 @@ pub struct ServeArgs {
     /// Most processes and threads of one job, or `none`.
     #[arg(long, default_value = "512", value_name = "N")]
     pub job_process_limit: String,
-    /// Most memory of one job (each process, and all together), or `none`.
-    #[arg(long, default_value = "2G", value_name = "SIZE")]
-    pub job_memory_limit: String,
+    /// Most memory of one job (each process, and all together), at least 1M, or `none`.
+    #[arg(long, default_value = "2G", value_name = "SIZE", value_parser = crate::size::bytes_or_none)]
+    pub job_memory_limit: u64,
     /// Most jobs not yet reaped that one subject keeps; more are refused.
     #[arg(long, default_value_t = roost_server::jobs::DEFAULT_JOBS_PER_SUBJECT as u64, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub jobs_per_subject: u64,
     /// Most bytes of job descriptions that one subject's jobs not yet reaped hold.
-    #[arg(long, default_value = "16M", value_name = "SIZE")]
-    pub job_bytes_per_subject: String,
+    #[arg(long, default_value = "16M", value_name = "SIZE", value_parser = crate::size::bytes)]
+    pub job_bytes_per_subject: u64,
     /// Limit guest jobs' CPU and memory on a weekly schedule read from FILE (see
     /// docs/pool.md "Thermostat"); `roost thermostat set` changes the limits while running.
     #[arg(long, value_name = "FILE")]
@@ -196,19 +196,19 @@ pub struct ServeArgs {
     /// This host's class, by which `roost accounting` prices what is done here.
     #[arg(long, default_value = "default", value_name = "CLASS")]
     pub host_class: String,
-    /// Seconds between the ledger's records of requests, bytes and offered CPU.
-    #[arg(long, default_value_t = 60, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub accounting_interval: u64,
-    /// Seconds between samples of the storage each user's files hold (each sample walks
+    /// Time between the ledger's records of requests, bytes and offered CPU (1s to 1h).
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = crate::size::duration_1s)]
+    pub accounting_interval: Duration,
+    /// Time between samples of the storage each user's files hold (each sample walks
     /// the export).
-    #[arg(long, default_value_t = 600, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
-    pub storage_interval: u64,
-    /// Forget what clients abandoned after this many seconds untouched (0: never): job
+    #[arg(long, default_value = "10m", value_name = "DURATION", value_parser = crate::size::duration_1s)]
+    pub storage_interval: Duration,
+    /// Forget what clients abandoned after this long untouched (0: never): job
     /// records that have ended (or were never committed) that their subject has not asked
     /// about, and run directories under --pool-dir whose run stopped keeping them (see
     /// docs/pool.md).
-    #[arg(long, default_value_t = roost_server::reaper::DEFAULT_AFTER.as_secs(), value_name = "SECONDS")]
-    pub reap_after: u64,
+    #[arg(long, default_value = "1d", value_name = "DURATION", value_parser = crate::size::duration)]
+    pub reap_after: Duration,
     /// A directory of the export where `roost pool run` stages its runs (its --remote-dir),
     /// whose abandoned run directories are removed (repeatable).
     #[arg(long = "pool-dir", default_value = roost_server::reaper::DEFAULT_POOL_DIR, value_name = "DIR")]
@@ -218,31 +218,34 @@ pub struct ServeArgs {
     /// stops both. The same port, export, ACLs, job directory and ledger are used again.
     #[arg(long)]
     pub supervise: bool,
-    /// With --supervise: seconds to wait before the first restart after a crash.
+    /// With --supervise: the wait before the first restart after a crash.
     #[arg(
         long,
-        default_value_t = 1.0,
-        value_name = "SECONDS",
+        default_value = "1s",
+        value_name = "DURATION",
+        value_parser = crate::size::duration,
         requires = "supervise"
     )]
-    pub restart_delay: f64,
+    pub restart_delay: Duration,
     /// With --supervise: the longest wait between restarts.
     #[arg(
         long,
-        default_value_t = 60.0,
-        value_name = "SECONDS",
+        default_value = "60s",
+        value_name = "DURATION",
+        value_parser = crate::size::duration,
         requires = "supervise"
     )]
-    pub restart_max_delay: f64,
+    pub restart_max_delay: Duration,
     /// With --supervise: a server that ran this long before dying was healthy; the next
     /// restart waits only --restart-delay again.
     #[arg(
         long,
-        default_value_t = 60.0,
-        value_name = "SECONDS",
+        default_value = "60s",
+        value_name = "DURATION",
+        value_parser = crate::size::duration,
         requires = "supervise"
     )]
-    pub healthy_after: f64,
+    pub healthy_after: Duration,
 }
 
 pub fn main(args: ServeArgs) -> ExitCode {
@@ -285,19 +288,25 @@ fn run(args: ServeArgs) -> Result<(), String> {
     roost_agent::sys::raise_descriptor_limit();
     let root_acl = root_acl(&args.acls)?;
     let auth = auth_config(&args)?;
-    if args.poll_us > 10_000 {
+    if args.poll_us > Duration::from_millis(10) {
         return Err(format!(
-            "--poll-us {}: expected 0 to 10000 microseconds",
-            args.poll_us
+            "--poll-us {}: expected at most 10ms (10000 microseconds)",
+            args.poll_us.as_micros()
+        ));
+    }
+    if args.accounting_interval > Duration::from_secs(3600) {
+        return Err(format!(
+            "--accounting-interval {}: expected at most 1h",
+            args.accounting_interval.as_secs_f64()
         ));
     }
     let limits = Limits {
         max_connections: args.max_connections,
         max_per_address: args.max_per_address,
-        idle_timeout: Duration::from_secs(args.idle_timeout),
-        stall_timeout: Duration::from_secs(args.stall_timeout.max(1)),
+        idle_timeout: args.idle_timeout,
+        stall_timeout: args.stall_timeout,
         max_message: args.max_message,
-        request_poll: Duration::from_micros(args.poll_us),
+        request_poll: args.poll_us,
         ..Limits::default()
     };
     let catalogs = args
@@ -316,8 +325,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
                 .map_err(|e| format!("--catalog-key {spec}: {e}"))
         })
         .transpose()?;
-    let export = Export::new(&args.dir, root_acl)
-        .map_err(|e| format!("cannot export {}: {e}", args.dir.display()))?;
+    let export = Export::new(&args.dir, root_acl).map_err(|e| export_failure(&args.dir, &e))?;
     if !args.acls.is_empty() && export.has_own_acl(&roost_server::jail::JailPath::root()) {
         eprintln!(
             "roost serve: note: {} has its own ACL; --acl is used only for a directory without one",
@@ -349,12 +357,21 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let mut server = listener
         .map(|l| Server::new(l, export, auth, limits))
         .map_err(|e| {
-            let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
-                " (choose another --port, or 0 for any)"
-            } else {
-                ""
+            let hint = match e.kind() {
+                std::io::ErrorKind::AddrInUse => {
+                    " (another program listens there: choose another --port, or 0 for any)".into()
+                }
+                std::io::ErrorKind::PermissionDenied if port < 1024 => format!(
+                    " (ports below 1024 need root or the CAP_NET_BIND_SERVICE capability: \
+                     choose one above, e.g. --port {}, or 0 for any)",
+                    roost_wire::DEFAULT_PORT
+                ),
+                _ => String::new(),
             };
-            format!("cannot listen on {addr}: {e}{hint}")
+            format!(
+                "cannot listen on {addr}: {}{hint}",
+                roost_client::io_words(&e)
+            )
         })?;
     let bound = server.local_addr().map_err(|e| e.to_string())?;
     let dir = std::fs::canonicalize(&args.dir).unwrap_or(args.dir.clone());
@@ -375,8 +392,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
         host: format!("{}:{}", catalog_report::host_name(), bound.port()),
         owner: owner.clone(),
         class: one_word("--host-class", &args.host_class)?,
-        interval: Duration::from_secs(args.accounting_interval),
-        storage_interval: Duration::from_secs(args.storage_interval),
+        interval: args.accounting_interval,
+        storage_interval: args.storage_interval,
         export: dir.clone(),
     })?;
     server.enable_accounting(accounting.clone())?;
@@ -389,7 +406,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let config = JobConfig {
             dir: job_dir.clone(),
             concurrency: args.job_concurrency as usize,
-            time_limit: Duration::from_secs(args.job_time_limit),
+            time_limit: args.job_time_limit,
             user: args.job_user.clone(),
             uids: args.job_uids.as_deref().map(UidRange::parse).transpose()?,
             chirp_host: format!("{}:{}", catalog_report::host_name(), bound.port()),
@@ -399,22 +416,21 @@ fn run(args: ServeArgs) -> Result<(), String> {
             process_limit: limit("--job-process-limit", &args.job_process_limit, |t| {
                 t.parse::<u64>().ok().filter(|n| *n > 0)
             })?,
-            memory_limit: limit("--job-memory-limit", &args.job_memory_limit, |t| {
-                crate::size::parse_size("", t)
-                    .ok()
-                    .filter(|n| *n >= 1 << 20)
-            })?,
+            memory_limit: match args.job_memory_limit {
+                u64::MAX => None,
+                n if n < 1 << 20 => {
+                    return Err("--job-memory-limit: expected at least 1M, or none".into())
+                }
+                n => Some(n),
+            },
             jobs_per_subject: args.jobs_per_subject as usize,
-            bytes_per_subject: crate::size::parse_size(
-                "--job-bytes-per-subject",
-                &args.job_bytes_per_subject,
-            )?,
+            bytes_per_subject: args.job_bytes_per_subject,
             view: job_view(&args, &dir, job_dir)?,
             // Each job's keeper is this program (see main); through /proc, it is the one
             // running even after an upgrade replaced the file.
             keeper: PathBuf::from("/proc/self/exe"),
             // A crash loses at most this much of a running job's CPU from the ledger.
-            cpu_checkpoint: Duration::from_secs(args.accounting_interval.min(10)),
+            cpu_checkpoint: args.accounting_interval.min(Duration::from_secs(10)),
         };
         server.enable_jobs(config)?;
     } else if args.job_user.is_some()
@@ -444,7 +460,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
     accounting
         .start()
         .map_err(|e| format!("cannot start the accounting: {e}"))?;
-    if args.reap_after > 0 {
+    if !args.reap_after.is_zero() {
         let pool_dirs = args
             .pool_dirs
             .iter()
@@ -459,7 +475,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
             .collect::<Result<Vec<_>, _>>()?;
         server
             .start_reaper(roost_server::reaper::Config {
-                after: Duration::from_secs(args.reap_after),
+                after: args.reap_after,
                 pool_dirs,
             })
             .map_err(|e| format!("cannot start the reaper: {e}"))?;
@@ -477,7 +493,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
     if !catalogs.is_empty() {
         catalog_report::spawn(catalog_report::ReportConfig {
             catalogs,
-            interval: Duration::from_secs(args.catalog_interval),
+            interval: args.catalog_interval,
             listen: bound,
             export: dir.clone(),
             jobs: args.jobs.then(|| catalog_report::JobsReport {
@@ -524,6 +540,30 @@ fn stop_on_signals(
     Ok(())
 }
 
+/// Why `dir` cannot be exported, in words: for a directory the server may not read, who the
+/// server runs as and who owns the directory.
+fn export_failure(dir: &std::path::Path, e: &std::io::Error) -> String {
+    let shown = dir.display();
+    if e.kind() != std::io::ErrorKind::PermissionDenied {
+        return format!("cannot export {shown}: {}", roost_client::io_words(e));
+    }
+    let euid = unsafe { libc::geteuid() };
+    let me = auth::user_name(euid).unwrap_or_else(|| euid.to_string());
+    let owner = match std::fs::metadata(dir) {
+        Ok(meta) => {
+            use std::os::unix::fs::MetadataExt;
+            let name = auth::user_name(meta.uid()).unwrap_or_else(|| meta.uid().to_string());
+            format!(" (owned by {name}, mode {:04o})", meta.mode() & 0o7777)
+        }
+        Err(_) => String::new(),
+    };
+    format!(
+        "cannot export {shown}: permission denied: the server runs as {me} (uid {euid}), \
+         which may not read and enter {shown}{owner} or a directory above it; run it as a \
+         user who may, or give {me} read and search rights (chmod, setfacl)"
+    )
+}
+
 /// `value` of option `option` if it is one word.
 fn one_word(option: &str, value: &str) -> Result<String, String> {
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_graphic()) {
@@ -557,14 +597,9 @@ fn limit(
     if text == "none" {
         return Ok(None);
     }
-    parse(text).map(Some).ok_or_else(|| {
-        let what = if option == "--job-memory-limit" {
-            "a size of at least 1M (512M, 2G)"
-        } else {
-            "a number above 0"
-        };
-        format!("{option} {text}: expected {what}, or none")
-    })
+    parse(text)
+        .map(Some)
+        .ok_or_else(|| format!("{option} {text}: expected a number above 0, or none"))
 }
 
 /// What jobs may see besides their sandbox: the `--job-read` directories (each outside the
@@ -655,11 +690,7 @@ fn root_acl(specs: &[String]) -> Result<Acl, String> {
         let (subject, rights) = spec
             .rsplit_once('=')
             .ok_or_else(|| format!("--acl {spec}: expected SUBJECT=RIGHTS, e.g. unix:alice=rwl"))?;
-        if subject.is_empty() || subject.contains(char::is_whitespace) {
-            return Err(format!(
-                "--acl {spec}: the subject must be one word, e.g. address:10.0.0.*"
-            ));
-        }
+        roost_wire::acl::check_subject(subject).map_err(|why| format!("--acl {spec}: {why}"))?;
         let rights = Rights::parse(rights).map_err(|_| {
             format!("--acl {spec}: '{rights}' is not a set of rights (letters rwldpax)")
         })?;

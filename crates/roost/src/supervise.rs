@@ -42,19 +42,17 @@ pub struct Backoff {
 
 impl Backoff {
     fn from_args(args: &ServeArgs) -> Result<Backoff, String> {
-        let seconds = |option: &str, v: f64| {
-            if v.is_finite() && v > 0.0 && v < 1e7 {
-                Ok(Duration::from_secs_f64(v))
+        let positive = |option: &str, d: Duration| {
+            if d.is_zero() {
+                Err(format!("{option} 0: expected more than 0"))
             } else {
-                Err(format!(
-                    "{option} {v}: expected a positive number of seconds"
-                ))
+                Ok(d)
             }
         };
         let b = Backoff {
-            first: seconds("--restart-delay", args.restart_delay)?,
-            max: seconds("--restart-max-delay", args.restart_max_delay)?,
-            healthy_after: seconds("--healthy-after", args.healthy_after)?,
+            first: positive("--restart-delay", args.restart_delay)?,
+            max: positive("--restart-max-delay", args.restart_max_delay)?,
+            healthy_after: positive("--healthy-after", args.healthy_after)?,
         };
         if b.max < b.first {
             return Err("--restart-max-delay must be at least --restart-delay".into());

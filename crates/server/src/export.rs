@@ -133,6 +133,23 @@ impl Export {
             return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
         }
         let jail = Jail::open(&host_root)?;
+        // The jail's handle needs no rights on the directory itself; serving it needs read
+        // and search, which a server started by the wrong user would otherwise only find
+        // out client by client.
+        let c_root = CString::new(host_root.as_os_str().as_encoded_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: a NUL-terminated path; faccessat only reads it.
+        let rc = unsafe {
+            libc::faccessat(
+                libc::AT_FDCWD,
+                c_root.as_ptr(),
+                libc::R_OK | libc::X_OK,
+                libc::AT_EACCESS,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
         Ok(Export {
             jail,
             host_root,
@@ -809,6 +826,8 @@ impl Export {
     }
 
     /// Gives `who` the rights `rights` on directory `path` (an empty set removes the entry).
+    /// A `who` that can never match anyone (see [`roost_wire::acl::check_subject`]) is
+    /// refused with `EINVAL`, unless the entry is being removed.
     pub fn setacl(
         &self,
         subject: &str,
@@ -816,6 +835,9 @@ impl Export {
         who: &str,
         rights: Rights,
     ) -> OpResult<()> {
+        if !rights.is_empty() && roost_wire::acl::check_subject(who).is_err() {
+            return Err(OpError::errno(libc::EINVAL));
+        }
         let _names = self.changing();
         let obj = self.admin_dir(subject, path)?;
         let mut acl = (*self.acls.effective(&self.jail, &obj.real)?).clone();

@@ -34,7 +34,6 @@ pub mod lock;
 pub mod log;
 pub mod metrics;
 pub mod output;
-pub mod random;
 pub mod reaper;
 pub mod relay;
 pub mod session;
@@ -43,5 +42,7 @@ pub mod splice;
 pub mod stale_uploads;
 pub mod thermostat;
 pub mod throttle;
+/// The one source of random bytes (the client's: group relays and pool runs use it too).
+pub use roost_client::random;
 
 pub use listener::{announced_addr, announcement, Limits, Server};

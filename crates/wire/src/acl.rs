@@ -5,6 +5,9 @@
 //! directory in which the maker gets the rights in parentheses (`rwldpvax`). No rights at all
 //! are written `n`; `n` and `-` parse as no rights. Letters are written in the order
 //! `r w l d p a x v(...)`, cctools' order, so `getacl` output matches its server byte for byte.
+//!
+//! A subject an entry names is `METHOD:PATTERN` (`*` in the pattern matches anything), or `*`
+//! alone for anyone; [`check_subject`] refuses the rest, which would never match anyone.
 
 use std::fmt;
 
@@ -173,9 +176,77 @@ impl fmt::Display for Rights {
     }
 }
 
+/// The methods roost's server authenticates.
+pub const ROOST_METHODS: [&str; 4] = ["address", "hostname", "unix", "hmac"];
+
+/// The other methods cctools' chirp writes in ACLs (`group:` names a group of subjects),
+/// accepted so that ACLs shared with cctools servers keep working.
+pub const CCTOOLS_METHODS: [&str; 4] = ["kerberos", "globus", "ticket", "group"];
+
+/// Checks that `subject` can name someone: `*`, or `METHOD:PATTERN` with a method roost or
+/// cctools knows (or `*`) and a pattern of one word. The error names the subject and lists
+/// the methods.
+pub fn check_subject(subject: &str) -> Result<(), String> {
+    if subject == "*" {
+        return Ok(());
+    }
+    let why = match subject.split_once(':') {
+        _ if subject.is_empty() => "it is empty",
+        _ if subject.chars().any(|c| c.is_whitespace() || c.is_control()) => {
+            "it holds a space or a control character"
+        }
+        None => "it has no METHOD: part",
+        Some((method, _))
+            if method != "*"
+                && !ROOST_METHODS.contains(&method)
+                && !CCTOOLS_METHODS.contains(&method) =>
+        {
+            "its method is unknown"
+        }
+        Some((_, "")) => "its pattern is empty",
+        Some(_) => return Ok(()),
+    };
+    Err(format!(
+        "{subject:?} is not an ACL subject ({why}): expected METHOD:PATTERN, METHOD being {} \
+         (or cctools' {}), e.g. unix:alice, hmac:build, address:10.0.0.*; or * for anyone",
+        ROOST_METHODS.join(", "),
+        CCTOOLS_METHODS.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn subjects_name_a_known_method_and_a_pattern() {
+        for good in [
+            "*",
+            "unix:alice",
+            "address:10.0.0.*",
+            "hostname:*.example.org",
+            "hmac:build",
+            "kerberos:alice@EXAMPLE.ORG",
+            "globus:/O=Grid/CN=Alice",
+            "ticket:abc",
+            "group:/staff",
+            "*:*",
+        ] {
+            assert_eq!(check_subject(good), Ok(()), "{good}");
+        }
+        for (bad, why) in [
+            ("bob", "no METHOD"),
+            ("foo:bar", "unknown"),
+            ("unix:", "empty"),
+            (":alice", "unknown"),
+            ("", "empty"),
+            ("unix:a b", "space"),
+        ] {
+            let e = check_subject(bad).unwrap_err();
+            assert!(e.contains(&format!("{bad:?}")) && e.contains(why), "{e}");
+            assert!(e.contains("address, hostname, unix, hmac") && e.contains("kerberos"));
+        }
+    }
 
     #[test]
     fn write_implies_put_as_in_cctools() {
