@@ -5,10 +5,13 @@
 //! by command), over a group directory or `--hosts FILE PATH`,
 //! flat or through a relay tree (`docs/group.md`).
 
+mod summary;
+
 use crate::group_catalog;
 use crate::members::Members;
 use crate::remote::{options, ConnectArgs, Failure};
 use clap::{Args, Subcommand};
+use roost_catalog::json::Value;
 use roost_client::{ChirpUrl, ErrorCode};
 use roost_group::aggregate::{DataAggr, StatusAggr};
 use roost_group::api::{
@@ -60,6 +63,9 @@ pub enum GroupCommand {
         /// Show line numbers (lines at different numbers are different lines).
         #[arg(short = 'n', long = "line-number")]
         numbers: bool,
+        /// Print a JSON array, one object a distinct line: members, hosts, line, text.
+        #[arg(long)]
+        json: bool,
         /// A regular expression (Rust regex syntax), or with -F a string.
         pattern: String,
         /// A group directory (local or chirp://host:port/dir), or with --hosts the path on
@@ -88,6 +94,9 @@ pub enum GroupCommand {
     Psync {
         #[command(flatten)]
         group: GroupArgs,
+        /// Print the summary as one JSON object on standard output (fields: docs/cli.md).
+        #[arg(long)]
+        json: bool,
         /// Block size of the comparison (1K, 4K...).
         #[arg(long, default_value = "1K", value_name = "SIZE", value_parser = crate::size::bytes)]
         block_size: u64,
@@ -123,6 +132,9 @@ pub enum GroupCommand {
     Pcp {
         #[command(flatten)]
         group: GroupArgs,
+        /// Print the summary as one JSON object on standard output (fields: docs/cli.md).
+        #[arg(long)]
+        json: bool,
         /// The local file to copy.
         source: PathBuf,
         /// A group directory, or with --hosts the path on each host.
@@ -142,20 +154,23 @@ pub fn main(command: GroupCommand) -> ExitCode {
             group,
             fixed,
             numbers,
+            json,
             pattern,
             target,
-        } => pgrep(&group, fixed, numbers, &pattern, &target),
+        } => pgrep(&group, fixed, numbers, json, &pattern, &target),
         GroupCommand::Pcp {
             group,
+            json,
             source,
             target,
-        } => pcp(&group, &source, &target),
+        } => pcp(&group, json, &source, &target),
         GroupCommand::Psync {
             group,
+            json,
             block_size,
             source,
             target,
-        } => psync(&group, block_size, &source, &target),
+        } => psync(&group, json, block_size, &source, &target),
         GroupCommand::Ptop {
             group,
             by_user,
@@ -321,6 +336,7 @@ fn pgrep(
     args: &GroupArgs,
     fixed: bool,
     numbers: bool,
+    json: bool,
     pattern: &str,
     target: &str,
 ) -> Result<ExitCode, Failure> {
@@ -357,10 +373,20 @@ fn pgrep(
         report_failures(&mut group, &why, &failed);
     }
     let mut stdout = std::io::stdout().lock();
-    for ((number, text), members) in &classes {
-        let number = if numbers { Some(*number) } else { None };
-        if print_class(&mut stdout, &group, members, number, text).is_err() {
-            break;
+    if json {
+        let values: Vec<Value> = classes
+            .iter()
+            .map(|((number, text), members)| {
+                summary::line_class(&group, members, numbers.then_some(*number), text)
+            })
+            .collect();
+        let _ = stdout.write_all(roost_catalog::records_json(&values).as_bytes());
+    } else {
+        for ((number, text), members) in &classes {
+            let number = if numbers { Some(*number) } else { None };
+            if print_class(&mut stdout, &group, members, number, text).is_err() {
+                break;
+            }
         }
     }
     drop(stdout);
@@ -456,6 +482,7 @@ fn ptail(
 /// each group gets the patch that turns its content into the source.
 fn psync(
     args: &GroupArgs,
+    json: bool,
     block_size: u64,
     source: &PathBuf,
     target: &str,
@@ -502,14 +529,24 @@ fn psync(
     if !failed.is_empty() {
         report_failures(&mut group, &why, &failed);
     }
-    eprintln!(
-        "roost psync: {} members, {} distinct contents, {current} already current; \
-         sent {sent} bytes for a {}-byte file",
-        group.gsize(),
-        contents.len(),
-        data.len()
-    );
+    let members = group.gsize();
     let closed = outcome_of(group.close())?;
+    if json {
+        failed.extend(closed.failed.iter().copied());
+        let mut v = summary::members(&group, &failed, skipped);
+        v.set("contents", Value::Int(contents.len() as i64));
+        v.set("current", Value::Int(current as i64));
+        v.set("sent_bytes", Value::Int(sent as i64));
+        v.set("file_bytes", Value::Int(data.len() as i64));
+        println!("{}", v.to_json());
+    } else {
+        eprintln!(
+            "roost psync: {members} members, {} distinct contents, {current} already current; \
+             sent {sent} bytes for a {}-byte file",
+            contents.len(),
+            data.len()
+        );
+    }
     let ok = failed.is_empty()
         && closed.failed.is_empty()
         && group.open_failures().is_empty()
@@ -627,7 +664,7 @@ fn ptop(
     })
 }
 
-fn pcp(args: &GroupArgs, source: &PathBuf, target: &str) -> Result<ExitCode, Failure> {
+fn pcp(args: &GroupArgs, json: bool, source: &PathBuf, target: &str) -> Result<ExitCode, Failure> {
     let mut file =
         std::fs::File::open(source).map_err(|e| Failure(format!("{}: {e}", source.display())))?;
     let mode = file
@@ -683,7 +720,15 @@ fn pcp(args: &GroupArgs, source: &PathBuf, target: &str) -> Result<ExitCode, Fai
             open_failed
         ));
     }
-    eprintln!("{summary}");
+    if json {
+        let all_failed = failed.union(&closed.failed.iter().copied().collect()).copied().collect();
+        let mut v = summary::members(&group, &all_failed, skipped);
+        v.set("bytes", Value::Int(sent as i64));
+        v.set("seconds", Value::Float((secs * 1000.0).round() / 1000.0));
+        println!("{}", v.to_json());
+    } else {
+        eprintln!("{summary}");
+    }
     let ok = failed.is_empty()
         && closed.failed.is_empty()
         && group.open_failures().is_empty()
