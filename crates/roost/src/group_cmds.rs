@@ -45,7 +45,7 @@ pub struct GroupArgs {
     hosts: Option<PathBuf>,
     /// Ask this catalog (HOST[:PORT], repeatable: the first that answers) which servers are
     /// down: members on them are skipped at once, named on standard error, and never relay.
-    #[arg(long = "catalog", value_name = "HOST[:PORT]")]
+    #[arg(long = "catalog", short = 'c', value_name = "HOST[:PORT]")]
     catalogs: Vec<String>,
 }
 
@@ -54,6 +54,11 @@ pub struct GroupArgs {
 pub enum GroupCommand {
     /// Search every member of a group; print each distinct matching line once, after the
     /// set of members that have it (node[1-64/3]: line).
+    #[command(after_help = "\
+Examples:
+  roost pgrep -F 'Out of memory' logs/        # logs/: a group directory of links
+  roost pgrep --hosts nodes.txt -n 'error|fail' /var/log/syslog
+  roost pgrep --json ERROR logs/ | jq -r '.[] | .hosts'")]
     Pgrep {
         #[command(flatten)]
         group: GroupArgs,
@@ -74,6 +79,10 @@ pub enum GroupCommand {
     },
     /// Follow a group of logs: print lines as they are appended to the members, each
     /// distinct line once with its member set.
+    #[command(after_help = "\
+Examples:
+  roost ptail --strip-syslog logs/
+  roost ptail --hosts nodes.txt --interval 500ms --for 10m /var/log/syslog")]
     Ptail {
         #[command(flatten)]
         group: GroupArgs,
@@ -91,6 +100,10 @@ pub enum GroupCommand {
     },
     /// Bring every member up to date with a local file, sending only what differs (rsync's
     /// algorithm, run once for each distinct content among the members).
+    #[command(after_help = "\
+Examples:
+  roost psync hosts.conf etc-hosts/
+  roost psync --hosts nodes.txt --block-size 4K --json app.conf /etc/app.conf")]
     Psync {
         #[command(flatten)]
         group: GroupArgs,
@@ -107,6 +120,10 @@ pub enum GroupCommand {
     },
     /// Show the busiest commands across a group of hosts, refreshed like top: each member is
     /// a host's /proc (served by `roost serve /proc`); processes are grouped by command.
+    #[command(after_help = "\
+Examples:
+  roost ptop --hosts nodes.txt /
+  roost ptop --by-user --sort mem --rows 10 --iterations 1 procs/")]
     Ptop {
         #[command(flatten)]
         group: GroupArgs,
@@ -114,7 +131,7 @@ pub enum GroupCommand {
         #[arg(long)]
         by_user: bool,
         /// Rows to show.
-        #[arg(short = 'n', long = "rows", default_value_t = 20, value_name = "N")]
+        #[arg(long = "rows", default_value_t = 20, value_name = "N")]
         rows: usize,
         /// Order rows by cpu, mem (total resident memory) or procs.
         #[arg(long, default_value = "cpu", value_parser = ["cpu", "mem", "procs"])]
@@ -129,6 +146,10 @@ pub enum GroupCommand {
         target: String,
     },
     /// Copy a local file to every member of a group by group writes.
+    #[command(after_help = "\
+Examples:
+  roost pcp input.tar copies/
+  roost pcp --hosts nodes.txt --relay node1:9094 --key me=me.key --json input.tar /scratch/input.tar")]
     Pcp {
         #[command(flatten)]
         group: GroupArgs,

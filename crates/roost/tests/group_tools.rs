@@ -405,7 +405,7 @@ fn ptop_reads_a_real_proc_served_by_roost() {
         "2",
         "--interval",
         "0.2",
-        "-n",
+        "--rows",
         "1000",
         "/",
     ]);
