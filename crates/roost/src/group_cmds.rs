@@ -742,7 +742,10 @@ fn pcp(args: &GroupArgs, json: bool, source: &PathBuf, target: &str) -> Result<E
         ));
     }
     if json {
-        let all_failed = failed.union(&closed.failed.iter().copied().collect()).copied().collect();
+        let all_failed = failed
+            .union(&closed.failed.iter().copied().collect())
+            .copied()
+            .collect();
         let mut v = summary::members(&group, &all_failed, skipped);
         v.set("bytes", Value::Int(sent as i64));
         v.set("seconds", Value::Float((secs * 1000.0).round() / 1000.0));

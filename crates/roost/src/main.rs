@@ -291,7 +291,8 @@ mod cli_rules {
                 c.get_after_help()
                     .is_some_and(|h| h.to_string().contains("Examples:\n"))
             };
-            if !shows(cmd) && !(parent.get_name() != "roost" && shows(parent)) {
+            let inherited = parent.get_name() != "roost" && shows(parent);
+            if !shows(cmd) && !inherited {
                 problems.push(format!("{path}: --help has no examples"));
             }
         }

@@ -7,12 +7,12 @@ mod json_out;
 use crate::progress::Progress;
 use clap::{Args, Subcommand};
 use federation::Unfollowed;
+use roost_catalog::json::Value;
 use roost_client::partial::{self, Registered};
 use roost_client::tree::{self, CopyError};
 use roost_client::{
     io_words, ChirpUrl, Client, Credentials, Error, HmacKey, Method, Options, Stat,
 };
-use roost_catalog::json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -686,11 +686,7 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
                 path.push(b'/');
             }
             let fs = r.client.statfs(&path).map_err(|e| r.fail(&path, e))?;
-            let value = json_out::statfs(
-                &r.url.authority(),
-                &String::from_utf8_lossy(&path),
-                &fs,
-            );
+            let value = json_out::statfs(&r.url.authority(), &String::from_utf8_lossy(&path), &fs);
             if json {
                 return print_out(&(value.to_json() + "\n"));
             }
@@ -732,7 +728,12 @@ fn ls(url: &str, long: bool, json: bool, options: &Options) -> Outcome {
         };
         if json {
             if let Some(st) = &entry.stat {
-                values.push(json_out::stat("name", &name, st, target.and_then(Result::ok)));
+                values.push(json_out::stat(
+                    "name",
+                    &name,
+                    st,
+                    target.and_then(Result::ok),
+                ));
             } else {
                 values.push(Value::Object(vec![("name".into(), Value::String(name))]));
             }
@@ -777,7 +778,9 @@ fn df_table(fs: &Value) -> String {
     };
     let text = |k: &str| fs.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     crate::pool::columns(vec![
-        ["SERVER", "SIZE", "USED", "AVAIL", "USE%", "PATH"].map(String::from).to_vec(),
+        ["SERVER", "SIZE", "USED", "AVAIL", "USE%", "PATH"]
+            .map(String::from)
+            .to_vec(),
         vec![
             text("server"),
             human("total_bytes"),

@@ -69,7 +69,10 @@ fn check_entry(entry: &Value, path: &Path) {
     assert_eq!(int(entry, "inode"), meta.ino() as i64, "{what}");
     let mode_string = text(entry, "mode_string");
     assert_eq!(mode_string.len(), 10, "{what}");
-    assert_eq!(&mode_string[..1], &kind[..1].replace('f', "-").replace('s', "l"));
+    assert_eq!(
+        &mode_string[..1],
+        &kind[..1].replace('f', "-").replace('s', "l")
+    );
 }
 
 #[test]
@@ -127,7 +130,12 @@ fn stat_json_matches_the_file() {
 fn getacl_and_whoami_json() {
     let server = populated();
     let url = format!("chirp://127.0.0.1:{}", server.port);
-    cli_ok(&["setacl", &format!("{url}/sub"), "hostname:*.example.org", "rl"]);
+    cli_ok(&[
+        "setacl",
+        &format!("{url}/sub"),
+        "hostname:*.example.org",
+        "rl",
+    ]);
     let acl = parse(&cli_ok(&["getacl", "--json", &format!("{url}/sub")]));
     let Value::Array(entries) = acl else {
         panic!("getacl --json: not an array");
@@ -141,7 +149,12 @@ fn getacl_and_whoami_json() {
         .collect();
     let mut got: Vec<(String, String)> = entries
         .iter()
-        .map(|e| (text(e, "subject").to_string(), text(e, "rights").to_string()))
+        .map(|e| {
+            (
+                text(e, "subject").to_string(),
+                text(e, "rights").to_string(),
+            )
+        })
         .collect();
     on_disk.sort();
     got.sort();
@@ -169,8 +182,16 @@ fn df_reports_the_export_s_file_system() {
     assert_eq!(int(&df, "type"), local.f_type as i64);
     // Free space moves as other programs write; a few megabytes either way is the same disk.
     let near = |a: i64, b: i64| (a - b).abs() <= 64 << 20;
-    assert!(near(int(&df, "free_bytes"), local.f_bfree as i64 * unit), "{}", df.to_json());
-    assert!(near(int(&df, "available_bytes"), local.f_bavail as i64 * unit), "{}", df.to_json());
+    assert!(
+        near(int(&df, "free_bytes"), local.f_bfree as i64 * unit),
+        "{}",
+        df.to_json()
+    );
+    assert!(
+        near(int(&df, "available_bytes"), local.f_bavail as i64 * unit),
+        "{}",
+        df.to_json()
+    );
     assert_eq!(
         int(&df, "used_bytes"),
         int(&df, "total_bytes") - int(&df, "free_bytes")
@@ -181,5 +202,8 @@ fn df_reports_the_export_s_file_system() {
     let lines: Vec<&str> = plain.lines().collect();
     assert_eq!(lines.len(), 2, "{plain}");
     assert!(lines[0].starts_with("SERVER"), "{plain}");
-    assert!(lines[1].starts_with(&format!("127.0.0.1:{}", server.port)), "{plain}");
+    assert!(
+        lines[1].starts_with(&format!("127.0.0.1:{}", server.port)),
+        "{plain}"
+    );
 }

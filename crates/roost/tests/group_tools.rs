@@ -578,17 +578,29 @@ fn pgrep_json_gives_each_line_with_the_members_whose_file_has_it() {
         for (n, line) in text.lines().enumerate() {
             if line.contains("udp") || line.contains("host") {
                 let key = (n as i64 + 1, line.to_string());
-                expected.entry(key).or_default().push(format!("node{}", i + 1));
+                expected
+                    .entry(key)
+                    .or_default()
+                    .push(format!("node{}", i + 1));
             }
         }
     }
     let mut got = std::collections::BTreeMap::new();
     for class in &classes {
-        let text = class.get("text").and_then(|t| t.as_str()).unwrap().to_string();
+        let text = class
+            .get("text")
+            .and_then(|t| t.as_str())
+            .unwrap()
+            .to_string();
         got.insert((number(class, "line"), text), names(class, "members"));
         let hosts = class.get("hosts").and_then(|h| h.as_str()).unwrap();
         let members = names(class, "members");
-        assert_eq!(hosts, roost_group::hostset::format(&members), "{}", class.to_json());
+        assert_eq!(
+            hosts,
+            roost_group::hostset::format(&members),
+            "{}",
+            class.to_json()
+        );
     }
     for members in expected.values_mut() {
         members.sort();

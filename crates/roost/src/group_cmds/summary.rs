@@ -26,10 +26,7 @@ pub(super) fn line_class(
         .collect();
     Value::Object(vec![
         ("hosts".into(), Value::String(hostset::format(&list))),
-        (
-            "members".into(),
-            names(list.iter().map(|n| n.to_string())),
-        ),
+        ("members".into(), names(list.iter().map(|n| n.to_string()))),
         (
             "line".into(),
             number.map_or(Value::Null, |n| Value::Int(n as i64)),
