@@ -4,7 +4,7 @@
 //! really gone); it takes tasks again once the catalog shows it up. A host that left the
 //! run (its connection broke) is taken back once it has reported to the catalog again since
 //! it left, as a restarted server (`roost serve --supervise`) does at once. A server that
-//! joins the pool and runs jobs is taken on, up to `--hosts`. A catalog that stops
+//! joins the pool and runs jobs is taken on, up to `--max-hosts`. A catalog that stops
 //! answering leaves the run with the hosts it has.
 //!
 //! [`Follower`] decides, from each answer, without I/O (so it is tested alone); the run
@@ -27,7 +27,7 @@ pub struct Follow {
     pub every: Duration,
     /// Time to wait for an answer.
     pub timeout: Duration,
-    /// Most hosts in the run at once (`--hosts`).
+    /// Most hosts in the run at once (`--max-hosts`).
     pub most: Option<usize>,
     /// How long pending tasks wait for a host when no host may take them, before they are
     /// given up.

@@ -37,7 +37,12 @@ The price file has a line per rule, CLASS HOURS RESOURCE PRICE (the last matchin
 
 Exit status: 0 when every ledger was read whole, 1 when a server could not be reached or
 refused, or a ledger holds corrupt records (each named, with its line, on standard error;
-the balances are made of the rest), 2 for bad options or a bad price file.")]
+the balances are made of the rest), 2 for bad options or a bad price file.
+
+Examples:
+  roost accounting --prices prices --hosts pool.txt --key acct=/etc/roost/acct.key
+  roost accounting -c catalog.example.org --json
+  roost accounting --ledger /var/lib/roost/ledger/fs7.ledger")]
 pub struct AccountingArgs {
     /// Servers to gather from, HOST[:PORT].
     pub servers: Vec<String>,
@@ -46,7 +51,7 @@ pub struct AccountingArgs {
     pub hosts: Option<PathBuf>,
     /// Gather from every Chirp server this catalog lists (repeatable: the first that
     /// answers is used).
-    #[arg(long = "catalog", value_name = "HOST[:PORT]")]
+    #[arg(long = "catalog", short = 'c', value_name = "HOST[:PORT]")]
     pub catalogs: Vec<String>,
     /// Read this ledger file too (repeatable).
     #[arg(long = "ledger", value_name = "FILE")]

@@ -5,10 +5,13 @@
 //! by command), over a group directory or `--hosts FILE PATH`,
 //! flat or through a relay tree (`docs/group.md`).
 
+mod summary;
+
 use crate::group_catalog;
 use crate::members::Members;
 use crate::remote::{options, ConnectArgs, Failure};
 use clap::{Args, Subcommand};
+use roost_catalog::json::Value;
 use roost_client::{ChirpUrl, ErrorCode};
 use roost_group::aggregate::{DataAggr, StatusAggr};
 use roost_group::api::{
@@ -42,7 +45,7 @@ pub struct GroupArgs {
     hosts: Option<PathBuf>,
     /// Ask this catalog (HOST[:PORT], repeatable: the first that answers) which servers are
     /// down: members on them are skipped at once, named on standard error, and never relay.
-    #[arg(long = "catalog", value_name = "HOST[:PORT]")]
+    #[arg(long = "catalog", short = 'c', value_name = "HOST[:PORT]")]
     catalogs: Vec<String>,
 }
 
@@ -51,6 +54,11 @@ pub struct GroupArgs {
 pub enum GroupCommand {
     /// Search every member of a group; print each distinct matching line once, after the
     /// set of members that have it (node[1-64/3]: line).
+    #[command(after_help = "\
+Examples:
+  roost pgrep -F 'Out of memory' logs/        # logs/: a group directory of links
+  roost pgrep --hosts nodes.txt -n 'error|fail' /var/log/syslog
+  roost pgrep --json ERROR logs/ | jq -r '.[] | .hosts'")]
     Pgrep {
         #[command(flatten)]
         group: GroupArgs,
@@ -60,6 +68,9 @@ pub enum GroupCommand {
         /// Show line numbers (lines at different numbers are different lines).
         #[arg(short = 'n', long = "line-number")]
         numbers: bool,
+        /// Print a JSON array, one object a distinct line: members, hosts, line, text.
+        #[arg(long)]
+        json: bool,
         /// A regular expression (Rust regex syntax), or with -F a string.
         pattern: String,
         /// A group directory (local or chirp://host:port/dir), or with --hosts the path on
@@ -68,6 +79,10 @@ pub enum GroupCommand {
     },
     /// Follow a group of logs: print lines as they are appended to the members, each
     /// distinct line once with its member set.
+    #[command(after_help = "\
+Examples:
+  roost ptail --strip-syslog logs/
+  roost ptail --hosts nodes.txt --interval 500ms --for 10m /var/log/syslog")]
     Ptail {
         #[command(flatten)]
         group: GroupArgs,
@@ -85,9 +100,16 @@ pub enum GroupCommand {
     },
     /// Bring every member up to date with a local file, sending only what differs (rsync's
     /// algorithm, run once for each distinct content among the members).
+    #[command(after_help = "\
+Examples:
+  roost psync hosts.conf etc-hosts/
+  roost psync --hosts nodes.txt --block-size 4K --json app.conf /etc/app.conf")]
     Psync {
         #[command(flatten)]
         group: GroupArgs,
+        /// Print the summary as one JSON object on standard output (fields: docs/cli.md).
+        #[arg(long)]
+        json: bool,
         /// Block size of the comparison (1K, 4K...).
         #[arg(long, default_value = "1K", value_name = "SIZE", value_parser = crate::size::bytes)]
         block_size: u64,
@@ -98,6 +120,10 @@ pub enum GroupCommand {
     },
     /// Show the busiest commands across a group of hosts, refreshed like top: each member is
     /// a host's /proc (served by `roost serve /proc`); processes are grouped by command.
+    #[command(after_help = "\
+Examples:
+  roost ptop --hosts nodes.txt /
+  roost ptop --by-user --sort mem --rows 10 --iterations 1 procs/")]
     Ptop {
         #[command(flatten)]
         group: GroupArgs,
@@ -105,7 +131,7 @@ pub enum GroupCommand {
         #[arg(long)]
         by_user: bool,
         /// Rows to show.
-        #[arg(short = 'n', long = "rows", default_value_t = 20, value_name = "N")]
+        #[arg(long = "rows", default_value_t = 20, value_name = "N")]
         rows: usize,
         /// Order rows by cpu, mem (total resident memory) or procs.
         #[arg(long, default_value = "cpu", value_parser = ["cpu", "mem", "procs"])]
@@ -120,9 +146,16 @@ pub enum GroupCommand {
         target: String,
     },
     /// Copy a local file to every member of a group by group writes.
+    #[command(after_help = "\
+Examples:
+  roost pcp input.tar copies/
+  roost pcp --hosts nodes.txt --relay node1:9094 --key me=me.key --json input.tar /scratch/input.tar")]
     Pcp {
         #[command(flatten)]
         group: GroupArgs,
+        /// Print the summary as one JSON object on standard output (fields: docs/cli.md).
+        #[arg(long)]
+        json: bool,
         /// The local file to copy.
         source: PathBuf,
         /// A group directory, or with --hosts the path on each host.
@@ -142,20 +175,23 @@ pub fn main(command: GroupCommand) -> ExitCode {
             group,
             fixed,
             numbers,
+            json,
             pattern,
             target,
-        } => pgrep(&group, fixed, numbers, &pattern, &target),
+        } => pgrep(&group, fixed, numbers, json, &pattern, &target),
         GroupCommand::Pcp {
             group,
+            json,
             source,
             target,
-        } => pcp(&group, &source, &target),
+        } => pcp(&group, json, &source, &target),
         GroupCommand::Psync {
             group,
+            json,
             block_size,
             source,
             target,
-        } => psync(&group, block_size, &source, &target),
+        } => psync(&group, json, block_size, &source, &target),
         GroupCommand::Ptop {
             group,
             by_user,
@@ -321,6 +357,7 @@ fn pgrep(
     args: &GroupArgs,
     fixed: bool,
     numbers: bool,
+    json: bool,
     pattern: &str,
     target: &str,
 ) -> Result<ExitCode, Failure> {
@@ -357,10 +394,20 @@ fn pgrep(
         report_failures(&mut group, &why, &failed);
     }
     let mut stdout = std::io::stdout().lock();
-    for ((number, text), members) in &classes {
-        let number = if numbers { Some(*number) } else { None };
-        if print_class(&mut stdout, &group, members, number, text).is_err() {
-            break;
+    if json {
+        let values: Vec<Value> = classes
+            .iter()
+            .map(|((number, text), members)| {
+                summary::line_class(&group, members, numbers.then_some(*number), text)
+            })
+            .collect();
+        let _ = stdout.write_all(roost_catalog::records_json(&values).as_bytes());
+    } else {
+        for ((number, text), members) in &classes {
+            let number = if numbers { Some(*number) } else { None };
+            if print_class(&mut stdout, &group, members, number, text).is_err() {
+                break;
+            }
         }
     }
     drop(stdout);
@@ -456,6 +503,7 @@ fn ptail(
 /// each group gets the patch that turns its content into the source.
 fn psync(
     args: &GroupArgs,
+    json: bool,
     block_size: u64,
     source: &PathBuf,
     target: &str,
@@ -502,14 +550,24 @@ fn psync(
     if !failed.is_empty() {
         report_failures(&mut group, &why, &failed);
     }
-    eprintln!(
-        "roost psync: {} members, {} distinct contents, {current} already current; \
-         sent {sent} bytes for a {}-byte file",
-        group.gsize(),
-        contents.len(),
-        data.len()
-    );
+    let members = group.gsize();
     let closed = outcome_of(group.close())?;
+    if json {
+        failed.extend(closed.failed.iter().copied());
+        let mut v = summary::members(&group, &failed, skipped);
+        v.set("contents", Value::Int(contents.len() as i64));
+        v.set("current", Value::Int(current as i64));
+        v.set("sent_bytes", Value::Int(sent as i64));
+        v.set("file_bytes", Value::Int(data.len() as i64));
+        println!("{}", v.to_json());
+    } else {
+        eprintln!(
+            "roost psync: {members} members, {} distinct contents, {current} already current; \
+             sent {sent} bytes for a {}-byte file",
+            contents.len(),
+            data.len()
+        );
+    }
     let ok = failed.is_empty()
         && closed.failed.is_empty()
         && group.open_failures().is_empty()
@@ -627,7 +685,7 @@ fn ptop(
     })
 }
 
-fn pcp(args: &GroupArgs, source: &PathBuf, target: &str) -> Result<ExitCode, Failure> {
+fn pcp(args: &GroupArgs, json: bool, source: &PathBuf, target: &str) -> Result<ExitCode, Failure> {
     let mut file =
         std::fs::File::open(source).map_err(|e| Failure(format!("{}: {e}", source.display())))?;
     let mode = file
@@ -683,7 +741,18 @@ fn pcp(args: &GroupArgs, source: &PathBuf, target: &str) -> Result<ExitCode, Fai
             open_failed
         ));
     }
-    eprintln!("{summary}");
+    if json {
+        let all_failed = failed
+            .union(&closed.failed.iter().copied().collect())
+            .copied()
+            .collect();
+        let mut v = summary::members(&group, &all_failed, skipped);
+        v.set("bytes", Value::Int(sent as i64));
+        v.set("seconds", Value::Float((secs * 1000.0).round() / 1000.0));
+        println!("{}", v.to_json());
+    } else {
+        eprintln!("{summary}");
+    }
     let ok = failed.is_empty()
         && closed.failed.is_empty()
         && group.open_failures().is_empty()

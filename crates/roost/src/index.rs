@@ -53,7 +53,12 @@ which roosts older than block hashes refuse (naming the version); one without st
 
 Exit status: 0 on success, 1 when some directory could not be indexed (each is named), 2
 for a bad --block-size, --block-threshold or --expires-in, or a key file that cannot be read or written
-(or --gen-key naming an existing file).")]
+(or --gen-key naming an existing file).
+
+Examples:
+  roost index /var/www/data
+  roost index --gen-key site.key && roost index /var/www/data --sign site.key
+  roost index /var/www/data --block-threshold 16M --block-size 1M")]
 pub struct IndexArgs {
     /// The directory tree to index.
     #[arg(required_unless_present = "gen_key")]

@@ -222,6 +222,106 @@ mod cli_rules {
         );
     }
 
+    /// Every subcommand that runs (has no subcommands of its own), with its path and its
+    /// parent.
+    fn leaves(cmd: &Command, path: &str, out: &mut Vec<(String, Command, Command)>) {
+        for sub in cmd.get_subcommands() {
+            let name = sub.get_name();
+            let path = format!("{path} {name}").trim().to_string();
+            if name == "help" {
+                continue;
+            }
+            if sub.has_subcommands() {
+                leaves(sub, &path, out);
+            } else {
+                out.push((path, sub.clone(), cmd.clone()));
+            }
+        }
+    }
+
+    #[test]
+    fn one_meaning_per_short_flag_and_option_and_help_everywhere() {
+        let mut cli = Cli::command();
+        cli.build();
+        let mut all = Vec::new();
+        options(&cli, "", &mut all);
+        let mut problems = Vec::new();
+        // A short flag means one long option in every command.
+        let mut shorts: std::collections::BTreeMap<char, (String, String)> = Default::default();
+        for (path, _, arg) in &all {
+            let (Some(short), Some(long)) = (arg.get_short(), arg.get_long()) else {
+                continue;
+            };
+            match shorts.get(&short) {
+                Some((other, first)) if other != long => problems.push(format!(
+                    "-{short}: --{long} in `{path}`, --{other} in `{first}`"
+                )),
+                _ => {
+                    shorts.insert(short, (long.to_string(), path.clone()));
+                }
+            }
+        }
+        for (path, _, arg) in &all {
+            let long = arg.get_long().unwrap_or("");
+            // Verbosity is -v/-q; --hosts is always a file of hosts; --catalog is -c.
+            let expected_short = match long {
+                "verbose" => Some('v'),
+                "quiet" => Some('q'),
+                "catalog" => Some('c'),
+                _ => None,
+            };
+            if expected_short.is_some() && arg.get_short() != expected_short {
+                problems.push(format!("{path} --{long}: short is not {expected_short:?}"));
+            }
+            let value = arg.get_value_names().and_then(|v| v.first().cloned());
+            if long == "hosts" && value.as_deref() != Some("FILE") {
+                problems.push(format!("{path} --hosts takes {value:?}, not a FILE"));
+            }
+            // Positional arguments say what they are.
+            if arg.is_positional() && arg.get_help().is_none() {
+                problems.push(format!("{path} {}: positional without help", arg.get_id()));
+            }
+        }
+        // Every command's --help ends with examples (its own, or its parent's for `job`'s
+        // and `thermostat`'s subcommands, which share them).
+        let mut commands = Vec::new();
+        leaves(&cli, "", &mut commands);
+        for (path, cmd, parent) in &commands {
+            let shows = |c: &Command| {
+                c.get_after_help()
+                    .is_some_and(|h| h.to_string().contains("Examples:\n"))
+            };
+            let inherited = parent.get_name() != "roost" && shows(parent);
+            if !shows(cmd) && !inherited {
+                problems.push(format!("{path}: --help has no examples"));
+            }
+        }
+        assert!(
+            commands.len() >= 30,
+            "{} commands: {commands:?}",
+            commands.len()
+        );
+        assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+    }
+
+    #[test]
+    fn serve_takes_v_and_q_for_its_log_level() {
+        let level = |extra: &[&str]| {
+            let cli = Cli::try_parse_from([&["roost", "serve", "/srv"], extra].concat())
+                .map_err(|e| e.kind())?;
+            let super::Command::Serve(args) = cli.command else {
+                panic!("not serve");
+            };
+            Ok::<_, clap::error::ErrorKind>(crate::serve::log_level(&args).to_string())
+        };
+        assert_eq!(level(&[]), Ok("info".into()));
+        assert_eq!(level(&["-v"]), Ok("debug".into()));
+        assert_eq!(level(&["--quiet"]), Ok("error".into()));
+        assert_eq!(level(&["--log-level", "debug"]), Ok("debug".into()));
+        assert!(level(&["-v", "--log-level", "error"]).is_err());
+        assert!(level(&["-v", "-q"]).is_err());
+    }
+
     #[test]
     fn serve_defaults_are_the_server_s() {
         let cli = Cli::try_parse_from(["roost", "serve", "/srv"]).unwrap();

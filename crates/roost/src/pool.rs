@@ -36,7 +36,7 @@ Examples:
 pub struct CatalogArgs {
     /// The port for UDP updates and HTTP queries (TCP updates use the next one); 0 picks a
     /// free one.
-    #[arg(long, short, default_value_t = roost_catalog::DEFAULT_PORT)]
+    #[arg(long, default_value_t = roost_catalog::DEFAULT_PORT)]
     pub port: u16,
     /// The address to listen on.
     #[arg(long, default_value = "0.0.0.0", value_name = "ADDR")]
@@ -46,7 +46,7 @@ pub struct CatalogArgs {
     #[arg(long, value_name = "DURATION", value_parser = crate::size::duration)]
     pub down_after: Option<Duration>,
     /// Log every update, not only arrivals, departures and refusals.
-    #[arg(long)]
+    #[arg(short, long)]
     pub verbose: bool,
     /// Trust reports signed with the catalog key NAME, its secret read from FILE (private to
     /// its owner: chmod 600); repeatable.
@@ -138,7 +138,11 @@ Without --catalog, the catalog is $ROOST_CATALOG, else cctools' $CATALOG_HOST, e
 localhost:9097. Works with cctools' catalog_server too (it shows no down servers: it forgets
 them instead).
 
-Exit status: 0 when a catalog answered, 1 when none did, 2 for bad options.")]
+Exit status: 0 when a catalog answered, 1 when none did, 2 for bad options.
+
+Examples:
+  roost status -c catalog.example.org
+  roost status --all --json | jq '.[] | .name'")]
 pub struct StatusArgs {
     /// The catalog to ask, HOST[:PORT] (repeatable: the first that answers is used).
     #[arg(long = "catalog", short = 'c', value_name = "HOST[:PORT]")]

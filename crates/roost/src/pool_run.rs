@@ -52,9 +52,10 @@ struct PoolOptions {
     /// send such a report and would be sent tasks and their inputs.
     #[arg(long)]
     unsigned: bool,
-    /// Use at most N hosts (those with the most headroom).
+    /// Use at most N hosts (those with the most headroom). Formerly --hosts, which in every
+    /// other command names a FILE of hosts.
     #[arg(long, value_name = "N")]
-    hosts: Option<usize>,
+    max_hosts: Option<usize>,
     /// The directory on each server for the run's files (it needs rwlx there, and x on /).
     #[arg(long, default_value = "/roost-pool", value_name = "DIR")]
     remote_dir: String,
@@ -108,7 +109,7 @@ reports the catalog verified (signed: roost serve --catalog-key, roost catalog -
 and its headroom allows. The run asks the catalog again every --follow-interval seconds
 (--no-follow: only at the start): a host it shows down gets no new tasks (what runs there
 goes on), a host that left the run and reported again since (a restarted server) is taken
-back, a new server is taken on (up to --hosts); each change is logged once as
+back, a new server is taken on (up to --max-hosts); each change is logged once as
 `roost pool: HOST: ...`. A catalog that stops answering leaves the run with its hosts. When
 no host can take the waiting tasks, they wait --host-wait seconds for one, then fail. Each input is staged once per host under --remote-dir; a failed
 task is retried on another host (--retries), a task lost with its host is retried without
@@ -141,7 +142,12 @@ Exit status: 0 when every task is done; 1 when a task failed for good, or no hos
 it, or --verify found two hosts that disagree, or (--slurm) Slurm could not be used: no
 sbatch, no controller, a refused submission;
 2 for bad options or a bad task file (the message names the line); 128+N when signal N
-stopped it (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).")]
+stopped it (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
+
+Examples:
+  roost pool run -c catalog.example.org tasks.txt
+  roost pool run --server fs7:9094 --server fs8:9094 --slots 4 --json tasks.txt
+  roost pool run --max-hosts 8 --command 'wc -l < {} > {.}.n' --output '{.}.n' data/*")]
 struct RunArgs {
     #[command(flatten)]
     pool: PoolOptions,
@@ -174,7 +180,7 @@ struct RunArgs {
 struct SlurmArgs {
     /// Submit the tasks to Slurm as a job array, each run under `roost run` on a node with
     /// its files mounted from the run's server, instead of through the servers' job RPCs.
-    #[arg(long, conflicts_with_all = ["slots", "hosts", "queue", "no_speculate"])]
+    #[arg(long, conflicts_with_all = ["slots", "max_hosts", "queue", "no_speculate"])]
     slurm: bool,
     /// The Slurm partition to submit to (default: Slurm's default partition).
     #[arg(long, value_name = "NAME", requires = "slurm")]
@@ -233,7 +239,11 @@ with the scalar reference.
 
 Exit status: 0 when every task is done and every checked score matches; 1 otherwise; 2 for
 bad options; 128+N when signal N (SIGINT, SIGTERM, SIGHUP) stopped it: its jobs are killed
-and its files removed from the servers first."
+and its files removed from the servers first.
+
+Examples:
+  roost pool complib -c catalog.example.org --program target/release/roost-align
+  roost pool complib --server fs7:9094 --server fs8:9094 --json"
 )]
 struct ComplibArgs {
     #[command(flatten)]
@@ -276,8 +286,8 @@ type Outcome = Result<u8, (u8, String)>;
 /// `jobs`: the hosts must run jobs (else any up server will do, to hold files).
 fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config, (u8, String)> {
     let options = options(&pool.connect).map_err(|Failure(m)| (2, m))?;
-    if pool.slots == 0 || pool.hosts == Some(0) {
-        return Err((2, "--slots and --hosts must be at least 1".into()));
+    if pool.slots == 0 || pool.max_hosts == Some(0) {
+        return Err((2, "--slots and --max-hosts must be at least 1".into()));
     }
     let seconds = |name: &str, d: Duration| {
         if (Duration::from_millis(100)..=Duration::from_secs(86_400)).contains(&d) {
@@ -333,7 +343,7 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
                 every,
                 // A catalog answers in milliseconds; a silent one must not hold the run.
                 timeout: timeout.min(Duration::from_secs(5)),
-                most: pool.hosts,
+                most: pool.max_hosts,
                 host_wait,
                 first_answer: records,
                 trust,
@@ -341,7 +351,7 @@ fn config(pool: &PoolOptions, output_dir: PathBuf, jobs: bool) -> Result<Config,
         }
     }
     chosen.dedup_by(|a, b| a.authority == b.authority);
-    if let Some(most) = pool.hosts {
+    if let Some(most) = pool.max_hosts {
         chosen.truncate(most);
     }
     if chosen.is_empty() && unsigned_left_out > 0 {

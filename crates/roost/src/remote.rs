@@ -2,10 +2,12 @@
 //! `getacl`, `setacl`, `whoami`, on `chirp://host[:port]/path` (or `/chirp/host:port/path`).
 
 mod federation;
+mod json_out;
 
 use crate::progress::Progress;
 use clap::{Args, Subcommand};
 use federation::Unfollowed;
+use roost_catalog::json::Value;
 use roost_client::partial::{self, Registered};
 use roost_client::tree::{self, CopyError};
 use roost_client::{
@@ -53,74 +55,122 @@ fn timeout_of(connecting: bool) -> (f64, &'static str) {
 #[derive(Subcommand)]
 pub enum RemoteCommand {
     /// List a directory (or name a file).
+    #[command(after_help = "\
+Examples:
+  roost ls chirp://fs7/data
+  roost ls -l chirp://fs7:9094/data/run1
+  roost ls --json chirp://[::1]/ | jq -r '.[] | select(.type == \"file\") | .name'")]
     Ls {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Long listing: mode, links, size, date.
         #[arg(short, long)]
         long: bool,
-        /// chirp://host[:port]/path
+        /// Print a JSON array, one object an entry (fields: docs/cli.md).
+        #[arg(long)]
+        json: bool,
+        /// The directory or file: chirp://host[:port]/path.
         url: String,
     },
     /// Show a file's properties.
+    #[command(after_help = "\
+Examples:
+  roost stat chirp://fs7/data/input.txt
+  roost stat --json chirp://fs7/data | jq .mtime")]
     Stat {
         #[command(flatten)]
         connect: ConnectArgs,
+        /// Print one JSON object (fields: docs/cli.md).
+        #[arg(long)]
+        json: bool,
+        /// The file: chirp://host[:port]/path.
         url: String,
     },
     /// Write files to standard output.
+    #[command(after_help = "\
+Examples:
+  roost cat chirp://fs7/data/log.txt
+  roost cat chirp://fs7/a chirp://fs8/b > both")]
     Cat {
         #[command(flatten)]
         connect: ConnectArgs,
+        /// The files, in order: chirp://host[:port]/path.
         #[arg(required = true)]
         urls: Vec<String>,
     },
     /// Copy a file (or with -r a directory tree) from a server.
+    #[command(after_help = "\
+Examples:
+  roost get chirp://fs7/data/input.txt
+  roost get chirp://fs7/data/input.txt /tmp/in.txt
+  roost get -r chirp://fs7/data/run1 run1")]
     Get {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Copy directories recursively.
         #[arg(short, long)]
         recursive: bool,
+        /// What to copy: chirp://host[:port]/path.
         url: String,
         /// Local destination (default: the file's name in the current directory).
         local: Option<PathBuf>,
     },
     /// Copy a local file (or with -r a directory tree) to a server.
+    #[command(after_help = "\
+Examples:
+  roost put input.txt chirp://fs7/data/
+  roost put -r results chirp://fs7/data/results")]
     Put {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Copy directories recursively.
         #[arg(short, long)]
         recursive: bool,
+        /// The local file or directory.
         local: PathBuf,
+        /// Where to: chirp://host[:port]/path (an existing directory keeps the file's name).
         url: String,
     },
     /// Remove a file, or with -r a whole tree.
+    #[command(after_help = "\
+Examples:
+  roost rm chirp://fs7/data/old.txt
+  roost rm -r chirp://fs7/data/run1")]
     Rm {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Remove directories and everything in them.
         #[arg(short, long)]
         recursive: bool,
+        /// What to remove: chirp://host[:port]/path.
         #[arg(required = true)]
         urls: Vec<String>,
     },
     /// Make a directory (it inherits its parent's ACL).
+    #[command(after_help = "\
+Examples:
+  roost mkdir chirp://fs7/data/run2
+  roost mkdir -p chirp://fs7/data/a/b/c")]
     Mkdir {
         #[command(flatten)]
         connect: ConnectArgs,
         /// Make missing parents too; an existing directory is fine.
         #[arg(short, long)]
         parents: bool,
+        /// The directories: chirp://host[:port]/path.
         #[arg(required = true)]
         urls: Vec<String>,
     },
     /// Rename a file or directory; to another server (through a cross-server link, or a
     /// chirp URL), copy it there and remove it here.
+    #[command(after_help = "\
+Examples:
+  roost mv chirp://fs7/data/a.txt /data/b.txt
+  roost mv chirp://fs7/data/run1 chirp://fs8/archive/run1")]
     Mv {
         #[command(flatten)]
         connect: ConnectArgs,
+        /// What to move: chirp://host[:port]/path.
         url: String,
         /// The new path: a path on the same server, or a chirp URL.
         to: String,
@@ -128,6 +178,10 @@ pub enum RemoteCommand {
     /// Make a link: with -s a symbolic one, whose TARGET may be a chirp URL on another
     /// server (stored as /chirp/HOST:PORT/PATH, which roost run and these commands
     /// follow: one name space across servers); without -s a hard link on the same server.
+    #[command(after_help = "\
+Examples:
+  roost ln -s chirp://fs8/archive chirp://fs7/data/archive
+  roost ln /data/a.txt chirp://fs7/data/a-again.txt")]
     Ln {
         #[command(flatten)]
         connect: ConnectArgs,
@@ -136,28 +190,66 @@ pub enum RemoteCommand {
         symbolic: bool,
         /// What the link names: a chirp URL, or a path (as given, for -s).
         target: String,
-        /// chirp://host[:port]/path of the new link
+        /// The new link: chirp://host[:port]/path.
         link: String,
     },
     /// Show a directory's ACL.
+    #[command(after_help = "\
+Examples:
+  roost getacl chirp://fs7/data
+  roost getacl --json chirp://fs7/data")]
     Getacl {
         #[command(flatten)]
         connect: ConnectArgs,
+        /// Print a JSON array of {\"subject\", \"rights\"} objects.
+        #[arg(long)]
+        json: bool,
+        /// The directory: chirp://host[:port]/path.
         url: String,
     },
     /// Give SUBJECT RIGHTS (letters rwldpax; - removes the entry) on a directory.
+    #[command(after_help = "\
+Examples:
+  roost setacl chirp://fs7/data unix:alice rwl
+  roost setacl chirp://fs7/data 'hostname:*.example.org' rl
+  roost setacl chirp://fs7/data hmac:build -")]
     Setacl {
         #[command(flatten)]
         connect: ConnectArgs,
+        /// The directory: chirp://host[:port]/path.
         url: String,
+        /// Whom the entry is for, METHOD:PATTERN (unix:alice, hostname:*.example.org,
+        /// address:10.0.0.*, hmac:build).
         subject: String,
+        /// Letters of rwldpax, or - to remove the entry.
         rights: String,
     },
     /// Show the subject the server knows you as.
+    #[command(after_help = "\
+Examples:
+  roost whoami chirp://fs7
+  roost whoami --key build=build.key --json chirp://fs7")]
     Whoami {
         #[command(flatten)]
         connect: ConnectArgs,
-        /// chirp://host[:port]
+        /// Print one JSON object: subject, method, name.
+        #[arg(long)]
+        json: bool,
+        /// The server: chirp://host[:port].
+        url: String,
+    },
+    /// Show the size, use and free space of the file system a server exports (statfs).
+    #[command(after_help = "\
+Examples:
+  roost df chirp://fs7
+  roost df --json chirp://fs7/data | jq .available_bytes")]
+    Df {
+        #[command(flatten)]
+        connect: ConnectArgs,
+        /// Print one JSON object (fields: docs/cli.md).
+        #[arg(long)]
+        json: bool,
+        /// A path on the server: chirp://host[:port][/path] (default /).
         url: String,
     },
 }
@@ -181,7 +273,8 @@ impl RemoteCommand {
             | RemoteCommand::Ln { connect, .. }
             | RemoteCommand::Getacl { connect, .. }
             | RemoteCommand::Setacl { connect, .. }
-            | RemoteCommand::Whoami { connect, .. } => connect,
+            | RemoteCommand::Whoami { connect, .. }
+            | RemoteCommand::Df { connect, .. } => connect,
         }
     }
 }
@@ -348,13 +441,20 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
         partial::remove_on_signals().map_err(|e| Failure(format!("signals: {e}")))?;
     }
     match command {
-        RemoteCommand::Ls { long, url, .. } => ls(&url, long, options),
-        RemoteCommand::Stat { url, .. } => {
+        RemoteCommand::Ls {
+            long, json, url, ..
+        } => ls(&url, long, json, options),
+        RemoteCommand::Stat { json, url, .. } => {
             let mut r = Remote::open(&url, options, Last::Follow)?;
             let path = r.path().to_vec();
             let st = r.client.stat(&path).map_err(|e| r.fail(&path, e))?;
-            print_stat(&String::from_utf8_lossy(&path), &st);
-            Ok(())
+            let name = String::from_utf8_lossy(&path);
+            if json {
+                print_out(&(json_out::stat("path", &name, &st, None).to_json() + "\n"))
+            } else {
+                print_stat(&name, &st);
+                Ok(())
+            }
         }
         RemoteCommand::Cat { urls, .. } => {
             let stdout = std::io::stdout();
@@ -531,13 +631,22 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
                 .link(&existing, &path)
                 .map_err(|e| r.fail(&path, e))
         }
-        RemoteCommand::Getacl { url, .. } => {
+        RemoteCommand::Getacl { json, url, .. } => {
             let mut r = Remote::open(&url, options, Last::Follow)?;
             let path = r.path().to_vec();
-            for entry in r.client.getacl(&path).map_err(|e| r.fail(&path, e))? {
-                println!("{} {}", entry.subject, entry.rights);
+            let entries = r.client.getacl(&path).map_err(|e| r.fail(&path, e))?;
+            if json {
+                let values: Vec<_> = entries
+                    .iter()
+                    .map(|e| json_out::acl_entry(&e.subject, &e.rights))
+                    .collect();
+                return print_out(&roost_catalog::records_json(&values));
             }
-            Ok(())
+            let text: String = entries
+                .iter()
+                .map(|e| format!("{} {}\n", e.subject, e.rights))
+                .collect();
+            print_out(&text)
         }
         RemoteCommand::Setacl {
             url,
@@ -560,17 +669,33 @@ fn run(command: RemoteCommand, options: &Options) -> Outcome {
                 .setacl(&path, &subject, &rights)
                 .map_err(|e| r.fail(&path, e))
         }
-        RemoteCommand::Whoami { url, .. } => {
+        RemoteCommand::Whoami { json, url, .. } => {
             let mut r = Remote::open(&url, options, Last::Keep)?;
             let path = r.path().to_vec();
             let me = r.client.whoami().map_err(|e| r.fail(&path, e))?;
-            println!("{me}");
-            Ok(())
+            if json {
+                print_out(&(json_out::whoami(&me).to_json() + "\n"))
+            } else {
+                print_out(&format!("{me}\n"))
+            }
+        }
+        RemoteCommand::Df { json, url, .. } => {
+            let mut r = Remote::open(&url, options, Last::Follow)?;
+            let mut path = r.path().to_vec();
+            if path.is_empty() {
+                path.push(b'/');
+            }
+            let fs = r.client.statfs(&path).map_err(|e| r.fail(&path, e))?;
+            let value = json_out::statfs(&r.url.authority(), &String::from_utf8_lossy(&path), &fs);
+            if json {
+                return print_out(&(value.to_json() + "\n"));
+            }
+            print_out(&df_table(&value))
         }
     }
 }
 
-fn ls(url: &str, long: bool, options: &Options) -> Outcome {
+fn ls(url: &str, long: bool, json: bool, options: &Options) -> Outcome {
     let mut r = Remote::open(url, options, Last::Follow)?;
     let path = r.path().to_vec();
     let st = r.client.stat(&path).map_err(|e| r.fail(&path, e))?;
@@ -578,28 +703,93 @@ fn ls(url: &str, long: bool, options: &Options) -> Outcome {
     let write_err = |e: std::io::Error| Failure(format!("standard output: {e}"));
     if !st.is_dir() {
         let name = String::from_utf8_lossy(&path).into_owned();
-        let line = if long { long_line(&name, &st) } else { name };
-        writeln!(out, "{line}").map_err(write_err)?;
-        return Ok(());
+        let line = if json {
+            roost_catalog::records_json(&[json_out::stat("name", &name, &st, None)])
+        } else if long {
+            long_line(&name, &st) + "\n"
+        } else {
+            name + "\n"
+        };
+        return out.write_all(line.as_bytes()).map_err(write_err);
     }
     let mut entries = r.client.getlongdir(&path).map_err(|e| r.fail(&path, e))?;
     entries.retain(|e| e.name != b"." && e.name != b"..");
     entries.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut values = Vec::new();
     for entry in entries {
         let name = String::from_utf8_lossy(&entry.name).into_owned();
-        let line = match (&entry.stat, long) {
-            (Some(st), true) if st.is_symlink() => {
-                // A link shows what it names, as ls -l does (another server's included).
+        // A link shows what it names, as ls -l does (another server's included).
+        let target = match &entry.stat {
+            Some(st) if st.is_symlink() && (long || json) => {
                 let target = r.client.readlink(tree::join(&path, &entry.name));
-                let target = target.map(|t| String::from_utf8_lossy(&t).into_owned());
-                format!("{} -> {}", long_line(&name, st), target.unwrap_or_default())
+                Some(target.map(|t| String::from_utf8_lossy(&t).into_owned()))
             }
-            (Some(st), true) => long_line(&name, st),
+            _ => None,
+        };
+        if json {
+            if let Some(st) = &entry.stat {
+                values.push(json_out::stat(
+                    "name",
+                    &name,
+                    st,
+                    target.and_then(Result::ok),
+                ));
+            } else {
+                values.push(Value::Object(vec![("name".into(), Value::String(name))]));
+            }
+            continue;
+        }
+        let line = match (&entry.stat, long) {
+            (Some(st), true) => match target {
+                Some(target) => {
+                    format!("{} -> {}", long_line(&name, st), target.unwrap_or_default())
+                }
+                None => long_line(&name, st),
+            },
             _ => name,
         };
         writeln!(out, "{line}").map_err(write_err)?;
     }
+    if json {
+        out.write_all(roost_catalog::records_json(&values).as_bytes())
+            .map_err(write_err)?;
+    }
     Ok(())
+}
+
+/// Writes `text` to standard output.
+fn print_out(text: &str) -> Outcome {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure(format!("standard output: {e}")))
+}
+
+/// `df`'s table: a header and the server's line, sizes as `df -h` shows them.
+fn df_table(fs: &Value) -> String {
+    let field = |k: &str| fs.get(k).and_then(Value::as_i64);
+    let human = |k: &str| crate::pool::human(field(k));
+    let total = field("total_bytes").unwrap_or(0);
+    let used = field("used_bytes").unwrap_or(0);
+    let percent = if total > 0 {
+        format!("{}%", (used * 100 + total - 1) / total)
+    } else {
+        "-".into()
+    };
+    let text = |k: &str| fs.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    crate::pool::columns(vec![
+        ["SERVER", "SIZE", "USED", "AVAIL", "USE%", "PATH"]
+            .map(String::from)
+            .to_vec(),
+        vec![
+            text("server"),
+            human("total_bytes"),
+            human("used_bytes"),
+            human("available_bytes"),
+            percent,
+            text("path"),
+        ],
+    ])
 }
 
 /// `drwxr-xr-x  2  4096 2026-11-22 06:30 name`

@@ -59,7 +59,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<IpAddr>,
     /// The TCP port; 0 picks a free one.
-    #[arg(long, short, default_value_t = roost_wire::DEFAULT_PORT)]
+    #[arg(long, default_value_t = roost_wire::DEFAULT_PORT)]
     pub port: u16,
     /// Grant SUBJECT these RIGHTS in the root ACL, used when DIR has no ACL of its own
     /// (repeatable). Without any, only the server's own unix user has access.
@@ -107,12 +107,18 @@ pub struct ServeArgs {
     /// (a line per request).
     #[arg(long, default_value = "info", value_name = "LEVEL")]
     pub log_level: String,
+    /// Log at debug level: a line per request (as --log-level debug).
+    #[arg(short, long, conflicts_with_all = ["quiet", "log_level"])]
+    pub verbose: bool,
+    /// Log errors only (as --log-level error).
+    #[arg(short, long, conflicts_with = "log_level")]
+    pub quiet: bool,
     /// How log lines look: `text` (key=value pairs) or `json` (one object a line).
     #[arg(long, value_enum, default_value = "text", value_name = "FORMAT")]
     pub log_format: LogFormat,
     /// Report this server to the pool catalog at HOST[:PORT] (default port 9097), by UDP
     /// datagram in cctools' format (repeatable: every catalog gets every report).
-    #[arg(long = "catalog", value_name = "HOST[:PORT]")]
+    #[arg(long = "catalog", short = 'c', value_name = "HOST[:PORT]")]
     pub catalogs: Vec<String>,
     /// Sign every report to the catalogs with the catalog key NAME, its secret read from
     /// FILE (private to its owner: chmod 600), so that a catalog holding the same key shows
@@ -270,8 +276,17 @@ pub enum LogFormat {
     Json,
 }
 
+/// The log level asked for: -v is debug, -q error, else --log-level.
+pub(crate) fn log_level(args: &ServeArgs) -> &str {
+    match (args.verbose, args.quiet) {
+        (true, _) => "debug",
+        (_, true) => "error",
+        _ => &args.log_level,
+    }
+}
+
 fn run(args: ServeArgs) -> Result<(), String> {
-    let level = Level::parse(&args.log_level).ok_or_else(|| {
+    let level = Level::parse(log_level(&args)).ok_or_else(|| {
         format!(
             "--log-level {}: expected error, info or debug",
             args.log_level

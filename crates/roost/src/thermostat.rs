@@ -11,6 +11,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args)]
+#[command(after_help = "\
+Examples:
+  roost thermostat show --export /srv/data
+  roost thermostat set 30% --mem 2G --job-dir /var/lib/roost/jobs
+  roost thermostat clear --export /srv/data")]
 pub struct ThermostatArgs {
     #[command(subcommand)]
     action: Action,

@@ -405,7 +405,7 @@ fn ptop_reads_a_real_proc_served_by_roost() {
         "2",
         "--interval",
         "0.2",
-        "-n",
+        "--rows",
         "1000",
         "/",
     ]);
@@ -527,4 +527,138 @@ fn with_a_catalog_members_on_down_servers_are_skipped_at_once_and_never_relay() 
         "{out:?}"
     );
     unsafe { libc::kill(c.servers[hung].pid() as i32, libc::SIGCONT) };
+}
+
+fn json_of(out: &Output) -> roost_catalog::json::Value {
+    roost_catalog::json::parse(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e:?}): {}", stdout(out)))
+}
+
+fn names(v: &roost_catalog::json::Value, key: &str) -> Vec<String> {
+    let Some(roost_catalog::json::Value::Array(items)) = v.get(key) else {
+        panic!("{key}: not an array in {}", v.to_json());
+    };
+    let mut names: Vec<String> = items
+        .iter()
+        .map(|i| i.as_str().expect("a name").to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+fn number(v: &roost_catalog::json::Value, key: &str) -> i64 {
+    match v.get(key) {
+        Some(roost_catalog::json::Value::Int(i)) => *i,
+        other => panic!("{key}: not an integer: {other:?} in {}", v.to_json()),
+    }
+}
+
+#[test]
+fn pgrep_json_gives_each_line_with_the_members_whose_file_has_it() {
+    let c = Cluster::start(7, "rl");
+    c.write_files("/services", services);
+    let dir = c.link_group("/services");
+    let out = roost(&[
+        "pgrep",
+        "--key",
+        &c.key_arg(),
+        "--json",
+        "-n",
+        "udp|host",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let roost_catalog::json::Value::Array(classes) = json_of(&out) else {
+        panic!("not an array: {}", stdout(&out));
+    };
+    // The same lines, numbers and members as reading each server's file here.
+    let mut expected = std::collections::BTreeMap::<(i64, String), Vec<String>>::new();
+    for (i, s) in c.servers.iter().enumerate() {
+        let text = std::fs::read_to_string(s.root().join("services")).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("udp") || line.contains("host") {
+                let key = (n as i64 + 1, line.to_string());
+                expected
+                    .entry(key)
+                    .or_default()
+                    .push(format!("node{}", i + 1));
+            }
+        }
+    }
+    let mut got = std::collections::BTreeMap::new();
+    for class in &classes {
+        let text = class
+            .get("text")
+            .and_then(|t| t.as_str())
+            .unwrap()
+            .to_string();
+        got.insert((number(class, "line"), text), names(class, "members"));
+        let hosts = class.get("hosts").and_then(|h| h.as_str()).unwrap();
+        let members = names(class, "members");
+        assert_eq!(
+            hosts,
+            roost_group::hostset::format(&members),
+            "{}",
+            class.to_json()
+        );
+    }
+    for members in expected.values_mut() {
+        members.sort();
+    }
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn pcp_and_psync_json_summaries_say_what_each_member_got() {
+    let c = Cluster::start_with(3, |i| if i == 1 { "rl".into() } else { "rwl".into() });
+    let source = c.keys.path().join("payload");
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 241) as u8).collect();
+    std::fs::write(&source, &data).unwrap();
+    let dir = c.link_group("/copy");
+    let out = roost(&[
+        "pcp",
+        "--key",
+        &c.key_arg(),
+        "--json",
+        source.to_str().unwrap(),
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let summary = json_of(&out);
+    assert_eq!(number(&summary, "members"), 3);
+    assert_eq!(number(&summary, "bytes"), data.len() as i64);
+    assert_eq!(number(&summary, "skipped"), 0);
+    assert!(summary.get("seconds").and_then(|s| s.as_f64()).is_some());
+    // "ok" names exactly the members whose server holds the whole file.
+    let holding: Vec<String> = (0..3)
+        .filter(|&i| std::fs::read(c.servers[i].root().join("copy")).ok() == Some(data.clone()))
+        .map(|i| format!("node{}", i + 1))
+        .collect();
+    assert_eq!(names(&summary, "ok"), holding);
+    assert_eq!(names(&summary, "failed"), vec!["node2".to_string()]);
+
+    // psync: one member current, one stale, one refused; the summary counts them.
+    let stale: Vec<u8> = data.iter().map(|b| b ^ 1).take(1000).collect();
+    std::fs::write(c.servers[2].root().join("copy"), stale).unwrap();
+    let out = roost(&[
+        "psync",
+        "--key",
+        &c.key_arg(),
+        "--json",
+        source.to_str().unwrap(),
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let summary = json_of(&out);
+    assert_eq!(number(&summary, "file_bytes"), data.len() as i64);
+    assert_eq!(number(&summary, "current"), 1);
+    assert!(number(&summary, "sent_bytes") >= data.len() as i64 - 1000);
+    let holding: Vec<String> = (0..3)
+        .filter(|&i| std::fs::read(c.servers[i].root().join("copy")).ok() == Some(data.clone()))
+        .map(|i| format!("node{}", i + 1))
+        .collect();
+    assert_eq!(holding, vec!["node1".to_string(), "node3".to_string()]);
+    assert_eq!(names(&summary, "ok"), holding);
+    assert_eq!(names(&summary, "failed"), vec!["node2".to_string()]);
+    assert_eq!(number(&summary, "members"), 3);
 }

@@ -1,0 +1,60 @@
+//! The `--json` forms of the group tools' results (`pgrep`'s line classes, `pcp`'s and
+//! `psync`'s summaries), with the catalog's JSON writer. Field names are documented in
+//! docs/cli.md: add fields, never rename them.
+
+use roost_catalog::json::Value;
+use roost_group::api::Group;
+use roost_group::hostset;
+use std::collections::BTreeSet;
+
+fn names(list: impl IntoIterator<Item = String>) -> Value {
+    Value::Array(list.into_iter().map(Value::String).collect())
+}
+
+/// A distinct line and the members that have it: `members` (their names), `hosts` (the
+/// same folded as text prints it, `node[1-7/3]`), `line` (its number, or null without -n)
+/// and `text`.
+pub(super) fn line_class(
+    group: &Group,
+    members: &[usize],
+    number: Option<u64>,
+    text: &[u8],
+) -> Value {
+    let list: Vec<&str> = members
+        .iter()
+        .map(|&i| group.gfiles()[i].as_str())
+        .collect();
+    Value::Object(vec![
+        ("hosts".into(), Value::String(hostset::format(&list))),
+        ("members".into(), names(list.iter().map(|n| n.to_string()))),
+        (
+            "line".into(),
+            number.map_or(Value::Null, |n| Value::Int(n as i64)),
+        ),
+        (
+            "text".into(),
+            Value::String(String::from_utf8_lossy(text).into_owned()),
+        ),
+    ])
+}
+
+/// Who an operation reached: `members` (every member named, also those that did not
+/// open or were skipped as down), `ok` and `failed` (names: `failed` holds the members that
+/// did not open and those in `failed`, indexes of the open group), `skipped` (a count).
+pub(super) fn members(group: &Group, failed: &BTreeSet<usize>, skipped: usize) -> Value {
+    let files = group.gfiles();
+    let ok = (0..files.len())
+        .filter(|i| !failed.contains(i))
+        .map(|i| files[i].clone());
+    let bad = failed
+        .iter()
+        .map(|&i| files[i].clone())
+        .chain(group.open_failures().iter().map(|(n, _)| n.clone()));
+    let opened = files.len() + group.open_failures().len();
+    Value::Object(vec![
+        ("members".into(), Value::Int((opened + skipped) as i64)),
+        ("ok".into(), names(ok)),
+        ("failed".into(), names(bad)),
+        ("skipped".into(), Value::Int(skipped as i64)),
+    ])
+}
