@@ -33,6 +33,12 @@ impl<'a> Output<'a> {
     /// The buffered bytes leave with `MSG_MORE`, so a result line and the data after it can
     /// share a segment.
     pub fn send_file(&mut self, file: RawFd, offset: u64, limit: u64) -> io::Result<u64> {
+        if limit == 0 {
+            // Nothing would follow to push the buffered bytes out: a line sent with
+            // MSG_MORE waits in the kernel for the cork timer (200 ms).
+            self.flush()?;
+            return Ok(0);
+        }
         self.flush_more()?;
         let socket = self.socket.as_raw_fd();
         let mut at = offset as libc::off_t;
@@ -160,5 +166,33 @@ mod tests {
         }
         server.shutdown(std::net::Shutdown::Write).unwrap();
         assert_eq!(reader.join().unwrap(), expected);
+    }
+
+    /// Bytes the kernel holds for `socket` and has not sent yet (`SIOCOUTQNSD`).
+    fn unsent(socket: &TcpStream) -> i32 {
+        const SIOCOUTQNSD: libc::c_ulong = 0x894B;
+        let mut n: libc::c_int = 0;
+        // SAFETY: the ioctl fills one int for a live socket.
+        assert_eq!(
+            unsafe { libc::ioctl(socket.as_raw_fd(), SIOCOUTQNSD, &mut n) },
+            0
+        );
+        n
+    }
+
+    /// The reply to a `getfile` of an empty file (a result line and no bytes) leaves at
+    /// once: sent with `MSG_MORE` and no data after it, it sat corked in the kernel for
+    /// 200 ms, which every `> /chirp/...` in a shell paid (its copy fetches the emptied file).
+    #[test]
+    fn a_result_line_with_no_file_bytes_after_it_is_not_held_back() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        server.set_nodelay(true).unwrap();
+        let empty = tempfile::tempfile().unwrap();
+        let mut out = Output::new(&server);
+        out.write_all(b"0\n").unwrap();
+        assert_eq!(out.send_file(empty.as_raw_fd(), 0, 0).unwrap(), 0);
+        assert_eq!(unsent(&server), 0, "the result line is held back");
     }
 }
