@@ -155,7 +155,7 @@ impl ChirpNet {
         // (the walk that led here usually just asked); writing asks the server now.
         let current = match intent {
             Intent::Read => server.lstat(rest),
-            Intent::Write { .. } => server.stat_fresh(rest),
+            Intent::Write { .. } => server.stat_in_call(rest),
         };
         let fetch = |st: &roost_client::Stat| -> Result<Fetched, Errno> {
             let version = version_of(st);
@@ -525,7 +525,9 @@ impl Driver for ChirpNet {
             s.change(&[p], |c, retry| match c.rmdir(p) {
                 Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
                 r => r,
-            })
+            })?;
+            s.remember(p, Err(libc::ENOENT));
+            Ok(())
         })?;
         self.cache.dropped(path);
         Ok(())
@@ -535,7 +537,11 @@ impl Driver for ChirpNet {
             s.change(&[p], |c, retry| match c.unlink(p) {
                 Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
                 r => r,
-            })
+            })?;
+            // Gone as this run made it: the next lookup (a compiler's output made again
+            // after it removed it) need not ask.
+            s.remember(p, Err(libc::ENOENT));
+            Ok(())
         })?;
         // A copy the program still writes is its alone now: it must not bring the name back.
         self.cache.dropped(path);
@@ -969,6 +975,21 @@ impl Server {
         answer
     }
 
+    /// [`Server::stat_fresh`] for a write-open, which needs the attributes as of its call:
+    /// an answer learnt since the program's call being answered started (the walk that
+    /// led here has just asked) is that.
+    fn stat_in_call(&self, path: &[u8]) -> Result<roost_client::Stat, Errno> {
+        if let (Some(started), Some((answer, at))) = (
+            crate::call_started(),
+            self.attrs.lock().expect("attrs lock").get(path),
+        ) {
+            if *at >= started {
+                return *answer;
+            }
+        }
+        self.stat_fresh(path)
+    }
+
     fn readlink(&self, path: &[u8]) -> Result<Vec<u8>, Errno> {
         if self.lstat(path)?.mode as u32 & libc::S_IFMT != libc::S_IFLNK {
             return Err(libc::EINVAL);
@@ -1031,13 +1052,20 @@ impl Server {
             exclusive: true,
             ..OpenFlags::default()
         };
-        self.change(&[path], |c, retry| {
+        let made = self.change(&[path], |c, retry| {
             match c.open(path, flags, mode & 0o7777) {
-                Ok((fd, _)) => c.close(fd),
-                Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
+                // Nothing to do if the close fails: its answer is read with the next call.
+                Ok((fd, st)) => c.close_unanswered(fd).map(|()| Some(st)),
+                Err(e) if retry && e.errno() == libc::EEXIST => Ok(None),
                 Err(e) => Err(e),
             }
-        })
+        })?;
+        // The new file's attributes came with the open: the write-back's look at its
+        // links, and the next lookup, need not ask again.
+        if let Some(st) = made {
+            self.remember(path, Ok(st));
+        }
+        Ok(())
     }
 
     /// Stores `file` as the whole of `path`; returns the version the server then holds.
@@ -1092,6 +1120,8 @@ impl Server {
                 ))),
             }
         })?;
+        // Read back after the write in the same round trip: what a lookup would be told.
+        self.remember(path, Ok(st));
         Ok(version_of(&st))
     }
 }
