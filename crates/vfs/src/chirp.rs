@@ -1010,7 +1010,9 @@ impl Server {
     /// A directory's entries with their types (`S_IFMT` of each one's lstat); the
     /// attributes are cached on the way, so `ls -l` after `getdents` asks nothing more.
     /// A listing's own attributes follow symlinks (cctools' and roost's servers stat each
-    /// entry), so the names come from it and their lstats from one pipelined batch.
+    /// entry), so the names come from it and their lstats from one pipelined batch, but
+    /// for those whose attributes are known within the TTL (a directory listed again: make
+    /// reads each directory it searches, once per run of it).
     fn list(&self, path: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, Errno> {
         let names: Vec<Vec<u8>> = self
             .call(path, |c, _| c.getdir(path))?
@@ -1018,19 +1020,43 @@ impl Server {
             .filter(|n| n != b"." && n != b"..")
             .collect();
         let paths: Vec<Vec<u8>> = names.iter().map(|n| crate::path::join(path, n)).collect();
+        let known: Vec<Option<roost_client::Stat>> = {
+            let attrs = self.attrs.lock().expect("attrs lock");
+            paths
+                .iter()
+                .map(|p| match attrs.get(p) {
+                    Some((Ok(st), at)) if at.elapsed() < self.options.attr_ttl => Some(*st),
+                    _ => None,
+                })
+                .collect()
+        };
         let requests: Vec<roost_wire::Request> = paths
             .iter()
-            .map(|p| roost_wire::Request::Lstat { path: p.clone() })
+            .zip(&known)
+            .filter(|(_, k)| k.is_none())
+            .map(|(p, _)| roost_wire::Request::Lstat { path: p.clone() })
             .collect();
-        let replies = self.call(path, |c, _| c.pipeline(&requests, 64))?;
+        let mut replies = if requests.is_empty() {
+            Vec::new()
+        } else {
+            self.call(path, |c, _| c.pipeline(&requests, 64))?
+        }
+        .into_iter();
         let now = Instant::now();
         let mut attrs = self.attrs.lock().expect("attrs lock");
         let mut out = Vec::with_capacity(names.len());
-        for ((name, full), reply) in names.into_iter().zip(paths).zip(replies) {
-            let answer = match reply {
-                Ok(roost_client::Reply::Stat(_, st)) => Ok(st),
-                Ok(_) => Err(libc::EPROTO),
-                Err(e) => Err(e.errno()),
+        for ((name, full), known) in names.into_iter().zip(paths).zip(known) {
+            let answer = match known {
+                Some(st) => Ok(st),
+                None => {
+                    let answer = match replies.next() {
+                        Some(Ok(roost_client::Reply::Stat(_, st))) => Ok(st),
+                        Some(Ok(_)) | None => Err(libc::EPROTO),
+                        Some(Err(e)) => Err(e.errno()),
+                    };
+                    attrs.insert(full, (answer, now));
+                    answer
+                }
             };
             match answer {
                 Ok(st) => out.push((name, st.mode as u32 & libc::S_IFMT)),
@@ -1038,7 +1064,6 @@ impl Server {
                 Err(libc::ENOENT) => {}
                 Err(_) => out.push((name, libc::S_IFREG)),
             }
-            attrs.insert(full, (answer, now));
         }
         Ok(out)
     }
