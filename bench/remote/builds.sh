@@ -10,8 +10,11 @@
 #   cached-warm   the same tree again after a clean (`make distclean`/`make clean`, run
 #                 natively on the server's export), the cache holding its sources
 # Each configuration but cached-warm builds a freshly unpacked tree (untimed); the build is
-# timed as a whole command (`roost run` start-up and exit included). Prints the medians of RUNS rounds
-# per project and configuration and their ratio to native, as markdown.
+# timed as a whole command (`roost run` start-up and exit included). Every configuration's
+# build is paired with a native build run just before it, so that a ratio compares two runs
+# under the same load (the machine may be shared). Prints, as markdown, per project and
+# configuration the medians of RUNS rounds: the time, the median of the paired ratios to
+# native (with their range), and the server's requests per build (its --metrics).
 #   usage: bench/remote/builds.sh [RUNS]      (default 3)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -51,8 +54,10 @@ declare -A BUILD=(
 )
 
 mkdir -p "$WORK/export" "$WORK/local"
+METRICS=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$ROOST" serve "$WORK/export" --listen 127.0.0.1 --port 0 --auth address \
-  --acl address:127.0.0.1=rwldpax --log-level error --ledger "$WORK/ledger" >"$WORK/serve.out" &
+  --acl address:127.0.0.1=rwldpax --log-level error --ledger "$WORK/ledger" \
+  --metrics "127.0.0.1:$METRICS" >"$WORK/serve.out" &
 SERVER=$!
 for _ in $(seq 100); do
   PORT=$(sed -n 's/^roost serve: listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "$WORK/serve.out")
@@ -66,8 +71,14 @@ ORDER="native roost-local direct cached-cold cached-warm"
 # The clean-up between cached-cold's build and cached-warm's, run natively on the export:
 # the sources keep their inodes and times, so the cache's copies of them stay valid.
 declare -A CLEAN=([zlib]='make -s distclean >/dev/null' [lua]='make -s clean >/dev/null')
+# The server's requests answered so far.
+requests() {
+  curl -sf "http://127.0.0.1:$METRICS/metrics" |
+    awk '/^roost_requests_total\{/ {n += $2} END {print n + 0}'
+}
 # timed CONFIG PROJECT: prepares the tree where CONFIG builds it (untimed), then prints
-# `CONFIG PROJECT SECONDS s` for the build (nan if it failed).
+# `CONFIG PROJECT SECONDS s` for the build (nan if it failed) and
+# `CONFIG PROJECT-rpcs N requests` for the server's requests it made.
 timed() {
   local c=$1 p=$2 cmd
   local in_roost=(sh -c "cd /w/$p && ${BUILD[$p]}")
@@ -86,7 +97,8 @@ timed() {
       (cd "$WORK/export/$p" && sh -c "${CLEAN[$p]}")
       cmd=("$ROOST" run --cache "$WORK/cache" --mount "/w=$REMOTE:cached" -- "${in_roost[@]}") ;;
   esac
-  local s e
+  local s e r
+  r=$(requests)
   s=$(date +%s.%N)
   if "${cmd[@]}"; then
     e=$(date +%s.%N)
@@ -95,6 +107,7 @@ timed() {
     echo "builds.sh: $c $p failed" >&2
     echo "$c $p nan s"
   fi
+  echo "$c $p-rpcs $(($(requests) - r)) requests"
 }
 
 for p in zlib lua; do
@@ -105,11 +118,37 @@ done
 for run in $(seq "$RUNS"); do
   for p in zlib lua; do
     # cached-warm follows cached-cold: it rebuilds the tree cached-cold built.
-    for c in $ORDER; do
-      echo "builds.sh: round $run/$RUNS: $p: $c" >&2
+    for c in ${ORDER#native }; do
+      echo "builds.sh: round $run/$RUNS: $p: native, then $c" >&2
+      timed native "$p" >>"$WORK/results"
       timed "$c" "$p" >>"$WORK/results"
     done
   done
 done
 
-python3 bench/agent/table.py "$WORK/results" "$ORDER" "zlib lua" native
+python3 - "$WORK/results" "$ORDER" <<'EOF'
+import math, statistics, sys
+lines = [l.split() for l in open(sys.argv[1])]
+order = sys.argv[2].split()
+print("| config | zlib: time | paired ratio (range) | requests | lua: time | paired ratio (range) | requests |")
+print("|---|---|---|---|---|---|---|")
+for c in order:
+    cells = []
+    for p in ("zlib", "lua"):
+        times = [(i, float(v)) for i, (k, m, v, _) in enumerate(lines) if k == c and m == p]
+        ok = [t for _, t in times if not math.isnan(t)]
+        # Each build but native's follows its native pair on the line before the pair's
+        # requests line.
+        ratios = []
+        for i, t in times:
+            before = lines[i - 2] if i >= 2 else None
+            if c != "native" and before and before[0] == "native" and before[1] == p:
+                ratios.append(t / float(before[2]))
+        ratios = [r for r in ratios if not math.isnan(r)]
+        rpcs = [int(v) for k, m, v, _ in lines if k == c and m == p + "-rpcs"]
+        cells.append(f"{statistics.median(ok):.2f} s" if ok else "failed")
+        cells.append(f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+                     if ratios else "-")
+        cells.append(str(int(statistics.median(rpcs))) if rpcs else "-")
+    print(f"| {c} | " + " | ".join(cells) + " |")
+EOF

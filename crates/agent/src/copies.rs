@@ -25,7 +25,6 @@
 //! now, while that is still the same directory.
 
 use crate::arch::Regs;
-use crate::memory;
 use roost_vfs::{Driver, Errno, Stat};
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
@@ -238,9 +237,9 @@ impl Copy {
 /// A call's return value and what it writes into the caller's memory, or its errno.
 type Written = Result<(i64, Vec<(u64, Vec<u8>)>), Errno>;
 
-/// newfstatat or statx (`name`) by thread `tid` naming a descriptor (or the cwd) itself
-/// with an empty path and `AT_EMPTY_PATH`: answered when that is a copy, `None` otherwise
-/// (the kernel's to answer).
+/// newfstatat or statx (`name`) by thread `tid` whose path the caller read and found
+/// empty, naming a descriptor (or the cwd) itself with `AT_EMPTY_PATH`: answered when that
+/// is a copy, `None` otherwise (the kernel's to answer).
 pub fn stat_itself(tid: i32, name: &str, regs: &Regs) -> Option<Written> {
     if !copies().any.load(Ordering::Acquire) {
         return None;
@@ -251,9 +250,6 @@ pub fn stat_itself(tid: i32, name: &str, regs: &Regs) -> Option<Written> {
         _ => return None,
     };
     if flags & crate::syscalls::AT_EMPTY_PATH == 0 {
-        return None;
-    }
-    if !memory::read_cstr(tid, regs.arg(1), 1).is_ok_and(|p| p.is_empty()) {
         return None;
     }
     let (local, copy) = behind(&link(tid, regs.arg(0) as i32))?;

@@ -1542,6 +1542,99 @@ fn the_summary_reports_each_server_its_calls_and_the_cache() {
     );
 }
 
+/// What the server told about a name this run just made, wrote back or removed is kept
+/// (for the attribute TTL) rather than asked again: a compiler's output made, removed and
+/// made again, its mode changed and read back, in cached mode, takes 14 requests (20
+/// before: a lookup after each change, and a write-open's check of what its own walk had
+/// just asked). What lands on the server is unchanged.
+#[test]
+fn names_just_made_written_back_or_removed_are_not_asked_again() {
+    let r = Remote::start();
+    std::fs::create_dir(r.root().join("d")).unwrap();
+    let script = format!(
+        "cd {} && echo 1 > out && rm out && echo 2 > out && chmod 755 out && cat out",
+        r.url("/d")
+    );
+    let o = r.run(
+        &["--chirp-mode", "cached"],
+        &["--summary"],
+        &["sh", "-c", &script],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "2\n");
+    let out = r.root().join("d/out");
+    assert_eq!(std::fs::read(&out).unwrap(), b"2\n");
+    assert_eq!(std::fs::metadata(&out).unwrap().mode() & 0o7777, 0o755);
+    let err = stderr(&o);
+    let server = format!("chirp://127.0.0.1:{}: ", r.server.port);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with(&server))
+        .unwrap_or_else(|| panic!("no line for the server: {err}"));
+    let calls: u64 = line[server.len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(calls <= 14, "{line}");
+}
+
+/// A directory listed again within the attribute TTL (make reads each directory it
+/// searches, once per make) asks the server for its names only: its entries' attributes
+/// are known. A name another client adds meanwhile is listed at once, and the types of
+/// the entries listed are right. Five listings of a directory of 50 files, another
+/// client adding a name before the last: 12 requests in all before (a name listing and
+/// a batch of lstats each time), 9 now.
+#[test]
+fn a_directory_listed_again_within_the_ttl_asks_only_for_its_names() {
+    let r = Remote::start();
+    for i in 0..50 {
+        r.write(&format!("d/f{i}"), b"x");
+    }
+    std::fs::create_dir(r.root().join("d/sub")).unwrap();
+    let marker = r.root().join("marker");
+    let script = format!(
+        "for i in 1 2 3 4; do ls -F {0} >/dev/null; done; until [ -e {1} ]; do sleep 0.01; done; ls -F {0}",
+        r.url("/d"),
+        marker.display()
+    );
+    let child = run_with_cache(
+        r.cache.path(),
+        &["--chirp-mode", "cached"],
+        // A TTL no slow machine outlasts between the listings.
+        &["--summary", "--attr-ttl", "30"],
+        &["sh", "-c", &script],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Another client adds a name between the second listing and the third.
+    std::thread::sleep(Duration::from_millis(200));
+    std::fs::write(r.root().join("d/late"), b"y").unwrap();
+    std::fs::write(&marker, b"").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let listed = String::from_utf8_lossy(&o.stdout);
+    assert!(listed.contains("late\n"), "{listed}");
+    assert!(listed.contains("sub/\n"), "{listed}");
+    assert_eq!(listed.lines().count(), 52, "{listed}");
+    let err = stderr(&o);
+    let server = format!("chirp://127.0.0.1:{}: ", r.server.port);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with(&server))
+        .unwrap_or_else(|| panic!("no line for the server: {err}"));
+    let calls: u64 = line[server.len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(calls <= 10, "{line}");
+}
+
 /// Another client's change is seen by the next open once the attribute TTL (1 s) has
 /// passed: a running program reads the new version, not its cached copy.
 #[test]

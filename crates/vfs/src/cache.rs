@@ -566,6 +566,11 @@ impl Cache {
     /// wrote back, so the next open finds it without fetching).
     fn keep(&self, key: &str, version: Version, file: &mut File) {
         let dir = self.objects.join(key);
+        if version.size < KEEP_FROM {
+            // Its older versions are of no more use either way.
+            drop_entries(&dir, |_| false);
+            return;
+        }
         let kept = self.fill(&dir, &dir.join(version.name()), version, |dst| {
             file.rewind().map_err(errno_of)?;
             std::io::copy(file, dst).map_err(errno_of).map(drop)
@@ -957,6 +962,13 @@ impl Cache {
     }
 }
 
+/// The smallest file written back that is kept as a cached object. A smaller one, read
+/// again, costs one round trip either way (a kept copy is checked against the server's
+/// digest before use, as its change time is not known; or it changed in the last seconds
+/// and is fetched anyway): keeping it would only save its few bytes, for a new file and a
+/// copy made while the program waits.
+const KEEP_FROM: u64 = 64 * 1024;
+
 /// The name of a driver's note among a key's objects (no version is named so: versions
 /// are numbers).
 const NOTE: &str = "note";
@@ -1320,12 +1332,12 @@ mod tests {
             fn send(&self, path: &[u8], f: &mut File) -> Result<(String, Version), Errno> {
                 let mut v = Vec::new();
                 f.read_to_end(&mut v).map_err(errno_of)?;
-                self.0.lock().unwrap().push((path.to_vec(), v));
                 let version = Version {
                     ino: 9,
-                    size: 5,
+                    size: v.len() as u64,
                     mtime: 1,
                 };
+                self.0.lock().unwrap().push((path.to_vec(), v));
                 Ok((Cache::key("h:1", &path[4..]), version))
             }
             fn append(&self, path: &[u8], f: &mut File, from: u64) -> Result<(), Errno> {
@@ -1358,15 +1370,36 @@ mod tests {
             *log.lock().unwrap(),
             [(b"/h:1/top/new".to_vec(), b"hello".to_vec())]
         );
+        // A small file is not kept (read again, it is fetched); a large one is.
         let v = Version {
             ino: 9,
             size: 5,
             mtime: 1,
         };
+        let fetched = std::cell::Cell::new(false);
+        let again = cache
+            .object((&key, "f"), v, |f| {
+                fetched.set(true);
+                f.write_all(b"hello").map_err(errno_of)
+            })
+            .unwrap();
+        assert!(fetched.get(), "a small file written back is not kept");
+        assert_eq!(read_all(&again), b"hello");
+        let large = vec![7u8; KEEP_FROM as usize];
+        let w = cache
+            .show_written(b"/h:1/top/large", None, (0o644, false), recorder())
+            .unwrap();
+        std::fs::write(bytes_path(&w), &large).unwrap();
+        cache.flush();
+        let v = Version {
+            size: KEEP_FROM,
+            ..v
+        };
+        let key = Cache::key("h:1", b"/top/large");
         let kept = cache
             .object((&key, "f"), v, |_| panic!("kept after write-back"))
             .unwrap();
-        assert_eq!(read_all(&kept), b"hello");
+        assert_eq!(read_all(&kept), large);
 
         // Renamed while open: it goes back under its new name; removed: not at all.
         log.lock().unwrap().clear();

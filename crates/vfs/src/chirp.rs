@@ -181,7 +181,7 @@ impl ChirpNet {
         // (the walk that led here usually just asked); writing asks the server now.
         let current = match intent {
             Intent::Read => server.lstat(rest),
-            Intent::Write { .. } => server.stat_fresh(rest),
+            Intent::Write { .. } => server.stat_in_call(rest),
         };
         let fetch_into = |f: &mut std::fs::File| {
             server
@@ -621,7 +621,9 @@ impl Driver for ChirpNet {
             s.change(&[p], |c, retry| match c.rmdir(p) {
                 Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
                 r => r,
-            })
+            })?;
+            s.remember(p, Err(libc::ENOENT));
+            Ok(())
         })?;
         self.cache.dropped(path);
         Ok(())
@@ -637,7 +639,11 @@ impl Driver for ChirpNet {
             s.change(&[p], |c, retry| match c.unlink(p) {
                 Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
                 r => r,
-            })
+            })?;
+            // Gone as this run made it: the next lookup (a compiler's output made again
+            // after it removed it) need not ask.
+            s.remember(p, Err(libc::ENOENT));
+            Ok(())
         })?;
         // A copy the program still writes is its alone now: it must not bring the name back.
         self.cache.dropped(path);
@@ -1190,6 +1196,21 @@ impl Server {
         answer
     }
 
+    /// [`Server::stat_fresh`] for a write-open, which needs the attributes as of its call:
+    /// an answer learnt since the program's call being answered started (the walk that
+    /// led here has just asked) is that.
+    fn stat_in_call(&self, path: &[u8]) -> Result<roost_client::Stat, Errno> {
+        if let (Some(started), Some((answer, at))) = (
+            crate::call_started(),
+            self.attrs.lock().expect("attrs lock").get(path),
+        ) {
+            if *at >= started {
+                return *answer;
+            }
+        }
+        self.stat_fresh(path)
+    }
+
     fn readlink(&self, path: &[u8]) -> Result<Vec<u8>, Errno> {
         if self.lstat(path)?.mode as u32 & libc::S_IFMT != libc::S_IFLNK {
             return Err(libc::EINVAL);
@@ -1210,7 +1231,9 @@ impl Server {
     /// A directory's entries with their types (`S_IFMT` of each one's lstat); the
     /// attributes are cached on the way, so `ls -l` after `getdents` asks nothing more.
     /// A listing's own attributes follow symlinks (cctools' and roost's servers stat each
-    /// entry), so the names come from it and their lstats from one pipelined batch.
+    /// entry), so the names come from it and their lstats from one pipelined batch, but
+    /// for those whose attributes are known within the TTL (a directory listed again: make
+    /// reads each directory it searches, once per run of it).
     fn list(&self, path: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, Errno> {
         let names: Vec<Vec<u8>> = self
             .call(path, |c, _| c.getdir(path))?
@@ -1218,19 +1241,43 @@ impl Server {
             .filter(|n| n != b"." && n != b"..")
             .collect();
         let paths: Vec<Vec<u8>> = names.iter().map(|n| crate::path::join(path, n)).collect();
+        let known: Vec<Option<roost_client::Stat>> = {
+            let attrs = self.attrs.lock().expect("attrs lock");
+            paths
+                .iter()
+                .map(|p| match attrs.get(p) {
+                    Some((Ok(st), at)) if at.elapsed() < self.options.attr_ttl => Some(*st),
+                    _ => None,
+                })
+                .collect()
+        };
         let requests: Vec<roost_wire::Request> = paths
             .iter()
-            .map(|p| roost_wire::Request::Lstat { path: p.clone() })
+            .zip(&known)
+            .filter(|(_, k)| k.is_none())
+            .map(|(p, _)| roost_wire::Request::Lstat { path: p.clone() })
             .collect();
-        let replies = self.call(path, |c, _| c.pipeline(&requests, 64))?;
+        let mut replies = if requests.is_empty() {
+            Vec::new()
+        } else {
+            self.call(path, |c, _| c.pipeline(&requests, 64))?
+        }
+        .into_iter();
         let now = Instant::now();
         let mut attrs = self.attrs.lock().expect("attrs lock");
         let mut out = Vec::with_capacity(names.len());
-        for ((name, full), reply) in names.into_iter().zip(paths).zip(replies) {
-            let answer = match reply {
-                Ok(roost_client::Reply::Stat(_, st)) => Ok(st),
-                Ok(_) => Err(libc::EPROTO),
-                Err(e) => Err(e.errno()),
+        for ((name, full), known) in names.into_iter().zip(paths).zip(known) {
+            let answer = match known {
+                Some(st) => Ok(st),
+                None => {
+                    let answer = match replies.next() {
+                        Some(Ok(roost_client::Reply::Stat(_, st))) => Ok(st),
+                        Some(Ok(_)) | None => Err(libc::EPROTO),
+                        Some(Err(e)) => Err(e.errno()),
+                    };
+                    attrs.insert(full, (answer, now));
+                    answer
+                }
             };
             match answer {
                 Ok(st) => out.push((name, st.mode as u32 & libc::S_IFMT)),
@@ -1238,7 +1285,6 @@ impl Server {
                 Err(libc::ENOENT) => {}
                 Err(_) => out.push((name, libc::S_IFREG)),
             }
-            attrs.insert(full, (answer, now));
         }
         Ok(out)
     }
@@ -1252,13 +1298,20 @@ impl Server {
             exclusive: true,
             ..OpenFlags::default()
         };
-        self.change(&[path], |c, retry| {
+        let made = self.change(&[path], |c, retry| {
             match c.open(path, flags, mode & 0o7777) {
-                Ok((fd, _)) => c.close(fd),
-                Err(e) if retry && e.errno() == libc::EEXIST => Ok(()),
+                // Nothing to do if the close fails: its answer is read with the next call.
+                Ok((fd, st)) => c.close_unanswered(fd).map(|()| Some(st)),
+                Err(e) if retry && e.errno() == libc::EEXIST => Ok(None),
                 Err(e) => Err(e),
             }
-        })
+        })?;
+        // The new file's attributes came with the open: the write-back's look at its
+        // links, and the next lookup, need not ask again.
+        if let Some(st) = made {
+            self.remember(path, Ok(st));
+        }
+        Ok(())
     }
 
     /// Stores `file` as the whole of `path`; returns the version the server then holds.
@@ -1313,6 +1366,8 @@ impl Server {
                 ))),
             }
         })?;
+        // Read back after the write in the same round trip: what a lookup would be told.
+        self.remember(path, Ok(st));
         Ok(version_of(&st))
     }
 }

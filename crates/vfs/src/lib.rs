@@ -49,6 +49,25 @@ pub fn about_to_block() {
     });
 }
 
+thread_local! {
+    /// When the program's call this thread is answering started ([`call_starts`]).
+    static CALL_STARTED: std::cell::Cell<Option<std::time::Instant>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Says that this thread starts answering a program's call (the agent calls it as each
+/// call comes): what a driver learns from here on is as fresh as anything it could ask
+/// again for this call (a write-open's look at the attributes the walk that led to it has
+/// just fetched).
+pub fn call_starts() {
+    CALL_STARTED.with(|c| c.set(Some(std::time::Instant::now())));
+}
+
+/// When the call this thread answers started (None outside the agent's calls).
+pub(crate) fn call_started() -> Option<std::time::Instant> {
+    CALL_STARTED.with(|c| c.get())
+}
+
 /// The errno of the last failed libc call.
 pub(crate) fn last_errno() -> Errno {
     std::io::Error::last_os_error()

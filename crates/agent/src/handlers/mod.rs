@@ -72,6 +72,8 @@ impl<'a> Ctx<'a> {
 /// What to do with trapped call `kind`, by the handler of its class: the one decision both
 /// delivery paths (a ptrace stop, a notification) apply.
 pub fn decide(ctx: &mut Ctx<'_>, kind: Kind) -> Decision {
+    // The walk below and the remote call made after it are one call's (`stat_in_call`).
+    roost_vfs::call_starts();
     match kind {
         Kind::Path {
             args,

@@ -192,6 +192,7 @@ pub(crate) const CONTINUE: Reply = Reply::Send(0, 0, libc::SECCOMP_USER_NOTIF_FL
 
 /// Answers one notification.
 fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) -> Reply {
+    roost_vfs::call_starts();
     let tid = req.pid as i32;
     let nr = i64::from(req.data.nr);
     // Another ABI's call (i386 int 0x80, x32): its numbers are not this table's.
