@@ -29,15 +29,8 @@ cp -r "$ZSRC" "$WORK/zlib" && cp crates/roost/tests/run_support/zlib.mk "$WORK/z
 
 # The server: exports $WORK/export, whose w/ the roost-cached runs mount at /w.
 mkdir -p "$WORK/export/w" "$WORK/native" "$WORK/local"
-"$ROOST" serve "$WORK/export" --listen 127.0.0.1 --port 0 --auth address \
-  --acl address:127.0.0.1=rwldpax --log-level error --ledger "$WORK/ledger" >"$WORK/serve.out" &
-SERVER=$!
-for _ in $(seq 100); do
-  PORT=$(sed -n 's/^roost serve: listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "$WORK/serve.out")
-  [ -n "$PORT" ] && break
-  sleep 0.1
-done
-[ -n "$PORT" ] || { echo "andrew.sh: roost serve did not start" >&2; exit 1; }
+. bench/remote/serve.sh
+start_serve andrew.sh
 
 # One run of all five stages, as `sh -c "$STAGES" sh CONFIG SRC DIR`: the tree is copied
 # from SRC to DIR/zlib. Each stage is timed on its own inside the (possibly traced) shell,

@@ -55,16 +55,8 @@ declare -A BUILD=(
 
 mkdir -p "$WORK/export" "$WORK/local"
 METRICS=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$ROOST" serve "$WORK/export" --listen 127.0.0.1 --port 0 --auth address \
-  --acl address:127.0.0.1=rwldpax --log-level error --ledger "$WORK/ledger" \
-  --metrics "127.0.0.1:$METRICS" >"$WORK/serve.out" &
-SERVER=$!
-for _ in $(seq 100); do
-  PORT=$(sed -n 's/^roost serve: listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "$WORK/serve.out")
-  [ -n "$PORT" ] && break
-  sleep 0.1
-done
-[ -n "$PORT" ] || { echo "builds.sh: roost serve did not start" >&2; exit 1; }
+. bench/remote/serve.sh
+start_serve builds.sh --metrics "127.0.0.1:$METRICS"
 REMOTE=/chirp/127.0.0.1+$PORT
 
 ORDER="native roost-local direct cached-cold cached-warm"

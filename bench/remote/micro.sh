@@ -46,15 +46,8 @@ BIG=$((256 << 20))
 head -c "$BIG" /dev/urandom >"$WORK/export/big"
 touch -d '1 hour ago' "$WORK/export/small" "$WORK/export/big"
 cp -p "$WORK/export/small" "$WORK/local/small"
-"$ROOST" serve "$WORK/export" --listen 127.0.0.1 --port 0 --auth address \
-  --acl address:127.0.0.1=rwldpax --log-level error --ledger "$WORK/ledger" >"$WORK/serve.out" &
-SERVER=$!
-for _ in $(seq 100); do
-  PORT=$(sed -n 's/^roost serve: listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "$WORK/serve.out")
-  [ -n "$PORT" ] && break
-  sleep 0.1
-done
-[ -n "$PORT" ] || { echo "micro.sh: roost serve did not start" >&2; exit 1; }
+. bench/remote/serve.sh
+start_serve micro.sh
 CACHED="/r=/chirp/127.0.0.1:$PORT:cached"
 DIRECT="/r=/chirp/127.0.0.1:$PORT:direct"
 

@@ -21,16 +21,8 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$WORK/export" "$WORK/local"
-"$ROOST" serve "$WORK/export" --listen 127.0.0.1 --port 0 --auth address \
-  --acl address:127.0.0.1=rwldpax --log-level error --ledger "$WORK/ledger" >"$WORK/serve.out" &
-SERVER=$!
-PORT=
-for _ in $(seq 100); do
-  PORT=$(sed -n 's/^roost serve: listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "$WORK/serve.out")
-  [ -n "$PORT" ] && break
-  sleep 0.1
-done
-[ -n "$PORT" ] || { echo "redirect.sh: roost serve did not start" >&2; exit 1; }
+. bench/remote/serve.sh
+start_serve redirect.sh
 
 # The loop, timed inside bash (start-up excluded): microseconds per redirection.
 cat >"$WORK/loop.sh" <<'EOF'

@@ -4,27 +4,21 @@
 
 mod serve_support;
 
-use serve_support::cli_ok;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use serve_support::{cli_ok, serve_as_given};
+use std::process::Child;
 
 /// A `roost serve` with no `--listen`, on a free port; its announced line and the child.
 fn serve_default(dir: &std::path::Path, args: &[&str]) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_roost"))
-        .arg("serve")
-        .arg(dir)
-        .args(["--port", "0", "--log-level", "error", "--ledger"])
-        .arg(dir.with_extension("ledger"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    (child, line)
+    let ledger = dir.with_extension("ledger");
+    let base = [
+        "--port",
+        "0",
+        "--log-level",
+        "error",
+        "--ledger",
+        ledger.to_str().unwrap(),
+    ];
+    serve_as_given(dir, &[&base[..], args].concat(), &[])
 }
 
 #[test]

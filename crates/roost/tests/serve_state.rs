@@ -1,26 +1,19 @@
 //! Where a server keeps its state by default: an explicitly set `XDG_STATE_HOME` wins, even
 //! as root, so test runs (and users who set it) leave nothing in `/var/lib/roost`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+mod serve_support;
+
+use serve_support::serve_as_given;
 
 #[test]
 fn the_default_ledger_is_under_an_explicit_xdg_state_home() {
     let export = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_roost"))
-        .arg("serve")
-        .arg(export.path())
-        .args(["--listen", "127.0.0.1", "--port", "0"])
-        .env("XDG_STATE_HOME", state.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (mut child, line) = serve_as_given(
+        export.path(),
+        &["--listen", "127.0.0.1", "--port", "0"],
+        &[("XDG_STATE_HOME", state.path())],
+    );
     assert!(line.contains("listening"), "{line}");
     let ledgers: Vec<_> = std::fs::read_dir(state.path().join("roost/ledger"))
         .unwrap()

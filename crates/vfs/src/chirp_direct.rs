@@ -462,21 +462,13 @@ fn close(opened: Opened) {
 impl OpenFile for DirectFile {
     fn pread(&self, offset: u64, len: usize) -> Result<Vec<u8>, Errno> {
         self.with(|c, fd| {
-            let mut buf = vec![0u8; len];
-            let mut got = 0;
             // One request for a small read; a large one keeps several in flight.
-            if len > BLOCK {
-                let mut sink = std::io::Cursor::new(&mut buf[..]);
-                got = c.read_pipelined(fd, offset, len as u64, BLOCK, DEPTH, &mut sink)? as usize;
-            } else {
-                while got < len {
-                    let n = c.pread(fd, &mut buf[got..], offset + got as u64)?;
-                    if n == 0 {
-                        break;
-                    }
-                    got += n;
-                }
+            if len <= BLOCK {
+                return read_span(c, fd, offset, len as u64);
             }
+            let mut buf = vec![0u8; len];
+            let mut sink = std::io::Cursor::new(&mut buf[..]);
+            let got = c.read_pipelined(fd, offset, len as u64, BLOCK, DEPTH, &mut sink)? as usize;
             buf.truncate(got);
             Ok(buf)
         })

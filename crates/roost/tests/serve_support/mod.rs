@@ -133,6 +133,25 @@ impl Drop for TestServer {
     }
 }
 
+/// `roost serve DIR ARGS` exactly as given (no `--listen` or ledger added), with `envs`
+/// in its environment: the child and its first line (where it listens).
+pub fn serve_as_given(dir: &Path, args: &[&str], envs: &[(&str, &Path)]) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_roost"))
+        .arg("serve")
+        .arg(dir)
+        .args(args)
+        .envs(envs.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start roost serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("first line");
+    (child, line)
+}
+
 /// Writes a key file only its owner may read, as `--key` requires.
 pub fn write_private(path: &Path, text: &str) {
     use std::os::unix::fs::OpenOptionsExt;
