@@ -255,6 +255,10 @@ fn chirp_driver(args: &RunArgs) -> Result<Arc<ChirpNet>, String> {
 /// for the driver it is made for.
 fn cache_of(args: &RunArgs) -> Result<Arc<Cache>, String> {
     let dir = args.cache.clone().unwrap_or_else(default_cache_dir);
+    // Absolute: the mirror's paths are handed to the program's calls, which resolve a
+    // relative one from wherever the program is (a `cd` into a remote directory then
+    // failed, and so did `./configure` there).
+    let dir = std::path::absolute(&dir).map_err(|e| format!("--cache {}: {e}", dir.display()))?;
     Ok(Cache::new(
         &dir,
         parse_size("--cache-size", &args.cache_size)?,

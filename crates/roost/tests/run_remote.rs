@@ -1871,6 +1871,33 @@ fn a_file_renamed_or_removed_while_open_for_writing_goes_where_the_program_left_
     }
 }
 
+/// A cache named by a relative path works as an absolute one: a program can `cd` into a
+/// remote directory and run a script there (its mirror paths were taken relative to the
+/// program's cwd: `./run.sh: Permission denied`, then `cd` failed).
+#[test]
+fn a_relative_cache_directory_works_from_any_directory() {
+    let r = Remote::start();
+    r.write("d/run.sh", b"#!/bin/sh\necho ran in $(pwd)\n");
+    std::fs::set_permissions(
+        r.root().join("d/run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let base = tempfile::tempdir().unwrap();
+    for mode in MODES {
+        let o = roost()
+            .current_dir(base.path())
+            .args(["run", "--cache", "relcache"])
+            .args(mode)
+            .args(["--mount", &format!("/m={}", r.url("/"))])
+            .args(["--", "sh", "-c", "cd /m/d && ./run.sh && cd /m && pwd"])
+            .output()
+            .unwrap();
+        assert_eq!(stdout(&o), "ran in /m/d\n/m\n", "{mode:?}: {}", stderr(&o));
+        assert!(base.path().join("relcache").is_dir(), "{mode:?}");
+    }
+}
+
 /// Without `/proc` (a bare chroot, a container that mounts none) direct-mode files still
 /// work: roost finds the program's descriptors by their probes and free numbers by kcmp
 /// (it used to wait forever on the first read). Run in a user and mount namespace of its
