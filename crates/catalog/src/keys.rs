@@ -122,7 +122,7 @@ mod tests {
         assert!(Key::from_spec(&format!("bad name={}", file.display())).is_err());
         assert!(Key::from_spec("pool=/nonexistent/key")
             .unwrap_err()
-            .contains("cannot read /nonexistent/key"));
+            .contains("cannot read the key file /nonexistent/key"));
         let a = Key::new("a", b"x").unwrap();
         assert!(Keys::new(vec![a.clone(), a]).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
