@@ -630,11 +630,13 @@ fn pcp_and_psync_json_summaries_say_what_each_member_got() {
     assert_eq!(number(&summary, "skipped"), 0);
     assert!(summary.get("seconds").and_then(|s| s.as_f64()).is_some());
     // "ok" names exactly the members whose server holds the whole file.
-    let holding: Vec<String> = (0..3)
-        .filter(|&i| std::fs::read(c.servers[i].root().join("copy")).ok() == Some(data.clone()))
-        .map(|i| format!("node{}", i + 1))
-        .collect();
-    assert_eq!(names(&summary, "ok"), holding);
+    let holding = || -> Vec<String> {
+        (0..3)
+            .filter(|&i| std::fs::read(c.servers[i].root().join("copy")).ok() == Some(data.clone()))
+            .map(|i| format!("node{}", i + 1))
+            .collect()
+    };
+    assert_eq!(names(&summary, "ok"), holding());
     assert_eq!(names(&summary, "failed"), vec!["node2".to_string()]);
 
     // psync: one member current, one stale, one refused; the summary counts them.
@@ -653,12 +655,8 @@ fn pcp_and_psync_json_summaries_say_what_each_member_got() {
     assert_eq!(number(&summary, "file_bytes"), data.len() as i64);
     assert_eq!(number(&summary, "current"), 1);
     assert!(number(&summary, "sent_bytes") >= data.len() as i64 - 1000);
-    let holding: Vec<String> = (0..3)
-        .filter(|&i| std::fs::read(c.servers[i].root().join("copy")).ok() == Some(data.clone()))
-        .map(|i| format!("node{}", i + 1))
-        .collect();
-    assert_eq!(holding, vec!["node1".to_string(), "node3".to_string()]);
-    assert_eq!(names(&summary, "ok"), holding);
+    assert_eq!(holding(), vec!["node1".to_string(), "node3".to_string()]);
+    assert_eq!(names(&summary, "ok"), holding());
     assert_eq!(names(&summary, "failed"), vec!["node2".to_string()]);
     assert_eq!(number(&summary, "members"), 3);
 }

@@ -54,6 +54,22 @@ impl Remote {
     }
 }
 
+/// The calls `--summary` (in `err`) says the run made to `r`'s server, and its line.
+fn calls_to<'a>(r: &Remote, err: &'a str) -> (u64, &'a str) {
+    let server = format!("chirp://127.0.0.1:{}: ", r.server.port);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with(&server))
+        .unwrap_or_else(|| panic!("no line for the server: {err}"));
+    let calls = line[server.len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    (calls, line)
+}
+
 /// Dates a file a minute back.
 fn age(p: &Path) {
     let then = std::time::SystemTime::now() - Duration::from_secs(60);
@@ -1518,17 +1534,7 @@ fn the_summary_reports_each_server_its_calls_and_the_cache() {
     let o = r.run(&[], &["--summary"], &["sh", "-c", &script]);
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
-    let server = format!("chirp://127.0.0.1:{}: ", r.server.port);
-    let line = err
-        .lines()
-        .find(|l| l.starts_with(&server))
-        .unwrap_or_else(|| panic!("no line for the server: {err}"));
-    let calls: u64 = line[server.len()..]
-        .split(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (calls, line) = calls_to(&r, &err);
     assert!(calls >= 3, "{line}");
     // f was made just now (its ctime is recent): each open fetches it again.
     assert!(
@@ -1566,17 +1572,7 @@ fn names_just_made_written_back_or_removed_are_not_asked_again() {
     assert_eq!(std::fs::read(&out).unwrap(), b"2\n");
     assert_eq!(std::fs::metadata(&out).unwrap().mode() & 0o7777, 0o755);
     let err = stderr(&o);
-    let server = format!("chirp://127.0.0.1:{}: ", r.server.port);
-    let line = err
-        .lines()
-        .find(|l| l.starts_with(&server))
-        .unwrap_or_else(|| panic!("no line for the server: {err}"));
-    let calls: u64 = line[server.len()..]
-        .split(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (calls, line) = calls_to(&r, &err);
     assert!(calls <= 14, "{line}");
 }
 
@@ -1621,17 +1617,7 @@ fn a_directory_listed_again_within_the_ttl_asks_only_for_its_names() {
     assert!(listed.contains("sub/\n"), "{listed}");
     assert_eq!(listed.lines().count(), 52, "{listed}");
     let err = stderr(&o);
-    let server = format!("chirp://127.0.0.1:{}: ", r.server.port);
-    let line = err
-        .lines()
-        .find(|l| l.starts_with(&server))
-        .unwrap_or_else(|| panic!("no line for the server: {err}"));
-    let calls: u64 = line[server.len()..]
-        .split(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (calls, line) = calls_to(&r, &err);
     assert!(calls <= 10, "{line}");
 }
 
