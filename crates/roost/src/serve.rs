@@ -356,10 +356,10 @@ fn run(args: ServeArgs) -> Result<(), String> {
     };
     let dual_stack = SocketAddr::new(IpAddr::from([0u16; 8]), port);
     let (addr, listener) = match args.listen {
-        Some(ip) => (
-            SocketAddr::new(ip, port),
-            Server::bind_listener(SocketAddr::new(ip, port)),
-        ),
+        Some(ip) => {
+            let addr = SocketAddr::new(ip, port);
+            (addr, Server::bind_listener(addr))
+        }
         None => match Server::bind_listener(dual_stack) {
             // No IPv6 on this host: IPv4 alone.
             Err(e) if e.raw_os_error() == Some(libc::EAFNOSUPPORT) => {
