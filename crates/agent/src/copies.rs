@@ -25,6 +25,7 @@
 //! now, while that is still the same directory.
 
 use crate::arch::Regs;
+use crate::arch::Sys;
 use roost_vfs::{Driver, Errno, Stat};
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
@@ -42,12 +43,18 @@ pub fn range(limit: u64) -> (u32, u32) {
 
 /// The descriptor calls that tell an identity, and those that change attributes the
 /// remote object holds (made there): their descriptor is argument 0.
-pub const CALLS: &[&str] = &["fstat", "getdents64", "getdents", "fchmod", "fchown"];
+pub const CALLS: &[Sys] = &[
+    Sys::Fstat,
+    Sys::Getdents64,
+    Sys::Getdents,
+    Sys::Fchmod,
+    Sys::Fchown,
+];
 
 /// The calls that copy a descriptor (`dup`, `fcntl`'s `F_DUPFD`): notified on the copies'
 /// range too, so a copy's duplicate lands in the range, next to it as the kernel numbers
 /// (and its identity calls stay roost's); see `notify::direct::dup_copy`.
-pub const DUPLICATING: &[&str] = &["dup", "fcntl"];
+pub const DUPLICATING: &[Sys] = &[Sys::Dup, Sys::Fcntl];
 
 /// Whether descriptor `fd` of thread `tid` is a local copy of a remote object.
 pub fn is_copy(tid: i32, fd: i32) -> bool {
@@ -240,13 +247,13 @@ type Written = Result<(i64, Vec<(u64, Vec<u8>)>), Errno>;
 /// newfstatat or statx (`name`) by thread `tid` whose path the caller read and found
 /// empty, naming a descriptor (or the cwd) itself with `AT_EMPTY_PATH`: answered when that
 /// is a copy, `None` otherwise (the kernel's to answer).
-pub fn stat_itself(tid: i32, name: &str, regs: &Regs) -> Option<Written> {
+pub fn stat_itself(tid: i32, sys: Sys, regs: &Regs) -> Option<Written> {
     if !copies().any.load(Ordering::Acquire) {
         return None;
     }
-    let (flags, buf) = match name {
-        "newfstatat" => (regs.arg(3), regs.arg(2)),
-        "statx" => (regs.arg(2), regs.arg(4)),
+    let (flags, buf) = match sys {
+        Sys::Newfstatat => (regs.arg(3), regs.arg(2)),
+        Sys::Statx => (regs.arg(2), regs.arg(4)),
         _ => return None,
     };
     if flags & crate::syscalls::AT_EMPTY_PATH == 0 {
@@ -254,7 +261,7 @@ pub fn stat_itself(tid: i32, name: &str, regs: &Regs) -> Option<Written> {
     }
     let (local, copy) = behind(&link(tid, regs.arg(0) as i32))?;
     let st = copy.identity(&local);
-    let bytes = if name == "statx" {
+    let bytes = if sys == Sys::Statx {
         crate::remote::bytes_of(&st.to_statx())
     } else {
         crate::remote::bytes_of(&st.to_kernel())
@@ -270,32 +277,22 @@ fn link(tid: i32, fd: i32) -> String {
     }
 }
 
-/// The name of identity call number `nr` (one of [`CALLS`]).
-pub fn call_name(nr: i64) -> Option<&'static str> {
-    static NUMBERS: OnceLock<Vec<(i64, &'static str)>> = OnceLock::new();
-    NUMBERS
-        .get_or_init(|| {
-            CALLS
-                .iter()
-                .filter_map(|&n| Some((crate::arch::number(n)?, n)))
-                .collect()
-        })
-        .iter()
-        .find(|(n, _)| *n == nr)
-        .map(|&(_, name)| name)
+/// The identity call of number `nr` (one of [`CALLS`]).
+pub fn call_of(nr: i64) -> Option<Sys> {
+    Sys::from_nr(nr).filter(|sys| CALLS.contains(sys))
 }
 
 /// fstat, getdents64 or getdents (`name`) by thread `tid` on a descriptor: answered when it
 /// is a copy, `None` otherwise.
-pub fn on_descriptor(tid: i32, name: &str, regs: &Regs) -> Option<Written> {
+pub fn on_descriptor(tid: i32, sys: Sys, regs: &Regs) -> Option<Written> {
     let fd = regs.arg(0) as i32;
     if fd < 0 {
         return None;
     }
     let (local, copy) = behind(&link(tid, fd))?;
-    match name {
-        "fchmod" | "fchown" => change(&copy, name, regs),
-        "fstat" => Some(Ok((
+    match sys {
+        Sys::Fchmod | Sys::Fchown => change(&copy, sys, regs),
+        Sys::Fstat => Some(Ok((
             0,
             vec![(
                 regs.arg(1),
@@ -303,18 +300,18 @@ pub fn on_descriptor(tid: i32, name: &str, regs: &Regs) -> Option<Written> {
             )],
         ))),
         _ if local.st_mode & libc::S_IFMT != libc::S_IFDIR => None,
-        _ => Some(list(tid, fd, name == "getdents64", regs, &copy, &local)),
+        _ => Some(list(tid, fd, sys == Sys::Getdents64, regs, &copy, &local)),
     }
 }
 
 /// fchmod or fchown on a copy being read (or a directory): made on the remote object, as
 /// natively the owner may through any descriptor. A copy being written is the kernel's
 /// (its mode goes back with it).
-fn change(copy: &Copy, name: &str, regs: &Regs) -> Option<Written> {
+fn change(copy: &Copy, sys: Sys, regs: &Regs) -> Option<Written> {
     let (d, path) = (&copy.driver, copy.path.as_slice());
-    let made = match (&copy.kind, name) {
+    let made = match (&copy.kind, sys) {
         (Kind::Written(_), _) => return None,
-        (_, "fchmod") => d.chmod(path, regs.arg(1) as u32),
+        (_, Sys::Fchmod) => d.chmod(path, regs.arg(1) as u32),
         _ => d.chown(path, regs.arg(1) as u32, regs.arg(2) as u32, false),
     };
     if let (Ok(()), Kind::Read(st)) = (made, &copy.kind) {

@@ -28,6 +28,7 @@
 //! through even when its number equals one of roost's.
 
 use crate::arch::Regs;
+use crate::arch::Sys;
 use crate::filter::{Others, Trap, Verdict};
 use crate::memory;
 use crate::sys;
@@ -194,7 +195,7 @@ pub fn is_own(id: i32) -> bool {
 /// thread `tid` gets when it is aimed at one of roost's; `Ok` to let the kernel make it.
 /// (A descriptor or memory the call names may change between this check and the kernel's
 /// use: docs/security.md says so.)
-pub fn check(tid: i32, name: &str, regs: &Regs, aimed: Aimed) -> Result<(), i32> {
+pub fn check(tid: i32, sys: Sys, regs: &Regs, aimed: Aimed) -> Result<(), i32> {
     if let Some((arg, values)) = aimed.only {
         if !values.contains(&(regs.arg(arg) as u32)) {
             return Ok(());
@@ -203,7 +204,7 @@ pub fn check(tid: i32, name: &str, regs: &Regs, aimed: Aimed) -> Result<(), i32>
     let aims_at_own = match aimed.aim {
         Aim::Ids(args) => args.iter().any(|&a| is_own(regs.arg(a) as i32)),
         Aim::Pidfd(arg) => pidfd_target(tid, regs.arg(arg) as i32).is_some_and(is_own),
-        Aim::Owner => owner(tid, name, regs).is_some_and(is_own),
+        Aim::Owner => owner(tid, sys, regs).is_some_and(is_own),
     };
     if aims_at_own && in_own_pid_namespace(tid) {
         return Err(libc::EPERM);
@@ -239,7 +240,7 @@ pub fn process_of(fd: &OwnedFd) -> Option<i32> {
 
 /// The process a file's signals are to go to, as fcntl's `F_SETOWN`/`F_SETOWN_EX` or
 /// ioctl's `FIOSETOWN`/`SIOCSPGRP` names it (`None`: a group, or unreadable).
-fn owner(tid: i32, name: &str, regs: &Regs) -> Option<i32> {
+fn owner(tid: i32, sys: Sys, regs: &Regs) -> Option<i32> {
     let read_i32s = |n: usize| -> Option<Vec<i32>> {
         let bytes = memory::read(tid, regs.arg(2), 4 * n).ok()?;
         (bytes.len() == 4 * n).then(|| {
@@ -249,9 +250,9 @@ fn owner(tid: i32, name: &str, regs: &Regs) -> Option<i32> {
                 .collect()
         })
     };
-    match (name, regs.arg(1) as u32) {
-        ("fcntl", cmd) if cmd == FCNTL_OWNERS[0] => Some(regs.arg(2) as i32),
-        ("fcntl", _) => match read_i32s(2)?.as_slice() {
+    match (sys, regs.arg(1) as u32) {
+        (Sys::Fcntl, cmd) if cmd == FCNTL_OWNERS[0] => Some(regs.arg(2) as i32),
+        (Sys::Fcntl, _) => match read_i32s(2)?.as_slice() {
             &[kind, pid] if kind != F_OWNER_PGRP => Some(pid),
             _ => None,
         },
@@ -390,13 +391,13 @@ mod tests {
     fn rules_compare_ids_and_trap_only_what_the_filter_cannot_know() {
         let table = Table::new();
         let rules = rules(&table, Trap::Notify);
-        let rule = |name: &str| {
-            let nr = crate::arch::number(name).unwrap() as u32;
+        let rule = |sys: Sys| {
+            let nr = sys.nr() as u32;
             rules.iter().find(|(n, _)| *n == nr).map(|&(_, v)| v)
         };
         // tkill: ids compared, any other positive id trapped (a thread's).
         assert!(matches!(
-            rule("tkill"),
+            rule(Sys::Tkill),
             Some(Verdict::Aimed {
                 ids: &[0],
                 only: None,
@@ -404,7 +405,7 @@ mod tests {
             })
         ));
         // tgkill names a whole process, kill is too common to trap: compared only.
-        for name in ["tgkill", "kill"] {
+        for name in [Sys::Tgkill, Sys::Kill] {
             assert!(matches!(
                 rule(name),
                 Some(Verdict::Aimed {
@@ -413,15 +414,18 @@ mod tests {
                 })
             ));
         }
-        assert!(matches!(rule("getsockopt"), Some(Verdict::ErrnoIf { .. })));
         assert!(matches!(
-            rule("pidfd_send_signal"),
+            rule(Sys::Getsockopt),
+            Some(Verdict::ErrnoIf { .. })
+        ));
+        assert!(matches!(
+            rule(Sys::PidfdSendSignal),
             Some(Verdict::Aimed {
                 ids: &[],
                 others: Others::Trap(Trap::Notify),
                 ..
             })
         ));
-        assert_eq!(rule("openat"), None);
+        assert_eq!(rule(Sys::Openat), None);
     }
 }

@@ -12,6 +12,7 @@
 //!   on a real descriptor (`Rewrite`).
 
 use crate::arch::Regs;
+use crate::arch::Sys;
 use crate::handlers::{Action, Arg, Scratch, AT_FDCWD};
 use crate::memory;
 use roost_vfs::{Errno, Intent, Remote};
@@ -33,7 +34,7 @@ pub struct RemoteArg {
 /// A call with at least one remote path, decided and waiting to be made.
 #[derive(Debug)]
 pub struct RemoteCall {
-    pub name: &'static str,
+    pub sys: Sys,
     pub args: Vec<RemoteArg>,
 }
 
@@ -113,13 +114,13 @@ fn now() -> i64 {
 
 /// Makes `call` for thread `tid` whose registers are `regs`.
 pub fn make(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
-    match call.name {
-        "open" | "openat" | "creat" | "openat2" => open(call, tid, regs),
-        "chdir" => enter(call),
-        "stat" | "lstat" | "newfstatat" | "statx" => Made::writes(stat(call, regs)),
-        "readlink" | "readlinkat" => Made::writes(readlink(call, regs)),
-        "statfs" => Made::writes(statfs(call, regs)),
-        "getxattr" | "lgetxattr" | "listxattr" | "llistxattr" => {
+    match call.sys {
+        Sys::Open | Sys::Openat | Sys::Creat | Sys::Openat2 => open(call, tid, regs),
+        Sys::Chdir => enter(call),
+        Sys::Stat | Sys::Lstat | Sys::Newfstatat | Sys::Statx => Made::writes(stat(call, regs)),
+        Sys::Readlink | Sys::Readlinkat => Made::writes(readlink(call, regs)),
+        Sys::Statfs => Made::writes(statfs(call, regs)),
+        Sys::Getxattr | Sys::Lgetxattr | Sys::Listxattr | Sys::Llistxattr => {
             Made::writes(xattr_read(call, tid, regs))
         }
         _ => Made::result(change(call, tid, regs)),
@@ -128,14 +129,14 @@ pub fn make(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
 
 /// The open family: a local copy for reading or writing, and the call rewritten to it.
 fn open(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
-    let (flags, mode, how) = match call.name {
-        "open" => (regs.arg(1), regs.arg(2), None),
-        "creat" => (
+    let (flags, mode, how) = match call.sys {
+        Sys::Open => (regs.arg(1), regs.arg(2), None),
+        Sys::Creat => (
             (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64,
             regs.arg(1),
             None,
         ),
-        "openat" => (regs.arg(2), regs.arg(3), None),
+        Sys::Openat => (regs.arg(2), regs.arg(3), None),
         _ => match memory::read(tid, regs.arg(2), 24) {
             Ok(b) if b.len() == 24 => {
                 let w = |i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().expect("8"));
@@ -193,9 +194,9 @@ fn open(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
     if let Some(d) = arg.dirfd {
         args.push((d, Arg::Value(AT_FDCWD as u64)));
     }
-    match (call.name, how) {
-        ("open", _) => args.push((1, Arg::Value(kernel_flags))),
-        ("openat", _) => args.push((2, Arg::Value(kernel_flags))),
+    match (call.sys, how) {
+        (Sys::Open, _) => args.push((1, Arg::Value(kernel_flags))),
+        (Sys::Openat, _) => args.push((2, Arg::Value(kernel_flags))),
         (_, Some(_)) => {
             let bytes: Vec<u8> = [kernel_flags, mode, 0]
                 .iter()
@@ -272,9 +273,9 @@ fn stat(call: &RemoteCall, regs: &Regs) -> Written {
     } else {
         remote.driver.lstat(&remote.path)?
     };
-    let (buf, statx) = match call.name {
-        "stat" | "lstat" => (regs.arg(1), false),
-        "newfstatat" => (regs.arg(2), false),
+    let (buf, statx) = match call.sys {
+        Sys::Stat | Sys::Lstat => (regs.arg(1), false),
+        Sys::Newfstatat => (regs.arg(2), false),
         _ => (regs.arg(4), true),
     };
     let bytes = if statx {
@@ -287,7 +288,7 @@ fn stat(call: &RemoteCall, regs: &Regs) -> Written {
 
 fn readlink(call: &RemoteCall, regs: &Regs) -> Written {
     let remote = call.first()?;
-    let (buf, size) = if call.name == "readlink" {
+    let (buf, size) = if call.sys == Sys::Readlink {
         (regs.arg(1), regs.arg(2))
     } else {
         (regs.arg(2), regs.arg(3))
@@ -336,8 +337,8 @@ pub(crate) fn into_buffer(value: Vec<u8>, buf: u64, size: u64) -> Written {
 
 fn xattr_read(call: &RemoteCall, tid: i32, regs: &Regs) -> Written {
     let remote = call.first()?;
-    let follow = !call.name.starts_with('l');
-    if call.name.ends_with("getxattr") {
+    let follow = matches!(call.sys, Sys::Getxattr | Sys::Listxattr);
+    if matches!(call.sys, Sys::Getxattr | Sys::Lgetxattr) {
         let name = memory::read_cstr(tid, regs.arg(1), 256).map_err(memory::errno)?;
         let value = remote.driver.getxattr(&remote.path, &name, follow)?;
         into_buffer(value, regs.arg(2), regs.arg(3))
@@ -348,11 +349,7 @@ fn xattr_read(call: &RemoteCall, tid: i32, regs: &Regs) -> Written {
 }
 
 /// Times for utime and friends: (atime, mtime) in seconds, `None` to leave one alone.
-pub(crate) fn times(
-    name: &str,
-    tid: i32,
-    regs: &Regs,
-) -> Result<(Option<i64>, Option<i64>), Errno> {
+pub(crate) fn times(sys: Sys, tid: i32, regs: &Regs) -> Result<(Option<i64>, Option<i64>), Errno> {
     let words = |addr: u64, n: usize| -> Result<Vec<i64>, Errno> {
         let b = memory::read(tid, addr, n * 8).map_err(memory::errno)?;
         if b.len() < n * 8 {
@@ -362,10 +359,10 @@ pub(crate) fn times(
             .map(|w| i64::from_ne_bytes(w.try_into().expect("8")))
             .collect())
     };
-    let (addr, spec) = match name {
-        "utime" => (regs.arg(1), 0),
-        "utimes" => (regs.arg(1), 1),
-        "futimesat" => (regs.arg(2), 1),
+    let (addr, spec) = match sys {
+        Sys::Utime => (regs.arg(1), 0),
+        Sys::Utimes => (regs.arg(1), 1),
+        Sys::Futimesat => (regs.arg(2), 1),
         _ => (regs.arg(2), 2),
     };
     if addr == 0 {
@@ -401,15 +398,15 @@ fn change(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<i64, Errno> {
     let (d, p) = (&r.driver, r.path.as_slice());
     let cstr =
         |i: usize, max: usize| memory::read_cstr(tid, regs.arg(i), max).map_err(memory::errno);
-    match call.name {
-        "mkdir" => d.mkdir(p, regs.arg(1) as u32 & 0o7777 & !umask(tid)),
-        "mkdirat" => d.mkdir(p, regs.arg(2) as u32 & 0o7777 & !umask(tid)),
-        "rmdir" => d.rmdir(p),
-        "unlink" => d.unlink(p),
-        "unlinkat" if regs.arg(2) & libc::AT_REMOVEDIR as u64 != 0 => d.rmdir(p),
-        "unlinkat" => d.unlink(p),
-        "rename" | "renameat" | "renameat2" => {
-            let flags = if call.name == "renameat2" {
+    match call.sys {
+        Sys::Mkdir => d.mkdir(p, regs.arg(1) as u32 & 0o7777 & !umask(tid)),
+        Sys::Mkdirat => d.mkdir(p, regs.arg(2) as u32 & 0o7777 & !umask(tid)),
+        Sys::Rmdir => d.rmdir(p),
+        Sys::Unlink => d.unlink(p),
+        Sys::Unlinkat if regs.arg(2) & libc::AT_REMOVEDIR as u64 != 0 => d.rmdir(p),
+        Sys::Unlinkat => d.unlink(p),
+        Sys::Rename | Sys::Renameat | Sys::Renameat2 => {
+            let flags = if call.sys == Sys::Renameat2 {
                 regs.arg(4)
             } else {
                 0
@@ -425,39 +422,39 @@ fn change(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<i64, Errno> {
             }
             d.rename(p, &to.path)
         }
-        "link" | "linkat" => d.link(p, &call.second()?.path),
-        "symlink" | "symlinkat" => {
+        Sys::Link | Sys::Linkat => d.link(p, &call.second()?.path),
+        Sys::Symlink | Sys::Symlinkat => {
             let target = cstr(0, memory::PATH_MAX)?;
             d.symlink(&target, p)
         }
-        "chmod" => d.chmod(p, regs.arg(1) as u32),
-        "fchmodat" | "fchmodat2" => {
+        Sys::Chmod => d.chmod(p, regs.arg(1) as u32),
+        Sys::Fchmodat | Sys::Fchmodat2 => {
             let nofollow = regs.arg(3) & libc::AT_SYMLINK_NOFOLLOW as u64 != 0;
-            if call.name == "fchmodat2" && nofollow && d.lstat(p)?.is_symlink() {
+            if call.sys == Sys::Fchmodat2 && nofollow && d.lstat(p)?.is_symlink() {
                 return Err(libc::EOPNOTSUPP);
             }
             d.chmod(p, regs.arg(2) as u32)
         }
-        "chown" | "lchown" => d.chown(
+        Sys::Chown | Sys::Lchown => d.chown(
             p,
             regs.arg(1) as u32,
             regs.arg(2) as u32,
             call.args[0].follow,
         ),
-        "fchownat" => d.chown(
+        Sys::Fchownat => d.chown(
             p,
             regs.arg(2) as u32,
             regs.arg(3) as u32,
             call.args[0].follow,
         ),
-        "truncate" => {
+        Sys::Truncate => {
             if (regs.arg(1) as i64) < 0 {
                 return Err(libc::EINVAL);
             }
             d.truncate(p, regs.arg(1))
         }
-        "utime" | "utimes" | "futimesat" | "utimensat" => {
-            let (a, m) = times(call.name, tid, regs)?;
+        Sys::Utime | Sys::Utimes | Sys::Futimesat | Sys::Utimensat => {
+            let (a, m) = times(call.sys, tid, regs)?;
             if a.is_none() && m.is_none() {
                 return Ok(0);
             }
@@ -468,7 +465,7 @@ fn change(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<i64, Errno> {
                 d.utime(p, a, m)
             }
         }
-        "setxattr" | "lsetxattr" => {
+        Sys::Setxattr | Sys::Lsetxattr => {
             let name = cstr(1, 256)?;
             let value =
                 memory::read(tid, regs.arg(2), regs.arg(3) as usize).map_err(memory::errno)?;
@@ -477,23 +474,23 @@ fn change(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<i64, Errno> {
                 &name,
                 &value,
                 regs.arg(4) as i32,
-                call.name == "setxattr",
+                call.sys == Sys::Setxattr,
             )
         }
-        "removexattr" | "lremovexattr" => {
+        Sys::Removexattr | Sys::Lremovexattr => {
             let name = cstr(1, 256)?;
-            d.removexattr(p, &name, call.name == "removexattr")
+            d.removexattr(p, &name, call.sys == Sys::Removexattr)
         }
-        "access" | "faccessat" | "faccessat2" => {
-            let mode = if call.name == "access" {
+        Sys::Access | Sys::Faccessat | Sys::Faccessat2 => {
+            let mode = if call.sys == Sys::Access {
                 regs.arg(1)
             } else {
                 regs.arg(2)
             };
             d.access(p, mode as i32)
         }
-        "mknod" | "mknodat" => {
-            let mode = if call.name == "mknod" {
+        Sys::Mknod | Sys::Mknodat => {
+            let mode = if call.sys == Sys::Mknod {
                 regs.arg(1)
             } else {
                 regs.arg(2)

@@ -3,6 +3,7 @@
 //! `PTRACE_SEIZE` and lets it exec. Failures are reported with an explanation (ptrace or
 //! seccomp forbidden, e.g. inside a container).
 
+use crate::arch::Sys;
 use crate::filter;
 use std::ffi::CString;
 use std::fmt;
@@ -196,7 +197,7 @@ pub fn spawn(
         if listener && errno == libc::EBUSY {
             return Err(SpawnError::Nested);
         }
-        return Err(SpawnError::Filter("prctl", errno));
+        return Err(SpawnError::Filter(Sys::Prctl.name(), errno));
     }
     let options = if listener {
         OPTIONS

@@ -232,6 +232,7 @@ const fn crossing(args: &'static [PathArg]) -> Kind {
     }
 }
 
+use crate::arch::Sys;
 use Follow::{Always, Entry, Never, Removes, UnlessFlag};
 
 const NOFOLLOW_3: Follow = UnlessFlag(3, AT_SYMLINK_NOFOLLOW);
@@ -239,20 +240,20 @@ const NOFOLLOW_2: Follow = UnlessFlag(2, AT_SYMLINK_NOFOLLOW);
 const NOFOLLOW_4: Follow = UnlessFlag(4, AT_SYMLINK_NOFOLLOW);
 
 /// Every syscall the agent traps or refuses, by name.
-pub const SPECS: &[(&str, Kind)] = &[
-    ("open", path(&[cwd(0, Follow::OpenFlags(1))])),
-    ("creat", path(&[cwd(0, Always)])),
-    ("openat", path(&[at(0, 1, Follow::OpenFlags(2))])),
-    ("openat2", path(&[at(0, 1, Follow::OpenHow(2))])),
-    ("stat", path(&[cwd(0, Always)])),
-    ("lstat", path(&[cwd(0, Never)])),
-    ("newfstatat", path(&[at_empty(0, 1, NOFOLLOW_3, 3)])),
-    ("statx", path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
-    ("access", path(&[cwd(0, Always)])),
-    ("faccessat", path(&[at(0, 1, Always)])),
-    ("faccessat2", path(&[at_empty(0, 1, NOFOLLOW_3, 3)])),
+pub const SPECS: &[(Sys, Kind)] = &[
+    (Sys::Open, path(&[cwd(0, Follow::OpenFlags(1))])),
+    (Sys::Creat, path(&[cwd(0, Always)])),
+    (Sys::Openat, path(&[at(0, 1, Follow::OpenFlags(2))])),
+    (Sys::Openat2, path(&[at(0, 1, Follow::OpenHow(2))])),
+    (Sys::Stat, path(&[cwd(0, Always)])),
+    (Sys::Lstat, path(&[cwd(0, Never)])),
+    (Sys::Newfstatat, path(&[at_empty(0, 1, NOFOLLOW_3, 3)])),
+    (Sys::Statx, path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
+    (Sys::Access, path(&[cwd(0, Always)])),
+    (Sys::Faccessat, path(&[at(0, 1, Always)])),
+    (Sys::Faccessat2, path(&[at_empty(0, 1, NOFOLLOW_3, 3)])),
     (
-        "readlink",
+        Sys::Readlink,
         Kind::Readlink {
             dirfd: None,
             path: 0,
@@ -261,7 +262,7 @@ pub const SPECS: &[(&str, Kind)] = &[
         },
     ),
     (
-        "readlinkat",
+        Sys::Readlinkat,
         Kind::Readlink {
             dirfd: Some(0),
             path: 1,
@@ -269,49 +270,49 @@ pub const SPECS: &[(&str, Kind)] = &[
             size: 3,
         },
     ),
-    ("mkdir", path(&[cwd(0, Entry)])),
-    ("mkdirat", path(&[at(0, 1, Entry)])),
-    ("mknod", path(&[cwd(0, Entry)])),
-    ("mknodat", path(&[at(0, 1, Entry)])),
-    ("rmdir", mutating(&[cwd(0, Removes)])),
-    ("unlink", mutating(&[cwd(0, Removes)])),
-    ("unlinkat", mutating(&[at(0, 1, Removes)])),
-    ("rename", crossing(&[cwd(0, Removes), cwd(1, Removes)])),
+    (Sys::Mkdir, path(&[cwd(0, Entry)])),
+    (Sys::Mkdirat, path(&[at(0, 1, Entry)])),
+    (Sys::Mknod, path(&[cwd(0, Entry)])),
+    (Sys::Mknodat, path(&[at(0, 1, Entry)])),
+    (Sys::Rmdir, mutating(&[cwd(0, Removes)])),
+    (Sys::Unlink, mutating(&[cwd(0, Removes)])),
+    (Sys::Unlinkat, mutating(&[at(0, 1, Removes)])),
+    (Sys::Rename, crossing(&[cwd(0, Removes), cwd(1, Removes)])),
     (
-        "renameat",
+        Sys::Renameat,
         crossing(&[at(0, 1, Removes), at(2, 3, Removes)]),
     ),
     (
-        "renameat2",
+        Sys::Renameat2,
         crossing(&[at(0, 1, Removes), at(2, 3, Removes)]),
     ),
-    ("link", crossing(&[cwd(0, Never), cwd(1, Entry)])),
+    (Sys::Link, crossing(&[cwd(0, Never), cwd(1, Entry)])),
     (
-        "linkat",
+        Sys::Linkat,
         crossing(&[
             at_empty(0, 1, Follow::IfFlag(4, AT_SYMLINK_FOLLOW), 4),
             at(2, 3, Entry),
         ]),
     ),
-    ("symlink", mutating(&[cwd(1, Entry)])),
-    ("symlinkat", mutating(&[at(1, 2, Entry)])),
-    ("chmod", path(&[cwd(0, Always)])),
-    ("fchmodat", path(&[at(0, 1, Always)])),
-    ("fchmodat2", path(&[at_empty(0, 1, NOFOLLOW_3, 3)])),
-    ("chown", path(&[cwd(0, Always)])),
-    ("lchown", path(&[cwd(0, Never)])),
-    ("fchownat", path(&[at_empty(0, 1, NOFOLLOW_4, 4)])),
-    ("truncate", path(&[cwd(0, Always)])),
-    ("utime", path(&[cwd(0, Always)])),
-    ("utimes", path(&[cwd(0, Always)])),
-    ("futimesat", path(&[at_null(0, 1, Always, None)])),
-    ("utimensat", path(&[at_null(0, 1, NOFOLLOW_3, Some(3))])),
-    ("chdir", Kind::Chdir),
-    ("fchdir", Kind::Fchdir),
-    ("getcwd", Kind::Getcwd),
-    ("chroot", Kind::Chroot),
+    (Sys::Symlink, mutating(&[cwd(1, Entry)])),
+    (Sys::Symlinkat, mutating(&[at(1, 2, Entry)])),
+    (Sys::Chmod, path(&[cwd(0, Always)])),
+    (Sys::Fchmodat, path(&[at(0, 1, Always)])),
+    (Sys::Fchmodat2, path(&[at_empty(0, 1, NOFOLLOW_3, 3)])),
+    (Sys::Chown, path(&[cwd(0, Always)])),
+    (Sys::Lchown, path(&[cwd(0, Never)])),
+    (Sys::Fchownat, path(&[at_empty(0, 1, NOFOLLOW_4, 4)])),
+    (Sys::Truncate, path(&[cwd(0, Always)])),
+    (Sys::Utime, path(&[cwd(0, Always)])),
+    (Sys::Utimes, path(&[cwd(0, Always)])),
+    (Sys::Futimesat, path(&[at_null(0, 1, Always, None)])),
+    (Sys::Utimensat, path(&[at_null(0, 1, NOFOLLOW_3, Some(3))])),
+    (Sys::Chdir, Kind::Chdir),
+    (Sys::Fchdir, Kind::Fchdir),
+    (Sys::Getcwd, Kind::Getcwd),
+    (Sys::Chroot, Kind::Chroot),
     (
-        "execve",
+        Sys::Execve,
         Kind::Exec {
             dirfd: None,
             path: 0,
@@ -320,7 +321,7 @@ pub const SPECS: &[(&str, Kind)] = &[
         },
     ),
     (
-        "execveat",
+        Sys::Execveat,
         Kind::Exec {
             dirfd: Some(0),
             path: 1,
@@ -328,36 +329,36 @@ pub const SPECS: &[(&str, Kind)] = &[
             flags: Some(4),
         },
     ),
-    ("setxattr", path(&[cwd(0, Always)])),
-    ("lsetxattr", path(&[cwd(0, Never)])),
-    ("getxattr", path(&[cwd(0, Always)])),
-    ("lgetxattr", path(&[cwd(0, Never)])),
-    ("listxattr", path(&[cwd(0, Always)])),
-    ("llistxattr", path(&[cwd(0, Never)])),
-    ("removexattr", path(&[cwd(0, Always)])),
-    ("lremovexattr", path(&[cwd(0, Never)])),
-    ("setxattrat", path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
-    ("getxattrat", path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
-    ("listxattrat", path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
-    ("removexattrat", path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
-    ("file_getattr", path(&[at_empty(0, 1, NOFOLLOW_4, 4)])),
-    ("file_setattr", path(&[at_empty(0, 1, NOFOLLOW_4, 4)])),
-    ("statfs", path(&[cwd(0, Always)])),
-    ("uselib", path(&[cwd(0, Always)])),
+    (Sys::Setxattr, path(&[cwd(0, Always)])),
+    (Sys::Lsetxattr, path(&[cwd(0, Never)])),
+    (Sys::Getxattr, path(&[cwd(0, Always)])),
+    (Sys::Lgetxattr, path(&[cwd(0, Never)])),
+    (Sys::Listxattr, path(&[cwd(0, Always)])),
+    (Sys::Llistxattr, path(&[cwd(0, Never)])),
+    (Sys::Removexattr, path(&[cwd(0, Always)])),
+    (Sys::Lremovexattr, path(&[cwd(0, Never)])),
+    (Sys::Setxattrat, path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
+    (Sys::Getxattrat, path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
+    (Sys::Listxattrat, path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
+    (Sys::Removexattrat, path(&[at_empty(0, 1, NOFOLLOW_2, 2)])),
+    (Sys::FileGetattr, path(&[at_empty(0, 1, NOFOLLOW_4, 4)])),
+    (Sys::FileSetattr, path(&[at_empty(0, 1, NOFOLLOW_4, 4)])),
+    (Sys::Statfs, path(&[cwd(0, Always)])),
+    (Sys::Uselib, path(&[cwd(0, Always)])),
     (
-        "inotify_add_watch",
+        Sys::InotifyAddWatch,
         path(&[cwd(1, UnlessFlag(2, IN_DONT_FOLLOW))]),
     ),
     (
-        "fanotify_mark",
+        Sys::FanotifyMark,
         path(&[at_null(3, 4, UnlessFlag(1, FAN_MARK_DONT_FOLLOW), None)]),
     ),
     (
-        "name_to_handle_at",
+        Sys::NameToHandleAt,
         path(&[at_empty(0, 1, Follow::IfFlag(4, AT_SYMLINK_FOLLOW), 4)]),
     ),
     (
-        "bind",
+        Sys::Bind,
         Kind::SockAddr {
             addr: 1,
             len: 2,
@@ -365,7 +366,7 @@ pub const SPECS: &[(&str, Kind)] = &[
         },
     ),
     (
-        "connect",
+        Sys::Connect,
         Kind::SockAddr {
             addr: 1,
             len: 2,
@@ -373,7 +374,7 @@ pub const SPECS: &[(&str, Kind)] = &[
         },
     ),
     (
-        "sendto",
+        Sys::Sendto,
         Kind::SockAddr {
             addr: 4,
             len: 5,
@@ -381,7 +382,7 @@ pub const SPECS: &[(&str, Kind)] = &[
         },
     ),
     (
-        "getsockname",
+        Sys::Getsockname,
         Kind::SockName {
             addr: 1,
             len: 2,
@@ -389,121 +390,124 @@ pub const SPECS: &[(&str, Kind)] = &[
         },
     ),
     (
-        "getpeername",
+        Sys::Getpeername,
         Kind::SockName {
             addr: 1,
             len: 2,
             peer: true,
         },
     ),
-    ("sendmsg", Kind::SendMsg),
-    ("sendmmsg", Kind::SendMmsg),
-    ("clone", Kind::Clone),
+    (Sys::Sendmsg, Kind::SendMsg),
+    (Sys::Sendmmsg, Kind::SendMmsg),
+    (Sys::Clone, Kind::Clone),
     (
-        "open_by_handle_at",
+        Sys::OpenByHandleAt,
         Kind::OpenByHandle {
             mount_fd: 0,
             handle: 1,
         },
     ),
-    ("bpf", Kind::Bpf),
-    ("perf_event_open", Kind::PerfEventOpen),
-    ("getuid", Kind::Identity),
-    ("geteuid", Kind::Identity),
-    ("getgid", Kind::Identity),
-    ("getegid", Kind::Identity),
-    ("getresuid", Kind::Identity),
-    ("getresgid", Kind::Identity),
-    ("getgroups", Kind::Identity),
-    ("uname", Kind::Identity),
-    ("setuid", Kind::Credentials),
-    ("setgid", Kind::Credentials),
-    ("setreuid", Kind::Credentials),
-    ("setregid", Kind::Credentials),
-    ("setgroups", Kind::Credentials),
-    ("setresuid", Kind::Credentials),
-    ("setresgid", Kind::Credentials),
-    ("setfsuid", Kind::Credentials),
-    ("setfsgid", Kind::Credentials),
-    ("capset", Kind::Credentials),
+    (Sys::Bpf, Kind::Bpf),
+    (Sys::PerfEventOpen, Kind::PerfEventOpen),
+    (Sys::Getuid, Kind::Identity),
+    (Sys::Geteuid, Kind::Identity),
+    (Sys::Getgid, Kind::Identity),
+    (Sys::Getegid, Kind::Identity),
+    (Sys::Getresuid, Kind::Identity),
+    (Sys::Getresgid, Kind::Identity),
+    (Sys::Getgroups, Kind::Identity),
+    (Sys::Uname, Kind::Identity),
+    (Sys::Setuid, Kind::Credentials),
+    (Sys::Setgid, Kind::Credentials),
+    (Sys::Setreuid, Kind::Credentials),
+    (Sys::Setregid, Kind::Credentials),
+    (Sys::Setgroups, Kind::Credentials),
+    (Sys::Setresuid, Kind::Credentials),
+    (Sys::Setresgid, Kind::Credentials),
+    (Sys::Setfsuid, Kind::Credentials),
+    (Sys::Setfsgid, Kind::Credentials),
+    (Sys::Capset, Kind::Credentials),
     // Only the options that lower capabilities (see `tracer::id_rule`).
-    ("prctl", Kind::Credentials),
-    ("mount", Kind::Refuse(libc::EPERM)),
-    ("umount2", Kind::Refuse(libc::EPERM)),
-    ("pivot_root", Kind::Refuse(libc::EPERM)),
-    ("swapon", Kind::Refuse(libc::EPERM)),
-    ("swapoff", Kind::Refuse(libc::EPERM)),
-    ("acct", Kind::Refuse(libc::EPERM)),
-    ("quotactl", Kind::Refuse(libc::EPERM)),
-    ("open_tree", Kind::Refuse(libc::EPERM)),
-    ("open_tree_attr", Kind::Refuse(libc::EPERM)),
-    ("move_mount", Kind::Refuse(libc::EPERM)),
-    ("fsopen", Kind::Refuse(libc::EPERM)),
-    ("fsconfig", Kind::Refuse(libc::EPERM)),
-    ("fsmount", Kind::Refuse(libc::EPERM)),
-    ("fspick", Kind::Refuse(libc::EPERM)),
-    ("mount_setattr", Kind::Refuse(libc::EPERM)),
-    ("io_uring_setup", Kind::Refuse(libc::ENOSYS)),
+    (Sys::Prctl, Kind::Credentials),
+    (Sys::Mount, Kind::Refuse(libc::EPERM)),
+    (Sys::Umount2, Kind::Refuse(libc::EPERM)),
+    (Sys::PivotRoot, Kind::Refuse(libc::EPERM)),
+    (Sys::Swapon, Kind::Refuse(libc::EPERM)),
+    (Sys::Swapoff, Kind::Refuse(libc::EPERM)),
+    (Sys::Acct, Kind::Refuse(libc::EPERM)),
+    (Sys::Quotactl, Kind::Refuse(libc::EPERM)),
+    (Sys::OpenTree, Kind::Refuse(libc::EPERM)),
+    (Sys::OpenTreeAttr, Kind::Refuse(libc::EPERM)),
+    (Sys::MoveMount, Kind::Refuse(libc::EPERM)),
+    (Sys::Fsopen, Kind::Refuse(libc::EPERM)),
+    (Sys::Fsconfig, Kind::Refuse(libc::EPERM)),
+    (Sys::Fsmount, Kind::Refuse(libc::EPERM)),
+    (Sys::Fspick, Kind::Refuse(libc::EPERM)),
+    (Sys::MountSetattr, Kind::Refuse(libc::EPERM)),
+    (Sys::IoUringSetup, Kind::Refuse(libc::ENOSYS)),
     // The calls aimed at other processes (`crate::guard` keeps roost's own out of reach).
     // kill and rt_sigqueueinfo take a thread's id too (and signal its whole process), but
     // trapping every one naming another process would cost it a notification and, in a
     // process roost does not trace, an EINTR when a signal comes first: roost's ids are
     // compared only (docs/security.md).
-    ("kill", aimed(Aim::Ids(&[0]), None, TrapWhen::Never)),
-    ("tkill", aimed(Aim::Ids(&[0]), None, TrapWhen::Always)),
-    ("tgkill", aimed(Aim::Ids(&[0]), None, TrapWhen::Never)),
+    (Sys::Kill, aimed(Aim::Ids(&[0]), None, TrapWhen::Never)),
+    (Sys::Tkill, aimed(Aim::Ids(&[0]), None, TrapWhen::Always)),
+    (Sys::Tgkill, aimed(Aim::Ids(&[0]), None, TrapWhen::Never)),
     (
-        "rt_sigqueueinfo",
+        Sys::RtSigqueueinfo,
         aimed(Aim::Ids(&[0]), None, TrapWhen::Never),
     ),
     (
-        "rt_tgsigqueueinfo",
+        Sys::RtTgsigqueueinfo,
         aimed(Aim::Ids(&[0]), None, TrapWhen::Never),
     ),
-    ("prlimit64", aimed(Aim::Ids(&[0]), None, TrapWhen::Always)),
     (
-        "pidfd_open",
+        Sys::Prlimit64,
+        aimed(Aim::Ids(&[0]), None, TrapWhen::Always),
+    ),
+    (
+        Sys::PidfdOpen,
         aimed(Aim::Ids(&[0]), None, TrapWhen::IfBits(1, PIDFD_THREAD)),
     ),
     (
-        "ptrace",
+        Sys::Ptrace,
         aimed(Aim::Ids(&[1]), Some((0, ATTACHING)), BY_PTRACE_CHECK),
     ),
     (
-        "process_vm_readv",
+        Sys::ProcessVmReadv,
         aimed(Aim::Ids(&[0]), None, BY_PTRACE_CHECK),
     ),
     (
-        "process_vm_writev",
+        Sys::ProcessVmWritev,
         aimed(Aim::Ids(&[0]), None, BY_PTRACE_CHECK),
     ),
-    ("kcmp", aimed(Aim::Ids(&[0, 1]), None, BY_PTRACE_CHECK)),
+    (Sys::Kcmp, aimed(Aim::Ids(&[0, 1]), None, BY_PTRACE_CHECK)),
     (
-        "get_robust_list",
+        Sys::GetRobustList,
         aimed(Aim::Ids(&[0]), None, BY_PTRACE_CHECK),
     ),
     (
-        "pidfd_send_signal",
+        Sys::PidfdSendSignal,
         aimed(Aim::Pidfd(0), None, TrapWhen::Always),
     ),
-    ("pidfd_getfd", aimed(Aim::Pidfd(0), None, BY_PTRACE_CHECK)),
+    (Sys::PidfdGetfd, aimed(Aim::Pidfd(0), None, BY_PTRACE_CHECK)),
     (
-        "process_madvise",
+        Sys::ProcessMadvise,
         aimed(Aim::Pidfd(0), None, BY_PTRACE_CHECK),
     ),
     (
-        "fcntl",
+        Sys::Fcntl,
         aimed(Aim::Owner, Some((1, FCNTL_OWNERS)), TrapWhen::Always),
     ),
     (
-        "ioctl",
+        Sys::Ioctl,
         aimed(Aim::Owner, Some((1, IOCTL_OWNERS)), TrapWhen::Always),
     ),
     // A socket's peer as a pidfd: roost is the peer of a direct-mode file's placeholder
     // socket. Refused as by kernels before 6.5, which lack it (programs fall back to
     // SO_PEERCRED).
     (
-        "getsockopt",
+        Sys::Getsockopt,
         Kind::RefuseIf {
             args: &[(1, libc::SOL_SOCKET as u32), (2, SO_PEERPIDFD)],
             errno: libc::ENOPROTOOPT,
@@ -531,8 +535,8 @@ const SO_PEERPIDFD: u32 = 77;
 pub const CHROOT_PATH: &[PathArg] = &[cwd(0, Always)];
 
 /// The spec of a syscall by name.
-pub fn spec(name: &str) -> Option<Kind> {
-    SPECS.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
+pub fn spec(sys: Sys) -> Option<Kind> {
+    SPECS.iter().find(|(s, _)| *s == sys).map(|&(_, k)| k)
 }
 
 /// What the notification thread does with a call delivered to it (a call on a mapped path;
@@ -567,9 +571,9 @@ pub const BY_PTRACE: u32 = 0x726f_7374;
 /// The argument of trapped call `name` whose high half carries [`BY_PTRACE`]: the sixth,
 /// unused or an `int` for every trapped call but setxattrat and getxattrat, which read it
 /// as a size (their first, a dirfd, is an `int`).
-pub fn mark_arg(name: &str) -> usize {
-    match name {
-        "setxattrat" | "getxattrat" => 0,
+pub fn mark_arg(sys: Sys) -> usize {
+    match sys {
+        Sys::Setxattrat | Sys::Getxattrat => 0,
         _ => 5,
     }
 }
@@ -613,23 +617,23 @@ const fn notified(performed: Performed) -> Notified {
 /// filter cannot read; the *xattrat calls have struct arguments; inotify/fanotify marks and
 /// name_to_handle_at act on the caller's descriptors; chdir, getcwd, chroot and the socket
 /// calls that send an address need ptrace, and so does an exec roost must rewrite.
-pub const NOTIFIED: &[(&str, Notified)] = &[
-    ("execve", BY_NOTIFICATION_UNLESS_MARKED),
-    ("getsockname", notified(Performed::Name)),
-    ("getpeername", notified(Performed::Name)),
-    ("execveat", BY_NOTIFICATION_UNLESS_MARKED),
-    ("stat", notified(Performed::Lookup)),
-    ("lstat", notified(Performed::Lookup)),
-    ("newfstatat", notified(Performed::Lookup)),
-    ("statx", notified(Performed::Lookup)),
-    ("access", notified(Performed::Lookup)),
-    ("faccessat", notified(Performed::Lookup)),
-    ("faccessat2", notified(Performed::Lookup)),
-    ("readlink", notified(Performed::Lookup)),
-    ("readlinkat", notified(Performed::Lookup)),
-    ("creat", notified(Performed::Open)),
+pub const NOTIFIED: &[(Sys, Notified)] = &[
+    (Sys::Execve, BY_NOTIFICATION_UNLESS_MARKED),
+    (Sys::Getsockname, notified(Performed::Name)),
+    (Sys::Getpeername, notified(Performed::Name)),
+    (Sys::Execveat, BY_NOTIFICATION_UNLESS_MARKED),
+    (Sys::Stat, notified(Performed::Lookup)),
+    (Sys::Lstat, notified(Performed::Lookup)),
+    (Sys::Newfstatat, notified(Performed::Lookup)),
+    (Sys::Statx, notified(Performed::Lookup)),
+    (Sys::Access, notified(Performed::Lookup)),
+    (Sys::Faccessat, notified(Performed::Lookup)),
+    (Sys::Faccessat2, notified(Performed::Lookup)),
+    (Sys::Readlink, notified(Performed::Lookup)),
+    (Sys::Readlinkat, notified(Performed::Lookup)),
+    (Sys::Creat, notified(Performed::Open)),
     (
-        "open",
+        Sys::Open,
         Notified {
             performed: Performed::Open,
             unless: Some(Unless::AnyBit {
@@ -639,7 +643,7 @@ pub const NOTIFIED: &[(&str, Notified)] = &[
         },
     ),
     (
-        "openat",
+        Sys::Openat,
         Notified {
             performed: Performed::Open,
             unless: Some(Unless::AnyBit {
@@ -648,19 +652,19 @@ pub const NOTIFIED: &[(&str, Notified)] = &[
             }),
         },
     ),
-    ("mkdir", notified(Performed::Change)),
-    ("mkdirat", notified(Performed::Change)),
-    ("mknod", notified(Performed::Change)),
-    ("mknodat", notified(Performed::Change)),
-    ("rmdir", notified(Performed::Change)),
-    ("unlink", notified(Performed::Change)),
-    ("unlinkat", notified(Performed::Change)),
-    ("rename", notified(Performed::Change)),
-    ("renameat", notified(Performed::Change)),
-    ("renameat2", notified(Performed::Change)),
-    ("link", notified(Performed::Change)),
+    (Sys::Mkdir, notified(Performed::Change)),
+    (Sys::Mkdirat, notified(Performed::Change)),
+    (Sys::Mknod, notified(Performed::Change)),
+    (Sys::Mknodat, notified(Performed::Change)),
+    (Sys::Rmdir, notified(Performed::Change)),
+    (Sys::Unlink, notified(Performed::Change)),
+    (Sys::Unlinkat, notified(Performed::Change)),
+    (Sys::Rename, notified(Performed::Change)),
+    (Sys::Renameat, notified(Performed::Change)),
+    (Sys::Renameat2, notified(Performed::Change)),
+    (Sys::Link, notified(Performed::Change)),
     (
-        "linkat",
+        Sys::Linkat,
         Notified {
             performed: Performed::Change,
             unless: Some(Unless::AnyBit {
@@ -669,28 +673,28 @@ pub const NOTIFIED: &[(&str, Notified)] = &[
             }),
         },
     ),
-    ("symlink", notified(Performed::Change)),
-    ("symlinkat", notified(Performed::Change)),
-    ("chmod", notified(Performed::Change)),
-    ("fchmodat", notified(Performed::Change)),
-    ("fchmodat2", notified(Performed::Change)),
-    ("chown", notified(Performed::Change)),
-    ("lchown", notified(Performed::Change)),
-    ("fchownat", notified(Performed::Change)),
-    ("truncate", notified(Performed::Change)),
-    ("getxattr", notified(Performed::Attr)),
-    ("lgetxattr", notified(Performed::Attr)),
-    ("listxattr", notified(Performed::Attr)),
-    ("llistxattr", notified(Performed::Attr)),
-    ("setxattr", notified(Performed::Attr)),
-    ("lsetxattr", notified(Performed::Attr)),
-    ("removexattr", notified(Performed::Attr)),
-    ("lremovexattr", notified(Performed::Attr)),
-    ("statfs", notified(Performed::Attr)),
-    ("utime", notified(Performed::Attr)),
-    ("utimes", notified(Performed::Attr)),
-    ("futimesat", notified(Performed::Attr)),
-    ("utimensat", notified(Performed::Attr)),
+    (Sys::Symlink, notified(Performed::Change)),
+    (Sys::Symlinkat, notified(Performed::Change)),
+    (Sys::Chmod, notified(Performed::Change)),
+    (Sys::Fchmodat, notified(Performed::Change)),
+    (Sys::Fchmodat2, notified(Performed::Change)),
+    (Sys::Chown, notified(Performed::Change)),
+    (Sys::Lchown, notified(Performed::Change)),
+    (Sys::Fchownat, notified(Performed::Change)),
+    (Sys::Truncate, notified(Performed::Change)),
+    (Sys::Getxattr, notified(Performed::Attr)),
+    (Sys::Lgetxattr, notified(Performed::Attr)),
+    (Sys::Listxattr, notified(Performed::Attr)),
+    (Sys::Llistxattr, notified(Performed::Attr)),
+    (Sys::Setxattr, notified(Performed::Attr)),
+    (Sys::Lsetxattr, notified(Performed::Attr)),
+    (Sys::Removexattr, notified(Performed::Attr)),
+    (Sys::Lremovexattr, notified(Performed::Attr)),
+    (Sys::Statfs, notified(Performed::Attr)),
+    (Sys::Utime, notified(Performed::Attr)),
+    (Sys::Utimes, notified(Performed::Attr)),
+    (Sys::Futimesat, notified(Performed::Attr)),
+    (Sys::Utimensat, notified(Performed::Attr)),
 ];
 
 /// The calls on descriptors a direct-mode file needs served, with the argument holding
@@ -698,51 +702,51 @@ pub const NOTIFIED: &[(&str, Notified)] = &[
 /// reserved for virtual descriptors, so calls on the program's own descriptors never stop
 /// (see `vfd`). `close` and `close_range` are not among them: the kernel drops the
 /// placeholder, and roost sees its socket hang up.
-pub const ON_DESCRIPTORS: &[(&str, &[usize])] = &[
-    ("read", &[0]),
-    ("write", &[0]),
-    ("pread64", &[0]),
-    ("pwrite64", &[0]),
-    ("readv", &[0]),
-    ("writev", &[0]),
-    ("preadv", &[0]),
-    ("pwritev", &[0]),
-    ("preadv2", &[0]),
-    ("pwritev2", &[0]),
-    ("lseek", &[0]),
-    ("fstat", &[0]),
-    ("ftruncate", &[0]),
-    ("fsync", &[0]),
-    ("fdatasync", &[0]),
-    ("fchmod", &[0]),
-    ("fchown", &[0]),
-    ("fcntl", &[0]),
-    ("flock", &[0]),
-    ("dup", &[0]),
-    ("dup2", &[0]),
-    ("dup3", &[0]),
-    ("fstatfs", &[0]),
-    ("mmap", &[4]),
-    ("fgetxattr", &[0]),
-    ("fsetxattr", &[0]),
-    ("flistxattr", &[0]),
-    ("fremovexattr", &[0]),
-    ("fadvise64", &[0]),
-    ("readahead", &[0]),
-    ("fallocate", &[0]),
-    ("sync_file_range", &[0]),
-    ("sendfile", &[1, 0]),
-    ("splice", &[0, 2]),
-    ("tee", &[0, 1]),
-    ("copy_file_range", &[0, 2]),
-    ("vmsplice", &[0]),
+pub const ON_DESCRIPTORS: &[(Sys, &[usize])] = &[
+    (Sys::Read, &[0]),
+    (Sys::Write, &[0]),
+    (Sys::Pread64, &[0]),
+    (Sys::Pwrite64, &[0]),
+    (Sys::Readv, &[0]),
+    (Sys::Writev, &[0]),
+    (Sys::Preadv, &[0]),
+    (Sys::Pwritev, &[0]),
+    (Sys::Preadv2, &[0]),
+    (Sys::Pwritev2, &[0]),
+    (Sys::Lseek, &[0]),
+    (Sys::Fstat, &[0]),
+    (Sys::Ftruncate, &[0]),
+    (Sys::Fsync, &[0]),
+    (Sys::Fdatasync, &[0]),
+    (Sys::Fchmod, &[0]),
+    (Sys::Fchown, &[0]),
+    (Sys::Fcntl, &[0]),
+    (Sys::Flock, &[0]),
+    (Sys::Dup, &[0]),
+    (Sys::Dup2, &[0]),
+    (Sys::Dup3, &[0]),
+    (Sys::Fstatfs, &[0]),
+    (Sys::Mmap, &[4]),
+    (Sys::Fgetxattr, &[0]),
+    (Sys::Fsetxattr, &[0]),
+    (Sys::Flistxattr, &[0]),
+    (Sys::Fremovexattr, &[0]),
+    (Sys::Fadvise64, &[0]),
+    (Sys::Readahead, &[0]),
+    (Sys::Fallocate, &[0]),
+    (Sys::SyncFileRange, &[0]),
+    (Sys::Sendfile, &[1, 0]),
+    (Sys::Splice, &[0, 2]),
+    (Sys::Tee, &[0, 1]),
+    (Sys::CopyFileRange, &[0, 2]),
+    (Sys::Vmsplice, &[0]),
 ];
 
 /// One trapped call: its name, what it is, and how notifications deliver it (`None`: a
 /// ptrace stop always).
 #[derive(Clone, Copy, Debug)]
 pub struct Trapped {
-    pub name: &'static str,
+    pub sys: Sys,
     pub kind: Kind,
     pub notified: Option<Notified>,
 }
@@ -752,7 +756,7 @@ pub struct Trapped {
 pub struct Table {
     by_nr: Vec<Option<Trapped>>,
     /// [`ON_DESCRIPTORS`] by number: the name and the descriptor argument.
-    on_descriptors: Vec<Option<(&'static str, &'static [usize])>>,
+    on_descriptors: Vec<Option<(Sys, &'static [usize])>>,
 }
 
 impl Table {
@@ -768,21 +772,17 @@ impl Table {
 
     pub fn new() -> Table {
         let mut by_nr = vec![None; 1024];
-        for &(name, kind) in SPECS {
-            let nr =
-                crate::arch::number(name).unwrap_or_else(|| panic!("no syscall number for {name}"));
-            let notified = NOTIFIED.iter().find(|(n, _)| *n == name).map(|&(_, d)| d);
-            by_nr[nr as usize] = Some(Trapped {
-                name,
+        for &(sys, kind) in SPECS {
+            let notified = NOTIFIED.iter().find(|(n, _)| *n == sys).map(|&(_, d)| d);
+            by_nr[sys.nr() as usize] = Some(Trapped {
+                sys,
                 kind,
                 notified,
             });
         }
         let mut on_descriptors = vec![None; 1024];
-        for &(name, fd) in ON_DESCRIPTORS {
-            let nr =
-                crate::arch::number(name).unwrap_or_else(|| panic!("no syscall number for {name}"));
-            on_descriptors[nr as usize] = Some((name, fd));
+        for &(sys, fd) in ON_DESCRIPTORS {
+            on_descriptors[sys.nr() as usize] = Some((sys, fd));
         }
         Table {
             by_nr,
@@ -791,7 +791,7 @@ impl Table {
     }
 
     /// A call on a descriptor that direct mode serves: its name and descriptor argument.
-    pub fn on_descriptor(&self, nr: i64) -> Option<(&'static str, &'static [usize])> {
+    pub fn on_descriptor(&self, nr: i64) -> Option<(Sys, &'static [usize])> {
         usize::try_from(nr)
             .ok()
             .and_then(|i| self.on_descriptors.get(i).copied().flatten())
@@ -806,8 +806,8 @@ impl Table {
     }
 
     /// The name and kind of a trapped call.
-    pub fn get(&self, nr: i64) -> Option<(&'static str, Kind)> {
-        self.entry(nr).map(|e| (e.name, e.kind))
+    pub fn get(&self, nr: i64) -> Option<(Sys, Kind)> {
+        self.entry(nr).map(|e| (e.sys, e.kind))
     }
 
     pub fn entry(&self, nr: i64) -> Option<Trapped> {
@@ -839,7 +839,7 @@ mod tests {
     fn every_spec_has_a_number() {
         let t = Table::new();
         assert_eq!(t.entries().count(), SPECS.len());
-        assert!(matches!(t.get(257), Some(("openat", Kind::Path { .. }))));
+        assert!(matches!(t.get(257), Some((Sys::Openat, Kind::Path { .. }))));
         assert_eq!(t.get(39), None, "getpid is not trapped");
     }
 
@@ -847,36 +847,36 @@ mod tests {
     fn descriptor_calls_take_no_path_and_are_not_trapped_otherwise() {
         let t = Table::new();
         for &(name, _) in ON_DESCRIPTORS {
-            let nr = crate::arch::number(name).unwrap();
+            let nr = name.nr();
             // fcntl is trapped too when it sets a file's owner (`crate::guard`).
             let entry = t.entry(nr).map(|e| e.kind);
             assert!(
                 entry.is_none() || matches!(entry, Some(Kind::Aimed(_))),
-                "{name} is also a trapped call"
+                "{name:?} is also a trapped call"
             );
             assert_eq!(t.on_descriptor(nr).map(|d| d.0), Some(name));
         }
-        assert_eq!(t.on_descriptor(9), Some(("mmap", &[4][..])));
+        assert_eq!(t.on_descriptor(9), Some((Sys::Mmap, &[4][..])));
     }
 
     #[test]
     fn every_notified_call_is_in_the_table() {
         let t = Table::new();
         for (name, d) in NOTIFIED {
-            let nr = crate::arch::number(name).unwrap();
-            assert_eq!(t.entry(nr).and_then(|e| e.notified), Some(*d), "{name}");
+            let nr = name.nr();
+            assert_eq!(t.entry(nr).and_then(|e| e.notified), Some(*d), "{name:?}");
         }
-        let mkdir = crate::arch::number("mkdir").unwrap();
+        let mkdir = Sys::Mkdir.nr();
         assert_eq!(
             t.entry(mkdir).unwrap().notified.unwrap().performed,
             Performed::Change
         );
-        let exec = crate::arch::number("execve").unwrap();
+        let exec = Sys::Execve.nr();
         assert_eq!(
             t.entry(exec).unwrap().notified.unwrap().performed,
             Performed::Exec
         );
-        let chdir = crate::arch::number("chdir").unwrap();
+        let chdir = Sys::Chdir.nr();
         assert_eq!(t.entry(chdir).unwrap().notified, None);
     }
 }

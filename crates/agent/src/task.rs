@@ -2,6 +2,7 @@
 //! shared under CLONE_FS) and the address space (the scratch area and the logical executable,
 //! shared under CLONE_VM, replaced at exec).
 
+use crate::arch::Sys;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -207,7 +208,7 @@ pub enum AfterExit {
 #[derive(Debug)]
 pub struct InFlight {
     pub after: AfterExit,
-    pub name: &'static str,
+    pub sys: Sys,
     pub logical: Option<Vec<u8>>,
     pub physical: Option<Vec<u8>>,
     pub started: Instant,

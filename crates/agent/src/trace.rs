@@ -2,6 +2,7 @@
 //! physical path, result, duration) and `--summary` (a table by operation and by path prefix:
 //! count, errors, time), the profiling use of the Parrot paper.
 
+use crate::arch::Sys;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::time::Duration;
@@ -9,7 +10,7 @@ use std::time::Duration;
 /// One finished call.
 pub struct Record<'a> {
     pub pid: i32,
-    pub syscall: &'a str,
+    pub syscall: Sys,
     pub logical: Option<&'a [u8]>,
     pub physical: Option<&'a [u8]>,
     pub result: i64,
@@ -169,7 +170,7 @@ mod tests {
     fn json_lines_escape_and_summary_groups() {
         let r = Record {
             pid: 7,
-            syscall: "openat",
+            syscall: Sys::Openat,
             logical: Some(b"/data/a\"b"),
             physical: Some(b"/tmp/x/a\"b"),
             result: -2,
@@ -196,7 +197,7 @@ mod tests {
     fn summary_rows_escape_control_characters() {
         let r = Record {
             pid: 7,
-            syscall: "openat",
+            syscall: Sys::Openat,
             logical: Some(b"/d\nx/f\x1b[2J"),
             physical: None,
             result: 3,

@@ -4,6 +4,7 @@
 //! as the clone flags say), exec events give the thread a fresh address space, signal stops
 //! re-inject their signal and group-stops are held with PTRACE_LISTEN so job control works.
 
+use crate::arch::Sys;
 use crate::arch::{self, Regs};
 use crate::attach;
 use crate::copies;
@@ -239,8 +240,8 @@ fn wait(pid: i32) -> io::Result<(i32, i32)> {
 /// `notify`, the pure lookups go to the notification thread instead of a ptrace stop; with
 /// `lazy` every trapped call does, and takes a ptrace stop only when roost sent it back.
 fn rules(table: &Table, full: bool, notify: bool, ids: bool, lazy: bool) -> Vec<(u32, Verdict)> {
-    let sent_back = |name: &str| Verdict::NotifyUnlessIs {
-        arg: crate::syscalls::mark_arg(name),
+    let sent_back = |sys: Sys| Verdict::NotifyUnlessIs {
+        arg: crate::syscalls::mark_arg(sys),
         value: crate::syscalls::BY_PTRACE,
     };
     table
@@ -251,9 +252,9 @@ fn rules(table: &Table, full: bool, notify: bool, ids: bool, lazy: bool) -> Vec<
             Kind::Aimed(_) | Kind::RefuseIf { .. } => None,
             Kind::Clone if lazy => None,
             Kind::Credentials | Kind::Identity => {
-                Some(nr).zip(id_rule((entry.name, entry.kind), notify, ids))
+                Some(nr).zip(id_rule((entry.sys, entry.kind), notify, ids))
             }
-            _ if lazy && full => Some((nr, sent_back(entry.name))),
+            _ if lazy && full => Some((nr, sent_back(entry.sys))),
             Kind::Clone if full => Some((
                 nr,
                 Verdict::TraceIf {
@@ -280,14 +281,14 @@ fn rules(table: &Table, full: bool, notify: bool, ids: bool, lazy: bool) -> Vec<
 /// its next exec) and `PR_SET_SECUREBITS` (root keeping none across an exec, say).
 const CAPABILITY_PRCTLS: &[u32] = &[24, 28];
 
-/// The rule for a credential change or an id query (`name`, `kind`).
-fn id_rule((name, kind): (&str, Kind), notify: bool, ids: bool) -> Option<Verdict> {
+/// The rule for a credential change or an id query (`sys`, `kind`).
+fn id_rule((sys, kind): (Sys, Kind), notify: bool, ids: bool) -> Option<Verdict> {
     match kind {
         // Only the notification thread cares, and only when roost is root (others
         // cannot hand their tracees a different identity).
         // SAFETY: a plain id query.
-        Kind::Credentials if notify && unsafe { libc::geteuid() } == 0 => Some(match name {
-            "prctl" => Verdict::NotifyIfOneOf {
+        Kind::Credentials if notify && unsafe { libc::geteuid() } == 0 => Some(match sys {
+            Sys::Prctl => Verdict::NotifyIfOneOf {
                 arg: 0,
                 values: CAPABILITY_PRCTLS,
             },
@@ -307,8 +308,8 @@ fn identity_rules(range: Option<(u32, u32)>, full: bool) -> Vec<(u32, Verdict)> 
     copies::CALLS
         .iter()
         .chain(duplicating)
-        .filter_map(|&name| {
-            let nr = arch::number(name)? as u32;
+        .filter_map(|&sys| {
+            let nr = sys.nr() as u32;
             match range {
                 Some((from, _)) => Some((nr, Verdict::NotifyIfFdFrom { args: &[0], from })),
                 None if full => Some((nr, Verdict::Trace)),
@@ -605,13 +606,13 @@ impl Agent {
     /// and holds the thread's signals until that stop ([`task::Marked`]); false when `pid`
     /// is not a thread roost traces, or not a call it traps.
     fn mark(&mut self, pid: i32, regs: &mut Regs) -> io::Result<bool> {
-        let Some((name, _)) = self.table.get(regs.nr()) else {
+        let Some((sys, _)) = self.table.get(regs.nr()) else {
             return Ok(false);
         };
         if !self.tasks.contains_key(&pid) {
             return Ok(false);
         }
-        let at = crate::syscalls::mark_arg(name);
+        let at = crate::syscalls::mark_arg(sys);
         let mask = sigmask(pid)?;
         set_sigmask(pid, !0)?;
         let arg = regs.arg(at);
@@ -850,14 +851,12 @@ impl Agent {
         self.refresh_after_exec(pid);
         let flags = match Regs::get(pid) {
             Ok(regs) => match regs.nr() {
-                n if Some(n) == arch::number("clone") => regs.arg(0),
-                n if Some(n) == arch::number("clone3") => memory::read(pid, regs.arg(0), 8)
+                n if n == Sys::Clone.nr() => regs.arg(0),
+                n if n == Sys::Clone3.nr() => memory::read(pid, regs.arg(0), 8)
                     .ok()
                     .and_then(|b| b.try_into().ok())
                     .map_or(0, u64::from_ne_bytes),
-                n if Some(n) == arch::number("vfork") => {
-                    (libc::CLONE_VM | libc::CLONE_VFORK) as u64
-                }
+                n if n == Sys::Vfork.nr() => (libc::CLONE_VM | libc::CLONE_VFORK) as u64,
                 _ => 0,
             },
             Err(_) => 0,
@@ -940,7 +939,7 @@ impl Agent {
                 // A successful exec has no exit stop once resumed with PTRACE_CONT.
                 let _ = self.tracer.record(&Record {
                     pid,
-                    syscall: f.name,
+                    syscall: f.sys,
                     logical: f.logical.as_deref(),
                     physical: f.physical.as_deref(),
                     result: 0,
@@ -1037,7 +1036,7 @@ impl Agent {
         }
         let _ = self.tracer.record(&Record {
             pid,
-            syscall: f.name,
+            syscall: f.sys,
             logical: f.logical.as_deref(),
             physical: f.physical.as_deref(),
             result,
@@ -1069,14 +1068,14 @@ impl Agent {
         Ok(())
     }
 
-    fn decide(&mut self, pid: i32, regs: &Regs, (name, kind): (&'static str, Kind)) -> Decision {
+    fn decide(&mut self, pid: i32, regs: &Regs, (sys, kind): (Sys, Kind)) -> Decision {
         // Inside its own root the kernel resolves; only hidden names stay hidden. (A clone
-        // and an open by handle name no path: their handlers apply in any root.)
+        // and an open by handle sys no path: their handlers apply in any root.)
         if let Kind::Identity = kind {
-            return virtual_ids::answer(name, regs, &self.shared.ids);
+            return virtual_ids::answer(sys, regs, &self.shared.ids);
         }
         if let Kind::Aimed(aimed) = kind {
-            return match guard::check(pid, name, regs, aimed) {
+            return match guard::check(pid, sys, regs, aimed) {
                 Ok(()) => Decision::pass(),
                 Err(e) => Decision::fail(e),
             };
@@ -1095,7 +1094,7 @@ impl Agent {
         }
         let task = &self.tasks[&pid];
         let ns = &self.shared.ns;
-        // A mapped cwd's name goes stale when the directory is renamed (the kernel keeps
+        // A mapped cwd's sys goes stale when the directory is renamed (the kernel keeps
         // it); an unmapped one needs no check, its relative paths pass as they are.
         let stale = {
             let fs = task.fs.borrow();
@@ -1108,16 +1107,16 @@ impl Agent {
         }
         let fs = task.fs.borrow().clone();
         let exe = task.mm.borrow().exe.clone();
-        let mut ctx = Ctx::new(pid, (name, regs), ns, &fs, exe.as_deref());
+        let mut ctx = Ctx::new(pid, (sys, regs), ns, &fs, exe.as_deref());
         handlers::decide(&mut ctx, kind)
     }
 
     fn on_seccomp(&mut self, pid: i32) -> io::Result<()> {
         let started = Instant::now();
         let mut regs = Regs::get(pid)?;
-        let Some((name, kind)) = self.table.get(regs.nr()) else {
-            if let Some(made) = copies::call_name(regs.nr())
-                .and_then(|name| copies::on_descriptor(pid, name, &regs))
+        let Some((sys, kind)) = self.table.get(regs.nr()) else {
+            if let Some(made) =
+                copies::call_of(regs.nr()).and_then(|sys| copies::on_descriptor(pid, sys, &regs))
             {
                 let ret = match made {
                     Ok((ret, writes)) => {
@@ -1166,7 +1165,7 @@ impl Agent {
             let options = self.options_of(pid) | spawn::EXEC_EVENTS;
             ptrace(libc::PTRACE_SETOPTIONS, pid, options as usize)?;
         }
-        let mut d = self.decide(pid, &regs, (name, kind));
+        let mut d = self.decide(pid, &regs, (sys, kind));
         if let Action::Remote(call) = d.action {
             let mm = Rc::clone(&self.tasks[&pid].mm);
             if mm.borrow().scratch.is_none() {
@@ -1195,7 +1194,7 @@ impl Agent {
             Action::Remote(_) => unreachable!("remote calls are made above"),
             Action::Fail(e) => {
                 if e == libc::ENOSYS {
-                    handlers::report_untranslatable(name, d.logical.as_deref());
+                    handlers::report_untranslatable(sys.name(), d.logical.as_deref());
                 }
                 regs.skip_with(-(e as i64));
                 regs.set(pid)?;
@@ -1243,7 +1242,7 @@ impl Agent {
                         immediate = Some(-(e as i64));
                     }
                     Ok(slot) => {
-                        if handlers::may_restart(name, &regs, d.physical.as_deref()) {
+                        if handlers::may_restart(sys, &regs, d.physical.as_deref()) {
                             original_args = Some(std::array::from_fn(|i| regs.arg(i)));
                         }
                         // Only a pointer into the scratch area tells a restart from a new call.
@@ -1280,7 +1279,7 @@ impl Agent {
             if self.tracer.wants_results() {
                 let _ = self.tracer.record(&Record {
                     pid,
-                    syscall: name,
+                    syscall: sys,
                     logical: d.logical.as_deref(),
                     physical: d.physical.as_deref(),
                     result,
@@ -1297,7 +1296,7 @@ impl Agent {
         }
         task.in_flight = Some(InFlight {
             after: d.after.unwrap_or(AfterExit::Record),
-            name,
+            sys,
             logical: d.logical,
             physical: d.physical,
             started,
@@ -1327,7 +1326,7 @@ impl Agent {
         mm: &Rc<RefCell<AddrSpace>>,
     ) -> io::Result<()> {
         let mut r = saved.clone();
-        r.set_nr(arch::number("mmap").expect("mmap"));
+        r.set_nr(Sys::Mmap.nr());
         let args = [
             0,
             SCRATCH_SIZE,

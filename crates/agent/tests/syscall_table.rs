@@ -163,12 +163,13 @@ fn every_path_syscall_is_handled_or_refused() {
     assert!(kernel.len() > 300, "parsed {} syscalls", kernel.len());
     let table = Table::new();
     for name in PATH_SYSCALLS {
-        let nr = arch::number(name).unwrap_or_else(|| panic!("{name}: no number in arch"));
+        let sys = arch::by_name(name).unwrap_or_else(|| panic!("{name}: no number in arch"));
+        let nr = sys.nr();
         if let Some(&k) = kernel.get(*name) {
             assert_eq!(nr, k, "{name}: arch number differs from the kernel header");
         }
-        let kind = spec(name).unwrap_or_else(|| panic!("{name}: neither handled nor refused"));
-        assert_eq!(table.get(nr).map(|(n, _)| n), Some(*name));
+        let kind = spec(sys).unwrap_or_else(|| panic!("{name}: neither handled nor refused"));
+        assert_eq!(table.get(nr).map(|(n, _)| n), Some(sys));
         if let Kind::Refuse(e) = kind {
             assert!(
                 e == libc::EPERM || e == libc::ENOSYS,
@@ -199,9 +200,9 @@ fn every_syscall_of_the_kernel_table_is_classified_once() {
         "takes a path or not? {unclassified:?}"
     );
     // The agent's own numbers beyond the installed header are classified too.
-    for (name, _) in arch::NUMBERS {
+    for name in arch::Sys::ALL.iter().map(|s| s.name()) {
         assert!(
-            PATH_SYSCALLS.contains(name) || not_path.contains(name) || *name == "io_uring_setup",
+            PATH_SYSCALLS.contains(&name) || not_path.contains(&name) || name == "io_uring_setup",
             "{name}: unclassified"
         );
     }
@@ -229,8 +230,8 @@ fn the_table_traps_nothing_that_takes_no_path() {
     // may name a thread of roost's, or refuses outright, as getsockopt's SO_PEERPIDFD): no
     // hot non-path call costs a stop.
     for (nr, entry) in Table::new().entries() {
-        let (name, kind) = (entry.name, entry.kind);
-        assert_eq!(arch::number(name), Some(i64::from(nr)));
+        let (name, kind) = (entry.sys.name(), entry.kind);
+        assert_eq!(entry.sys.nr(), i64::from(nr));
         assert!(
             PATH_SYSCALLS.contains(&name)
                 || name == "io_uring_setup"

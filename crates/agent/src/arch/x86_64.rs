@@ -106,189 +106,226 @@ impl Regs {
     }
 }
 
-/// Syscall numbers the agent's tables name. Sources: `asm/unistd_64.h` of Linux 6.18.
-pub const NUMBERS: &[(&str, i64)] = &[
-    ("read", 0),
-    ("write", 1),
-    ("open", 2),
-    ("stat", 4),
-    ("fstat", 5),
-    ("lstat", 6),
-    ("lseek", 8),
-    ("mmap", 9),
-    ("ioctl", 16),
-    ("pread64", 17),
-    ("pwrite64", 18),
-    ("readv", 19),
-    ("writev", 20),
-    ("access", 21),
-    ("dup", 32),
-    ("dup2", 33),
-    ("sendfile", 40),
-    ("connect", 42),
-    ("sendto", 44),
-    ("sendmsg", 46),
-    ("bind", 49),
-    ("getsockname", 51),
-    ("getpeername", 52),
-    ("getsockopt", 55),
-    ("clone", 56),
-    ("fork", 57),
-    ("vfork", 58),
-    ("execve", 59),
-    ("kill", 62),
-    ("uname", 63),
-    ("fcntl", 72),
-    ("flock", 73),
-    ("fsync", 74),
-    ("fdatasync", 75),
-    ("truncate", 76),
-    ("ftruncate", 77),
-    ("getdents", 78),
-    ("getcwd", 79),
-    ("chdir", 80),
-    ("fchdir", 81),
-    ("rename", 82),
-    ("mkdir", 83),
-    ("rmdir", 84),
-    ("creat", 85),
-    ("link", 86),
-    ("unlink", 87),
-    ("symlink", 88),
-    ("readlink", 89),
-    ("chmod", 90),
-    ("fchmod", 91),
-    ("chown", 92),
-    ("fchown", 93),
-    ("lchown", 94),
-    ("ptrace", 101),
-    ("getuid", 102),
-    ("getgid", 104),
-    ("setuid", 105),
-    ("setgid", 106),
-    ("geteuid", 107),
-    ("getegid", 108),
-    ("setreuid", 113),
-    ("setregid", 114),
-    ("getgroups", 115),
-    ("setgroups", 116),
-    ("setresuid", 117),
-    ("getresuid", 118),
-    ("setresgid", 119),
-    ("getresgid", 120),
-    ("setfsuid", 122),
-    ("setfsgid", 123),
-    ("capset", 126),
-    ("rt_sigqueueinfo", 129),
-    ("utime", 132),
-    ("mknod", 133),
-    ("uselib", 134),
-    ("statfs", 137),
-    ("fstatfs", 138),
-    ("pivot_root", 155),
-    ("prctl", 157),
-    ("chroot", 161),
-    ("acct", 163),
-    ("mount", 165),
-    ("umount2", 166),
-    ("swapon", 167),
-    ("swapoff", 168),
-    ("quotactl", 179),
-    ("readahead", 187),
-    ("setxattr", 188),
-    ("lsetxattr", 189),
-    ("fsetxattr", 190),
-    ("getxattr", 191),
-    ("lgetxattr", 192),
-    ("fgetxattr", 193),
-    ("listxattr", 194),
-    ("llistxattr", 195),
-    ("flistxattr", 196),
-    ("removexattr", 197),
-    ("lremovexattr", 198),
-    ("fremovexattr", 199),
-    ("tkill", 200),
-    ("getdents64", 217),
-    ("fadvise64", 221),
-    ("tgkill", 234),
-    ("utimes", 235),
-    ("inotify_add_watch", 254),
-    ("openat", 257),
-    ("mkdirat", 258),
-    ("mknodat", 259),
-    ("fchownat", 260),
-    ("futimesat", 261),
-    ("newfstatat", 262),
-    ("unlinkat", 263),
-    ("renameat", 264),
-    ("linkat", 265),
-    ("symlinkat", 266),
-    ("readlinkat", 267),
-    ("fchmodat", 268),
-    ("faccessat", 269),
-    ("get_robust_list", 274),
-    ("splice", 275),
-    ("tee", 276),
-    ("sync_file_range", 277),
-    ("vmsplice", 278),
-    ("utimensat", 280),
-    ("fallocate", 285),
-    ("dup3", 292),
-    ("preadv", 295),
-    ("pwritev", 296),
-    ("rt_tgsigqueueinfo", 297),
-    ("perf_event_open", 298),
-    ("fanotify_mark", 301),
-    ("prlimit64", 302),
-    ("name_to_handle_at", 303),
-    ("open_by_handle_at", 304),
-    ("sendmmsg", 307),
-    ("process_vm_readv", 310),
-    ("process_vm_writev", 311),
-    ("kcmp", 312),
-    ("renameat2", 316),
-    ("bpf", 321),
-    ("execveat", 322),
-    ("copy_file_range", 326),
-    ("preadv2", 327),
-    ("pwritev2", 328),
-    ("statx", 332),
-    ("pidfd_send_signal", 424),
-    ("io_uring_setup", 425),
-    ("open_tree", 428),
-    ("move_mount", 429),
-    ("fsopen", 430),
-    ("fsconfig", 431),
-    ("fsmount", 432),
-    ("fspick", 433),
-    ("pidfd_open", 434),
-    ("clone3", 435),
-    ("openat2", 437),
-    ("pidfd_getfd", 438),
-    ("faccessat2", 439),
-    ("process_madvise", 440),
-    ("mount_setattr", 442),
-    ("fchmodat2", 452),
-    ("setxattrat", 463),
-    ("getxattrat", 464),
-    ("listxattrat", 465),
-    ("removexattrat", 466),
-    ("open_tree_attr", 467),
-    ("file_getattr", 468),
-    ("file_setattr", 469),
-];
+/// Declares [`Sys`] from `Variant = "name" number` rows.
+macro_rules! syscalls {
+    ($($variant:ident = $name:literal $nr:literal,)*) => {
+        /// Every syscall the agent names, with its x86-64 number and its name (for traces
+        /// and messages): the one place a syscall is spelt as a string.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Sys {
+            $($variant,)*
+        }
 
-/// The name of a syscall number, if the table knows it.
-pub fn name(nr: i64) -> Option<&'static str> {
-    NUMBERS
-        .iter()
-        .find(|&&(_, n)| n == nr)
-        .map(|&(name, _)| name)
+        impl Sys {
+            /// Every syscall of the table.
+            pub const ALL: &'static [Sys] = &[$(Sys::$variant,)*];
+
+            /// Its number.
+            pub const fn nr(self) -> i64 {
+                match self {
+                    $(Sys::$variant => $nr,)*
+                }
+            }
+
+            /// Its name, as `strace` spells it.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Sys::$variant => $name,)*
+                }
+            }
+
+            /// The syscall of number `nr`, if the table names it.
+            pub const fn from_nr(nr: i64) -> Option<Sys> {
+                match nr {
+                    $($nr => Some(Sys::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+
+        impl std::fmt::Display for Sys {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
 }
 
-/// The number of a named syscall, if the table knows it.
-pub fn number(name: &str) -> Option<i64> {
-    NUMBERS.iter().find(|(n, _)| *n == name).map(|&(_, nr)| nr)
+// Sources: `asm/unistd_64.h` of Linux 6.18.
+syscalls! {
+    Read = "read" 0,
+    Write = "write" 1,
+    Open = "open" 2,
+    Stat = "stat" 4,
+    Fstat = "fstat" 5,
+    Lstat = "lstat" 6,
+    Lseek = "lseek" 8,
+    Mmap = "mmap" 9,
+    Ioctl = "ioctl" 16,
+    Pread64 = "pread64" 17,
+    Pwrite64 = "pwrite64" 18,
+    Readv = "readv" 19,
+    Writev = "writev" 20,
+    Access = "access" 21,
+    Dup = "dup" 32,
+    Dup2 = "dup2" 33,
+    Sendfile = "sendfile" 40,
+    Connect = "connect" 42,
+    Sendto = "sendto" 44,
+    Sendmsg = "sendmsg" 46,
+    Bind = "bind" 49,
+    Getsockname = "getsockname" 51,
+    Getpeername = "getpeername" 52,
+    Getsockopt = "getsockopt" 55,
+    Clone = "clone" 56,
+    Fork = "fork" 57,
+    Vfork = "vfork" 58,
+    Execve = "execve" 59,
+    Kill = "kill" 62,
+    Uname = "uname" 63,
+    Fcntl = "fcntl" 72,
+    Flock = "flock" 73,
+    Fsync = "fsync" 74,
+    Fdatasync = "fdatasync" 75,
+    Truncate = "truncate" 76,
+    Ftruncate = "ftruncate" 77,
+    Getdents = "getdents" 78,
+    Getcwd = "getcwd" 79,
+    Chdir = "chdir" 80,
+    Fchdir = "fchdir" 81,
+    Rename = "rename" 82,
+    Mkdir = "mkdir" 83,
+    Rmdir = "rmdir" 84,
+    Creat = "creat" 85,
+    Link = "link" 86,
+    Unlink = "unlink" 87,
+    Symlink = "symlink" 88,
+    Readlink = "readlink" 89,
+    Chmod = "chmod" 90,
+    Fchmod = "fchmod" 91,
+    Chown = "chown" 92,
+    Fchown = "fchown" 93,
+    Lchown = "lchown" 94,
+    Ptrace = "ptrace" 101,
+    Getuid = "getuid" 102,
+    Getgid = "getgid" 104,
+    Setuid = "setuid" 105,
+    Setgid = "setgid" 106,
+    Geteuid = "geteuid" 107,
+    Getegid = "getegid" 108,
+    Setreuid = "setreuid" 113,
+    Setregid = "setregid" 114,
+    Getgroups = "getgroups" 115,
+    Setgroups = "setgroups" 116,
+    Setresuid = "setresuid" 117,
+    Getresuid = "getresuid" 118,
+    Setresgid = "setresgid" 119,
+    Getresgid = "getresgid" 120,
+    Setfsuid = "setfsuid" 122,
+    Setfsgid = "setfsgid" 123,
+    Capset = "capset" 126,
+    RtSigqueueinfo = "rt_sigqueueinfo" 129,
+    Utime = "utime" 132,
+    Mknod = "mknod" 133,
+    Uselib = "uselib" 134,
+    Statfs = "statfs" 137,
+    Fstatfs = "fstatfs" 138,
+    PivotRoot = "pivot_root" 155,
+    Prctl = "prctl" 157,
+    Chroot = "chroot" 161,
+    Acct = "acct" 163,
+    Mount = "mount" 165,
+    Umount2 = "umount2" 166,
+    Swapon = "swapon" 167,
+    Swapoff = "swapoff" 168,
+    Quotactl = "quotactl" 179,
+    Readahead = "readahead" 187,
+    Setxattr = "setxattr" 188,
+    Lsetxattr = "lsetxattr" 189,
+    Fsetxattr = "fsetxattr" 190,
+    Getxattr = "getxattr" 191,
+    Lgetxattr = "lgetxattr" 192,
+    Fgetxattr = "fgetxattr" 193,
+    Listxattr = "listxattr" 194,
+    Llistxattr = "llistxattr" 195,
+    Flistxattr = "flistxattr" 196,
+    Removexattr = "removexattr" 197,
+    Lremovexattr = "lremovexattr" 198,
+    Fremovexattr = "fremovexattr" 199,
+    Tkill = "tkill" 200,
+    Getdents64 = "getdents64" 217,
+    Fadvise64 = "fadvise64" 221,
+    Tgkill = "tgkill" 234,
+    Utimes = "utimes" 235,
+    InotifyAddWatch = "inotify_add_watch" 254,
+    Openat = "openat" 257,
+    Mkdirat = "mkdirat" 258,
+    Mknodat = "mknodat" 259,
+    Fchownat = "fchownat" 260,
+    Futimesat = "futimesat" 261,
+    Newfstatat = "newfstatat" 262,
+    Unlinkat = "unlinkat" 263,
+    Renameat = "renameat" 264,
+    Linkat = "linkat" 265,
+    Symlinkat = "symlinkat" 266,
+    Readlinkat = "readlinkat" 267,
+    Fchmodat = "fchmodat" 268,
+    Faccessat = "faccessat" 269,
+    GetRobustList = "get_robust_list" 274,
+    Splice = "splice" 275,
+    Tee = "tee" 276,
+    SyncFileRange = "sync_file_range" 277,
+    Vmsplice = "vmsplice" 278,
+    Utimensat = "utimensat" 280,
+    Fallocate = "fallocate" 285,
+    Dup3 = "dup3" 292,
+    Preadv = "preadv" 295,
+    Pwritev = "pwritev" 296,
+    RtTgsigqueueinfo = "rt_tgsigqueueinfo" 297,
+    PerfEventOpen = "perf_event_open" 298,
+    FanotifyMark = "fanotify_mark" 301,
+    Prlimit64 = "prlimit64" 302,
+    NameToHandleAt = "name_to_handle_at" 303,
+    OpenByHandleAt = "open_by_handle_at" 304,
+    Sendmmsg = "sendmmsg" 307,
+    ProcessVmReadv = "process_vm_readv" 310,
+    ProcessVmWritev = "process_vm_writev" 311,
+    Kcmp = "kcmp" 312,
+    Renameat2 = "renameat2" 316,
+    Bpf = "bpf" 321,
+    Execveat = "execveat" 322,
+    CopyFileRange = "copy_file_range" 326,
+    Preadv2 = "preadv2" 327,
+    Pwritev2 = "pwritev2" 328,
+    Statx = "statx" 332,
+    PidfdSendSignal = "pidfd_send_signal" 424,
+    IoUringSetup = "io_uring_setup" 425,
+    OpenTree = "open_tree" 428,
+    MoveMount = "move_mount" 429,
+    Fsopen = "fsopen" 430,
+    Fsconfig = "fsconfig" 431,
+    Fsmount = "fsmount" 432,
+    Fspick = "fspick" 433,
+    PidfdOpen = "pidfd_open" 434,
+    Clone3 = "clone3" 435,
+    Openat2 = "openat2" 437,
+    PidfdGetfd = "pidfd_getfd" 438,
+    Faccessat2 = "faccessat2" 439,
+    ProcessMadvise = "process_madvise" 440,
+    MountSetattr = "mount_setattr" 442,
+    Fchmodat2 = "fchmodat2" 452,
+    Setxattrat = "setxattrat" 463,
+    Getxattrat = "getxattrat" 464,
+    Listxattrat = "listxattrat" 465,
+    Removexattrat = "removexattrat" 466,
+    OpenTreeAttr = "open_tree_attr" 467,
+    FileGetattr = "file_getattr" 468,
+    FileSetattr = "file_setattr" 469,
+}
+
+/// The syscall named `name`, if the table knows it (for tests and lists read as text).
+pub fn by_name(name: &str) -> Option<Sys> {
+    Sys::ALL.iter().copied().find(|s| s.name() == name)
 }
 
 #[cfg(test)]
@@ -298,9 +335,11 @@ mod tests {
     #[test]
     fn numbers_are_unique() {
         let mut seen = std::collections::HashSet::new();
-        for (name, nr) in NUMBERS {
-            assert!(seen.insert(nr), "{name} reuses {nr}");
+        for sys in Sys::ALL {
+            assert!(seen.insert(sys.nr()), "{sys:?} reuses {}", sys.nr());
+            assert_eq!(Sys::from_nr(sys.nr()), Some(*sys));
+            assert_eq!(by_name(sys.name()), Some(*sys));
         }
-        assert_eq!(number("openat2"), Some(437));
+        assert_eq!(Sys::Openat2.nr(), 437);
     }
 }

@@ -14,6 +14,7 @@ pub mod socket;
 pub mod virtual_ids;
 
 use crate::arch::Regs;
+use crate::arch::Sys;
 use crate::memory;
 use crate::syscalls::{Kind, CHROOT_PATH};
 use crate::task::{AfterExit, Fs};
@@ -26,7 +27,7 @@ pub const AT_FDCWD: i64 = -100;
 pub struct Ctx<'a> {
     pub pid: i32,
     /// The trapped call's name.
-    pub name: &'static str,
+    pub sys: Sys,
     pub regs: &'a Regs,
     pub ns: &'a Namespace,
     pub fs: &'a Fs,
@@ -40,14 +41,14 @@ impl<'a> Ctx<'a> {
     /// What thread `pid` shows of call `name` (its registers `regs`), with no path read yet.
     pub fn new(
         pid: i32,
-        (name, regs): (&'static str, &'a Regs),
+        (sys, regs): (Sys, &'a Regs),
         ns: &'a Namespace,
         fs: &'a Fs,
         exe: Option<&'a [u8]>,
     ) -> Ctx<'a> {
         Ctx {
             pid,
-            name,
+            sys,
             regs,
             ns,
             fs,
@@ -119,7 +120,7 @@ pub fn decide(ctx: &mut Ctx<'_>, kind: Kind) -> Decision {
         // Trapped only as notifications, which pass them.
         Kind::Credentials => Decision::pass(),
         Kind::Refuse(e) | Kind::RefuseIf { errno: e, .. } => Decision::fail(e),
-        Kind::Aimed(aimed) => match crate::guard::check(ctx.pid, ctx.name, ctx.regs, aimed) {
+        Kind::Aimed(aimed) => match crate::guard::check(ctx.pid, ctx.sys, ctx.regs, aimed) {
             Ok(()) => Decision::pass(),
             Err(e) => Decision::fail(e),
         },
@@ -258,12 +259,12 @@ impl Decision {
 /// carrier), a connect that waits for room in a listener's backlog, a send to a datagram
 /// socket whose receiver's queue is full. Such calls get an exit stop that puts the
 /// program's arguments back.
-pub fn may_restart(name: &str, regs: &crate::arch::Regs, physical: Option<&[u8]>) -> bool {
-    let open_flags = match name {
-        "open" => regs.arg(1),
-        "openat" => regs.arg(2),
-        "creat" | "openat2" => 0, // openat2 keeps its flags in memory: assume blocking
-        "connect" | "sendto" | "sendmsg" | "sendmmsg" => return true,
+pub fn may_restart(sys: Sys, regs: &crate::arch::Regs, physical: Option<&[u8]>) -> bool {
+    let open_flags = match sys {
+        Sys::Open => regs.arg(1),
+        Sys::Openat => regs.arg(2),
+        Sys::Creat | Sys::Openat2 => 0, // openat2 keeps its flags in memory: assume blocking
+        Sys::Connect | Sys::Sendto | Sys::Sendmsg | Sys::Sendmmsg => return true,
         _ => return false,
     };
     if open_flags & (libc::O_NONBLOCK | libc::O_PATH) as u64 != 0 {
@@ -277,16 +278,16 @@ pub fn may_restart(name: &str, regs: &crate::arch::Regs, physical: Option<&[u8]>
 
 /// Says on stderr, once per syscall for the whole session, that a call could not be
 /// translated and fails with ENOSYS.
-pub fn report_untranslatable(name: &str, path: Option<&[u8]>) {
+pub fn report_untranslatable(what: &str, path: Option<&[u8]>) {
     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let mut said = SAID.lock().expect("report lock");
-    if said.iter().any(|n| n == name) {
+    if said.iter().any(|n| n == what) {
         return;
     }
-    said.push(name.to_string());
+    said.push(what.to_string());
     let call = match path {
-        Some(p) => format!("{name}({})", String::from_utf8_lossy(p)),
-        None => name.to_string(),
+        Some(p) => format!("{what}({})", String::from_utf8_lossy(p)),
+        None => what.to_string(),
     };
     eprintln!("roost: {call} cannot be translated: it fails with ENOSYS (said once)");
 }

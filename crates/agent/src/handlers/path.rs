@@ -7,6 +7,7 @@ use super::{
     resolve_entry, resolve_path, Action, Arg, Ctx, Decision, Resolution, Scratch, AT_FDCWD,
 };
 use crate::arch::Regs;
+use crate::arch::Sys;
 use crate::memory;
 use crate::syscalls::{Follow, PathArg};
 use crate::task::AfterExit;
@@ -63,7 +64,7 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
         if path.is_empty() {
             // AT_EMPTY_PATH names the dirfd itself; otherwise the kernel answers ENOENT.
             // A stat of a remote object's local copy answers with the remote identity.
-            if let Some(made) = crate::copies::stat_itself(ctx.pid, ctx.name, ctx.regs) {
+            if let Some(made) = crate::copies::stat_itself(ctx.pid, ctx.sys, ctx.regs) {
                 return match made {
                     Ok((ret, writes)) => Decision::new(Action::Emulate { ret, writes }),
                     Err(e) => Decision::fail(e),
@@ -124,7 +125,7 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             Resolution::Remote { remote, .. } => Some(format!("{remote:?}").into_bytes()),
             _ => None,
         });
-        d.action = Action::Remote(Box::new(remote_call(ctx.name, resolved, &follows_of)));
+        d.action = Action::Remote(Box::new(remote_call(ctx.sys, resolved, &follows_of)));
         return d;
     }
     let mut scratch = Scratch::default();
@@ -162,7 +163,7 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
 /// The call to make through a remote driver: each path argument with its remote object
 /// (a local one mixed in has failed with EXDEV already).
 fn remote_call(
-    name: &'static str,
+    sys: Sys,
     resolved: Vec<(PathArg, Resolution)>,
     follows: &[(bool, bool)],
 ) -> crate::remote::RemoteCall {
@@ -182,7 +183,7 @@ fn remote_call(
             },
         )
         .collect();
-    crate::remote::RemoteCall { name, args }
+    crate::remote::RemoteCall { sys, args }
 }
 
 /// Two-path calls (rename, link) must stay inside one file system: across drivers roost
@@ -284,14 +285,14 @@ mod tests {
         };
         let mut ctx = Ctx {
             pid: std::process::id() as i32,
-            name: "openat",
+            sys: Sys::Openat,
             regs: &regs,
             ns: &ns,
             fs: &fs,
             exe: None,
             known_paths: &[],
         };
-        let Some(Kind::Path { args, .. }) = spec("openat") else {
+        let Some(Kind::Path { args, .. }) = spec(Sys::Openat) else {
             panic!("openat spec")
         };
         handle(&mut ctx, args, false, false)

@@ -4,6 +4,7 @@
 //! which the program sees by its logical name.
 
 use super::{resolve_path, Action, Arg, Ctx, Decision, Resolution, Scratch};
+use crate::arch::Sys;
 use crate::memory;
 use crate::task::AfterExit;
 use roost_vfs::Namespace;
@@ -36,7 +37,7 @@ fn translate(ctx: &mut Ctx<'_>, addr: u64, len: u64, follow: bool) -> Result<Opt
         // A socket on a remote mount is a local one the run's processes meet at.
         Resolution::Remote { remote, .. } => remote
             .driver
-            .unix_socket(&remote.path, ctx.name == "bind")?,
+            .unix_socket(&remote.path, ctx.sys == Sys::Bind)?,
         Resolution::Rewrite { physical, .. } => physical,
     };
     if physical.len() >= SUN_PATH_MAX {

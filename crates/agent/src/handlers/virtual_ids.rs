@@ -7,6 +7,7 @@
 
 use super::{Action, Decision};
 use crate::arch::Regs;
+use crate::arch::Sys;
 
 /// The identity a program is shown.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -25,20 +26,20 @@ impl VirtualIds {
 }
 
 /// The calls answered here.
-pub const CALLS: &[&str] = &[
-    "getuid",
-    "geteuid",
-    "getgid",
-    "getegid",
-    "getresuid",
-    "getresgid",
-    "getgroups",
-    "uname",
+pub const CALLS: &[Sys] = &[
+    Sys::Getuid,
+    Sys::Geteuid,
+    Sys::Getgid,
+    Sys::Getegid,
+    Sys::Getresuid,
+    Sys::Getresgid,
+    Sys::Getgroups,
+    Sys::Uname,
 ];
 
 /// The answer to id query `name` of a thread whose registers are `regs`: the virtual
 /// value, or the kernel's where that part is not virtualized (`Pass`).
-pub fn answer(name: &str, regs: &Regs, ids: &VirtualIds) -> Decision {
+pub fn answer(sys: Sys, regs: &Regs, ids: &VirtualIds) -> Decision {
     let value = |v: u32| {
         Decision::new(Action::Emulate {
             ret: i64::from(v),
@@ -51,13 +52,13 @@ pub fn answer(name: &str, regs: &Regs, ids: &VirtualIds) -> Decision {
             .collect();
         Decision::new(Action::Emulate { ret: 0, writes })
     };
-    match (name, ids.uid, ids.gid) {
-        ("getuid" | "geteuid", Some(uid), _) => value(uid),
-        ("getgid" | "getegid", _, Some(gid)) => value(gid),
-        ("getresuid", Some(uid), _) => triple(uid),
-        ("getresgid", _, Some(gid)) => triple(gid),
-        ("getgroups", _, Some(gid)) => groups(regs, gid),
-        ("uname", _, _) => match &ids.hostname {
+    match (sys, ids.uid, ids.gid) {
+        (Sys::Getuid | Sys::Geteuid, Some(uid), _) => value(uid),
+        (Sys::Getgid | Sys::Getegid, _, Some(gid)) => value(gid),
+        (Sys::Getresuid, Some(uid), _) => triple(uid),
+        (Sys::Getresgid, _, Some(gid)) => triple(gid),
+        (Sys::Getgroups, _, Some(gid)) => groups(regs, gid),
+        (Sys::Uname, _, _) => match &ids.hostname {
             Some(host) => uname(regs, host),
             None => Decision::pass(),
         },
@@ -124,15 +125,18 @@ mod tests {
             hostname: Some("node7".into()),
         };
         let regs = Regs::from_args(&[0x1000, 0x2000, 0x3000, 0, 0, 0]);
-        assert_eq!(emulated(answer("geteuid", &regs, &ids)).0, 4242);
-        let (ret, writes) = emulated(answer("getresuid", &regs, &ids));
+        assert_eq!(emulated(answer(Sys::Geteuid, &regs, &ids)).0, 4242);
+        let (ret, writes) = emulated(answer(Sys::Getresuid, &regs, &ids));
         assert_eq!(ret, 0);
         assert_eq!(
             writes.iter().map(|(a, _)| *a).collect::<Vec<_>>(),
             [0x1000, 0x2000, 0x3000]
         );
-        assert!(matches!(answer("getgid", &regs, &ids).action, Action::Pass));
-        let (_, writes) = emulated(answer("uname", &regs, &ids));
+        assert!(matches!(
+            answer(Sys::Getgid, &regs, &ids).action,
+            Action::Pass
+        ));
+        let (_, writes) = emulated(answer(Sys::Uname, &regs, &ids));
         let node = &writes[0].1[65..65 + 6];
         assert_eq!(node, b"node7\0");
     }
@@ -145,7 +149,7 @@ mod tests {
         };
         let ask = |size: u64| {
             answer(
-                "getgroups",
+                Sys::Getgroups,
                 &Regs::from_args(&[size, 0x10, 0, 0, 0, 0]),
                 &ids,
             )

@@ -6,6 +6,7 @@ use super::identity::{as_caller, Identity};
 use super::lookup::last_errno;
 use super::Notification;
 use crate::arch::Regs;
+use crate::arch::Sys;
 use crate::memory;
 use std::ffi::CString;
 
@@ -52,7 +53,7 @@ fn result(rc: i64) -> Result<i64, i32> {
 /// `who`; returns its result or errno. The caller's buffers are read before `n` is checked
 /// to be still waiting, and written after the call.
 pub fn emulate(
-    name: &str,
+    sys: Sys,
     regs: &Regs,
     tid: i32,
     physical: &[u8],
@@ -61,10 +62,9 @@ pub fn emulate(
 ) -> Result<i64, i32> {
     let path = CString::new(physical).map_err(|_| libc::EINVAL)?;
     let p = path.as_ptr();
-    let nr = |n: &str| crate::arch::number(n).expect("a known syscall");
-    match name {
-        "getxattr" | "lgetxattr" | "listxattr" | "llistxattr" => {
-            let listing = name.contains("list");
+    match sys {
+        Sys::Getxattr | Sys::Lgetxattr | Sys::Listxattr | Sys::Llistxattr => {
+            let listing = matches!(sys, Sys::Listxattr | Sys::Llistxattr);
             let (out, size) = if listing {
                 (regs.arg(1), regs.arg(2) as usize)
             } else {
@@ -82,9 +82,9 @@ pub fn emulate(
                 unsafe {
                     match &attr {
                         Some(a) => {
-                            libc::syscall(nr(name), p, a.as_ptr(), buf.as_mut_ptr(), buf.len())
+                            libc::syscall(sys.nr(), p, a.as_ptr(), buf.as_mut_ptr(), buf.len())
                         }
-                        None => libc::syscall(nr(name), p, buf.as_mut_ptr(), buf.len()),
+                        None => libc::syscall(sys.nr(), p, buf.as_mut_ptr(), buf.len()),
                     }
                 }
             });
@@ -94,7 +94,7 @@ pub fn emulate(
             }
             Ok(n)
         }
-        "setxattr" | "lsetxattr" => {
+        Sys::Setxattr | Sys::Lsetxattr => {
             let attr = xattr_name(tid, regs.arg(1))?;
             let size = regs.arg(3) as usize;
             if size > XATTR_SIZE_MAX {
@@ -106,7 +106,7 @@ pub fn emulate(
                 // SAFETY: valid C strings and a value buffer of `size` bytes (or null).
                 unsafe {
                     libc::syscall(
-                        nr(name),
+                        sys.nr(),
                         p,
                         attr.as_ptr(),
                         ptr_of(&value),
@@ -117,14 +117,14 @@ pub fn emulate(
             });
             result(rc)
         }
-        "removexattr" | "lremovexattr" => {
+        Sys::Removexattr | Sys::Lremovexattr => {
             let attr = xattr_name(tid, regs.arg(1))?;
             n.ensure_waiting()?;
             // SAFETY: valid C strings.
-            let rc = as_caller(who, || unsafe { libc::syscall(nr(name), p, attr.as_ptr()) });
+            let rc = as_caller(who, || unsafe { libc::syscall(sys.nr(), p, attr.as_ptr()) });
             result(rc)
         }
-        "statfs" => {
+        Sys::Statfs => {
             // SAFETY: the kernel fills the plain-data struct.
             let mut st: libc::statfs = unsafe { std::mem::zeroed() };
             n.ensure_waiting()?;
@@ -135,13 +135,13 @@ pub fn emulate(
             unsafe { memory::write_struct(tid, regs.arg(1), &st) }.map_err(memory::errno)?;
             Ok(0)
         }
-        "utime" | "utimes" | "futimesat" | "utimensat" => {
+        Sys::Utime | Sys::Utimes | Sys::Futimesat | Sys::Utimensat => {
             // (times argument, bytes it points at); futimesat's dirfd was made AT_FDCWD by
             // the rewrite, so it is utimes on the physical path.
-            let (times_arg, len) = match name {
-                "utime" => (1, 16),
-                "utimes" => (1, 32),
-                "futimesat" => (2, 32),
+            let (times_arg, len) = match sys {
+                Sys::Utime => (1, 16),
+                Sys::Utimes => (1, 32),
+                Sys::Futimesat => (2, 32),
                 _ => (2, 32),
             };
             let times = caller_bytes(tid, regs.arg(times_arg), len)?;
@@ -149,11 +149,11 @@ pub fn emulate(
             let rc = as_caller(who, || {
                 // SAFETY: a valid C string and a times array of the kernel's size (or null).
                 unsafe {
-                    match name {
-                        "utime" | "utimes" => libc::syscall(nr(name), p, ptr_of(&times)),
-                        "futimesat" => libc::syscall(nr("utimes"), p, ptr_of(&times)),
+                    match sys {
+                        Sys::Utime | Sys::Utimes => libc::syscall(sys.nr(), p, ptr_of(&times)),
+                        Sys::Futimesat => libc::syscall(Sys::Utimes.nr(), p, ptr_of(&times)),
                         _ => libc::syscall(
-                            nr("utimensat"),
+                            Sys::Utimensat.nr(),
                             libc::AT_FDCWD,
                             p,
                             ptr_of(&times),

@@ -23,6 +23,7 @@ use super::identity::{as_caller, prepare};
 use super::lookup::last_errno;
 use super::Notification;
 use crate::arch::Regs;
+use crate::arch::Sys;
 use crate::handlers::AT_FDCWD;
 use crate::syscalls::PathArg;
 use roost_vfs::path::strip_prefix;
@@ -31,13 +32,13 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::OnceLock;
 
 /// Calls that apply the caller's umask.
-fn applies_umask(name: &str) -> bool {
-    matches!(name, "mkdir" | "mkdirat" | "mknod" | "mknodat")
+fn applies_umask(sys: Sys) -> bool {
+    matches!(sys, Sys::Mkdir | Sys::Mkdirat | Sys::Mknod | Sys::Mknodat)
 }
 
 /// The argument holding a symlink's target: text stored as given, not a path to resolve.
-pub fn target_arg(name: &str) -> Option<usize> {
-    matches!(name, "symlink" | "symlinkat").then_some(0)
+pub fn target_arg(sys: Sys) -> Option<usize> {
+    matches!(sys, Sys::Symlink | Sys::Symlinkat).then_some(0)
 }
 
 /// How the handler left one path argument.
@@ -52,7 +53,7 @@ pub enum Given<'a> {
 
 /// One trapped change, with everything read from the caller.
 pub struct Change<'a> {
-    pub name: &'a str,
+    pub sys: Sys,
     pub regs: &'a Regs,
     pub tid: i32,
     /// The call's path arguments (from the syscall table), and how each was left.
@@ -174,7 +175,7 @@ pub fn perform(c: &Change<'_>, n: Notification, other_identity: bool) -> Outcome
         Some(Err(e)) => return Outcome::Made(Err(e)),
         t => t.and_then(Result::ok),
     };
-    let who = match prepare(c.tid, applies_umask(c.name), other_identity) {
+    let who = match prepare(c.tid, applies_umask(c.sys), other_identity) {
         Ok(who) => who,
         Err(e) => return Outcome::Made(Err(e)),
     };
@@ -182,14 +183,14 @@ pub fn perform(c: &Change<'_>, n: Notification, other_identity: bool) -> Outcome
         return Outcome::Made(Err(e));
     }
     let rc = as_caller(who.as_ref(), || {
-        call(c.name, c.regs, &operands, target.as_ref())
+        call(c.sys, c.regs, &operands, target.as_ref())
     });
     Outcome::Made(if rc < 0 { Err(last_errno()) } else { Ok(rc) })
 }
 
 /// Makes call `name` in its `*at` form on `ops` (its path operands in order), with the
 /// caller's other arguments from `regs`.
-fn call(name: &str, regs: &Regs, ops: &[Operand], target: Option<&CString>) -> i64 {
+fn call(sys: Sys, regs: &Regs, ops: &[Operand], target: Option<&CString>) -> i64 {
     let a = |i: usize| regs.arg(i);
     let (d0, p0) = (ops[0].dirfd(), ops[0].ptr());
     let second = || (ops[1].dirfd(), ops[1].ptr());
@@ -199,45 +200,45 @@ fn call(name: &str, regs: &Regs, ops: &[Operand], target: Option<&CString>) -> i
         unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3], args[4]) }
     };
     let d = |fd: i64| fd as u64;
-    match name {
-        "rmdir" => raw(
+    match sys {
+        Sys::Rmdir => raw(
             libc::SYS_unlinkat,
             [d(d0), p0, libc::AT_REMOVEDIR as u64, 0, 0],
         ),
-        "unlink" => raw(libc::SYS_unlinkat, [d(d0), p0, 0, 0, 0]),
-        "unlinkat" => raw(libc::SYS_unlinkat, [d(d0), p0, a(2), 0, 0]),
-        "rename" | "renameat" | "renameat2" => {
-            let flags = if name == "renameat2" { a(4) } else { 0 };
+        Sys::Unlink => raw(libc::SYS_unlinkat, [d(d0), p0, 0, 0, 0]),
+        Sys::Unlinkat => raw(libc::SYS_unlinkat, [d(d0), p0, a(2), 0, 0]),
+        Sys::Rename | Sys::Renameat | Sys::Renameat2 => {
+            let flags = if sys == Sys::Renameat2 { a(4) } else { 0 };
             let (d1, p1) = second();
             raw(libc::SYS_renameat2, [d(d0), p0, d(d1), p1, flags])
         }
-        "link" | "linkat" => {
-            let flags = if name == "linkat" { a(4) } else { 0 };
+        Sys::Link | Sys::Linkat => {
+            let flags = if sys == Sys::Linkat { a(4) } else { 0 };
             let (d1, p1) = second();
             raw(libc::SYS_linkat, [d(d0), p0, d(d1), p1, flags])
         }
-        "symlink" | "symlinkat" => {
+        Sys::Symlink | Sys::Symlinkat => {
             let t = target.map_or(0, |t| t.as_ptr() as u64);
             raw(libc::SYS_symlinkat, [t, d(d0), p0, 0, 0])
         }
-        "mkdir" => raw(libc::SYS_mkdirat, [d(d0), p0, a(1), 0, 0]),
-        "mkdirat" => raw(libc::SYS_mkdirat, [d(d0), p0, a(2), 0, 0]),
-        "mknod" => raw(libc::SYS_mknodat, [d(d0), p0, a(1), a(2), 0]),
-        "mknodat" => raw(libc::SYS_mknodat, [d(d0), p0, a(2), a(3), 0]),
-        "chmod" => raw(libc::SYS_fchmodat, [d(d0), p0, a(1), 0, 0]),
-        "fchmodat" => raw(libc::SYS_fchmodat, [d(d0), p0, a(2), 0, 0]),
-        "fchmodat2" => {
-            let nr = crate::arch::number("fchmodat2").expect("fchmodat2");
+        Sys::Mkdir => raw(libc::SYS_mkdirat, [d(d0), p0, a(1), 0, 0]),
+        Sys::Mkdirat => raw(libc::SYS_mkdirat, [d(d0), p0, a(2), 0, 0]),
+        Sys::Mknod => raw(libc::SYS_mknodat, [d(d0), p0, a(1), a(2), 0]),
+        Sys::Mknodat => raw(libc::SYS_mknodat, [d(d0), p0, a(2), a(3), 0]),
+        Sys::Chmod => raw(libc::SYS_fchmodat, [d(d0), p0, a(1), 0, 0]),
+        Sys::Fchmodat => raw(libc::SYS_fchmodat, [d(d0), p0, a(2), 0, 0]),
+        Sys::Fchmodat2 => {
+            let nr = Sys::Fchmodat2.nr();
             raw(nr, [d(d0), p0, a(2), a(3), 0])
         }
-        "chown" => raw(libc::SYS_fchownat, [d(d0), p0, a(1), a(2), 0]),
-        "lchown" => {
+        Sys::Chown => raw(libc::SYS_fchownat, [d(d0), p0, a(1), a(2), 0]),
+        Sys::Lchown => {
             let nofollow = libc::AT_SYMLINK_NOFOLLOW as u64;
             raw(libc::SYS_fchownat, [d(d0), p0, a(1), a(2), nofollow])
         }
-        "fchownat" => raw(libc::SYS_fchownat, [d(d0), p0, a(2), a(3), a(4)]),
+        Sys::Fchownat => raw(libc::SYS_fchownat, [d(d0), p0, a(2), a(3), a(4)]),
         // truncate has no *at form; it is only made here on a rewritten (absolute) path.
-        "truncate" if ops[0].dir.is_none() => raw(libc::SYS_truncate, [p0, a(1), 0, 0, 0]),
+        Sys::Truncate if ops[0].dir.is_none() => raw(libc::SYS_truncate, [p0, a(1), 0, 0, 0]),
         _ => {
             // SAFETY: sets this thread's errno for the caller's answer.
             unsafe { *libc::__errno_location() = libc::ENOSYS };

@@ -6,6 +6,7 @@
 
 use super::{Notification, Reply};
 use crate::arch::Regs;
+use crate::arch::Sys;
 use crate::memory;
 use crate::vfd::{VFile, Vfds};
 use roost_vfs::Errno;
@@ -186,9 +187,9 @@ fn offset_at(tid: i32, addr: u64) -> Result<Option<(u64, u64)>, Errno> {
 
 /// Serves `name` (sendfile, splice, copy_file_range) for thread `tid` when one of its
 /// descriptors is a direct-mode file.
-pub fn answer(vfds: &Vfds, name: &str, (tid, regs): (i32, &Regs), n: Notification) -> Reply {
-    let (fd_in, off_in, fd_out, off_out, len) = match name {
-        "sendfile" => (regs.arg(1), regs.arg(2), regs.arg(0), 0, regs.arg(3)),
+pub fn answer(vfds: &Vfds, sys: Sys, (tid, regs): (i32, &Regs), n: Notification) -> Reply {
+    let (fd_in, off_in, fd_out, off_out, len) = match sys {
+        Sys::Sendfile => (regs.arg(1), regs.arg(2), regs.arg(0), 0, regs.arg(3)),
         _ => (
             regs.arg(0),
             regs.arg(1),
@@ -203,13 +204,13 @@ pub fn answer(vfds: &Vfds, name: &str, (tid, regs): (i32, &Regs), n: Notificatio
         let to = End::of(vfds, tid, fd_out as i32)?;
         let off_in = offset_at(tid, off_in)?;
         let off_out = offset_at(tid, off_out)?;
-        match name {
-            "sendfile" => check_sendfile(&from, &to)?,
-            "splice" => check_splice(&from, &to, off_in.is_some(), off_out.is_some())?,
+        match sys {
+            Sys::Sendfile => check_sendfile(&from, &to)?,
+            Sys::Splice => check_splice(&from, &to, off_in.is_some(), off_out.is_some())?,
             _ => check_copy_file_range(&from, &to, flags)?,
         }
         let mut len = (len as usize).min(MOST);
-        if name == "splice" {
+        if sys == Sys::Splice {
             len = match splice_room(&from, &to, len, flags) {
                 Some(room) => room,
                 None => return Err(libc::EAGAIN),

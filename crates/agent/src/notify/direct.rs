@@ -10,6 +10,7 @@ use super::locks;
 use super::open::{hand_over, replace_then_continue};
 use super::{Notification, Reply, CONTINUE};
 use crate::arch::Regs;
+use crate::arch::Sys;
 use crate::memory;
 use crate::remote::{bytes_of, into_buffer, statfs_bytes, umask, RemoteCall};
 use crate::vfd::{VFile, Vfds};
@@ -34,10 +35,10 @@ pub fn open(
     n: Notification,
 ) -> Option<Reply> {
     let remote = call.args.first()?.remote.as_ref()?;
-    let (flags, mode) = match call.name {
-        "open" => (regs.arg(1) as i32, regs.arg(2) as u32),
-        "openat" => (regs.arg(2) as i32, regs.arg(3) as u32),
-        "creat" => (
+    let (flags, mode) = match call.sys {
+        Sys::Open => (regs.arg(1) as i32, regs.arg(2) as u32),
+        Sys::Openat => (regs.arg(2) as i32, regs.arg(3) as u32),
+        Sys::Creat => (
             libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
             regs.arg(1) as u32,
         ),
@@ -100,10 +101,10 @@ pub fn open(
     Some(hand_over_high(vfds, tid, n, placeholder, cloexec))
 }
 
-/// Serves call `name` if a descriptor in one of `fd_args` is virtual (the first such one).
+/// Serves call `sys` if a descriptor in one of `fd_args` is virtual (the first such one).
 pub fn answer(
     vfds: &Vfds,
-    (name, fd_args): (&str, &[usize]),
+    (sys, fd_args): (Sys, &[usize]),
     (tid, regs): (i32, &Regs),
     n: Notification,
     stops: &GroupStops,
@@ -115,31 +116,33 @@ pub fn answer(
         return CONTINUE;
     };
     let call = Call { tid, regs, n };
-    match name {
-        "read" | "pread64" | "readv" | "preadv" | "preadv2" => call.read(name, &vf),
-        "write" | "pwrite64" | "writev" | "pwritev" | "pwritev2" => call.write(name, &vf),
-        "lseek" => Reply::from(lseek(&vf, regs.arg(1) as i64, regs.arg(2) as i32)),
-        "fstat" => call.answer_with(vf.file.fstat().map(|st| bytes_of(&st.to_kernel())), 1),
-        "fstatfs" => call.answer_with(vf.file.fstatfs().map(|fs| statfs_bytes(&fs)), 1),
-        "ftruncate" if !vf.writable() => Reply::errno(libc::EINVAL),
-        "ftruncate" if (regs.arg(1) as i64) < 0 => Reply::errno(libc::EINVAL),
-        "ftruncate" => done(vf.file.ftruncate(regs.arg(1))),
-        "fsync" | "fdatasync" | "sync_file_range" => done(vf.file.fsync()),
+    match sys {
+        Sys::Read | Sys::Pread64 | Sys::Readv | Sys::Preadv | Sys::Preadv2 => call.read(sys, &vf),
+        Sys::Write | Sys::Pwrite64 | Sys::Writev | Sys::Pwritev | Sys::Pwritev2 => {
+            call.write(sys, &vf)
+        }
+        Sys::Lseek => Reply::from(lseek(&vf, regs.arg(1) as i64, regs.arg(2) as i32)),
+        Sys::Fstat => call.answer_with(vf.file.fstat().map(|st| bytes_of(&st.to_kernel())), 1),
+        Sys::Fstatfs => call.answer_with(vf.file.fstatfs().map(|fs| statfs_bytes(&fs)), 1),
+        Sys::Ftruncate if !vf.writable() => Reply::errno(libc::EINVAL),
+        Sys::Ftruncate if (regs.arg(1) as i64) < 0 => Reply::errno(libc::EINVAL),
+        Sys::Ftruncate => done(vf.file.ftruncate(regs.arg(1))),
+        Sys::Fsync | Sys::Fdatasync | Sys::SyncFileRange => done(vf.file.fsync()),
         // A server changes modes through descriptors open for writing only; natively the
         // owner may through any (rsync does, on a file it opened to read).
-        "fchmod" if !vf.writable() => done(vf.driver.chmod(vf.file.path(), regs.arg(1) as u32)),
-        "fchmod" => done(vf.file.fchmod(regs.arg(1) as u32)),
-        "fchown" => done(vf.file.fchown(regs.arg(1) as u32, regs.arg(2) as u32)),
-        "fcntl" if locks::is_record_lock(regs.arg(1) as i32) => {
+        Sys::Fchmod if !vf.writable() => done(vf.driver.chmod(vf.file.path(), regs.arg(1) as u32)),
+        Sys::Fchmod => done(vf.file.fchmod(regs.arg(1) as u32)),
+        Sys::Fchown => done(vf.file.fchown(regs.arg(1) as u32, regs.arg(2) as u32)),
+        Sys::Fcntl if locks::is_record_lock(regs.arg(1) as i32) => {
             locks::record_lock(&vf, (regs.arg(1) as i32, regs.arg(2)), (tid, n, stops))
         }
-        "fcntl" => fcntl(vfds, &vf, fd, (tid, regs), n),
-        "flock" => locks::flock(&vf, regs.arg(1) as i32, (tid, n, stops)),
-        "dup" => match lowest_standard_free(tid, 0) {
+        Sys::Fcntl => fcntl(vfds, &vf, fd, (tid, regs), n),
+        Sys::Flock => locks::flock(&vf, regs.arg(1) as i32, (tid, n, stops)),
+        Sys::Dup => match lowest_standard_free(tid, 0) {
             Some(low) => copy_low(&vf, low, false, n),
             None => copy_high(vfds, fd, false, tid, n),
         },
-        "dup2" | "dup3" => {
+        Sys::Dup2 | Sys::Dup3 => {
             let (to, cloexec) = (
                 regs.arg(1) as u32,
                 regs.arg(2) as i32 & libc::O_CLOEXEC != 0,
@@ -147,19 +150,21 @@ pub fn answer(
             if to as i32 == fd || to >= vfds.base {
                 CONTINUE // the kernel's: the same descriptor, or a copy still in the range
             } else {
-                copy_low(&vf, to, name == "dup3" && cloexec, n)
+                copy_low(&vf, to, sys == Sys::Dup3 && cloexec, n)
             }
         }
-        "mmap" => mmap(&vf, fd, (tid, regs), n),
-        "fgetxattr" | "flistxattr" | "fsetxattr" | "fremovexattr" => call.xattr(name, &vf),
-        // Advice a server has no use for.
-        "fadvise64" | "readahead" => Reply::value(0),
-        // No room is reserved on a Chirp server ahead of writes.
-        "fallocate" => Reply::errno(libc::EOPNOTSUPP),
-        "sendfile" | "splice" | "copy_file_range" => {
-            super::copies::answer(vfds, name, (tid, regs), n)
+        Sys::Mmap => mmap(&vf, fd, (tid, regs), n),
+        Sys::Fgetxattr | Sys::Flistxattr | Sys::Fsetxattr | Sys::Fremovexattr => {
+            call.xattr(sys, &vf)
         }
-        _ if refused(name) => Reply::errno(libc::EINVAL),
+        // Advice a server has no use for.
+        Sys::Fadvise64 | Sys::Readahead => Reply::value(0),
+        // No room is reserved on a Chirp server ahead of writes.
+        Sys::Fallocate => Reply::errno(libc::EOPNOTSUPP),
+        Sys::Sendfile | Sys::Splice | Sys::CopyFileRange => {
+            super::copies::answer(vfds, sys, (tid, regs), n)
+        }
+        _ if refused(sys) => Reply::errno(libc::EINVAL),
         _ => CONTINUE,
     }
 }
@@ -168,21 +173,21 @@ pub fn answer(
 /// `AT_EMPTY_PATH`, or utimensat's NULL path): glibc's fstat and futimens are these.
 pub fn on_descriptor_itself(
     vfds: &Vfds,
-    name: &str,
+    sys: Sys,
     (tid, regs): (i32, &Regs),
     n: Notification,
 ) -> Option<Reply> {
     if (regs.arg(0) as i32) < vfds.base as i32 {
         return None;
     }
-    let (empty_flags, path) = match name {
-        "newfstatat" => (regs.arg(3), regs.arg(1)),
-        "statx" => (regs.arg(2), regs.arg(1)),
-        "utimensat" => (regs.arg(3), regs.arg(1)),
+    let (empty_flags, path) = match sys {
+        Sys::Newfstatat => (regs.arg(3), regs.arg(1)),
+        Sys::Statx => (regs.arg(2), regs.arg(1)),
+        Sys::Utimensat => (regs.arg(3), regs.arg(1)),
         _ => return None,
     };
     let names_itself = if path == 0 {
-        name == "utimensat"
+        sys == Sys::Utimensat
     } else {
         empty_flags & crate::syscalls::AT_EMPTY_PATH != 0
             && memory::read_cstr(tid, path, 1).is_ok_and(|p| p.is_empty())
@@ -192,11 +197,11 @@ pub fn on_descriptor_itself(
     }
     let vf = vfds.get(tid, regs.arg(0) as i32)?;
     let call = Call { tid, regs, n };
-    Some(match name {
-        "newfstatat" => call.answer_with(vf.file.fstat().map(|st| bytes_of(&st.to_kernel())), 2),
-        "statx" => call.answer_with(vf.file.fstat().map(|st| bytes_of(&st.to_statx())), 4),
+    Some(match sys {
+        Sys::Newfstatat => call.answer_with(vf.file.fstat().map(|st| bytes_of(&st.to_kernel())), 2),
+        Sys::Statx => call.answer_with(vf.file.fstat().map(|st| bytes_of(&st.to_statx())), 4),
         _ => {
-            let times = crate::remote::times(name, tid, regs);
+            let times = crate::remote::times(sys, tid, regs);
             let path = vf.file.path().to_vec();
             done(times.and_then(|(a, m)| {
                 if a.is_none() && m.is_none() {
@@ -238,9 +243,12 @@ impl Call<'_> {
     }
 
     /// The caller's buffers: one for read/write, its iovecs for the vector calls.
-    fn buffers(&self, name: &str) -> Result<Vec<(u64, usize)>, Errno> {
+    fn buffers(&self, sys: Sys) -> Result<Vec<(u64, usize)>, Errno> {
         let regs = self.regs;
-        if !name.ends_with('v') && !name.ends_with("v2") {
+        if !matches!(
+            sys,
+            Sys::Readv | Sys::Writev | Sys::Preadv | Sys::Pwritev | Sys::Preadv2 | Sys::Pwritev2
+        ) {
             return Ok(vec![(regs.arg(1), regs.arg(2) as usize)]);
         }
         let count = regs.arg(2) as usize;
@@ -262,34 +270,30 @@ impl Call<'_> {
 
     /// The buffers and explicit offset of a read or write the file's mode allows.
     #[allow(clippy::type_complexity)]
-    fn request(
-        &self,
-        name: &str,
-        allowed: bool,
-    ) -> Result<(Vec<(u64, usize)>, Option<u64>), Errno> {
+    fn request(&self, sys: Sys, allowed: bool) -> Result<(Vec<(u64, usize)>, Option<u64>), Errno> {
         if !allowed {
             return Err(libc::EBADF);
         }
-        Ok((self.buffers(name)?, self.position(name)?))
+        Ok((self.buffers(sys)?, self.position(sys)?))
     }
 
     /// The explicit offset of a positional call (`None`: the file's offset).
-    fn position(&self, name: &str) -> Result<Option<u64>, Errno> {
-        let at = match name {
-            "pread64" | "pwrite64" => self.regs.arg(3) as i64,
-            "preadv" | "pwritev" | "preadv2" | "pwritev2" => self.regs.arg(3) as i64,
+    fn position(&self, sys: Sys) -> Result<Option<u64>, Errno> {
+        let at = match sys {
+            Sys::Pread64 | Sys::Pwrite64 => self.regs.arg(3) as i64,
+            Sys::Preadv | Sys::Pwritev | Sys::Preadv2 | Sys::Pwritev2 => self.regs.arg(3) as i64,
             _ => return Ok(None),
         };
         match at {
             // preadv2/pwritev2 with -1 use the file's offset.
-            -1 if name.ends_with('2') => Ok(None),
+            -1 if matches!(sys, Sys::Preadv2 | Sys::Pwritev2) => Ok(None),
             at if at < 0 => Err(libc::EINVAL),
             at => Ok(Some(at as u64)),
         }
     }
 
-    fn read(&self, name: &str, vf: &VFile) -> Reply {
-        let (buffers, position) = match self.request(name, vf.readable()) {
+    fn read(&self, sys: Sys, vf: &VFile) -> Reply {
+        let (buffers, position) = match self.request(sys, vf.readable()) {
             Ok(request) => request,
             Err(e) => return Reply::errno(e),
         };
@@ -318,8 +322,8 @@ impl Call<'_> {
         reply
     }
 
-    fn write(&self, name: &str, vf: &VFile) -> Reply {
-        let (buffers, position) = match self.request(name, vf.writable()) {
+    fn write(&self, sys: Sys, vf: &VFile) -> Reply {
+        let (buffers, position) = match self.request(sys, vf.writable()) {
             Ok(request) => request,
             Err(e) => return Reply::errno(e),
         };
@@ -348,19 +352,19 @@ impl Call<'_> {
         Reply::from(written.map(|n| n as i64))
     }
 
-    fn xattr(&self, name: &str, vf: &VFile) -> Reply {
+    fn xattr(&self, sys: Sys, vf: &VFile) -> Reply {
         let regs = self.regs;
         let path = vf.file.path();
         let attr_name = || memory::read_cstr(self.tid, regs.arg(1), 256).map_err(memory::errno);
         let (d, tid) = (&vf.driver, self.tid);
-        let answer = match name {
-            "fgetxattr" => attr_name()
+        let answer = match sys {
+            Sys::Fgetxattr => attr_name()
                 .and_then(|a| d.getxattr(path, &a, true))
                 .and_then(|v| into_buffer(v, regs.arg(2), regs.arg(3))),
-            "flistxattr" => d
+            Sys::Flistxattr => d
                 .listxattr(path, true)
                 .and_then(|v| into_buffer(v, regs.arg(1), regs.arg(2))),
-            "fsetxattr" => attr_name().and_then(|a| {
+            Sys::Fsetxattr => attr_name().and_then(|a| {
                 let value =
                     memory::read(tid, regs.arg(2), regs.arg(3) as usize).map_err(memory::errno)?;
                 d.setxattr(path, &a, &value, regs.arg(4) as i32, true)
@@ -461,8 +465,8 @@ fn copy_high(vfds: &Vfds, fd: i32, cloexec: bool, tid: i32, n: Notification) -> 
 
 /// tee and vmsplice, which the kernel makes between pipes only: refused on a file, as by
 /// the kernel (sendfile, splice and copy_file_range are made by roost: `copies`).
-fn refused(name: &str) -> bool {
-    matches!(name, "tee" | "vmsplice")
+fn refused(sys: Sys) -> bool {
+    matches!(sys, Sys::Tee | Sys::Vmsplice)
 }
 
 /// Installs `fd` at the next free number of the range in the caller's table.
@@ -486,15 +490,15 @@ fn placed(n: Notification, fd: OwnedFd, cloexec: bool, slot: Option<u32>) -> Rep
 pub(super) fn dup_copy(
     slots: &crate::vfd::Slots,
     tid: i32,
-    name: &str,
+    sys: Sys,
     regs: &Regs,
     n: Notification,
 ) -> Option<Reply> {
     let fd = regs.arg(0) as i32;
-    let cloexec = match (name, regs.arg(1) as i32) {
-        ("dup", _) if lowest_standard_free(tid, 0).is_none() => false,
-        ("fcntl", libc::F_DUPFD) if regs.arg(2) as u32 <= slots.base => false,
-        ("fcntl", libc::F_DUPFD_CLOEXEC) if regs.arg(2) as u32 <= slots.base => true,
+    let cloexec = match (sys, regs.arg(1) as i32) {
+        (Sys::Dup, _) if lowest_standard_free(tid, 0).is_none() => false,
+        (Sys::Fcntl, libc::F_DUPFD) if regs.arg(2) as u32 <= slots.base => false,
+        (Sys::Fcntl, libc::F_DUPFD_CLOEXEC) if regs.arg(2) as u32 <= slots.base => true,
         _ => return None,
     };
     if fd < slots.base as i32 || !crate::copies::is_copy(tid, fd) {

@@ -12,6 +12,7 @@
 use super::send_back::send_back;
 use super::{Notification, Reply, Shared, CONTINUE};
 use crate::arch::Regs;
+use crate::arch::Sys;
 use crate::handlers::{exec, Action, Ctx};
 use crate::memory;
 
@@ -24,7 +25,7 @@ fn is_leader(tid: i32) -> bool {
 /// Answers an exec notification (`kind` is `Kind::Exec`).
 pub fn answer(
     shared: &Shared,
-    (name, kind): (&'static str, crate::syscalls::Kind),
+    (sys, kind): (Sys, crate::syscalls::Kind),
     tid: i32,
     regs: &Regs,
     n: Notification,
@@ -53,13 +54,13 @@ pub fn answer(
     let fs = super::caller_fs(ns, tid, needs_cwd);
     let exe = needs_cwd.then(|| shared.execs.exe(tid, tid)).flatten();
     let known = [(regs.arg(path), given)];
-    let mut ctx = Ctx::new(tid, (name, regs), ns, &fs, exe.as_deref());
+    let mut ctx = Ctx::new(tid, (sys, regs), ns, &fs, exe.as_deref());
     ctx.known_paths = &known;
     let d = exec::handle(&mut ctx, dirfd, path, argv, flags);
     match d.action {
         Action::Pass => {
             let (Some(exe), Some(physical)) = (d.exe, d.physical) else {
-                // No name to know the program by (a memfd, a deleted file): the exec event
+                // No sys to know the program by (a memfd, a deleted file): the exec event
                 // will tell.
                 return back();
             };
@@ -69,7 +70,7 @@ pub fn answer(
             }
             CONTINUE
         }
-        Action::Fail(e) => super::failed(name, d.logical.as_deref(), e),
+        Action::Fail(e) => super::failed(sys, d.logical.as_deref(), e),
         Action::Rewrite { .. } | Action::Emulate { .. } | Action::Remote(_) => back(),
     }
 }

@@ -4,6 +4,7 @@
 //! takes on the caller's fsuid, fsgid, groups and effective capabilities for the duration of
 //! the call. Everything comes from `/proc/TID/status`.
 
+use crate::arch::Sys;
 use std::sync::OnceLock;
 
 /// A thread's `/proc/TID/status`, read once.
@@ -181,7 +182,7 @@ fn own() -> &'static Option<Identity> {
 /// effective uid to its real one as it starts; that must not make every later call read
 /// its caller's identity. setgroups (whose list the caller could change between roost's
 /// look and the kernel's), capset and anything unreadable count as changes.
-pub fn leaves_own_identity(name: &str, args: &[u64; 6], tid: i32) -> bool {
+pub fn leaves_own_identity(sys: Sys, args: &[u64; 6], tid: i32) -> bool {
     let Some((own, (uid, gid))) = own().as_ref().and_then(|o| Some((o, o.single_ids?))) else {
         return false;
     };
@@ -191,13 +192,13 @@ pub fn leaves_own_identity(name: &str, args: &[u64; 6], tid: i32) -> bool {
             .iter()
             .all(|&a| a as u32 == u32::MAX || a as u32 == id)
     };
-    let only_own_ids = match name {
-        "setuid" | "setfsuid" => all(1, uid),
-        "setgid" | "setfsgid" => all(1, gid),
-        "setreuid" => all(2, uid),
-        "setregid" => all(2, gid),
-        "setresuid" => all(3, uid),
-        "setresgid" => all(3, gid),
+    let only_own_ids = match sys {
+        Sys::Setuid | Sys::Setfsuid => all(1, uid),
+        Sys::Setgid | Sys::Setfsgid => all(1, gid),
+        Sys::Setreuid => all(2, uid),
+        Sys::Setregid => all(2, gid),
+        Sys::Setresuid => all(3, uid),
+        Sys::Setresgid => all(3, gid),
         _ => false,
     };
     // The caller's single ids are compared too: they are roost's uid and gid.
@@ -336,30 +337,34 @@ mod tests {
         let (uid, gid) = (u64::from(uid), u64::from(gid));
         // make as root: setresuid(-1, 0, -1), setresgid(-1, 0, -1).
         assert!(leaves_own_identity(
-            "setresuid",
+            Sys::Setresuid,
             &args(&[keep, uid, keep]),
             me
         ));
         assert!(leaves_own_identity(
-            "setresgid",
+            Sys::Setresgid,
             &args(&[keep, gid, keep]),
             me
         ));
-        assert!(leaves_own_identity("setuid", &args(&[uid]), me));
+        assert!(leaves_own_identity(Sys::Setuid, &args(&[uid]), me));
         // The kernel reads an id as 32 bits: -1 sign-extended to 64 still means "leave it".
-        assert!(leaves_own_identity("setreuid", &args(&[u64::MAX, uid]), me));
+        assert!(leaves_own_identity(
+            Sys::Setreuid,
+            &args(&[u64::MAX, uid]),
+            me
+        ));
         // Any other id, setgroups or capset is a change.
         assert!(!leaves_own_identity(
-            "setresuid",
+            Sys::Setresuid,
             &args(&[keep, uid + 1, keep]),
             me
         ));
-        assert!(!leaves_own_identity("setgid", &args(&[gid + 1]), me));
-        assert!(!leaves_own_identity("setfsuid", &args(&[uid + 1]), me));
-        assert!(!leaves_own_identity("setgroups", &args(&[0, 0]), me));
-        assert!(!leaves_own_identity("capset", &args(&[0, 0]), me));
+        assert!(!leaves_own_identity(Sys::Setgid, &args(&[gid + 1]), me));
+        assert!(!leaves_own_identity(Sys::Setfsuid, &args(&[uid + 1]), me));
+        assert!(!leaves_own_identity(Sys::Setgroups, &args(&[0, 0]), me));
+        assert!(!leaves_own_identity(Sys::Capset, &args(&[0, 0]), me));
         // A thread that is gone (or whose identity cannot be read) is no proof.
-        assert!(!leaves_own_identity("setuid", &args(&[uid]), i32::MAX));
+        assert!(!leaves_own_identity(Sys::Setuid, &args(&[uid]), i32::MAX));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! as the kernel would have written them.
 
 use super::identity::{as_caller, Identity};
-use crate::arch::{self, Regs};
+use crate::arch::Regs;
+use crate::arch::Sys;
 use crate::memory;
 use std::ffi::CString;
 
@@ -13,7 +14,7 @@ pub use crate::sys::last_errno;
 /// that may differ from roost's, and writes its result into the caller's buffer, as the
 /// kernel would have.
 pub fn emulate(
-    name: &str,
+    sys: Sys,
     regs: &Regs,
     tid: i32,
     physical: &[u8],
@@ -51,7 +52,7 @@ pub fn emulate(
         // SAFETY: raw faccessat2 with a valid C string.
         let rc = as_caller(checker, || unsafe {
             libc::syscall(
-                arch::number("faccessat2").expect("faccessat2"),
+                Sys::Faccessat2.nr(),
                 libc::AT_FDCWD,
                 c.as_ptr(),
                 mode,
@@ -63,11 +64,11 @@ pub fn emulate(
         }
         Ok(0)
     };
-    match name {
-        "stat" => stat_into(0, regs.arg(1)),
-        "lstat" => stat_into(libc::AT_SYMLINK_NOFOLLOW, regs.arg(1)),
-        "newfstatat" => stat_into(nofollow(regs.arg(3)), regs.arg(2)),
-        "statx" => {
+    match sys {
+        Sys::Stat => stat_into(0, regs.arg(1)),
+        Sys::Lstat => stat_into(libc::AT_SYMLINK_NOFOLLOW, regs.arg(1)),
+        Sys::Newfstatat => stat_into(nofollow(regs.arg(3)), regs.arg(2)),
+        Sys::Statx => {
             // SAFETY: the kernel fills the plain-data struct.
             let mut stx: libc::statx = unsafe { std::mem::zeroed() };
             let flags = (regs.arg(2) & !(crate::syscalls::AT_EMPTY_PATH)) as i32;
@@ -88,11 +89,11 @@ pub fn emulate(
             unsafe { memory::write_struct(tid, regs.arg(4), &stx) }.map_err(|_| libc::EFAULT)?;
             Ok(0)
         }
-        "access" => access(regs.arg(1), 0),
-        "faccessat" => access(regs.arg(2), 0),
-        "faccessat2" => access(regs.arg(2), regs.arg(3)),
-        "readlink" | "readlinkat" => {
-            let (buf, size) = if name == "readlink" {
+        Sys::Access => access(regs.arg(1), 0),
+        Sys::Faccessat => access(regs.arg(2), 0),
+        Sys::Faccessat2 => access(regs.arg(2), regs.arg(3)),
+        Sys::Readlink | Sys::Readlinkat => {
+            let (buf, size) = if sys == Sys::Readlink {
                 (regs.arg(1), regs.arg(2))
             } else {
                 (regs.arg(2), regs.arg(3))

@@ -24,6 +24,7 @@ pub mod send_back;
 mod sockname;
 
 use crate::arch::Regs;
+use crate::arch::Sys;
 use crate::handlers::{self, Action, Arg, Ctx, Decision};
 use crate::memory;
 use crate::syscalls::{Kind, PathArg, Performed, Table, Unless};
@@ -213,9 +214,9 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         id: req.id,
         nr,
     };
-    if let Some(name) = crate::copies::call_name(nr) {
+    if let Some(sys) = crate::copies::call_of(nr) {
         let regs = Regs::from_args(&req.data.args);
-        match crate::copies::on_descriptor(tid, name, &regs) {
+        match crate::copies::on_descriptor(tid, sys, &regs) {
             Some(Ok((ret, writes))) => return emulated(tid, Some(n), ret, writes),
             Some(Err(e)) => return Reply::errno(e),
             None => {}
@@ -223,9 +224,9 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     }
     // A call aimed at roost's processes is refused first (fcntl may be a direct-mode
     // descriptor's call too).
-    if let Some((name, Kind::Aimed(aimed))) = table.get(nr) {
+    if let Some((sys, Kind::Aimed(aimed))) = table.get(nr) {
         let regs = Regs::from_args(&req.data.args);
-        if let Err(e) = crate::guard::check(tid, name, &regs, aimed) {
+        if let Err(e) = crate::guard::check(tid, sys, &regs, aimed) {
             return Reply::errno(e);
         }
         if table.on_descriptor(nr).is_none() {
@@ -249,19 +250,19 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         }
         return CONTINUE;
     };
-    let (name, kind) = (entry.name, entry.kind);
+    let (sys, kind) = (entry.sys, entry.kind);
     let performed = entry.notified.map(|n| n.performed);
     if let Kind::Credentials = kind {
         // Unless the call keeps roost's identity, roost acts from now on with each
         // caller's own (see `identity`).
-        if !identity::leaves_own_identity(name, &req.data.args, tid) {
+        if !identity::leaves_own_identity(sys, &req.data.args, tid) {
             shared.credentials_changed.store(true, Ordering::Relaxed);
         }
         return CONTINUE;
     }
     if let Kind::Identity = kind {
         let regs = Regs::from_args(&req.data.args);
-        let decision = handlers::virtual_ids::answer(name, &regs, &shared.ids);
+        let decision = handlers::virtual_ids::answer(sys, &regs, &shared.ids);
         return match decision.action {
             Action::Emulate { ret, writes } => emulated(tid, None, ret, writes),
             Action::Fail(e) => Reply::errno(e),
@@ -270,7 +271,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     }
     if performed == Some(Performed::Exec) {
         let regs = Regs::from_args(&req.data.args);
-        return exec::answer(shared, (name, kind), tid, &regs, n);
+        return exec::answer(shared, (sys, kind), tid, &regs, n);
     }
     if shared.rerooted.contains(tid) {
         let ns = &shared.ns;
@@ -288,13 +289,13 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     };
     if by_ptrace_before {
         // Only in a process roost does not trace: elsewhere these take ptrace stops.
-        return ptrace_only::answer(shared, (name, kind), tid, &regs, n);
+        return ptrace_only::answer(shared, (sys, kind), tid, &regs, n);
     }
     if let Kind::SockName { addr, len, peer } = kind {
         return sockname::answer(&shared.ns, tid, &regs, (addr, len, peer), n);
     }
     if let Some(vfds) = &shared.vfds {
-        if let Some(reply) = direct::on_descriptor_itself(vfds, name, (tid, &regs), n) {
+        if let Some(reply) = direct::on_descriptor_itself(vfds, sys, (tid, &regs), n) {
             return reply;
         }
     }
@@ -317,7 +318,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             }
             _ => None,
         };
-        let mut ctx = Ctx::new(tid, (name, &regs), ns, &fs, exe.as_deref());
+        let mut ctx = Ctx::new(tid, (sys, &regs), ns, &fs, exe.as_deref());
         ctx.known_paths = &paths;
         match kind {
             Kind::Path { .. } | Kind::Readlink { .. } => handlers::decide(&mut ctx, kind),
@@ -358,7 +359,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     if made_here {
         return make_change(
             shared,
-            (name, &kind),
+            (sys, &kind),
             (&regs, tid),
             &paths,
             decision,
@@ -369,7 +370,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     match decision.action {
         Action::Pass => CONTINUE,
         Action::Remote(_) => unreachable!("remote calls are made above"),
-        Action::Fail(e) => failed(name, decision.logical.as_deref(), e),
+        Action::Fail(e) => failed(sys, decision.logical.as_deref(), e),
         Action::Emulate { ret, writes } => emulated(tid, Some(n), ret, writes),
         Action::Rewrite { .. } => {
             let Some(p) = physical else {
@@ -378,28 +379,28 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             if performed == Some(Performed::Open) {
                 let into = shared.copies.as_ref().filter(|_| copy);
                 let at = (&regs, tid, into);
-                return open::emulate(name, at, &p, other_identity, n, &shared.stops);
+                return open::emulate(sys, at, &p, other_identity, n, &shared.stops);
             }
             let who = match identity::prepare(tid, false, other_identity) {
                 Ok(who) => who,
                 Err(e) => return Reply::errno(e),
             };
             if performed == Some(Performed::Attr) {
-                return Reply::from(attrs::emulate(name, &regs, tid, &p, who.as_ref(), n));
+                return Reply::from(attrs::emulate(sys, &regs, tid, &p, who.as_ref(), n));
             }
             if n.ensure_waiting().is_err() {
                 return Reply::Answered;
             }
-            Reply::from(lookup::emulate(name, &regs, tid, &p, who.as_ref()))
+            Reply::from(lookup::emulate(sys, &regs, tid, &p, who.as_ref()))
         }
     }
 }
 
 /// The answer to a call that fails with `errno`; ENOSYS (a call roost cannot translate) is
 /// said once.
-fn failed(name: &str, logical: Option<&[u8]>, errno: i32) -> Reply {
+fn failed(sys: Sys, logical: Option<&[u8]>, errno: i32) -> Reply {
     if errno == libc::ENOSYS {
-        handlers::report_untranslatable(name, logical);
+        handlers::report_untranslatable(sys.name(), logical);
     }
     Reply::errno(errno)
 }
@@ -449,8 +450,8 @@ fn make_remote(
     let made = crate::remote::make(call, tid, &regs);
     if let Some(crate::task::AfterExit::Invalidate(names)) = &decision.after {
         let ns = &shared.ns;
-        for name in names {
-            ns.invalidate_under(name);
+        for sys in names {
+            ns.invalidate_under(sys);
         }
     }
     if let Action::Rewrite { args, .. } = &made.action {
@@ -470,7 +471,7 @@ fn make_remote(
 /// Makes a change here (see [`change`]) and clears the names it touched from the cache.
 fn make_change(
     shared: &Shared,
-    (name, kind): (&str, &Kind),
+    (sys, kind): (Sys, &Kind),
     (regs, tid): (&Regs, i32),
     read: &[(u64, Vec<u8>)],
     decision: Decision,
@@ -509,13 +510,13 @@ fn make_change(
         }
     };
     let given: Vec<(PathArg, change::Given<'_>)> = args.iter().map(|a| (*a, given_of(a))).collect();
-    let target = change::target_arg(name)
+    let target = change::target_arg(sys)
         .and_then(|i| memory::read_cstr(tid, regs.arg(i), memory::PATH_MAX).ok());
-    if change::target_arg(name).is_some() && target.is_none() {
+    if change::target_arg(sys).is_some() && target.is_none() {
         return Reply::errno(libc::EFAULT);
     }
     let c = change::Change {
-        name,
+        sys,
         regs,
         tid,
         paths: &given,

@@ -13,15 +13,16 @@ use super::fifo::{self, GroupStops};
 use super::identity::{as_caller, prepare, Identity};
 use super::{Notification, Reply};
 use crate::arch::Regs;
+use crate::arch::Sys;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
 /// The caller's open flags and creation mode.
-fn flags_and_mode(name: &str, regs: &Regs) -> (u64, u64) {
-    match name {
-        "open" => (regs.arg(1), regs.arg(2)),
-        "creat" => (
+fn flags_and_mode(sys: Sys, regs: &Regs) -> (u64, u64) {
+    match sys {
+        Sys::Open => (regs.arg(1), regs.arg(2)),
+        Sys::Creat => (
             (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64,
             regs.arg(1),
         ),
@@ -188,14 +189,14 @@ pub fn is_fifo(fd: &OwnedFd) -> bool {
 /// room. `other_identity`: the caller may not share roost's credentials. `stops`: the
 /// processes now stopping, which an open that waits must let stop.
 pub fn emulate(
-    name: &str,
+    sys: Sys,
     (regs, tid, into): (&Regs, i32, Option<&crate::vfd::Slots>),
     physical: &[u8],
     other_identity: bool,
     n: Notification,
     stops: &Arc<GroupStops>,
 ) -> Reply {
-    let (flags, mode) = flags_and_mode(name, regs);
+    let (flags, mode) = flags_and_mode(sys, regs);
     let Ok(physical) = CString::new(physical) else {
         return Reply::errno(libc::EINVAL);
     };

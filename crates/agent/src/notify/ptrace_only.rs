@@ -9,6 +9,7 @@
 use super::send_back::send_back;
 use super::{Notification, Reply, Shared, CONTINUE};
 use crate::arch::Regs;
+use crate::arch::Sys;
 use crate::handlers::{self, Action, Ctx};
 use crate::syscalls::Kind;
 use crate::task::AfterExit;
@@ -18,7 +19,7 @@ use std::os::unix::ffi::OsStrExt;
 /// Answers a notified call of `kind` that only a ptrace stop could handle before.
 pub(super) fn answer(
     shared: &Shared,
-    (name, kind): (&'static str, Kind),
+    (sys, kind): (Sys, Kind),
     tid: i32,
     regs: &Regs,
     n: Notification,
@@ -39,20 +40,20 @@ pub(super) fn answer(
         _ => super::identity::tgid(tid).and_then(|g| shared.execs.exe(g, tid)),
     };
     let decision = {
-        let mut ctx = Ctx::new(tid, (name, regs), ns, &fs, exe.as_deref());
+        let mut ctx = Ctx::new(tid, (sys, regs), ns, &fs, exe.as_deref());
         handlers::decide(&mut ctx, kind)
     };
     match (decision.action, decision.after) {
         (Action::Pass, None | Some(AfterExit::Record)) => CONTINUE,
         (Action::Pass, Some(AfterExit::Chdir(Some(logical)))) => {
-            // Entered by a name no mapping covers: that name is the directory's from now on
-            // (what the exit stop would note), whatever name it had before.
+            // Entered by a sys no mapping covers: that sys is the directory's from now on
+            // (what the exit stop would note), whatever sys it had before.
             if let Ok(physical) = std::fs::canonicalize(OsStr::from_bytes(&logical)) {
                 ns.entered(physical.as_os_str().as_bytes(), &logical);
             }
             CONTINUE
         }
-        (Action::Fail(e), _) => super::failed(name, decision.logical.as_deref(), e),
+        (Action::Fail(e), _) => super::failed(sys, decision.logical.as_deref(), e),
         (Action::Emulate { ret, writes }, None | Some(AfterExit::Record)) => {
             super::emulated(tid, Some(n), ret, writes)
         }
