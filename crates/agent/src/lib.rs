@@ -10,6 +10,7 @@
 
 pub mod arch;
 pub mod attach;
+pub mod call;
 pub mod copies;
 pub mod execs;
 pub mod filter;

@@ -11,8 +11,8 @@
 //!   call is rewritten to its kernel path, so reads, writes, mmap and getdents run natively
 //!   on a real descriptor (`Rewrite`).
 
-use crate::arch::Regs;
 use crate::arch::Sys;
+use crate::call::{Call, Open, OpenSpelling, StatOut, Times, XattrOp};
 use crate::handlers::{Action, Arg, Scratch, AT_FDCWD};
 use crate::memory;
 use roost_vfs::{Errno, Intent, Remote};
@@ -35,6 +35,8 @@ pub struct RemoteArg {
 #[derive(Debug)]
 pub struct RemoteCall {
     pub sys: Sys,
+    /// The call, decoded.
+    pub call: Call,
     pub args: Vec<RemoteArg>,
 }
 
@@ -112,66 +114,42 @@ fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-/// Makes `call` for thread `tid` whose registers are `regs`.
-pub fn make(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
-    match call.sys {
-        Sys::Open | Sys::Openat | Sys::Creat | Sys::Openat2 => open(call, tid, regs),
-        Sys::Chdir => enter(call),
-        Sys::Stat | Sys::Lstat | Sys::Newfstatat | Sys::Statx => Made::writes(stat(call, regs)),
-        Sys::Readlink | Sys::Readlinkat => Made::writes(readlink(call, regs)),
-        Sys::Statfs => Made::writes(statfs(call, regs)),
-        Sys::Getxattr | Sys::Lgetxattr | Sys::Listxattr | Sys::Llistxattr => {
-            Made::writes(xattr_read(call, tid, regs))
-        }
-        _ => Made::result(change(call, tid, regs)),
+/// Makes `call` for thread `tid`.
+pub fn make(call: &RemoteCall, tid: i32) -> Made {
+    match call.call {
+        Call::Open(open) => self::open(call, &open, tid),
+        Call::Chdir => enter(call),
+        Call::Stat { out, .. } => Made::writes(stat(call, out)),
+        Call::Readlink { buf, size } => Made::writes(readlink(call, buf, size)),
+        Call::Statfs { buf } => Made::writes(statfs(call, buf)),
+        Call::Xattr {
+            op: op @ (XattrOp::Get { .. } | XattrOp::List { .. }),
+            follow,
+        } => Made::writes(xattr_read(call, op, follow, tid)),
+        Call::Unreadable(e) => Made::result(Err(e)),
+        _ => Made::result(change(call, tid)),
     }
 }
 
 /// The open family: a local copy for reading or writing, and the call rewritten to it.
-fn open(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
-    let (flags, mode, how) = match call.sys {
-        Sys::Open => (regs.arg(1), regs.arg(2), None),
-        Sys::Creat => (
-            (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64,
-            regs.arg(1),
-            None,
-        ),
-        Sys::Openat => (regs.arg(2), regs.arg(3), None),
-        _ => match memory::read(tid, regs.arg(2), 24) {
-            Ok(b) if b.len() == 24 => {
-                let w = |i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().expect("8"));
-                (w(0), w(1), Some(w(2)))
-            }
-            _ => return Made::result(Err(libc::EFAULT)),
-        },
-    };
-    let flags = flags as i32;
-    if flags & libc::O_TMPFILE == libc::O_TMPFILE {
+fn open(call: &RemoteCall, open: &Open, tid: i32) -> Made {
+    if open.tmpfile() {
         return Made::result(Err(libc::EOPNOTSUPP));
     }
     let Ok(remote) = call.first() else {
         return Made::result(Err(libc::EXDEV));
     };
-    if let Some(e) = names_a_directory_only(call, flags) {
+    if let Some(e) = names_a_directory_only(call, open.flags) {
         return Made::result(Err(e));
     }
-    let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
-    let intent = if writes {
+    // Read-only but exclusive: it must not exist, and then the copy is new.
+    let intent = if open.writes() || open.exclusive() {
         Intent::Write {
-            create: flags & libc::O_CREAT != 0,
-            exclusive: flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0,
-            truncate: flags & libc::O_TRUNC != 0,
-            append: flags & libc::O_APPEND != 0,
-            mode: mode as u32 & 0o7777 & !umask(tid),
-        }
-    } else if flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 {
-        // Read-only but exclusive: it must not exist, and then the copy is new.
-        Intent::Write {
-            create: true,
-            exclusive: true,
-            truncate: false,
-            append: false,
-            mode: mode as u32 & 0o7777 & !umask(tid),
+            create: open.creates(),
+            exclusive: open.exclusive(),
+            truncate: open.flags & libc::O_TRUNC != 0,
+            append: open.writes() && open.flags & libc::O_APPEND != 0,
+            mode: open.mode & 0o7777 & !umask(tid),
         }
     } else {
         Intent::Read
@@ -180,13 +158,11 @@ fn open(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
         Ok(p) => p,
         Err(e) => return Made::result(Err(e)),
     };
-    if flags & libc::O_DIRECTORY != 0 && !is_dir(&local) {
+    if open.flags & libc::O_DIRECTORY != 0 && !is_dir(&local) {
         return Made::result(Err(libc::ENOTDIR));
     }
     crate::copies::note(&remote.driver, &remote.path, &local, intent != Intent::Read);
-    // The driver made the file (exclusively, where asked): the copy exists, so the kernel's
-    // open of it must not insist on making it again.
-    let kernel_flags = (flags & !libc::O_EXCL) as u64;
+    let kernel_flags = open.of_copy().how_flags();
     let mut scratch = Scratch::default();
     let at = scratch.push_cstr(&local);
     let arg = &call.args[0];
@@ -194,18 +170,17 @@ fn open(call: &RemoteCall, tid: i32, regs: &Regs) -> Made {
     if let Some(d) = arg.dirfd {
         args.push((d, Arg::Value(AT_FDCWD as u64)));
     }
-    match (call.sys, how) {
-        (Sys::Open, _) => args.push((1, Arg::Value(kernel_flags))),
-        (Sys::Openat, _) => args.push((2, Arg::Value(kernel_flags))),
-        (_, Some(_)) => {
-            let bytes: Vec<u8> = [kernel_flags, mode, 0]
+    match open.spelt {
+        OpenSpelling::Register(i) => args.push((i, Arg::Value(kernel_flags))),
+        OpenSpelling::How(i) => {
+            let bytes: Vec<u8> = [kernel_flags, u64::from(open.mode), 0]
                 .iter()
                 .flat_map(|w| w.to_ne_bytes())
                 .collect();
             let how_at = scratch.push_bytes(&bytes);
-            args.push((2, Arg::Scratch(how_at)));
+            args.push((i, Arg::Scratch(how_at)));
         }
-        _ => {}
+        OpenSpelling::Implied => {}
     }
     Made {
         action: Action::Rewrite { scratch, args },
@@ -264,35 +239,22 @@ fn enter(call: &RemoteCall) -> Made {
 }
 
 /// The stat family, written as `struct stat` or `struct statx`.
-fn stat(call: &RemoteCall, regs: &Regs) -> Written {
+fn stat(call: &RemoteCall, out: StatOut) -> Written {
     let remote = call.first()?;
-    let follow = call.args[0].follow;
     // A descriptor of a local copy answers with these too (`crate::copies`).
-    let st = if follow {
+    let st = if call.args[0].follow {
         remote.driver.stat(&remote.path)?
     } else {
         remote.driver.lstat(&remote.path)?
     };
-    let (buf, statx) = match call.sys {
-        Sys::Stat | Sys::Lstat => (regs.arg(1), false),
-        Sys::Newfstatat => (regs.arg(2), false),
-        _ => (regs.arg(4), true),
-    };
-    let bytes = if statx {
-        bytes_of(&st.to_statx())
-    } else {
-        bytes_of(&st.to_kernel())
-    };
-    Ok((0, vec![(buf, bytes)]))
+    Ok(match out {
+        StatOut::Stat(buf) => (0, vec![(buf, bytes_of(&st.to_kernel()))]),
+        StatOut::Statx { buf, .. } => (0, vec![(buf, bytes_of(&st.to_statx()))]),
+    })
 }
 
-fn readlink(call: &RemoteCall, regs: &Regs) -> Written {
+fn readlink(call: &RemoteCall, buf: u64, size: u64) -> Written {
     let remote = call.first()?;
-    let (buf, size) = if call.sys == Sys::Readlink {
-        (regs.arg(1), regs.arg(2))
-    } else {
-        (regs.arg(2), regs.arg(3))
-    };
     if size as i32 <= 0 {
         return Err(libc::EINVAL);
     }
@@ -301,10 +263,10 @@ fn readlink(call: &RemoteCall, regs: &Regs) -> Written {
     Ok((target.len() as i64, vec![(buf, target)]))
 }
 
-fn statfs(call: &RemoteCall, regs: &Regs) -> Written {
+fn statfs(call: &RemoteCall, buf: u64) -> Written {
     let remote = call.first()?;
     let fs = remote.driver.statfs(&remote.path)?;
-    Ok((0, vec![(regs.arg(1), statfs_bytes(&fs))]))
+    Ok((0, vec![(buf, statfs_bytes(&fs))]))
 }
 
 /// `struct statfs` for a remote file system.
@@ -335,21 +297,26 @@ pub(crate) fn into_buffer(value: Vec<u8>, buf: u64, size: u64) -> Written {
     Ok((value.len() as i64, vec![(buf, value)]))
 }
 
-fn xattr_read(call: &RemoteCall, tid: i32, regs: &Regs) -> Written {
+fn xattr_read(call: &RemoteCall, op: XattrOp, follow: bool, tid: i32) -> Written {
     let remote = call.first()?;
-    let follow = matches!(call.sys, Sys::Getxattr | Sys::Listxattr);
-    if matches!(call.sys, Sys::Getxattr | Sys::Lgetxattr) {
-        let name = memory::read_cstr(tid, regs.arg(1), 256).map_err(memory::errno)?;
-        let value = remote.driver.getxattr(&remote.path, &name, follow)?;
-        into_buffer(value, regs.arg(2), regs.arg(3))
-    } else {
-        let list = remote.driver.listxattr(&remote.path, follow)?;
-        into_buffer(list, regs.arg(1), regs.arg(2))
+    match op {
+        XattrOp::Get { name, buf, size } => {
+            let name = memory::read_cstr(tid, name, 256).map_err(memory::errno)?;
+            let value = remote.driver.getxattr(&remote.path, &name, follow)?;
+            into_buffer(value, buf, size)
+        }
+        _ => {
+            let XattrOp::List { buf, size } = op else {
+                return Err(libc::EINVAL);
+            };
+            let list = remote.driver.listxattr(&remote.path, follow)?;
+            into_buffer(list, buf, size)
+        }
     }
 }
 
 /// Times for utime and friends: (atime, mtime) in seconds, `None` to leave one alone.
-pub(crate) fn times(sys: Sys, tid: i32, regs: &Regs) -> Result<(Option<i64>, Option<i64>), Errno> {
+pub(crate) fn times(spelt: Times, tid: i32) -> Result<(Option<i64>, Option<i64>), Errno> {
     let words = |addr: u64, n: usize| -> Result<Vec<i64>, Errno> {
         let b = memory::read(tid, addr, n * 8).map_err(memory::errno)?;
         if b.len() < n * 8 {
@@ -359,28 +326,17 @@ pub(crate) fn times(sys: Sys, tid: i32, regs: &Regs) -> Result<(Option<i64>, Opt
             .map(|w| i64::from_ne_bytes(w.try_into().expect("8")))
             .collect())
     };
-    let (addr, spec) = match sys {
-        Sys::Utime => (regs.arg(1), 0),
-        Sys::Utimes => (regs.arg(1), 1),
-        Sys::Futimesat => (regs.arg(2), 1),
-        _ => (regs.arg(2), 2),
-    };
-    if addr == 0 {
-        return Ok((Some(now()), Some(now())));
-    }
-    Ok(match spec {
-        // struct utimbuf { actime, modtime }
-        0 => {
+    Ok(match spelt {
+        Times::Now => (Some(now()), Some(now())),
+        Times::Utimbuf(addr) => {
             let w = words(addr, 2)?;
             (Some(w[0]), Some(w[1]))
         }
-        // struct timeval[2]
-        1 => {
+        Times::Timevals(addr) => {
             let w = words(addr, 4)?;
             (Some(w[0]), Some(w[2]))
         }
-        // struct timespec[2] with UTIME_NOW / UTIME_OMIT
-        _ => {
+        Times::Timespecs(addr) => {
             let w = words(addr, 4)?;
             let one = |sec: i64, nsec: i64| match nsec {
                 libc::UTIME_OMIT => None,
@@ -393,68 +349,39 @@ pub(crate) fn times(sys: Sys, tid: i32, regs: &Regs) -> Result<(Option<i64>, Opt
 }
 
 /// The changes, made through the driver.
-fn change(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<i64, Errno> {
+fn change(call: &RemoteCall, tid: i32) -> Result<i64, Errno> {
     let r = call.first()?;
     let (d, p) = (&r.driver, r.path.as_slice());
-    let cstr =
-        |i: usize, max: usize| memory::read_cstr(tid, regs.arg(i), max).map_err(memory::errno);
-    match call.sys {
-        Sys::Mkdir => d.mkdir(p, regs.arg(1) as u32 & 0o7777 & !umask(tid)),
-        Sys::Mkdirat => d.mkdir(p, regs.arg(2) as u32 & 0o7777 & !umask(tid)),
-        Sys::Rmdir => d.rmdir(p),
-        Sys::Unlink => d.unlink(p),
-        Sys::Unlinkat if regs.arg(2) & libc::AT_REMOVEDIR as u64 != 0 => d.rmdir(p),
-        Sys::Unlinkat => d.unlink(p),
-        Sys::Rename | Sys::Renameat | Sys::Renameat2 => {
-            let flags = if call.sys == Sys::Renameat2 {
-                regs.arg(4)
-            } else {
-                0
-            };
+    let cstr = |at: u64, max: usize| memory::read_cstr(tid, at, max).map_err(memory::errno);
+    let created = |mode: u32| mode & 0o7777 & !umask(tid);
+    match call.call {
+        Call::Mkdir { mode } => d.mkdir(p, created(mode)),
+        Call::Unlink { flags } if flags & libc::AT_REMOVEDIR != 0 => d.rmdir(p),
+        Call::Unlink { .. } => d.unlink(p),
+        Call::Rename { flags } => {
             let to = call.second()?;
-            if flags & libc::RENAME_EXCHANGE as u64 != 0
-                || flags & libc::RENAME_WHITEOUT as u64 != 0
-            {
+            if flags & (libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT) != 0 {
                 return Err(libc::EINVAL);
             }
-            if flags & libc::RENAME_NOREPLACE as u64 != 0 && d.lstat(&to.path).is_ok() {
+            if flags & libc::RENAME_NOREPLACE != 0 && d.lstat(&to.path).is_ok() {
                 return Err(libc::EEXIST);
             }
             d.rename(p, &to.path)
         }
-        Sys::Link | Sys::Linkat => d.link(p, &call.second()?.path),
-        Sys::Symlink | Sys::Symlinkat => {
-            let target = cstr(0, memory::PATH_MAX)?;
-            d.symlink(&target, p)
-        }
-        Sys::Chmod => d.chmod(p, regs.arg(1) as u32),
-        Sys::Fchmodat | Sys::Fchmodat2 => {
-            let nofollow = regs.arg(3) & libc::AT_SYMLINK_NOFOLLOW as u64 != 0;
-            if call.sys == Sys::Fchmodat2 && nofollow && d.lstat(p)?.is_symlink() {
+        Call::Link { .. } => d.link(p, &call.second()?.path),
+        Call::Symlink { target } => d.symlink(&cstr(target, memory::PATH_MAX)?, p),
+        Call::Chmod { mode, flags } => {
+            // fchmodat2 refuses to change a symlink's own mode, as Linux does.
+            if flags & libc::AT_SYMLINK_NOFOLLOW != 0 && d.lstat(p)?.is_symlink() {
                 return Err(libc::EOPNOTSUPP);
             }
-            d.chmod(p, regs.arg(2) as u32)
+            d.chmod(p, mode)
         }
-        Sys::Chown | Sys::Lchown => d.chown(
-            p,
-            regs.arg(1) as u32,
-            regs.arg(2) as u32,
-            call.args[0].follow,
-        ),
-        Sys::Fchownat => d.chown(
-            p,
-            regs.arg(2) as u32,
-            regs.arg(3) as u32,
-            call.args[0].follow,
-        ),
-        Sys::Truncate => {
-            if (regs.arg(1) as i64) < 0 {
-                return Err(libc::EINVAL);
-            }
-            d.truncate(p, regs.arg(1))
-        }
-        Sys::Utime | Sys::Utimes | Sys::Futimesat | Sys::Utimensat => {
-            let (a, m) = times(call.sys, tid, regs)?;
+        Call::Chown { uid, gid, .. } => d.chown(p, uid, gid, call.args[0].follow),
+        Call::Truncate { length } if length < 0 => Err(libc::EINVAL),
+        Call::Truncate { length } => d.truncate(p, length as u64),
+        Call::Utime { times: spelt, .. } => {
+            let (a, m) = times(spelt, tid)?;
             if a.is_none() && m.is_none() {
                 return Ok(0);
             }
@@ -465,55 +392,43 @@ fn change(call: &RemoteCall, tid: i32, regs: &Regs) -> Result<i64, Errno> {
                 d.utime(p, a, m)
             }
         }
-        Sys::Setxattr | Sys::Lsetxattr => {
-            let name = cstr(1, 256)?;
-            let value =
-                memory::read(tid, regs.arg(2), regs.arg(3) as usize).map_err(memory::errno)?;
-            d.setxattr(
-                p,
-                &name,
-                &value,
-                regs.arg(4) as i32,
-                call.sys == Sys::Setxattr,
-            )
+        Call::Xattr {
+            op:
+                XattrOp::Set {
+                    name,
+                    value,
+                    size,
+                    flags,
+                },
+            follow,
+        } => {
+            let name = cstr(name, 256)?;
+            let value = memory::read(tid, value, size as usize).map_err(memory::errno)?;
+            d.setxattr(p, &name, &value, flags, follow)
         }
-        Sys::Removexattr | Sys::Lremovexattr => {
-            let name = cstr(1, 256)?;
-            d.removexattr(p, &name, call.sys == Sys::Removexattr)
-        }
-        Sys::Access | Sys::Faccessat | Sys::Faccessat2 => {
-            let mode = if call.sys == Sys::Access {
-                regs.arg(1)
-            } else {
-                regs.arg(2)
-            };
-            d.access(p, mode as i32)
-        }
-        Sys::Mknod | Sys::Mknodat => {
-            let mode = if call.sys == Sys::Mknod {
-                regs.arg(1)
-            } else {
-                regs.arg(2)
-            } as u32;
-            match mode & libc::S_IFMT {
-                0 | libc::S_IFREG => d
-                    .localize(
-                        p,
-                        Intent::Write {
-                            create: true,
-                            exclusive: true,
-                            truncate: false,
-                            append: false,
-                            mode: mode & 0o7777 & !umask(tid),
-                        },
-                    )
-                    .map(drop),
-                // A FIFO meets the run's processes here (see roost_vfs::nodes).
-                libc::S_IFIFO => d.mkfifo(p, mode & 0o7777 & !umask(tid)),
-                // A Chirp server holds files, directories and links only.
-                _ => Err(libc::EPERM),
-            }
-        }
+        Call::Xattr {
+            op: XattrOp::Remove { name },
+            follow,
+        } => d.removexattr(p, &cstr(name, 256)?, follow),
+        Call::Access { mode, .. } => d.access(p, mode),
+        Call::Mknod { mode, .. } => match mode & libc::S_IFMT {
+            0 | libc::S_IFREG => d
+                .localize(
+                    p,
+                    Intent::Write {
+                        create: true,
+                        exclusive: true,
+                        truncate: false,
+                        append: false,
+                        mode: created(mode),
+                    },
+                )
+                .map(drop),
+            // A FIFO meets the run's processes here (see roost_vfs::nodes).
+            libc::S_IFIFO => d.mkfifo(p, created(mode)),
+            // A Chirp server holds files, directories and links only.
+            _ => Err(libc::EPERM),
+        },
         // inotify, fanotify, file handles, chroot, sockets, ...: nothing remote to act on.
         _ => Err(libc::EOPNOTSUPP),
     }

@@ -18,10 +18,9 @@ pub enum Follow {
     UnlessFlag(usize, u64),
     /// Followed only when `flags_arg & flag` (AT_SYMLINK_FOLLOW of linkat, name_to_handle_at).
     IfFlag(usize, u64),
-    /// open/openat flags in this argument: O_NOFOLLOW or O_CREAT|O_EXCL name the link itself.
-    OpenFlags(usize),
-    /// openat2: a `struct open_how` pointer in this argument.
-    OpenHow(usize),
+    /// The open's flags (in any spelling: `call::Open`): O_NOFOLLOW or O_CREAT|O_EXCL name
+    /// the link itself.
+    Open,
 }
 
 /// One path argument of a syscall.
@@ -241,10 +240,10 @@ const NOFOLLOW_4: Follow = UnlessFlag(4, AT_SYMLINK_NOFOLLOW);
 
 /// Every syscall the agent traps or refuses, by name.
 pub const SPECS: &[(Sys, Kind)] = &[
-    (Sys::Open, path(&[cwd(0, Follow::OpenFlags(1))])),
+    (Sys::Open, path(&[cwd(0, Follow::Open)])),
     (Sys::Creat, path(&[cwd(0, Always)])),
-    (Sys::Openat, path(&[at(0, 1, Follow::OpenFlags(2))])),
-    (Sys::Openat2, path(&[at(0, 1, Follow::OpenHow(2))])),
+    (Sys::Openat, path(&[at(0, 1, Follow::Open)])),
+    (Sys::Openat2, path(&[at(0, 1, Follow::Open)])),
     (Sys::Stat, path(&[cwd(0, Always)])),
     (Sys::Lstat, path(&[cwd(0, Never)])),
     (Sys::Newfstatat, path(&[at_empty(0, 1, NOFOLLOW_3, 3)])),

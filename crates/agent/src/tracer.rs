@@ -7,6 +7,7 @@
 use crate::arch::Sys;
 use crate::arch::{self, Regs};
 use crate::attach;
+use crate::call::Call;
 use crate::copies;
 use crate::filter::{self, Trap, Verdict};
 use crate::guard;
@@ -1068,7 +1069,7 @@ impl Agent {
         Ok(())
     }
 
-    fn decide(&mut self, pid: i32, regs: &Regs, (sys, kind): (Sys, Kind)) -> Decision {
+    fn decide(&mut self, pid: i32, regs: &Regs, (sys, call, kind): (Sys, Call, Kind)) -> Decision {
         // Inside its own root the kernel resolves; only hidden names stay hidden. (A clone
         // and an open by handle sys no path: their handlers apply in any root.)
         if let Kind::Identity = kind {
@@ -1083,7 +1084,7 @@ impl Agent {
         let by_path = !matches!(kind, Kind::Clone | Kind::OpenByHandle { .. });
         if by_path && self.shared.rerooted.contains(pid) {
             let ns = &self.shared.ns;
-            return match handlers::chrooted::refusal(ns.table(), pid, regs, &kind) {
+            return match handlers::chrooted::refusal(ns.table(), pid, (regs, &call), &kind) {
                 Some(e) => Decision::fail(e),
                 None => Decision::pass(),
             };
@@ -1107,7 +1108,7 @@ impl Agent {
         }
         let fs = task.fs.borrow().clone();
         let exe = task.mm.borrow().exe.clone();
-        let mut ctx = Ctx::new(pid, (sys, regs), ns, &fs, exe.as_deref());
+        let mut ctx = Ctx::new(pid, (sys, call, regs), ns, &fs, exe.as_deref());
         handlers::decide(&mut ctx, kind)
     }
 
@@ -1165,7 +1166,8 @@ impl Agent {
             let options = self.options_of(pid) | spawn::EXEC_EVENTS;
             ptrace(libc::PTRACE_SETOPTIONS, pid, options as usize)?;
         }
-        let mut d = self.decide(pid, &regs, (sys, kind));
+        let call = Call::decode(sys, &regs, pid);
+        let mut d = self.decide(pid, &regs, (sys, call, kind));
         if let Action::Remote(call) = d.action {
             let mm = Rc::clone(&self.tasks[&pid].mm);
             if mm.borrow().scratch.is_none() {
@@ -1175,7 +1177,7 @@ impl Agent {
             }
             // Made with no lock held; the names it changed are forgotten at once (its
             // result is immediate, there is no exit stop to do it at).
-            let made = remote::make(&call, pid, &regs);
+            let made = remote::make(&call, pid);
             if let Some(AfterExit::Invalidate(names)) = &d.after {
                 let ns = self.ns();
                 for n in names {
@@ -1242,7 +1244,7 @@ impl Agent {
                         immediate = Some(-(e as i64));
                     }
                     Ok(slot) => {
-                        if handlers::may_restart(sys, &regs, d.physical.as_deref()) {
+                        if handlers::may_restart(sys, &call, d.physical.as_deref()) {
                             original_args = Some(std::array::from_fn(|i| regs.arg(i)));
                         }
                         // Only a pointer into the scratch area tells a restart from a new call.

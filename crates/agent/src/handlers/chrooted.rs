@@ -14,6 +14,7 @@ use super::path::follows;
 use super::procfs::kernel_link;
 use super::AT_FDCWD;
 use crate::arch::Regs;
+use crate::call::Call;
 use crate::memory;
 use crate::sys;
 use crate::syscalls::{Follow, Kind, PathArg};
@@ -33,12 +34,17 @@ struct Named {
 
 /// The errno a chrooted thread's call must fail with because it reaches a hidden name, or
 /// `None` to let the kernel make it.
-pub fn refusal(table: &MountTable, tid: i32, regs: &Regs, kind: &Kind) -> Option<i32> {
+pub fn refusal(
+    table: &MountTable,
+    tid: i32,
+    (regs, call): (&Regs, &Call),
+    kind: &Kind,
+) -> Option<i32> {
     // roost's own `/proc/PID` is refused too, where the kernel would not refuse it.
     if !table.hides_any() && !crate::guard::privileged() {
         return None;
     }
-    let names = named_paths(tid, regs, kind)?;
+    let names = named_paths(tid, (regs, call), kind)?;
     let root = sys::open_path(&format!("/proc/{tid}/root")).ok()?;
     let root_name = kernel_link(tid, "root")?;
     names
@@ -53,7 +59,7 @@ pub fn refusal(table: &MountTable, tid: i32, regs: &Regs, kind: &Kind) -> Option
 
 /// The path arguments of a call, read from the thread's memory (an unreadable one is the
 /// kernel's EFAULT to give).
-fn named_paths(tid: i32, regs: &Regs, kind: &Kind) -> Option<Vec<Named>> {
+fn named_paths(tid: i32, (regs, call): (&Regs, &Call), kind: &Kind) -> Option<Vec<Named>> {
     let read = |arg: usize| memory::read_cstr(tid, regs.arg(arg), memory::PATH_MAX).ok();
     let spec = |dirfd, path, follow| {
         vec![PathArg {
@@ -87,7 +93,7 @@ fn named_paths(tid: i32, regs: &Regs, kind: &Kind) -> Option<Vec<Named>> {
         if path.is_empty() {
             continue;
         }
-        let follow = follows(tid, regs, arg.follow).ok()?;
+        let follow = follows(call, regs, arg.follow).ok()?;
         names.push(Named {
             dirfd: arg.dirfd,
             path,

@@ -15,6 +15,7 @@ pub mod virtual_ids;
 
 use crate::arch::Regs;
 use crate::arch::Sys;
+use crate::call::Call;
 use crate::memory;
 use crate::syscalls::{Kind, CHROOT_PATH};
 use crate::task::{AfterExit, Fs};
@@ -26,8 +27,9 @@ pub const AT_FDCWD: i64 = -100;
 /// What a handler sees of the stopped thread.
 pub struct Ctx<'a> {
     pub pid: i32,
-    /// The trapped call's name.
+    /// The trapped call, and what it asks decoded.
     pub sys: Sys,
+    pub call: Call,
     pub regs: &'a Regs,
     pub ns: &'a Namespace,
     pub fs: &'a Fs,
@@ -38,10 +40,11 @@ pub struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    /// What thread `pid` shows of call `name` (its registers `regs`), with no path read yet.
+    /// What thread `pid` shows of call `sys` (its registers `regs`, decoded as `call`),
+    /// with no path read yet.
     pub fn new(
         pid: i32,
-        (sys, regs): (Sys, &'a Regs),
+        (sys, call, regs): (Sys, Call, &'a Regs),
         ns: &'a Namespace,
         fs: &'a Fs,
         exe: Option<&'a [u8]>,
@@ -49,6 +52,7 @@ impl<'a> Ctx<'a> {
         Ctx {
             pid,
             sys,
+            call,
             regs,
             ns,
             fs,
@@ -259,15 +263,17 @@ impl Decision {
 /// carrier), a connect that waits for room in a listener's backlog, a send to a datagram
 /// socket whose receiver's queue is full. Such calls get an exit stop that puts the
 /// program's arguments back.
-pub fn may_restart(sys: Sys, regs: &crate::arch::Regs, physical: Option<&[u8]>) -> bool {
-    let open_flags = match sys {
-        Sys::Open => regs.arg(1),
-        Sys::Openat => regs.arg(2),
-        Sys::Creat | Sys::Openat2 => 0, // openat2 keeps its flags in memory: assume blocking
-        Sys::Connect | Sys::Sendto | Sys::Sendmsg | Sys::Sendmmsg => return true,
-        _ => return false,
+pub fn may_restart(sys: Sys, call: &Call, physical: Option<&[u8]>) -> bool {
+    let open = match call {
+        Call::Open(open) => open,
+        _ => {
+            return matches!(
+                sys,
+                Sys::Connect | Sys::Sendto | Sys::Sendmsg | Sys::Sendmmsg
+            )
+        }
     };
-    if open_flags & (libc::O_NONBLOCK | libc::O_PATH) as u64 != 0 {
+    if !open.may_block() {
         return false;
     }
     physical.is_some_and(|p| {

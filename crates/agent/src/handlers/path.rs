@@ -8,7 +8,7 @@ use super::{
 };
 use crate::arch::Regs;
 use crate::arch::Sys;
-use crate::memory;
+use crate::call::{Call, Open, OpenSpelling};
 use crate::syscalls::{Follow, PathArg};
 use crate::task::AfterExit;
 
@@ -22,26 +22,18 @@ pub(crate) fn open_follows(flags: u64) -> bool {
     flags & libc::O_NOFOLLOW as u64 == 0 && flags & excl != excl
 }
 
-/// Reads openat2's `struct open_how` (flags, mode, resolve).
-fn open_how(pid: i32, regs: &Regs, arg: usize) -> Result<[u64; 3], i32> {
-    let b = memory::read(pid, regs.arg(arg), 24).map_err(|_| libc::EFAULT)?;
-    if b.len() < 24 {
-        return Err(libc::EFAULT);
-    }
-    let w = |i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-    Ok([w(0), w(1), w(2)])
-}
-
-/// Whether the call in `regs` (of thread `pid`) follows a final symlink of a path argument
-/// whose spec says `f`.
-pub(crate) fn follows(pid: i32, regs: &Regs, f: Follow) -> Result<bool, i32> {
+/// Whether `call` follows a final symlink of a path argument whose spec says `f`.
+pub(crate) fn follows(call: &Call, regs: &Regs, f: Follow) -> Result<bool, i32> {
     Ok(match f {
         Follow::Always => true,
         Follow::Never | Follow::Entry | Follow::Removes => false,
         Follow::UnlessFlag(arg, flag) => regs.arg(arg) & flag == 0,
         Follow::IfFlag(arg, flag) => regs.arg(arg) & flag != 0,
-        Follow::OpenFlags(arg) => open_follows(regs.arg(arg)),
-        Follow::OpenHow(arg) => open_follows(open_how(pid, regs, arg)?[0]),
+        Follow::Open => match call {
+            Call::Open(open) => open_follows(open.flags as u64),
+            Call::Unreadable(e) => return Err(*e),
+            _ => true,
+        },
     })
 }
 
@@ -72,7 +64,7 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             }
             continue;
         }
-        let follow = match follows(ctx.pid, ctx.regs, arg.follow) {
+        let follow = match follows(&ctx.call, ctx.regs, arg.follow) {
             Ok(f) => f,
             Err(e) => return Decision::fail(e),
         };
@@ -125,7 +117,11 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             Resolution::Remote { remote, .. } => Some(format!("{remote:?}").into_bytes()),
             _ => None,
         });
-        d.action = Action::Remote(Box::new(remote_call(ctx.sys, resolved, &follows_of)));
+        d.action = Action::Remote(Box::new(remote_call(
+            (ctx.sys, ctx.call),
+            resolved,
+            &follows_of,
+        )));
         return d;
     }
     let mut scratch = Scratch::default();
@@ -142,8 +138,14 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             if let Some(i) = arg.dirfd {
                 new_args.push((i, Arg::Value(AT_FDCWD as u64)));
             }
-            if let Follow::OpenHow(how_arg) = arg.follow {
-                match rewrite_open_how(ctx, how_arg, *followed_symlink, &mut scratch) {
+            if let Call::Open(
+                open @ Open {
+                    spelt: OpenSpelling::How(how_arg),
+                    ..
+                },
+            ) = ctx.call
+            {
+                match rewrite_open_how(ctx, &open, *followed_symlink, &mut scratch) {
                     Ok(Some(off)) => new_args.push((how_arg, Arg::Scratch(off))),
                     Ok(None) => {}
                     Err(e) => return Decision::fail(e),
@@ -163,7 +165,7 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
 /// The call to make through a remote driver: each path argument with its remote object
 /// (a local one mixed in has failed with EXDEV already).
 fn remote_call(
-    sys: Sys,
+    (sys, call): (Sys, crate::call::Call),
     resolved: Vec<(PathArg, Resolution)>,
     follows: &[(bool, bool)],
 ) -> crate::remote::RemoteCall {
@@ -183,7 +185,7 @@ fn remote_call(
             },
         )
         .collect();
-    crate::remote::RemoteCall { sys, args }
+    crate::remote::RemoteCall { sys, call, args }
 }
 
 /// Two-path calls (rename, link) must stay inside one file system: across drivers roost
@@ -215,11 +217,11 @@ fn stays_beneath(path: &[u8]) -> bool {
 /// agent checks them itself and hands the kernel a copy of `open_how` without them.
 fn rewrite_open_how(
     ctx: &Ctx<'_>,
-    arg: usize,
+    open: &Open,
     followed_symlink: bool,
     scratch: &mut Scratch,
 ) -> Result<Option<usize>, i32> {
-    let [flags, mode, resolve] = open_how(ctx.pid, ctx.regs, arg)?;
+    let resolve = open.resolve;
     if resolve & RESOLVE_NO_SYMLINKS != 0 && followed_symlink {
         return Err(libc::ELOOP);
     }
@@ -233,7 +235,7 @@ fn rewrite_open_how(
         return Err(libc::EXDEV);
     }
     let resolve = resolve & !(RESOLVE_BENEATH | RESOLVE_IN_ROOT);
-    let bytes: Vec<u8> = [flags, mode, resolve]
+    let bytes: Vec<u8> = [open.how_flags(), u64::from(open.mode), resolve]
         .iter()
         .flat_map(|w| w.to_ne_bytes())
         .collect();
@@ -283,15 +285,9 @@ mod tests {
             logical: cwd.as_bytes().to_vec(),
             physical: table_physical(cwd),
         };
-        let mut ctx = Ctx {
-            pid: std::process::id() as i32,
-            sys: Sys::Openat,
-            regs: &regs,
-            ns: &ns,
-            fs: &fs,
-            exe: None,
-            known_paths: &[],
-        };
+        let pid = std::process::id() as i32;
+        let call = crate::call::Call::decode(Sys::Openat, &regs, pid);
+        let mut ctx = Ctx::new(pid, (Sys::Openat, call, &regs), &ns, &fs, None);
         let Some(Kind::Path { args, .. }) = spec(Sys::Openat) else {
             panic!("openat spec")
         };

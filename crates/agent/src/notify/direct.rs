@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// 2 GiB): bounds the memory a call takes in roost.
 const MOST: usize = 16 << 20;
 
-/// Opens a file of a direct-mode mount for call `name` of thread `tid`, or `None` when the
+/// Opens a file of a direct-mode mount for `call` of thread `tid`, or `None` when the
 /// call is not one (another mount's file, a directory — listed through a local copy —,
 /// an O_TMPFILE), so the caller makes it as a cached-mode open. A cached-mode file opened
 /// to append is opened so too: its writes go to the server's end as they are made, where
@@ -30,20 +30,12 @@ const MOST: usize = 16 << 20;
 pub fn open(
     vfds: &Vfds,
     call: &RemoteCall,
-    (tid, regs): (i32, &Regs),
+    tid: i32,
     logical: &[u8],
     n: Notification,
 ) -> Option<Reply> {
     let remote = call.args.first()?.remote.as_ref()?;
-    let (flags, mode) = match call.sys {
-        Sys::Open => (regs.arg(1) as i32, regs.arg(2) as u32),
-        Sys::Openat => (regs.arg(2) as i32, regs.arg(3) as u32),
-        Sys::Creat => (
-            libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
-            regs.arg(1) as u32,
-        ),
-        _ => return None,
-    };
+    let (flags, mode) = call.call.open().map(|o| (o.flags, o.mode))?;
     let access = flags & libc::O_ACCMODE;
     let append = flags & libc::O_APPEND != 0 && access != libc::O_RDONLY;
     if flags & libc::O_TMPFILE == libc::O_TMPFILE || !(remote.direct || append) {
@@ -115,7 +107,7 @@ pub fn answer(
     }) else {
         return CONTINUE;
     };
-    let call = Call { tid, regs, n };
+    let call = Serving { tid, regs, n };
     match sys {
         Sys::Read | Sys::Pread64 | Sys::Readv | Sys::Preadv | Sys::Preadv2 => call.read(sys, &vf),
         Sys::Write | Sys::Pwrite64 | Sys::Writev | Sys::Pwritev | Sys::Pwritev2 => {
@@ -173,7 +165,7 @@ pub fn answer(
 /// `AT_EMPTY_PATH`, or utimensat's NULL path): glibc's fstat and futimens are these.
 pub fn on_descriptor_itself(
     vfds: &Vfds,
-    sys: Sys,
+    (sys, decoded): (Sys, &crate::call::Call),
     (tid, regs): (i32, &Regs),
     n: Notification,
 ) -> Option<Reply> {
@@ -196,12 +188,15 @@ pub fn on_descriptor_itself(
         return None;
     }
     let vf = vfds.get(tid, regs.arg(0) as i32)?;
-    let call = Call { tid, regs, n };
+    let call = Serving { tid, regs, n };
     Some(match sys {
         Sys::Newfstatat => call.answer_with(vf.file.fstat().map(|st| bytes_of(&st.to_kernel())), 2),
         Sys::Statx => call.answer_with(vf.file.fstat().map(|st| bytes_of(&st.to_statx())), 4),
         _ => {
-            let times = crate::remote::times(sys, tid, regs);
+            let times = match *decoded {
+                crate::call::Call::Utime { times, .. } => crate::remote::times(times, tid),
+                _ => Err(libc::ENOSYS),
+            };
             let path = vf.file.path().to_vec();
             done(times.and_then(|(a, m)| {
                 if a.is_none() && m.is_none() {
@@ -214,13 +209,13 @@ pub fn on_descriptor_itself(
 }
 
 /// A call being served: its thread, registers and notification.
-struct Call<'a> {
+struct Serving<'a> {
     tid: i32,
     regs: &'a Regs,
     n: Notification,
 }
 
-impl Call<'_> {
+impl Serving<'_> {
     /// Writes `bytes` into the buffer of argument `buf` and answers 0.
     fn answer_with(&self, bytes: Result<Vec<u8>, Errno>, buf: usize) -> Reply {
         match bytes {

@@ -3,101 +3,84 @@
 //! as the kernel would have written them.
 
 use super::identity::{as_caller, Identity};
-use crate::arch::Regs;
 use crate::arch::Sys;
+use crate::call::{Call, StatOut};
 use crate::memory;
 use std::ffi::CString;
 
 pub use crate::sys::last_errno;
 
-/// Performs the lookup `name` on `physical` for thread `tid`, with its identity `who` when
+/// Performs lookup `call` on `physical` for thread `tid`, with its identity `who` when
 /// that may differ from roost's, and writes its result into the caller's buffer, as the
 /// kernel would have.
-pub fn emulate(
-    sys: Sys,
-    regs: &Regs,
-    tid: i32,
-    physical: &[u8],
-    who: Option<&Identity>,
-) -> Result<i64, i32> {
+pub fn emulate(call: &Call, tid: i32, physical: &[u8], who: Option<&Identity>) -> Result<i64, i32> {
     let c = CString::new(physical).map_err(|_| libc::EINVAL)?;
-    let nofollow = |flags: u64| (flags & libc::AT_SYMLINK_NOFOLLOW as u64) as i32;
-    let stat_into = |flags: i32, buf: u64| -> Result<i64, i32> {
-        // SAFETY: the kernel fills the plain-data struct.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid C string and stat buffer.
-        let rc = as_caller(who, || unsafe {
-            libc::fstatat(libc::AT_FDCWD, c.as_ptr(), &mut st, flags)
-        });
-        if rc != 0 {
-            return Err(last_errno());
-        }
-        // SAFETY: zeroed, then filled by the kernel.
-        unsafe { memory::write_struct(tid, buf, &st) }.map_err(|_| libc::EFAULT)?;
-        Ok(0)
-    };
-    let access = |mode: u64, flags: u64| -> Result<i64, i32> {
-        // Without AT_EACCESS the kernel checks with the caller's real ids: take those on
-        // and ask for the check with this thread's (switched) ids.
-        let eaccess = libc::AT_EACCESS as u64;
-        let real;
-        let (checker, flags) = match who {
-            Some(w) if flags & eaccess == 0 => {
-                real = w.for_access();
-                (Some(&real), flags | eaccess)
-            }
-            Some(w) => (Some(w), flags),
-            None => (None, flags),
-        };
-        // SAFETY: raw faccessat2 with a valid C string.
-        let rc = as_caller(checker, || unsafe {
-            libc::syscall(
-                Sys::Faccessat2.nr(),
-                libc::AT_FDCWD,
-                c.as_ptr(),
-                mode,
-                flags,
-            )
-        });
-        if rc != 0 {
-            return Err(last_errno());
-        }
-        Ok(0)
-    };
-    match sys {
-        Sys::Stat => stat_into(0, regs.arg(1)),
-        Sys::Lstat => stat_into(libc::AT_SYMLINK_NOFOLLOW, regs.arg(1)),
-        Sys::Newfstatat => stat_into(nofollow(regs.arg(3)), regs.arg(2)),
-        Sys::Statx => {
+    match *call {
+        Call::Stat {
+            flags,
+            out: StatOut::Stat(buf),
+        } => {
             // SAFETY: the kernel fills the plain-data struct.
-            let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-            let flags = (regs.arg(2) & !(crate::syscalls::AT_EMPTY_PATH)) as i32;
-            // SAFETY: a valid C string and statx buffer.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            let flags = flags & libc::AT_SYMLINK_NOFOLLOW;
+            // SAFETY: a valid C string and stat buffer.
             let rc = as_caller(who, || unsafe {
-                libc::statx(
-                    libc::AT_FDCWD,
-                    c.as_ptr(),
-                    flags,
-                    regs.arg(3) as u32,
-                    &mut stx,
-                )
+                libc::fstatat(libc::AT_FDCWD, c.as_ptr(), &mut st, flags)
             });
             if rc != 0 {
                 return Err(last_errno());
             }
             // SAFETY: zeroed, then filled by the kernel.
-            unsafe { memory::write_struct(tid, regs.arg(4), &stx) }.map_err(|_| libc::EFAULT)?;
+            unsafe { memory::write_struct(tid, buf, &st) }.map_err(|_| libc::EFAULT)?;
             Ok(0)
         }
-        Sys::Access => access(regs.arg(1), 0),
-        Sys::Faccessat => access(regs.arg(2), 0),
-        Sys::Faccessat2 => access(regs.arg(2), regs.arg(3)),
-        Sys::Readlink | Sys::Readlinkat => {
-            let (buf, size) = if sys == Sys::Readlink {
-                (regs.arg(1), regs.arg(2))
-            } else {
-                (regs.arg(2), regs.arg(3))
+        Call::Stat {
+            flags,
+            out: StatOut::Statx { mask, buf },
+        } => {
+            // SAFETY: the kernel fills the plain-data struct.
+            let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+            let flags = flags & !(crate::syscalls::AT_EMPTY_PATH as i32);
+            // SAFETY: a valid C string and statx buffer.
+            let rc = as_caller(who, || unsafe {
+                libc::statx(libc::AT_FDCWD, c.as_ptr(), flags, mask, &mut stx)
+            });
+            if rc != 0 {
+                return Err(last_errno());
+            }
+            // SAFETY: zeroed, then filled by the kernel.
+            unsafe { memory::write_struct(tid, buf, &stx) }.map_err(|_| libc::EFAULT)?;
+            Ok(0)
+        }
+        Call::Access { mode, flags } => {
+            // Without AT_EACCESS the kernel checks with the caller's real ids: take those on
+            // and ask for the check with this thread's (switched) ids.
+            let eaccess = libc::AT_EACCESS;
+            let real;
+            let (checker, flags) = match who {
+                Some(w) if flags & eaccess == 0 => {
+                    real = w.for_access();
+                    (Some(&real), flags | eaccess)
+                }
+                Some(w) => (Some(w), flags),
+                None => (None, flags),
             };
+            // SAFETY: raw faccessat2 with a valid C string.
+            let rc = as_caller(checker, || unsafe {
+                libc::syscall(
+                    Sys::Faccessat2.nr(),
+                    libc::AT_FDCWD,
+                    c.as_ptr(),
+                    mode,
+                    flags,
+                )
+            });
+            if rc != 0 {
+                return Err(last_errno());
+            }
+            Ok(0)
+        }
+        Call::Readlink { buf, size } => {
             if size as i32 <= 0 {
                 return Err(libc::EINVAL);
             }

@@ -25,6 +25,7 @@ mod sockname;
 
 use crate::arch::Regs;
 use crate::arch::Sys;
+use crate::call::Call;
 use crate::handlers::{self, Action, Arg, Ctx, Decision};
 use crate::memory;
 use crate::syscalls::{Kind, PathArg, Performed, Table, Unless};
@@ -214,8 +215,8 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         id: req.id,
         nr,
     };
+    let regs = Regs::from_args(&req.data.args);
     if let Some(sys) = crate::copies::call_of(nr) {
-        let regs = Regs::from_args(&req.data.args);
         match crate::copies::on_descriptor(tid, sys, &regs) {
             Some(Ok((ret, writes))) => return emulated(tid, Some(n), ret, writes),
             Some(Err(e)) => return Reply::errno(e),
@@ -225,7 +226,6 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     // A call aimed at roost's processes is refused first (fcntl may be a direct-mode
     // descriptor's call too).
     if let Some((sys, Kind::Aimed(aimed))) = table.get(nr) {
-        let regs = Regs::from_args(&req.data.args);
         if let Err(e) = crate::guard::check(tid, sys, &regs, aimed) {
             return Reply::errno(e);
         }
@@ -234,7 +234,6 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         }
     }
     if let (Some(vfds), Some(call)) = (&shared.vfds, table.on_descriptor(nr)) {
-        let regs = Regs::from_args(&req.data.args);
         if let Some(slots) = &shared.copies {
             if let Some(reply) = direct::dup_copy(slots, tid, call.0, &regs, n) {
                 return reply;
@@ -261,7 +260,6 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         return CONTINUE;
     }
     if let Kind::Identity = kind {
-        let regs = Regs::from_args(&req.data.args);
         let decision = handlers::virtual_ids::answer(sys, &regs, &shared.ids);
         return match decision.action {
             Action::Emulate { ret, writes } => emulated(tid, None, ret, writes),
@@ -270,18 +268,16 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         };
     }
     if performed == Some(Performed::Exec) {
-        let regs = Regs::from_args(&req.data.args);
         return exec::answer(shared, (sys, kind), tid, &regs, n);
     }
+    let call = Call::decode(sys, &regs, tid);
     if shared.rerooted.contains(tid) {
         let ns = &shared.ns;
-        let regs = Regs::from_args(&req.data.args);
-        return match handlers::chrooted::refusal(ns.table(), tid, &regs, &kind) {
+        return match handlers::chrooted::refusal(ns.table(), tid, (&regs, &call), &kind) {
             Some(e) => Reply::errno(e),
             None => CONTINUE,
         };
     }
-    let regs = Regs::from_args(&req.data.args);
     let by_ptrace_before = match entry.notified.map(|d| d.unless) {
         None => true,
         Some(Some(Unless::AnyBit { arg, bits })) => regs.arg(arg) as u32 & bits != 0,
@@ -295,7 +291,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         return sockname::answer(&shared.ns, tid, &regs, (addr, len, peer), n);
     }
     if let Some(vfds) = &shared.vfds {
-        if let Some(reply) = direct::on_descriptor_itself(vfds, sys, (tid, &regs), n) {
+        if let Some(reply) = direct::on_descriptor_itself(vfds, (sys, &call), (tid, &regs), n) {
             return reply;
         }
     }
@@ -318,7 +314,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             }
             _ => None,
         };
-        let mut ctx = Ctx::new(tid, (sys, &regs), ns, &fs, exe.as_deref());
+        let mut ctx = Ctx::new(tid, (sys, call, &regs), ns, &fs, exe.as_deref());
         ctx.known_paths = &paths;
         match kind {
             Kind::Path { .. } | Kind::Readlink { .. } => handlers::decide(&mut ctx, kind),
@@ -327,17 +323,17 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     };
     let copy = matches!(decision.action, Action::Remote(_));
     let (decision, regs) = match std::mem::replace(&mut decision.action, Action::Pass) {
-        Action::Remote(call) => {
+        Action::Remote(remote) => {
             if n.ensure_waiting().is_err() {
                 return Reply::Answered;
             }
             if let (Some(vfds), Some(Performed::Open)) = (&shared.vfds, performed) {
                 let logical = decision.logical.as_deref().unwrap_or_default();
-                if let Some(r) = direct::open(vfds, &call, (tid, &regs), logical, n) {
+                if let Some(r) = direct::open(vfds, &remote, tid, logical, n) {
                     return r;
                 }
             }
-            make_remote(shared, &call, tid, regs, decision)
+            make_remote(shared, &remote, tid, regs, decision)
         }
         action => {
             decision.action = action;
@@ -376,10 +372,11 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             let Some(p) = physical else {
                 return Reply::errno(libc::EFAULT);
             };
-            if performed == Some(Performed::Open) {
-                let into = shared.copies.as_ref().filter(|_| copy);
-                let at = (&regs, tid, into);
-                return open::emulate(sys, at, &p, other_identity, n, &shared.stops);
+            if let Call::Open(open) = call {
+                // A remote object's local copy goes to the copies' range.
+                let open = if copy { open.of_copy() } else { open };
+                let at = (tid, shared.copies.as_ref().filter(|_| copy));
+                return open::emulate(&open, at, &p, other_identity, n, &shared.stops);
             }
             let who = match identity::prepare(tid, false, other_identity) {
                 Ok(who) => who,
@@ -391,7 +388,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
             if n.ensure_waiting().is_err() {
                 return Reply::Answered;
             }
-            Reply::from(lookup::emulate(sys, &regs, tid, &p, who.as_ref()))
+            Reply::from(lookup::emulate(&call, tid, &p, who.as_ref()))
         }
     }
 }
@@ -447,7 +444,7 @@ fn make_remote(
     mut regs: Regs,
     mut decision: Decision,
 ) -> (Decision, Regs) {
-    let made = crate::remote::make(call, tid, &regs);
+    let made = crate::remote::make(call, tid);
     if let Some(crate::task::AfterExit::Invalidate(names)) = &decision.after {
         let ns = &shared.ns;
         for sys in names {

@@ -12,23 +12,10 @@
 use super::fifo::{self, GroupStops};
 use super::identity::{as_caller, prepare, Identity};
 use super::{Notification, Reply};
-use crate::arch::Regs;
-use crate::arch::Sys;
+use crate::call::Open;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-
-/// The caller's open flags and creation mode.
-fn flags_and_mode(sys: Sys, regs: &Regs) -> (u64, u64) {
-    match sys {
-        Sys::Open => (regs.arg(1), regs.arg(2)),
-        Sys::Creat => (
-            (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64,
-            regs.arg(1),
-        ),
-        _ => (regs.arg(2), regs.arg(3)),
-    }
-}
 
 /// One open as the caller asked it: physical path, flags, creation mode and identity.
 pub struct Request {
@@ -184,33 +171,30 @@ pub fn is_fifo(fd: &OwnedFd) -> bool {
     }
 }
 
-/// Performs open call `name` of thread `tid` on `physical` and answers notification `n`.
+/// Performs `open` for thread `tid` on `physical` and answers notification `n`.
 /// `into`: the range the descriptor goes to (a remote object's local copy), when it has
 /// room. `other_identity`: the caller may not share roost's credentials. `stops`: the
 /// processes now stopping, which an open that waits must let stop.
 pub fn emulate(
-    sys: Sys,
-    (regs, tid, into): (&Regs, i32, Option<&crate::vfd::Slots>),
+    open: &Open,
+    (tid, into): (i32, Option<&crate::vfd::Slots>),
     physical: &[u8],
     other_identity: bool,
     n: Notification,
     stops: &Arc<GroupStops>,
 ) -> Reply {
-    let (flags, mode) = flags_and_mode(sys, regs);
     let Ok(physical) = CString::new(physical) else {
         return Reply::errno(libc::EINVAL);
     };
     // O_TMPFILE includes O_DIRECTORY's bit: only both bits together create a file.
-    let tmpfile = libc::O_TMPFILE as u64;
-    let creates = flags & libc::O_CREAT as u64 != 0 || flags & tmpfile == tmpfile;
-    let who = match prepare(tid, creates, other_identity) {
+    let who = match prepare(tid, open.creates() || open.tmpfile(), other_identity) {
         Ok(who) => who,
         Err(e) => return Reply::errno(e),
     };
     let request = Request {
         physical,
-        flags: flags as i32,
-        mode: mode as u32,
+        flags: open.flags,
+        mode: open.mode,
         who,
     };
     if request.changes_the_file() && !has_room(tid) {

@@ -10,6 +10,7 @@ use super::send_back::send_back;
 use super::{Notification, Reply, Shared, CONTINUE};
 use crate::arch::Regs;
 use crate::arch::Sys;
+use crate::call::Call;
 use crate::handlers::{self, Action, Ctx};
 use crate::syscalls::Kind;
 use crate::task::AfterExit;
@@ -40,7 +41,13 @@ pub(super) fn answer(
         _ => super::identity::tgid(tid).and_then(|g| shared.execs.exe(g, tid)),
     };
     let decision = {
-        let mut ctx = Ctx::new(tid, (sys, regs), ns, &fs, exe.as_deref());
+        let mut ctx = Ctx::new(
+            tid,
+            (sys, Call::decode(sys, regs, tid), regs),
+            ns,
+            &fs,
+            exe.as_deref(),
+        );
         handlers::decide(&mut ctx, kind)
     };
     match (decision.action, decision.after) {
