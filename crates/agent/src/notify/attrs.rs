@@ -5,8 +5,8 @@
 use super::identity::{as_caller, Identity};
 use super::lookup::last_errno;
 use super::Notification;
-use crate::arch::Regs;
 use crate::arch::Sys;
+use crate::call::{Call, Times, XattrOp};
 use crate::memory;
 use std::ffi::CString;
 
@@ -49,12 +49,11 @@ fn result(rc: i64) -> Result<i64, i32> {
     }
 }
 
-/// Makes attribute call `name` of thread `tid` on `physical` with the caller's identity
+/// Makes attribute call `call` of thread `tid` on `physical` with the caller's identity
 /// `who`; returns its result or errno. The caller's buffers are read before `n` is checked
 /// to be still waiting, and written after the call.
 pub fn emulate(
-    sys: Sys,
-    regs: &Regs,
+    call: &Call,
     tid: i32,
     physical: &[u8],
     who: Option<&Identity>,
@@ -62,69 +61,9 @@ pub fn emulate(
 ) -> Result<i64, i32> {
     let path = CString::new(physical).map_err(|_| libc::EINVAL)?;
     let p = path.as_ptr();
-    match sys {
-        Sys::Getxattr | Sys::Lgetxattr | Sys::Listxattr | Sys::Llistxattr => {
-            let listing = matches!(sys, Sys::Listxattr | Sys::Llistxattr);
-            let (out, size) = if listing {
-                (regs.arg(1), regs.arg(2) as usize)
-            } else {
-                (regs.arg(2), regs.arg(3) as usize)
-            };
-            let attr = if listing {
-                None
-            } else {
-                Some(xattr_name(tid, regs.arg(1))?)
-            };
-            let mut buf = vec![0u8; size.min(XATTR_SIZE_MAX)];
-            n.ensure_waiting()?;
-            let rc = as_caller(who, || {
-                // SAFETY: valid C strings and a buffer of the length passed.
-                unsafe {
-                    match &attr {
-                        Some(a) => {
-                            libc::syscall(sys.nr(), p, a.as_ptr(), buf.as_mut_ptr(), buf.len())
-                        }
-                        None => libc::syscall(sys.nr(), p, buf.as_mut_ptr(), buf.len()),
-                    }
-                }
-            });
-            let n = result(rc)?;
-            if !buf.is_empty() {
-                memory::write(tid, out, &buf[..n as usize]).map_err(memory::errno)?;
-            }
-            Ok(n)
-        }
-        Sys::Setxattr | Sys::Lsetxattr => {
-            let attr = xattr_name(tid, regs.arg(1))?;
-            let size = regs.arg(3) as usize;
-            if size > XATTR_SIZE_MAX {
-                return Err(libc::E2BIG);
-            }
-            let value = caller_bytes(tid, regs.arg(2), size)?;
-            n.ensure_waiting()?;
-            let rc = as_caller(who, || {
-                // SAFETY: valid C strings and a value buffer of `size` bytes (or null).
-                unsafe {
-                    libc::syscall(
-                        sys.nr(),
-                        p,
-                        attr.as_ptr(),
-                        ptr_of(&value),
-                        size,
-                        regs.arg(4),
-                    )
-                }
-            });
-            result(rc)
-        }
-        Sys::Removexattr | Sys::Lremovexattr => {
-            let attr = xattr_name(tid, regs.arg(1))?;
-            n.ensure_waiting()?;
-            // SAFETY: valid C strings.
-            let rc = as_caller(who, || unsafe { libc::syscall(sys.nr(), p, attr.as_ptr()) });
-            result(rc)
-        }
-        Sys::Statfs => {
+    match *call {
+        Call::Xattr { op, follow } => xattr(op, follow, (tid, p), who, n),
+        Call::Statfs { buf } => {
             // SAFETY: the kernel fills the plain-data struct.
             let mut st: libc::statfs = unsafe { std::mem::zeroed() };
             n.ensure_waiting()?;
@@ -132,38 +71,119 @@ pub fn emulate(
             let rc = as_caller(who, || unsafe { libc::statfs(p, &mut st) });
             result(rc.into())?;
             // SAFETY: zeroed, then filled by the kernel.
-            unsafe { memory::write_struct(tid, regs.arg(1), &st) }.map_err(memory::errno)?;
+            unsafe { memory::write_struct(tid, buf, &st) }.map_err(memory::errno)?;
             Ok(0)
         }
-        Sys::Utime | Sys::Utimes | Sys::Futimesat | Sys::Utimensat => {
-            // (times argument, bytes it points at); futimesat's dirfd was made AT_FDCWD by
-            // the rewrite, so it is utimes on the physical path.
-            let (times_arg, len) = match sys {
-                Sys::Utime => (1, 16),
-                Sys::Utimes => (1, 32),
-                Sys::Futimesat => (2, 32),
-                _ => (2, 32),
-            };
-            let times = caller_bytes(tid, regs.arg(times_arg), len)?;
-            n.ensure_waiting()?;
-            let rc = as_caller(who, || {
-                // SAFETY: a valid C string and a times array of the kernel's size (or null).
-                unsafe {
-                    match sys {
-                        Sys::Utime | Sys::Utimes => libc::syscall(sys.nr(), p, ptr_of(&times)),
-                        Sys::Futimesat => libc::syscall(Sys::Utimes.nr(), p, ptr_of(&times)),
-                        _ => libc::syscall(
-                            Sys::Utimensat.nr(),
-                            libc::AT_FDCWD,
-                            p,
-                            ptr_of(&times),
-                            regs.arg(3),
-                        ),
-                    }
+        Call::Utime { times, flags } => {
+            // Every spelling is utimensat on the physical path (futimesat's dirfd was made
+            // AT_FDCWD by the rewrite): the times are converted, NULL stays NULL.
+            let times = match times {
+                Times::Now => None,
+                Times::Utimbuf(at) => {
+                    let w = caller_words(tid, at, 2)?;
+                    Some([timespec(w[0], 0), timespec(w[1], 0)])
                 }
+                Times::Timevals(at) => {
+                    let w = caller_words(tid, at, 4)?;
+                    Some([timespec(w[0], w[1] * 1000), timespec(w[2], w[3] * 1000)])
+                }
+                Times::Timespecs(at) => {
+                    let w = caller_words(tid, at, 4)?;
+                    Some([timespec(w[0], w[1]), timespec(w[2], w[3])])
+                }
+            };
+            let times_ptr = times.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
+            n.ensure_waiting()?;
+            // SAFETY: a valid C string and a timespec[2] (or null).
+            let rc = as_caller(who, || unsafe {
+                libc::utimensat(libc::AT_FDCWD, p, times_ptr, flags)
             });
-            result(rc)
+            result(rc.into())
         }
         _ => Err(libc::ENOSYS),
     }
+}
+
+/// The path xattr calls on `p` (`follow`: not the `l*` spellings).
+fn xattr(
+    op: XattrOp,
+    follow: bool,
+    (tid, p): (i32, *const libc::c_char),
+    who: Option<&Identity>,
+    n: Notification,
+) -> Result<i64, i32> {
+    let spelt = |followed: Sys, own: Sys| if follow { followed } else { own }.nr();
+    match op {
+        XattrOp::Get { name, buf, size } => {
+            let attr = xattr_name(tid, name)?;
+            let nr = spelt(Sys::Getxattr, Sys::Lgetxattr);
+            let mut value = vec![0u8; (size as usize).min(XATTR_SIZE_MAX)];
+            n.ensure_waiting()?;
+            // SAFETY: valid C strings and a buffer of the length passed.
+            let rc = as_caller(who, || unsafe {
+                libc::syscall(nr, p, attr.as_ptr(), value.as_mut_ptr(), value.len())
+            });
+            answer_into(tid, result(rc)?, (buf, &value))
+        }
+        XattrOp::List { buf, size } => {
+            let nr = spelt(Sys::Listxattr, Sys::Llistxattr);
+            let mut list = vec![0u8; (size as usize).min(XATTR_SIZE_MAX)];
+            n.ensure_waiting()?;
+            // SAFETY: a valid C string and a buffer of the length passed.
+            let rc = as_caller(who, || unsafe {
+                libc::syscall(nr, p, list.as_mut_ptr(), list.len())
+            });
+            answer_into(tid, result(rc)?, (buf, &list))
+        }
+        XattrOp::Set {
+            name,
+            value,
+            size,
+            flags,
+        } => {
+            let attr = xattr_name(tid, name)?;
+            let size = size as usize;
+            if size > XATTR_SIZE_MAX {
+                return Err(libc::E2BIG);
+            }
+            let value = caller_bytes(tid, value, size)?;
+            let nr = spelt(Sys::Setxattr, Sys::Lsetxattr);
+            n.ensure_waiting()?;
+            // SAFETY: valid C strings and a value buffer of `size` bytes (or null).
+            let rc = as_caller(who, || unsafe {
+                libc::syscall(nr, p, attr.as_ptr(), ptr_of(&value), size, flags)
+            });
+            result(rc)
+        }
+        XattrOp::Remove { name } => {
+            let attr = xattr_name(tid, name)?;
+            let nr = spelt(Sys::Removexattr, Sys::Lremovexattr);
+            n.ensure_waiting()?;
+            // SAFETY: valid C strings.
+            let rc = as_caller(who, || unsafe { libc::syscall(nr, p, attr.as_ptr()) });
+            result(rc)
+        }
+    }
+}
+
+/// Writes the first `len` bytes of `value` into the caller's buffer `buf` (none when it
+/// gave no room: it asked for the size) and answers `len`.
+fn answer_into(tid: i32, len: i64, (buf, value): (u64, &[u8])) -> Result<i64, i32> {
+    if !value.is_empty() {
+        memory::write(tid, buf, &value[..len as usize]).map_err(memory::errno)?;
+    }
+    Ok(len)
+}
+
+/// `n` words of the caller's at `addr`.
+fn caller_words(tid: i32, addr: u64, n: usize) -> Result<Vec<i64>, i32> {
+    let bytes = caller_bytes(tid, addr, n * 8)?.unwrap_or_default();
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|w| i64::from_ne_bytes(w.try_into().expect("8 bytes")))
+        .collect())
+}
+
+fn timespec(tv_sec: i64, tv_nsec: i64) -> libc::timespec {
+    libc::timespec { tv_sec, tv_nsec }
 }

@@ -24,22 +24,13 @@ use super::lookup::last_errno;
 use super::Notification;
 use crate::arch::Regs;
 use crate::arch::Sys;
+use crate::call::Call;
 use crate::handlers::AT_FDCWD;
 use crate::syscalls::PathArg;
 use roost_vfs::path::strip_prefix;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::OnceLock;
-
-/// Calls that apply the caller's umask.
-fn applies_umask(sys: Sys) -> bool {
-    matches!(sys, Sys::Mkdir | Sys::Mkdirat | Sys::Mknod | Sys::Mknodat)
-}
-
-/// The argument holding a symlink's target: text stored as given, not a path to resolve.
-pub fn target_arg(sys: Sys) -> Option<usize> {
-    matches!(sys, Sys::Symlink | Sys::Symlinkat).then_some(0)
-}
 
 /// How the handler left one path argument.
 pub enum Given<'a> {
@@ -53,7 +44,7 @@ pub enum Given<'a> {
 
 /// One trapped change, with everything read from the caller.
 pub struct Change<'a> {
-    pub sys: Sys,
+    pub call: Call,
     pub regs: &'a Regs,
     pub tid: i32,
     /// The call's path arguments (from the syscall table), and how each was left.
@@ -175,70 +166,57 @@ pub fn perform(c: &Change<'_>, n: Notification, other_identity: bool) -> Outcome
         Some(Err(e)) => return Outcome::Made(Err(e)),
         t => t.and_then(Result::ok),
     };
-    let who = match prepare(c.tid, applies_umask(c.sys), other_identity) {
+    let who = match prepare(c.tid, c.call.applies_umask(), other_identity) {
         Ok(who) => who,
         Err(e) => return Outcome::Made(Err(e)),
     };
     if let Err(e) = n.ensure_waiting() {
         return Outcome::Made(Err(e));
     }
-    let rc = as_caller(who.as_ref(), || {
-        call(c.sys, c.regs, &operands, target.as_ref())
-    });
+    let rc = as_caller(who.as_ref(), || call(&c.call, &operands, target.as_ref()));
     Outcome::Made(if rc < 0 { Err(last_errno()) } else { Ok(rc) })
 }
 
-/// Makes call `name` in its `*at` form on `ops` (its path operands in order), with the
-/// caller's other arguments from `regs`.
-fn call(sys: Sys, regs: &Regs, ops: &[Operand], target: Option<&CString>) -> i64 {
-    let a = |i: usize| regs.arg(i);
-    let (d0, p0) = (ops[0].dirfd(), ops[0].ptr());
-    let second = || (ops[1].dirfd(), ops[1].ptr());
+/// Makes `call` in its `*at` form on `ops` (its path operands in order).
+fn call(call: &Call, ops: &[Operand], target: Option<&CString>) -> i64 {
+    let (d0, p0) = (ops[0].dirfd() as u64, ops[0].ptr());
+    let second = || (ops[1].dirfd() as u64, ops[1].ptr());
     let raw = |nr: i64, args: [u64; 5]| {
         // SAFETY: every pointer is a NUL-terminated string owned by `ops` or `target`,
         // alive for the call; the other arguments are the caller's plain numbers.
         unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3], args[4]) }
     };
-    let d = |fd: i64| fd as u64;
-    match sys {
-        Sys::Rmdir => raw(
-            libc::SYS_unlinkat,
-            [d(d0), p0, libc::AT_REMOVEDIR as u64, 0, 0],
-        ),
-        Sys::Unlink => raw(libc::SYS_unlinkat, [d(d0), p0, 0, 0, 0]),
-        Sys::Unlinkat => raw(libc::SYS_unlinkat, [d(d0), p0, a(2), 0, 0]),
-        Sys::Rename | Sys::Renameat | Sys::Renameat2 => {
-            let flags = if sys == Sys::Renameat2 { a(4) } else { 0 };
+    let int = |v: i32| u64::from(v as u32);
+    match *call {
+        Call::Unlink { flags } => raw(libc::SYS_unlinkat, [d0, p0, int(flags), 0, 0]),
+        Call::Rename { flags } => {
             let (d1, p1) = second();
-            raw(libc::SYS_renameat2, [d(d0), p0, d(d1), p1, flags])
+            raw(libc::SYS_renameat2, [d0, p0, d1, p1, u64::from(flags)])
         }
-        Sys::Link | Sys::Linkat => {
-            let flags = if sys == Sys::Linkat { a(4) } else { 0 };
+        Call::Link { flags } => {
             let (d1, p1) = second();
-            raw(libc::SYS_linkat, [d(d0), p0, d(d1), p1, flags])
+            raw(libc::SYS_linkat, [d0, p0, d1, p1, int(flags)])
         }
-        Sys::Symlink | Sys::Symlinkat => {
+        Call::Symlink { .. } => {
             let t = target.map_or(0, |t| t.as_ptr() as u64);
-            raw(libc::SYS_symlinkat, [t, d(d0), p0, 0, 0])
+            raw(libc::SYS_symlinkat, [t, d0, p0, 0, 0])
         }
-        Sys::Mkdir => raw(libc::SYS_mkdirat, [d(d0), p0, a(1), 0, 0]),
-        Sys::Mkdirat => raw(libc::SYS_mkdirat, [d(d0), p0, a(2), 0, 0]),
-        Sys::Mknod => raw(libc::SYS_mknodat, [d(d0), p0, a(1), a(2), 0]),
-        Sys::Mknodat => raw(libc::SYS_mknodat, [d(d0), p0, a(2), a(3), 0]),
-        Sys::Chmod => raw(libc::SYS_fchmodat, [d(d0), p0, a(1), 0, 0]),
-        Sys::Fchmodat => raw(libc::SYS_fchmodat, [d(d0), p0, a(2), 0, 0]),
-        Sys::Fchmodat2 => {
-            let nr = Sys::Fchmodat2.nr();
-            raw(nr, [d(d0), p0, a(2), a(3), 0])
-        }
-        Sys::Chown => raw(libc::SYS_fchownat, [d(d0), p0, a(1), a(2), 0]),
-        Sys::Lchown => {
-            let nofollow = libc::AT_SYMLINK_NOFOLLOW as u64;
-            raw(libc::SYS_fchownat, [d(d0), p0, a(1), a(2), nofollow])
-        }
-        Sys::Fchownat => raw(libc::SYS_fchownat, [d(d0), p0, a(2), a(3), a(4)]),
+        Call::Mkdir { mode } => raw(libc::SYS_mkdirat, [d0, p0, u64::from(mode), 0, 0]),
+        Call::Mknod { mode, dev } => raw(libc::SYS_mknodat, [d0, p0, u64::from(mode), dev, 0]),
+        // fchmodat has no flags; only fchmodat2 (Linux 6.6) takes them.
+        Call::Chmod { mode, flags: 0 } => raw(libc::SYS_fchmodat, [d0, p0, u64::from(mode), 0, 0]),
+        Call::Chmod { mode, flags } => raw(
+            Sys::Fchmodat2.nr(),
+            [d0, p0, u64::from(mode), int(flags), 0],
+        ),
+        Call::Chown { uid, gid, flags } => raw(
+            libc::SYS_fchownat,
+            [d0, p0, u64::from(uid), u64::from(gid), int(flags)],
+        ),
         // truncate has no *at form; it is only made here on a rewritten (absolute) path.
-        Sys::Truncate if ops[0].dir.is_none() => raw(libc::SYS_truncate, [p0, a(1), 0, 0, 0]),
+        Call::Truncate { length } if ops[0].dir.is_none() => {
+            raw(libc::SYS_truncate, [p0, length as u64, 0, 0, 0])
+        }
         _ => {
             // SAFETY: sets this thread's errno for the caller's answer.
             unsafe { *libc::__errno_location() = libc::ENOSYS };

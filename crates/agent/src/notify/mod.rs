@@ -355,7 +355,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     if made_here {
         return make_change(
             shared,
-            (sys, &kind),
+            (call, &kind),
             (&regs, tid),
             &paths,
             decision,
@@ -383,7 +383,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
                 Err(e) => return Reply::errno(e),
             };
             if performed == Some(Performed::Attr) {
-                return Reply::from(attrs::emulate(sys, &regs, tid, &p, who.as_ref(), n));
+                return Reply::from(attrs::emulate(&call, tid, &p, who.as_ref(), n));
             }
             if n.ensure_waiting().is_err() {
                 return Reply::Answered;
@@ -468,7 +468,7 @@ fn make_remote(
 /// Makes a change here (see [`change`]) and clears the names it touched from the cache.
 fn make_change(
     shared: &Shared,
-    (sys, kind): (Sys, &Kind),
+    (call, kind): (Call, &Kind),
     (regs, tid): (&Regs, i32),
     read: &[(u64, Vec<u8>)],
     decision: Decision,
@@ -507,13 +507,16 @@ fn make_change(
         }
     };
     let given: Vec<(PathArg, change::Given<'_>)> = args.iter().map(|a| (*a, given_of(a))).collect();
-    let target = change::target_arg(sys)
-        .and_then(|i| memory::read_cstr(tid, regs.arg(i), memory::PATH_MAX).ok());
-    if change::target_arg(sys).is_some() && target.is_none() {
-        return Reply::errno(libc::EFAULT);
-    }
+    // A symlink's target: text stored as given, not a path to resolve.
+    let target = match call {
+        Call::Symlink { target } => match memory::read_cstr(tid, target, memory::PATH_MAX) {
+            Ok(text) => Some(text),
+            Err(_) => return Reply::errno(libc::EFAULT),
+        },
+        _ => None,
+    };
     let c = change::Change {
-        sys,
+        call,
         regs,
         tid,
         paths: &given,
