@@ -262,9 +262,9 @@ pub fn stat_itself(tid: i32, sys: Sys, regs: &Regs) -> Option<Written> {
     let (local, copy) = behind(&link(tid, regs.arg(0) as i32))?;
     let st = copy.identity(&local);
     let bytes = if sys == Sys::Statx {
-        crate::remote::bytes_of(&st.to_statx())
+        crate::memory::bytes_of(&st.to_statx())
     } else {
-        crate::remote::bytes_of(&st.to_kernel())
+        crate::memory::bytes_of(&st.to_kernel())
     };
     Some(Ok((0, vec![(buf, bytes)])))
 }
@@ -296,7 +296,7 @@ pub fn on_descriptor(tid: i32, sys: Sys, regs: &Regs) -> Option<Written> {
             0,
             vec![(
                 regs.arg(1),
-                crate::remote::bytes_of(&copy.identity(&local).to_kernel()),
+                crate::memory::bytes_of(&copy.identity(&local).to_kernel()),
             )],
         ))),
         _ if local.st_mode & libc::S_IFMT != libc::S_IFDIR => None,

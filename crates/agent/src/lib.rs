@@ -11,7 +11,9 @@
 pub mod arch;
 pub mod attach;
 pub mod call;
+pub mod caller;
 pub mod copies;
+pub mod decision;
 pub mod execs;
 pub mod filter;
 pub mod guard;

@@ -151,6 +151,15 @@ pub fn write(pid: i32, addr: u64, data: &[u8]) -> io::Result<()> {
         .map_err(unmapped_is_efault)
 }
 
+/// The bytes of a plain-data struct.
+pub fn bytes_of<T: Copy>(value: &T) -> Vec<u8> {
+    // SAFETY: T is plain data (a kernel struct); its bytes are initialised.
+    unsafe {
+        std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>())
+    }
+    .to_vec()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,51 +11,10 @@
 //!   call is rewritten to its kernel path, so reads, writes, mmap and getdents run natively
 //!   on a real descriptor (`Rewrite`).
 
-use crate::arch::Sys;
 use crate::call::{Call, Open, OpenSpelling, StatOut, Times, XattrOp};
-use crate::handlers::{Action, Arg, Scratch, AT_FDCWD};
-use crate::memory;
-use roost_vfs::{Errno, Intent, Remote};
-
-/// One path argument of a remote call.
-#[derive(Debug)]
-pub struct RemoteArg {
-    /// The register holding the path, and the one holding its dirfd.
-    pub path: usize,
-    pub dirfd: Option<usize>,
-    /// Whether the call follows a final symlink of this path.
-    pub follow: bool,
-    /// The program's path ended in `/`, which the walk drops: it names a directory only.
-    pub trailing_slash: bool,
-    /// The object, when it is remote (a local path mixed in fails before this is made).
-    pub remote: Option<Remote>,
-}
-
-/// A call with at least one remote path, decided and waiting to be made.
-#[derive(Debug)]
-pub struct RemoteCall {
-    pub sys: Sys,
-    /// The call, decoded.
-    pub call: Call,
-    pub args: Vec<RemoteArg>,
-}
-
-impl RemoteCall {
-    /// The remote object of the first path argument.
-    fn first(&self) -> Result<&Remote, Errno> {
-        self.args
-            .first()
-            .and_then(|a| a.remote.as_ref())
-            .ok_or(libc::EXDEV)
-    }
-
-    fn second(&self) -> Result<&Remote, Errno> {
-        self.args
-            .get(1)
-            .and_then(|a| a.remote.as_ref())
-            .ok_or(libc::EXDEV)
-    }
-}
+use crate::decision::{Action, Arg, RemoteCall, Scratch};
+use crate::memory::{self, bytes_of};
+use roost_vfs::{Errno, Intent};
 
 /// A call's return value and what it writes into the caller's memory, or its errno.
 type Written = Result<(i64, Vec<(u64, Vec<u8>)>), Errno>;
@@ -92,18 +51,9 @@ impl Made {
     }
 }
 
-/// The bytes of a plain-data struct.
-pub(crate) fn bytes_of<T: Copy>(value: &T) -> Vec<u8> {
-    // SAFETY: T is plain data (a kernel struct); its bytes are initialised.
-    unsafe {
-        std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>())
-    }
-    .to_vec()
-}
-
 /// The caller's umask, from `/proc/TID/status`.
 pub(crate) fn umask(tid: i32) -> u32 {
-    crate::notify::identity::Status::read(tid)
+    crate::procinfo::Status::read(tid)
         .and_then(|s| s.umask())
         .unwrap_or(0o022)
 }
@@ -168,7 +118,7 @@ fn open(call: &RemoteCall, open: &Open, tid: i32) -> Made {
     let arg = &call.args[0];
     let mut args = vec![(arg.path, Arg::Scratch(at))];
     if let Some(d) = arg.dirfd {
-        args.push((d, Arg::Value(AT_FDCWD as u64)));
+        args.push((d, Arg::Value(libc::AT_FDCWD as u64)));
     }
     match open.spelt {
         OpenSpelling::Register(i) => args.push((i, Arg::Value(kernel_flags))),

@@ -108,7 +108,7 @@ const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
 /// on older kernels of its process (a /proc read for its id).
 pub fn take_thread_fd(tid: i32, fd: i32) -> Result<OwnedFd, Errno> {
     take_fd_with(tid, fd, PIDFD_THREAD).or_else(|_| {
-        let tgid = crate::notify::identity::tgid(tid).ok_or(libc::ESRCH)?;
+        let tgid = crate::procinfo::tgid(tid).ok_or(libc::ESRCH)?;
         take_fd(tgid, fd)
     })
 }

@@ -15,6 +15,7 @@ use crate::handlers::virtual_ids::{self, VirtualIds};
 use crate::handlers::{self, procfs, socket, Action, Arg, Ctx, Decision};
 use crate::memory;
 use crate::notify::{self, send_back, Shared};
+use crate::procinfo;
 use crate::remote;
 use crate::spawn::{self, SpawnError};
 use crate::syscalls::{Kind, Table, Unless};
@@ -552,7 +553,7 @@ impl Agent {
                     }
                     Err(e) if e.raw_os_error() != Some(libc::ESRCH) => {
                         // Traced by another (strace, gdb), or not ours to trace.
-                        let tgid = notify::tgid(s.tid).unwrap_or(s.tid);
+                        let tgid = procinfo::tgid(s.tid).unwrap_or(s.tid);
                         if self.untraceable.insert(tgid) {
                             eprintln!(
                                 "roost: cannot trace pid {tgid} ({e}); its calls that need a \
@@ -645,7 +646,7 @@ impl Agent {
     /// State for thread `tid`, just attached to: its cwd from the kernel, its process's
     /// address space as recorded (or found) in [`attach::Spaces`].
     fn attached_task(&mut self, tid: i32) -> Task {
-        let tgid = notify::tgid(tid).unwrap_or(tid);
+        let tgid = procinfo::tgid(tid).unwrap_or(tid);
         let execs = &self.shared.execs;
         let count = execs.count(tgid);
         let mm = self.spaces.of((tgid, tid), count, || execs.exe(tgid, tid));
@@ -797,7 +798,7 @@ impl Agent {
             Some(_) if STOP_SIGNALS.contains(&sig) => self.hold_in_group_stop(pid, sig),
             Some(_) => {
                 // Woken from a group stop (SIGCONT): the process runs again.
-                if let Some(tgid) = notify::tgid(pid) {
+                if let Some(tgid) = procinfo::tgid(pid) {
                     self.shared.stops.resumed(tgid);
                 }
                 self.resume(pid)
@@ -827,7 +828,7 @@ impl Agent {
 
     /// Holds a thread that reported its process's group stop (for `sig`) until SIGCONT.
     fn hold_in_group_stop(&mut self, pid: i32, sig: i32) -> io::Result<()> {
-        if let Some(tgid) = notify::tgid(pid) {
+        if let Some(tgid) = procinfo::tgid(pid) {
             self.shared.stops.stopped(tgid, pid);
         }
         if pid == self.main {
@@ -1057,7 +1058,7 @@ impl Agent {
         mm: Rc<RefCell<AddrSpace>>,
     ) -> io::Result<()> {
         ptrace(libc::PTRACE_SETOPTIONS, pid, spawn::OPTIONS as usize)?;
-        let tgid = notify::tgid(pid).unwrap_or(pid);
+        let tgid = procinfo::tgid(pid).unwrap_or(pid);
         for tid in crate::procinfo::threads_of(tgid) {
             if self.tasks.contains_key(&tid) || attach::seize_with(tid, spawn::OPTIONS).is_err() {
                 continue;
@@ -1357,7 +1358,7 @@ impl Agent {
                 deferred = sig;
             } else if status >> 16 == libc::PTRACE_EVENT_STOP && STOP_SIGNALS.contains(&sig) {
                 // The thread goes on to finish the mapping; it has taken the stop.
-                if let Some(tgid) = notify::tgid(pid) {
+                if let Some(tgid) = procinfo::tgid(pid) {
                     self.shared.stops.stopped(tgid, pid);
                 }
             }

@@ -139,9 +139,9 @@ fn head_of(physical: &[u8]) -> Option<Head> {
 /// as for its opens) and a file system that allows exec. (Only regular files get this far.)
 fn check_executable(pid: i32, physical: &[u8]) -> Result<(), i32> {
     let path = std::ffi::CString::new(physical).map_err(|_| libc::ENOENT)?;
-    let who = crate::notify::Identity::read(pid);
+    let who = crate::caller::Identity::read(pid);
     // SAFETY: a valid C string.
-    let allowed = crate::notify::as_caller(who.as_ref(), || unsafe {
+    let allowed = crate::caller::as_caller(who.as_ref(), || unsafe {
         libc::faccessat(libc::AT_FDCWD, path.as_ptr(), libc::X_OK, libc::AT_EACCESS) == 0
     });
     if !allowed {

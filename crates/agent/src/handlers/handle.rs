@@ -48,7 +48,7 @@ pub fn open_by_handle(ctx: &mut Ctx<'_>, mount_fd_arg: usize, handle_arg: usize)
             .ok()
             .map(OwnedFd::from),
         fd if fd >= 0 => {
-            let tgid = crate::notify::identity::tgid(ctx.pid).unwrap_or(ctx.pid);
+            let tgid = crate::procinfo::tgid(ctx.pid).unwrap_or(ctx.pid);
             sys::take_fd(tgid, fd as i32).ok()
         }
         _ => None,

@@ -22,6 +22,8 @@ use crate::task::{AfterExit, Fs};
 use roost_vfs::path::{has_dotdot, join};
 use roost_vfs::Namespace;
 
+pub use crate::decision::{Action, Arg, Decision, Scratch};
+
 pub const AT_FDCWD: i64 = -100;
 
 /// What a handler sees of the stopped thread.
@@ -129,131 +131,6 @@ pub fn decide(ctx: &mut Ctx<'_>, kind: Kind) -> Decision {
             Err(e) => Decision::fail(e),
         },
         Kind::Identity => unreachable!("id queries are answered by `virtual_ids`"),
-    }
-}
-
-/// A value for a rewritten argument.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Arg {
-    Value(u64),
-    /// The address of this offset in the thread's scratch slot.
-    Scratch(usize),
-}
-
-/// Bytes to place in the scratch slot, with the positions of words that hold scratch
-/// addresses (filled in once the slot address is known).
-#[derive(Default, Debug)]
-pub struct Scratch {
-    pub bytes: Vec<u8>,
-    relocations: Vec<(usize, usize)>,
-}
-
-impl Scratch {
-    /// Appends a NUL-terminated string; returns its offset.
-    pub fn push_cstr(&mut self, s: &[u8]) -> usize {
-        let at = self.bytes.len();
-        self.bytes.extend_from_slice(s);
-        self.bytes.push(0);
-        at
-    }
-
-    /// Appends raw bytes, 8-aligned; returns their offset.
-    pub fn push_bytes(&mut self, b: &[u8]) -> usize {
-        while self.bytes.len() % 8 != 0 {
-            self.bytes.push(0);
-        }
-        let at = self.bytes.len();
-        self.bytes.extend_from_slice(b);
-        at
-    }
-
-    /// Appends an array of words (NULL-terminated when `nul`); returns its offset.
-    pub fn push_words(&mut self, words: &[Arg], nul: bool) -> usize {
-        let at = self.push_bytes(&[]);
-        for w in words.iter().chain(nul.then_some(&Arg::Value(0))) {
-            match *w {
-                Arg::Value(v) => self.bytes.extend_from_slice(&v.to_ne_bytes()),
-                Arg::Scratch(off) => {
-                    self.relocations.push((self.bytes.len(), off));
-                    self.bytes.extend_from_slice(&0u64.to_ne_bytes());
-                }
-            }
-        }
-        at
-    }
-
-    /// Patches a word at `at` to hold the scratch address of `off`.
-    pub fn relocate(&mut self, at: usize, off: usize) {
-        self.relocations.push((at, off));
-    }
-
-    /// How many bytes [`Scratch::finish`] will produce.
-    pub fn size(&self) -> usize {
-        self.bytes.len()
-    }
-
-    /// The final bytes for a slot at `base`.
-    pub fn finish(mut self, base: u64) -> Vec<u8> {
-        for (at, off) in std::mem::take(&mut self.relocations) {
-            self.bytes[at..at + 8].copy_from_slice(&(base + off as u64).to_ne_bytes());
-        }
-        self.bytes
-    }
-}
-
-/// What the tracer does with a trapped call.
-#[derive(Debug)]
-pub enum Action {
-    Pass,
-    /// Write `scratch` into the thread's slot and set these arguments.
-    Rewrite {
-        scratch: Scratch,
-        args: Vec<(usize, Arg)>,
-    },
-    /// Skip the call; it fails with this errno.
-    Fail(i32),
-    /// Skip the call; write these bytes into the thread's memory and return `ret`.
-    Emulate {
-        ret: i64,
-        writes: Vec<(u64, Vec<u8>)>,
-    },
-    /// Make the call through a remote driver, with no lock held ([`crate::remote::make`]
-    /// turns this into one of the others).
-    Remote(Box<crate::remote::RemoteCall>),
-}
-
-/// A handler's answer.
-#[derive(Debug)]
-pub struct Decision {
-    pub action: Action,
-    pub after: Option<AfterExit>,
-    /// For traces: the first path, logical and physical.
-    pub logical: Option<Vec<u8>>,
-    pub physical: Option<Vec<u8>>,
-    /// Each resolved path argument's logical name, by argument index.
-    pub logicals: Vec<(usize, Vec<u8>)>,
-    /// For execve: the logical executable.
-    pub exe: Option<Vec<u8>>,
-}
-
-impl Decision {
-    pub fn new(action: Action) -> Decision {
-        Decision {
-            action,
-            after: None,
-            logical: None,
-            physical: None,
-            logicals: Vec::new(),
-            exe: None,
-        }
-    }
-
-    pub fn pass() -> Decision {
-        Decision::new(Action::Pass)
-    }
-
-    pub fn fail(errno: i32) -> Decision {
-        Decision::new(Action::Fail(errno))
     }
 }
 

@@ -168,12 +168,12 @@ fn remote_call(
     (sys, call): (Sys, crate::call::Call),
     resolved: Vec<(PathArg, Resolution)>,
     follows: &[(bool, bool)],
-) -> crate::remote::RemoteCall {
+) -> crate::decision::RemoteCall {
     let args = resolved
         .into_iter()
         .zip(follows)
         .map(
-            |((arg, r), &(follow, trailing_slash))| crate::remote::RemoteArg {
+            |((arg, r), &(follow, trailing_slash))| crate::decision::RemoteArg {
                 path: arg.path,
                 dirfd: arg.dirfd,
                 follow,
@@ -185,7 +185,7 @@ fn remote_call(
             },
         )
         .collect();
-    crate::remote::RemoteCall { sys, call, args }
+    crate::decision::RemoteCall { sys, call, args }
 }
 
 /// Two-path calls (rename, link) must stay inside one file system: across drivers roost

@@ -152,7 +152,7 @@ impl roost_vfs::ProcLinks for CallerProc<'_> {
 
 /// `/proc/self` and `/proc/thread-self` as the caller means them.
 pub fn proc_self_as(tid: i32, path: &[u8]) -> Vec<u8> {
-    let tgid = || crate::notify::identity::tgid(tid).unwrap_or(tid);
+    let tgid = || crate::procinfo::tgid(tid).unwrap_or(tid);
     if let Some(rest) = strip_prefix(path, b"/proc/thread-self") {
         return [format!("/proc/{}/task/{tid}", tgid()).as_bytes(), rest].concat();
     }

@@ -2,11 +2,11 @@
 //! caller's buffers copied in and out: the path xattr calls, statfs, and the utime family.
 //! (On unmapped paths these calls are answered `CONTINUE` and never reach this module.)
 
-use super::identity::{as_caller, Identity};
 use super::lookup::last_errno;
 use super::Notification;
 use crate::arch::Sys;
 use crate::call::{Call, Times, XattrOp};
+use crate::caller::{as_caller, Identity};
 use crate::memory;
 use std::ffi::CString;
 

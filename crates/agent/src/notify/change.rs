@@ -19,12 +19,12 @@
 //! Every call is made in its `*at` form, with the caller's paths and numbers read before
 //! the notification is re-validated and never re-read after.
 
-use super::identity::{as_caller, prepare};
 use super::lookup::last_errno;
 use super::Notification;
 use crate::arch::Regs;
 use crate::arch::Sys;
 use crate::call::Call;
+use crate::caller::{as_caller, prepare};
 use crate::handlers::AT_FDCWD;
 use crate::syscalls::PathArg;
 use roost_vfs::path::strip_prefix;

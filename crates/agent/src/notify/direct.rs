@@ -6,13 +6,15 @@
 //! and the requests. A call on any other descriptor of the range is let through.
 
 use super::fifo::GroupStops;
+use super::handover::{hand_over, replace_then_continue};
 use super::locks;
-use super::open::{hand_over, replace_then_continue};
 use super::{Notification, Reply, CONTINUE};
 use crate::arch::Regs;
 use crate::arch::Sys;
+use crate::decision::RemoteCall;
 use crate::memory;
-use crate::remote::{bytes_of, into_buffer, statfs_bytes, umask, RemoteCall};
+use crate::memory::bytes_of;
+use crate::remote::{into_buffer, statfs_bytes, umask};
 use crate::vfd::{VFile, Vfds};
 use roost_vfs::{Errno, Intent, OpenMode};
 use std::os::fd::OwnedFd;
@@ -449,7 +451,7 @@ fn lowest_standard_free(tid: i32, from: u32) -> Option<u32> {
 /// A copy of virtual descriptor `fd` in the reserved range (`dup`, `F_DUPFD`): the same
 /// open file, as the kernel's copy would be, at the next free number.
 fn copy_high(vfds: &Vfds, fd: i32, cloexec: bool, tid: i32, n: Notification) -> Reply {
-    let Some(pid) = super::identity::tgid(tid) else {
+    let Some(pid) = crate::procinfo::tgid(tid) else {
         return Reply::errno(libc::ESRCH);
     };
     match crate::sys::take_fd(pid, fd) {
@@ -499,7 +501,7 @@ pub(super) fn dup_copy(
     if fd < slots.base as i32 || !crate::copies::is_copy(tid, fd) {
         return None;
     }
-    let Some(pid) = super::identity::tgid(tid) else {
+    let Some(pid) = crate::procinfo::tgid(tid) else {
         return Some(Reply::errno(libc::ESRCH));
     };
     Some(match crate::sys::take_fd(pid, fd) {

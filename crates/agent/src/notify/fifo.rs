@@ -8,10 +8,11 @@
 //! open interrupted natively. A stop of the caller's process (SIGSTOP, Ctrl-Z) is taken the
 //! same way, so the waiting thread stops with the rest of the process.
 
-use super::identity::{as_caller, main_thread_blocked, Status};
+use super::handover::Request;
 use super::lookup::last_errno;
-use super::open::Request;
 use super::{send, Notification, Reply};
+use crate::caller::as_caller;
+use crate::procinfo::{main_thread_blocked, Status};
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

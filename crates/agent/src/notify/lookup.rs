@@ -2,9 +2,9 @@
 //! readlink run here on the physical path and their results go into the caller's memory,
 //! as the kernel would have written them.
 
-use super::identity::{as_caller, Identity};
 use crate::arch::Sys;
 use crate::call::{Call, StatOut};
+use crate::caller::{as_caller, Identity};
 use crate::memory;
 use std::ffi::CString;
 

@@ -13,7 +13,7 @@ mod copies;
 mod direct;
 pub mod exec;
 mod fifo;
-pub(crate) mod identity;
+mod handover;
 pub mod keep_awake;
 mod locks;
 mod lookup;
@@ -31,7 +31,6 @@ use crate::memory;
 use crate::syscalls::{Kind, PathArg, Performed, Table, Unless};
 use crate::task::Fs;
 pub use fifo::{GroupStops, ERESTARTSYS};
-pub use identity::{as_caller, tgid, Identity};
 use roost_vfs::Namespace;
 use std::collections::HashSet;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -254,7 +253,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     if let Kind::Credentials = kind {
         // Unless the call keeps roost's identity, roost acts from now on with each
         // caller's own (see `identity`).
-        if !identity::leaves_own_identity(sys, &req.data.args, tid) {
+        if !crate::caller::leaves_own_identity(sys, &req.data.args, tid) {
             shared.credentials_changed.store(true, Ordering::Relaxed);
         }
         return CONTINUE;
@@ -310,7 +309,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         // Only `/proc/.../exe` needs the logical executable (a /proc read to find it).
         let exe = match kind {
             Kind::Readlink { .. } if names_proc => {
-                identity::tgid(tid).and_then(|g| shared.execs.exe(g, tid))
+                crate::procinfo::tgid(tid).and_then(|g| shared.execs.exe(g, tid))
             }
             _ => None,
         };
@@ -378,7 +377,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
                 let at = (tid, shared.copies.as_ref().filter(|_| copy));
                 return open::emulate(&open, at, &p, other_identity, n, &shared.stops);
             }
-            let who = match identity::prepare(tid, false, other_identity) {
+            let who = match crate::caller::prepare(tid, false, other_identity) {
                 Ok(who) => who,
                 Err(e) => return Reply::errno(e),
             };
@@ -439,7 +438,7 @@ fn caller_fs(ns: &Namespace, tid: i32, needed: bool) -> Fs {
 /// by the driver, so the copy is opened without `O_EXCL`).
 fn make_remote(
     shared: &Shared,
-    call: &crate::remote::RemoteCall,
+    call: &crate::decision::RemoteCall,
     tid: i32,
     mut regs: Regs,
     mut decision: Decision,

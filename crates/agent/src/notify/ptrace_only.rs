@@ -38,7 +38,7 @@ pub(super) fn answer(
     // the commonest of these calls, reads no path.
     let exe = match kind {
         Kind::Getcwd => None,
-        _ => super::identity::tgid(tid).and_then(|g| shared.execs.exe(g, tid)),
+        _ => crate::procinfo::tgid(tid).and_then(|g| shared.execs.exe(g, tid)),
     };
     let decision = {
         let mut ctx = Ctx::new(

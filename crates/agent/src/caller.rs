@@ -5,100 +5,8 @@
 //! the call. Everything comes from `/proc/TID/status`.
 
 use crate::arch::Sys;
+use crate::procinfo::Status;
 use std::sync::OnceLock;
-
-/// A thread's `/proc/TID/status`, read once.
-pub struct Status(String);
-
-impl Status {
-    pub fn read(tid: i32) -> Option<Status> {
-        std::fs::read_to_string(format!("/proc/{tid}/status"))
-            .ok()
-            .map(Status)
-    }
-
-    /// The whitespace-separated values of field `name` (e.g. `"Uid:"`).
-    /// The thread's umask.
-    pub fn umask(&self) -> Option<u32> {
-        u32::from_str_radix(self.field("Umask:")?.next()?, 8).ok()
-    }
-
-    fn field<'a>(&'a self, name: &str) -> Option<std::str::SplitWhitespace<'a>> {
-        self.0
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(str::split_whitespace)
-    }
-
-    fn number(&self, name: &str, index: usize) -> Option<u32> {
-        self.field(name)?.nth(index)?.parse().ok()
-    }
-
-    /// The one value of a `Uid:` or `Gid:` line whose real, effective, saved and
-    /// file-system ids are all alike (None when they differ).
-    fn single(&self, name: &str) -> Option<u32> {
-        let mut ids = self.field(name)?.map(|v| v.parse::<u32>().ok());
-        let first = ids.next()??;
-        ids.all(|v| v == Some(first)).then_some(first)
-    }
-
-    fn hex(&self, name: &str) -> Option<u64> {
-        u64::from_str_radix(self.field(name)?.next()?, 16).ok()
-    }
-
-    pub fn tgid(&self) -> Option<i32> {
-        self.field("Tgid:")?.next()?.parse().ok()
-    }
-
-    /// Whether the thread has exited (its status lingers while the process lives).
-    fn is_zombie(&self) -> bool {
-        self.field("State:").and_then(|mut f| f.next()) == Some("Z")
-    }
-
-    /// The signals this thread blocks.
-    pub fn blocked(&self) -> u64 {
-        self.hex("SigBlk:").unwrap_or(0)
-    }
-
-    /// Whether a signal is pending that this thread must take: one sent to the thread and
-    /// not blocked, or one sent to its process that the kernel handed to this thread. The
-    /// kernel offers a process's signal to the main thread first, then to any thread that
-    /// does not block it; so this thread takes it when it is the main thread, or when the
-    /// main thread blocks it (`main_blocked`: the main thread's blocked set, asked only when
-    /// such a signal is pending; then another thread may take it too, and a needless
-    /// restart of this thread's call is the lesser harm).
-    pub fn signal_pending(&self, main_blocked: impl FnOnce() -> u64) -> bool {
-        // A traced thread is sent even the signals it ignores, and those whose default is
-        // to be ignored: neither interrupts a call natively unless a handler catches it.
-        let caught = self.hex("SigCgt:").unwrap_or(0);
-        let ignored = self.hex("SigIgn:").unwrap_or(0) | (IGNORED_BY_DEFAULT & !caught);
-        let blocked = self.blocked() | ignored;
-        if self.hex("SigPnd:").unwrap_or(0) & !blocked != 0 {
-            return true;
-        }
-        let shared = self.hex("ShdPnd:").unwrap_or(0) & !blocked;
-        let is_main = self.tgid() == self.field("Pid:").and_then(|mut f| f.next()?.parse().ok());
-        shared != 0 && (is_main || shared & main_blocked() != 0)
-    }
-}
-
-/// SIGCHLD, SIGCONT, SIGURG and SIGWINCH: ignored unless caught (bit N-1 for signal N).
-const IGNORED_BY_DEFAULT: u64 = 1 << (libc::SIGCHLD - 1)
-    | 1 << (libc::SIGCONT - 1)
-    | 1 << (libc::SIGURG - 1)
-    | 1 << (libc::SIGWINCH - 1);
-
-/// The signals the main thread of process `tgid` blocks (all, when it has exited).
-pub fn main_thread_blocked(tgid: i32) -> u64 {
-    Status::read(tgid)
-        .filter(|main| !main.is_zombie())
-        .map_or(!0, |main| main.blocked())
-}
-
-/// The thread-group id of `tid`.
-pub fn tgid(tid: i32) -> Option<i32> {
-    Status::read(tid)?.tgid()
-}
 
 /// What of the caller's identity a file-system call depends on.
 #[derive(Clone, Debug, PartialEq)]
@@ -289,7 +197,7 @@ mod tests {
 
     #[test]
     fn status_fields_parse() {
-        let s = Status(STATUS.into());
+        let s = Status::from_text(STATUS.into());
         assert_eq!(s.tgid(), Some(41));
         let who = Identity::of(&s).unwrap();
         assert_eq!((who.umask, who.fsuid, who.fsgid), (0o027, 0, 0));
@@ -301,8 +209,8 @@ mod tests {
     #[test]
     fn pending_signals_count_unless_blocked_or_the_main_threads() {
         // STATUS is thread 41 of process 41 (the main thread); 42 is another thread.
-        let main = |extra: &str| Status(format!("{STATUS}Pid:\t41\n{extra}"));
-        let other = |extra: &str| Status(format!("{STATUS}Pid:\t42\n{extra}"));
+        let main = |extra: &str| Status::from_text(format!("{STATUS}Pid:\t41\n{extra}"));
+        let other = |extra: &str| Status::from_text(format!("{STATUS}Pid:\t42\n{extra}"));
         let thread = "SigPnd:\t0000000000002000\n";
         assert!(other(&format!("{thread}SigBlk:\t0\n")).signal_pending(|| 0));
         assert!(!other(&format!("{thread}SigBlk:\t2000\n")).signal_pending(|| 0));
@@ -369,22 +277,22 @@ mod tests {
 
     #[test]
     fn credentials_compare_without_the_umask() {
-        let who = Identity::of(&Status(STATUS.into())).unwrap();
-        let other_umask = Identity::of(&Status(STATUS.replace("0027", "0022"))).unwrap();
+        let who = Identity::of(&Status::from_text(STATUS.into())).unwrap();
+        let other_umask = Identity::of(&Status::from_text(STATUS.replace("0027", "0022"))).unwrap();
         assert!(who.same_credentials(&other_umask));
-        let fewer_caps = Identity::of(&Status(
+        let fewer_caps = Identity::of(&Status::from_text(
             STATUS.replace("CapEff:\t000001ffffffffff", "CapEff:\t000001fffffffffd"),
         ))
         .unwrap();
         assert!(!who.same_credentials(&fewer_caps));
-        let other_groups = Identity::of(&Status(STATUS.replace("27 4", "27 5"))).unwrap();
+        let other_groups = Identity::of(&Status::from_text(STATUS.replace("27 4", "27 5"))).unwrap();
         assert!(!who.same_credentials(&other_groups));
         // Only the saved uid differs: no longer one uid.
         let root = |uids: &str| {
             let status = STATUS
                 .replace("Uid:\t1000\t0\t0\t0", uids)
                 .replace("Gid:\t100\t0\t0\t0", "Gid:\t0\t0\t0\t0");
-            Identity::of(&Status(status)).unwrap()
+            Identity::of(&Status::from_text(status)).unwrap()
         };
         let all_root = root("Uid:\t0\t0\t0\t0");
         assert_eq!(all_root.single_ids, Some((0, 0)));
@@ -395,10 +303,10 @@ mod tests {
 
     #[test]
     fn access_checks_with_the_real_ids() {
-        let who = Identity::of(&Status(STATUS.into())).unwrap();
+        let who = Identity::of(&Status::from_text(STATUS.into())).unwrap();
         let a = who.for_access();
         assert_eq!((a.fsuid, a.fsgid, a.caps), (1000, 100, 0));
-        let root = Identity::of(&Status(STATUS.replace("Uid:\t1000", "Uid:\t0"))).unwrap();
+        let root = Identity::of(&Status::from_text(STATUS.replace("Uid:\t1000", "Uid:\t0"))).unwrap();
         assert_eq!(root.for_access().caps, 0x1ff_ffff_ffff);
     }
 }
