@@ -285,7 +285,8 @@ mod tests {
         ))
         .unwrap();
         assert!(!who.same_credentials(&fewer_caps));
-        let other_groups = Identity::of(&Status::from_text(STATUS.replace("27 4", "27 5"))).unwrap();
+        let other_groups =
+            Identity::of(&Status::from_text(STATUS.replace("27 4", "27 5"))).unwrap();
         assert!(!who.same_credentials(&other_groups));
         // Only the saved uid differs: no longer one uid.
         let root = |uids: &str| {
@@ -306,7 +307,8 @@ mod tests {
         let who = Identity::of(&Status::from_text(STATUS.into())).unwrap();
         let a = who.for_access();
         assert_eq!((a.fsuid, a.fsgid, a.caps), (1000, 100, 0));
-        let root = Identity::of(&Status::from_text(STATUS.replace("Uid:\t1000", "Uid:\t0"))).unwrap();
+        let root =
+            Identity::of(&Status::from_text(STATUS.replace("Uid:\t1000", "Uid:\t0"))).unwrap();
         assert_eq!(root.for_access().caps, 0x1ff_ffff_ffff);
     }
 }

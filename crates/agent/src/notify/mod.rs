@@ -18,17 +18,19 @@ pub mod keep_awake;
 mod locks;
 mod lookup;
 mod open;
+mod paths;
 mod pool;
 mod ptrace_only;
+mod rules;
 pub mod send_back;
 mod sockname;
 
 use crate::arch::Regs;
 use crate::arch::Sys;
 use crate::call::Call;
-use crate::handlers::{self, Action, Arg, Ctx, Decision};
+use crate::handlers;
 use crate::memory;
-use crate::syscalls::{Kind, PathArg, Performed, Table, Unless};
+use crate::syscalls::Table;
 use crate::task::Fs;
 pub use fifo::{GroupStops, ERESTARTSYS};
 use roost_vfs::Namespace;
@@ -172,224 +174,60 @@ impl Notification {
     }
 }
 
-/// Reads the path arguments of a call: (address, bytes) of each one that could be read.
-fn read_paths(tid: i32, regs: &Regs, kind: &Kind) -> Vec<(u64, Vec<u8>)> {
-    let indices: Vec<usize> = match kind {
-        Kind::Path { args, .. } => args.iter().map(|a| a.path).collect(),
-        Kind::Readlink { path, .. } => vec![*path],
-        _ => Vec::new(),
-    };
-    indices
-        .into_iter()
-        .filter_map(|i| {
-            let at = regs.arg(i);
-            let path = memory::read_cstr(tid, at, memory::PATH_MAX).ok()?;
-            Some((at, path))
-        })
-        .collect()
-}
-
 pub(crate) const CONTINUE: Reply = Reply::Send(0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE);
 
-/// Answers one notification.
+/// Answers one notification: the rules by number, then (for a call of the table, decoded
+/// once) the rules by call, then the main path: resolve, decide, perform.
 fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) -> Reply {
     roost_vfs::call_starts();
-    let tid = req.pid as i32;
-    let nr = i64::from(req.data.nr);
-    // Another ABI's call (i386 int 0x80, x32): its numbers are not this table's.
-    let foreign_abi = if req.data.arch != crate::arch::AUDIT_ARCH {
-        Some("i386")
-    } else if req.data.nr as u32 & crate::arch::FOREIGN_SYSCALL_BIT != 0 {
-        Some("x32")
-    } else {
-        None
+    if let Some(reply) = rules::foreign_abi(req) {
+        return reply;
+    }
+    let trap = Trap {
+        shared,
+        table,
+        req,
+        tid: req.pid as i32,
+        regs: Regs::from_args(&req.data.args),
+        n: Notification {
+            listener: fd,
+            id: req.id,
+            nr: i64::from(req.data.nr),
+        },
     };
-    if let Some(abi) = foreign_abi {
-        let nr = req.data.nr as u32 & !crate::arch::FOREIGN_SYSCALL_BIT;
-        handlers::report_untranslatable(&format!("{abi} syscall {nr}"), None);
-        return Reply::errno(libc::ENOSYS);
+    if let Some(reply) = rules::BY_NUMBER.iter().find_map(|rule| rule(&trap)) {
+        return reply;
     }
-    let n = Notification {
-        listener: fd,
-        id: req.id,
-        nr,
+    let Some(entry) = table.entry(trap.n.nr) else {
+        return rules::untrapped(&trap);
     };
-    let regs = Regs::from_args(&req.data.args);
-    if let Some(sys) = crate::copies::call_of(nr) {
-        match crate::copies::on_descriptor(tid, sys, &regs) {
-            Some(Ok((ret, writes))) => return emulated(tid, Some(n), ret, writes),
-            Some(Err(e)) => return Reply::errno(e),
-            None => {}
-        }
-    }
-    // A call aimed at roost's processes is refused first (fcntl may be a direct-mode
-    // descriptor's call too).
-    if let Some((sys, Kind::Aimed(aimed))) = table.get(nr) {
-        if let Err(e) = crate::guard::check(tid, sys, &regs, aimed) {
-            return Reply::errno(e);
-        }
-        if table.on_descriptor(nr).is_none() {
-            return CONTINUE;
-        }
-    }
-    if let (Some(vfds), Some(call)) = (&shared.vfds, table.on_descriptor(nr)) {
-        if let Some(slots) = &shared.copies {
-            if let Some(reply) = direct::dup_copy(slots, tid, call.0, &regs, n) {
-                return reply;
-            }
-        }
-        return direct::answer(vfds, call, (tid, &regs), n, &shared.stops);
-    }
-    let Some(entry) = table.entry(nr) else {
-        if nr > i64::from(crate::arch::REVIEWED_MAX) {
-            // A syscall newer than roost knows: it might take a path.
-            handlers::report_untranslatable(&format!("syscall {nr}"), None);
-            return Reply::errno(libc::ENOSYS);
-        }
-        return CONTINUE;
+    let call = Call::decode(entry.sys, &trap.regs, trap.tid);
+    let trapped = Trapped {
+        trap: &trap,
+        entry,
+        call,
     };
-    let (sys, kind) = (entry.sys, entry.kind);
-    let performed = entry.notified.map(|n| n.performed);
-    if let Kind::Credentials = kind {
-        // Unless the call keeps roost's identity, roost acts from now on with each
-        // caller's own (see `identity`).
-        if !crate::caller::leaves_own_identity(sys, &req.data.args, tid) {
-            shared.credentials_changed.store(true, Ordering::Relaxed);
-        }
-        return CONTINUE;
+    if let Some(reply) = rules::BY_CALL.iter().find_map(|rule| rule(&trapped)) {
+        return reply;
     }
-    if let Kind::Identity = kind {
-        let decision = handlers::virtual_ids::answer(sys, &regs, &shared.ids);
-        return match decision.action {
-            Action::Emulate { ret, writes } => emulated(tid, None, ret, writes),
-            Action::Fail(e) => Reply::errno(e),
-            _ => CONTINUE,
-        };
-    }
-    if performed == Some(Performed::Exec) {
-        return exec::answer(shared, (sys, kind), tid, &regs, n);
-    }
-    let call = Call::decode(sys, &regs, tid);
-    if shared.rerooted.contains(tid) {
-        let ns = &shared.ns;
-        return match handlers::chrooted::refusal(ns.table(), tid, (&regs, &call), &kind) {
-            Some(e) => Reply::errno(e),
-            None => CONTINUE,
-        };
-    }
-    let by_ptrace_before = match entry.notified.map(|d| d.unless) {
-        None => true,
-        Some(Some(Unless::AnyBit { arg, bits })) => regs.arg(arg) as u32 & bits != 0,
-        Some(_) => false,
-    };
-    if by_ptrace_before {
-        // Only in a process roost does not trace: elsewhere these take ptrace stops.
-        return ptrace_only::answer(shared, (sys, kind), tid, &regs, n);
-    }
-    if let Kind::SockName { addr, len, peer } = kind {
-        return sockname::answer(&shared.ns, tid, &regs, (addr, len, peer), n);
-    }
-    if let Some(vfds) = &shared.vfds {
-        if let Some(reply) = direct::on_descriptor_itself(vfds, (sys, &call), (tid, &regs), n) {
-            return reply;
-        }
-    }
-    let paths = read_paths(tid, &regs, &kind);
-    // The cwd costs a /proc lookup: only relative paths and /proc magic links need it (an
-    // empty one, as `fstat` gives with AT_EMPTY_PATH, names its dirfd).
-    let names_proc = paths.is_empty() || paths.iter().any(|(_, p)| p.starts_with(b"/proc"));
-    let needs_cwd = names_proc
-        || matches!(kind, Kind::Path { args, .. } if args.len() > paths.len())
-        || paths
-            .iter()
-            .any(|(_, p)| p.first().is_some_and(|&c| c != b'/'));
-    let fs = caller_fs(&shared.ns, tid, needs_cwd);
-    let mut decision = {
-        let ns = &shared.ns;
-        // Only `/proc/.../exe` needs the logical executable (a /proc read to find it).
-        let exe = match kind {
-            Kind::Readlink { .. } if names_proc => {
-                crate::procinfo::tgid(tid).and_then(|g| shared.execs.exe(g, tid))
-            }
-            _ => None,
-        };
-        let mut ctx = Ctx::new(tid, (sys, call, &regs), ns, &fs, exe.as_deref());
-        ctx.known_paths = &paths;
-        match kind {
-            Kind::Path { .. } | Kind::Readlink { .. } => handlers::decide(&mut ctx, kind),
-            _ => Decision::pass(),
-        }
-    };
-    let copy = matches!(decision.action, Action::Remote(_));
-    let (decision, regs) = match std::mem::replace(&mut decision.action, Action::Pass) {
-        Action::Remote(remote) => {
-            if n.ensure_waiting().is_err() {
-                return Reply::Answered;
-            }
-            if let (Some(vfds), Some(Performed::Open)) = (&shared.vfds, performed) {
-                let logical = decision.logical.as_deref().unwrap_or_default();
-                if let Some(r) = direct::open(vfds, &remote, tid, logical, n) {
-                    return r;
-                }
-            }
-            make_remote(shared, &remote, tid, regs, decision)
-        }
-        action => {
-            decision.action = action;
-            (decision, regs)
-        }
-    };
-    let other_identity = shared.credentials_changed.load(Ordering::Relaxed);
-    let physical = match (&decision.action, &decision.physical) {
-        (Action::Rewrite { .. }, Some(p)) => Some(p.clone()),
-        _ => None,
-    };
-    // A change on a mapped path is made here, and so is one that may relink names even
-    // when it passes (the cache is cleared after it, never between verdict and change).
-    let made_here = match decision.action {
-        Action::Pass => matches!(kind, Kind::Path { mutates: true, .. }),
-        Action::Rewrite { .. } => performed == Some(Performed::Change),
-        _ => false,
-    };
-    if made_here {
-        return make_change(
-            shared,
-            (call, &kind),
-            (&regs, tid),
-            &paths,
-            decision,
-            n,
-            other_identity,
-        );
-    }
-    match decision.action {
-        Action::Pass => CONTINUE,
-        Action::Remote(_) => unreachable!("remote calls are made above"),
-        Action::Fail(e) => failed(sys, decision.logical.as_deref(), e),
-        Action::Emulate { ret, writes } => emulated(tid, Some(n), ret, writes),
-        Action::Rewrite { .. } => {
-            let Some(p) = physical else {
-                return Reply::errno(libc::EFAULT);
-            };
-            if let Call::Open(open) = call {
-                // A remote object's local copy goes to the copies' range.
-                let open = if copy { open.of_copy() } else { open };
-                let at = (tid, shared.copies.as_ref().filter(|_| copy));
-                return open::emulate(&open, at, &p, other_identity, n, &shared.stops);
-            }
-            let who = match crate::caller::prepare(tid, false, other_identity) {
-                Ok(who) => who,
-                Err(e) => return Reply::errno(e),
-            };
-            if performed == Some(Performed::Attr) {
-                return Reply::from(attrs::emulate(&call, tid, &p, who.as_ref(), n));
-            }
-            if n.ensure_waiting().is_err() {
-                return Reply::Answered;
-            }
-            Reply::from(lookup::emulate(&call, tid, &p, who.as_ref()))
-        }
-    }
+    paths::perform(&trapped)
+}
+
+/// One notification being answered: what every rule may look at.
+pub(crate) struct Trap<'a> {
+    pub shared: &'a Shared,
+    pub table: &'a Table,
+    pub req: &'a libc::seccomp_notif,
+    pub tid: i32,
+    pub regs: Regs,
+    pub n: Notification,
+}
+
+/// A notification of a call in the syscall table, decoded.
+pub(crate) struct Trapped<'a> {
+    pub trap: &'a Trap<'a>,
+    pub entry: crate::syscalls::Trapped,
+    pub call: Call,
 }
 
 /// The answer to a call that fails with `errno`; ENOSYS (a call roost cannot translate) is
@@ -430,111 +268,5 @@ fn caller_fs(ns: &Namespace, tid: i32, needed: bool) -> Fs {
     Fs {
         logical: ns.logical_cwd(&physical),
         physical,
-    }
-}
-
-/// Makes a call on remote objects (no lock held) and says what is left to do: answer, or
-/// open the local copy with the registers the rewrite gave (an exclusive create was made
-/// by the driver, so the copy is opened without `O_EXCL`).
-fn make_remote(
-    shared: &Shared,
-    call: &crate::decision::RemoteCall,
-    tid: i32,
-    mut regs: Regs,
-    mut decision: Decision,
-) -> (Decision, Regs) {
-    let made = crate::remote::make(call, tid);
-    if let Some(crate::task::AfterExit::Invalidate(names)) = &decision.after {
-        let ns = &shared.ns;
-        for sys in names {
-            ns.invalidate_under(sys);
-        }
-    }
-    if let Action::Rewrite { args, .. } = &made.action {
-        for (i, a) in args {
-            if let Arg::Value(v) = a {
-                regs.set_arg(*i, *v);
-            }
-        }
-    }
-    decision.action = made.action;
-    if made.physical.is_some() {
-        decision.physical = made.physical;
-    }
-    (decision, regs)
-}
-
-/// Makes a change here (see [`change`]) and clears the names it touched from the cache.
-fn make_change(
-    shared: &Shared,
-    (call, kind): (Call, &Kind),
-    (regs, tid): (&Regs, i32),
-    read: &[(u64, Vec<u8>)],
-    decision: Decision,
-    n: Notification,
-    other_identity: bool,
-) -> Reply {
-    let Kind::Path { args, .. } = kind else {
-        unreachable!("changes are path calls")
-    };
-    let rewritten: Vec<(usize, &[u8])> = match &decision.action {
-        Action::Rewrite { scratch, args } => args
-            .iter()
-            .filter_map(|(i, a)| match a {
-                Arg::Scratch(off) => {
-                    let s = &scratch.bytes[*off..];
-                    Some((*i, &s[..s.iter().position(|&b| b == 0)?]))
-                }
-                Arg::Value(_) => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
-    let given_of = |arg: &PathArg| {
-        if let Some((_, p)) = rewritten.iter().find(|(i, _)| *i == arg.path) {
-            return change::Given::Physical(p);
-        }
-        let at = regs.arg(arg.path);
-        let logical = decision.logicals.iter().find(|(i, _)| *i == arg.path);
-        match (read.iter().find(|(a, _)| *a == at), logical) {
-            (Some((_, path)), Some((_, logical))) => change::Given::Caller { path, logical },
-            (Some((_, path)), None) => change::Given::Caller {
-                path,
-                logical: path,
-            },
-            _ => change::Given::Null,
-        }
-    };
-    let given: Vec<(PathArg, change::Given<'_>)> = args.iter().map(|a| (*a, given_of(a))).collect();
-    // A symlink's target: text stored as given, not a path to resolve.
-    let target = match call {
-        Call::Symlink { target } => match memory::read_cstr(tid, target, memory::PATH_MAX) {
-            Ok(text) => Some(text),
-            Err(_) => return Reply::errno(libc::EFAULT),
-        },
-        _ => None,
-    };
-    let c = change::Change {
-        call,
-        regs,
-        tid,
-        paths: &given,
-        target: target.as_deref(),
-    };
-    let invalidate = || {
-        let ns = &shared.ns;
-        for (_, logical) in &decision.logicals {
-            ns.invalidate_under(logical);
-        }
-    };
-    match change::perform(&c, n, other_identity) {
-        change::Outcome::Made(result) => {
-            invalidate();
-            Reply::from(result)
-        }
-        change::Outcome::Continue => {
-            invalidate();
-            CONTINUE
-        }
     }
 }
