@@ -12,9 +12,10 @@
 //!   on a real descriptor (`Rewrite`).
 
 use crate::call::{Call, Open, OpenSpelling, StatOut, Times, XattrOp};
-use crate::decision::{Action, Arg, RemoteCall, Scratch};
+use crate::decision::{Action, Arg, Decision, RemoteCall, Scratch};
 use crate::memory::{self, bytes_of};
-use roost_vfs::{Errno, Intent};
+use crate::task::AfterExit;
+use roost_vfs::{Errno, Intent, Namespace};
 
 /// A call's return value and what it writes into the caller's memory, or its errno.
 type Written = Result<(i64, Vec<(u64, Vec<u8>)>), Errno>;
@@ -78,6 +79,22 @@ pub fn make(call: &RemoteCall, tid: i32) -> Made {
         } => Made::writes(xattr_read(call, op, follow, tid)),
         Call::Unreadable(e) => Made::result(Err(e)),
         _ => Made::result(change(call, tid)),
+    }
+}
+
+/// Makes `call`, the remote call `decision` asked for, for thread `tid`, and puts what is
+/// left to do in the decision's place (an answer, or a rewrite to a local copy). The names
+/// it changed are forgotten from `ns`'s cache at once: its result is immediate.
+pub fn make_decided(decision: &mut Decision, call: &RemoteCall, tid: i32, ns: &Namespace) {
+    let made = make(call, tid);
+    if let Some(AfterExit::Invalidate(names)) = &decision.after {
+        for name in names {
+            ns.invalidate_under(name);
+        }
+    }
+    decision.action = made.action;
+    if made.physical.is_some() {
+        decision.physical = made.physical;
     }
 }
 

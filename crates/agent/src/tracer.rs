@@ -1169,25 +1169,16 @@ impl Agent {
         }
         let call = Call::decode(sys, &regs, pid);
         let mut d = self.decide(pid, &regs, (sys, call, kind));
-        if let Action::Remote(call) = d.action {
+        if matches!(d.action, Action::Remote(_)) {
             let mm = Rc::clone(&self.tasks[&pid].mm);
             if mm.borrow().scratch.is_none() {
                 // An open or chdir is rewritten to a local copy: the scratch area comes
                 // first, so the call (re-executed) is made once.
                 return self.inject_scratch(pid, regs, &mm);
             }
-            // Made with no lock held; the names it changed are forgotten at once (its
-            // result is immediate, there is no exit stop to do it at).
-            let made = remote::make(&call, pid);
-            if let Some(AfterExit::Invalidate(names)) = &d.after {
-                let ns = self.ns();
-                for n in names {
-                    ns.invalidate_under(n);
-                }
-            }
-            d.action = made.action;
-            if made.physical.is_some() {
-                d.physical = made.physical;
+            // Made with no lock held.
+            if let Action::Remote(call) = std::mem::replace(&mut d.action, Action::Pass) {
+                remote::make_decided(&mut d, &call, pid, self.ns());
             }
         }
         let mut immediate: Option<i64> = None;

@@ -159,23 +159,13 @@ fn make_remote(
     mut regs: Regs,
     mut decision: Decision,
 ) -> (Decision, Regs) {
-    let made = crate::remote::make(call, tid);
-    if let Some(crate::task::AfterExit::Invalidate(names)) = &decision.after {
-        let ns = &shared.ns;
-        for sys in names {
-            ns.invalidate_under(sys);
-        }
-    }
-    if let Action::Rewrite { args, .. } = &made.action {
+    crate::remote::make_decided(&mut decision, call, tid, &shared.ns);
+    if let Action::Rewrite { args, .. } = &decision.action {
         for (i, a) in args {
             if let Arg::Value(v) = a {
                 regs.set_arg(*i, *v);
             }
         }
-    }
-    decision.action = made.action;
-    if made.physical.is_some() {
-        decision.physical = made.physical;
     }
     (decision, regs)
 }
