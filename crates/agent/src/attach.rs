@@ -2,7 +2,7 @@
 //! followed with ptrace, so a process that makes no call only a ptrace stop can handle is
 //! never stopped at all — no fork events, no first stops, no stop for each signal it gets
 //! (a shell's SIGCHLD per child). Every trapped call of such a process comes as a
-//! notification; one that must be rewritten is sent back (`notify::send_back`), and only
+//! notification; one that must be rewritten is sent back (`supervisor::send_back`), and only
 //! then does the tracer seize the thread (`PTRACE_SEIZE` of a descendant needs no
 //! privilege), handle that one call at its ptrace stop and detach again.
 //!
@@ -104,7 +104,7 @@ fn start_time(pid: i32) -> Option<u64> {
 /// What roost knows of one process's address space between attachments.
 struct Space {
     started: u64,
-    /// The process's exec count (`crate::execs`) the record was made for.
+    /// The process's exec count (`crate::programs`) the record was made for.
     execs: u64,
     mm: Rc<RefCell<AddrSpace>>,
 }

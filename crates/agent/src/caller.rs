@@ -181,7 +181,7 @@ pub fn prepare(tid: i32, umask: bool, other_identity: bool) -> Result<Option<Ide
     }
     let who = Identity::read(tid).ok_or(libc::ESRCH)?;
     if umask {
-        // SAFETY: the supervisor thread has its own fs attributes (see `notify::start`).
+        // SAFETY: the supervisor thread has its own fs attributes (see `supervisor::start`).
         unsafe { libc::umask(who.umask as libc::mode_t) };
     }
     Ok(Some(who))

@@ -53,7 +53,7 @@ pub const CALLS: &[Sys] = &[
 
 /// The calls that copy a descriptor (`dup`, `fcntl`'s `F_DUPFD`): notified on the copies'
 /// range too, so a copy's duplicate lands in the range, next to it as the kernel numbers
-/// (and its identity calls stay roost's); see `notify::direct::dup_copy`.
+/// (and its identity calls stay roost's); see `supervisor::direct::dup_copy`.
 pub const DUPLICATING: &[Sys] = &[Sys::Dup, Sys::Fcntl];
 
 /// Whether descriptor `fd` of thread `tid` is a local copy of a remote object.

@@ -59,7 +59,7 @@ impl fmt::Display for SpawnError {
 impl std::error::Error for SpawnError {}
 
 /// The ptrace options every tracee has. With notifications, execs are let through by the
-/// supervisor and need no exec event ([`crate::execs`]): [`EXEC_EVENTS`] is then set only on
+/// supervisor and need no exec event ([`crate::programs`]): [`EXEC_EVENTS`] is then set only on
 /// a thread whose exec takes a ptrace stop.
 pub const OPTIONS: libc::c_int = libc::PTRACE_O_EXITKILL
     | libc::PTRACE_O_TRACESECCOMP

@@ -552,16 +552,16 @@ pub enum Performed {
     /// A call made with the caller's buffers copied in and out (xattrs, statfs, utime).
     Attr,
     /// A socket's name asked of roost's copy of the descriptor, written logically when it
-    /// names a mapped path (getsockname, getpeername; `notify::sockname`).
+    /// names a mapped path (getsockname, getpeername; `supervisor::sockname`).
     Name,
-    /// An exec let through when nothing in it is mapped (`notify::exec`); one that must be
+    /// An exec let through when nothing in it is mapped (`supervisor::exec`); one that must be
     /// rewritten is sent back to take a ptrace stop.
     Exec,
 }
 
 /// Marks a call that must take a ptrace stop: the high half of an argument register the
 /// kernel reads as an `int` or not at all ("rost", [`mark_arg`]). roost sets it when it
-/// sends a call back from its notification to a stop (`notify::send_back`); it stays while
+/// sends a call back from its notification to a stop (`supervisor::send_back`); it stays while
 /// the call runs (the kernel runs the filter again after the stop) and the exit stop puts
 /// the register back as the program had it. A program that sets it itself takes the stop,
 /// or, in a process roost does not trace, fails with ENOSYS.

@@ -236,7 +236,7 @@ pub struct Task {
     pub mm: Rc<RefCell<AddrSpace>>,
     /// The exit stop this thread waits for, if any.
     pub in_flight: Option<InFlight>,
-    /// The process's exec count (`crate::execs`) its address space is known for.
+    /// The process's exec count (`crate::programs`) its address space is known for.
     pub execs_seen: u64,
     /// Created from a fork event; its first (PTRACE_EVENT_STOP) stop is still to come.
     pub awaiting_first_stop: bool,

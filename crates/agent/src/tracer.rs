@@ -8,22 +8,22 @@ use crate::arch::Sys;
 use crate::arch::{self, Regs};
 use crate::attach;
 use crate::call::Call;
+use crate::call_log::{Record, Tracer};
 use crate::copies;
 use crate::filter::{self, Trap, Verdict};
 use crate::guard;
 use crate::handlers::virtual_ids::{self, VirtualIds};
 use crate::handlers::{self, procfs, socket, Action, Arg, Ctx, Decision};
 use crate::memory;
-use crate::notify::{self, send_back, Shared};
 use crate::procinfo;
 use crate::remote;
 use crate::spawn::{self, SpawnError};
+use crate::supervisor::{self, send_back, Shared};
 use crate::syscalls::{Kind, Table, Unless};
 use crate::task::{
     self, AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_MARK, SCRATCH_MARK_AT, SCRATCH_SIZE,
     SLOT_SIZE,
 };
-use crate::trace::{Record, Tracer};
 use crate::vfd::Vfds;
 use roost_vfs::Namespace;
 use std::cell::RefCell;
@@ -62,7 +62,7 @@ pub struct Options {
     /// `--uid/--gid/--hostname`: the identity the id queries and uname report.
     pub ids: VirtualIds,
     /// `--idle-poll-us`: how long a low-priority thread keeps a CPU awake after each
-    /// descriptor roost installs in the program ([`notify::keep_awake`]; zero: never).
+    /// descriptor roost installs in the program ([`supervisor::keep_awake`]; zero: never).
     pub idle_poll: std::time::Duration,
     /// roost's other supervising processes (the front of `roost run`), kept out of the
     /// program's reach with the agent itself ([`guard`]).
@@ -460,8 +460,8 @@ pub fn run(
             .set_descriptor_names(Box::new(move |ino| vfds.name_of(ino)));
     }
     if let Some(listener) = spawned.listener {
-        notify::keep_awake::start(options.idle_poll);
-        notify::start(listener, Arc::clone(&shared));
+        supervisor::keep_awake::start(options.idle_poll);
+        supervisor::start(listener, Arc::clone(&shared));
     }
     // The tracer must not die (or stop) of the terminal's signals meant for the program.
     // SAFETY: setting dispositions of this process only (the child keeps its defaults).
@@ -594,7 +594,7 @@ impl Agent {
     /// to restart, marks it ([`Agent::mark`]) and makes it restart, signal or not.
     fn mark_sent_back(&mut self, pid: i32, nr: i64) -> io::Result<()> {
         let mut regs = Regs::get(pid)?;
-        let restarts = [send_back::ERESTARTNOINTR, notify::ERESTARTSYS]
+        let restarts = [send_back::ERESTARTNOINTR, supervisor::ERESTARTSYS]
             .iter()
             .any(|&e| regs.ret() == -(e as i64));
         if restarts && regs.nr() == nr && self.mark(pid, &mut regs)? {
@@ -681,7 +681,7 @@ impl Agent {
     }
 
     /// Gives `pid` a fresh address space if its process exec'd since roost last looked (an
-    /// exec a notification let through has no stop of its own; see `crate::execs`).
+    /// exec a notification let through has no stop of its own; see `crate::programs`).
     fn refresh_after_exec(&mut self, pid: i32) {
         let count = self.shared.execs.count(pid);
         let Some(task) = self.tasks.get_mut(&pid) else {
@@ -815,7 +815,7 @@ impl Agent {
     fn on_signal(&mut self, pid: i32, sig: i32) -> io::Result<()> {
         if self.notifications {
             if let Ok(mut regs) = Regs::get(pid) {
-                if regs.ret() == -(notify::ERESTARTSYS as i64)
+                if regs.ret() == -(supervisor::ERESTARTSYS as i64)
                     && self.table.restarts_when_notified(regs.nr())
                 {
                     regs.set_ret(-(send_back::ERESTARTNOINTR as i64));

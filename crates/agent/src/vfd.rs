@@ -2,7 +2,7 @@
 //! ([`OpenFile`]). The program holds one end of a socket pair at a number in a reserved
 //! high range (the *placeholder*); the filter sends the descriptor calls whose fd argument
 //! lies in that range to the notification thread, which serves them with requests to the
-//! server (`notify/direct.rs`), so calls on local descriptors stay untrapped.
+//! server (`supervisor/direct.rs`), so calls on local descriptors stay untrapped.
 //!
 //! The kernel keeps the placeholder's life: `fork`, close-on-exec, `close` and
 //! `close_range` copy or drop it as they would a file, and every copy names the same open
@@ -11,7 +11,7 @@
 //! A copy the program asks for (`dup`, `fcntl(F_DUPFD)`) is made in the range too; one it
 //! asks for at a low number (`dup2(fd, 1)`: a shell's `> /chirp/...`) cannot be trapped
 //! there, so it is a local copy of the file instead, written back when closed (cached mode
-//! for that copy; `notify/direct.rs`).
+//! for that copy; `supervisor/direct.rs`).
 
 use roost_vfs::{Driver, Errno, OpenFile};
 use std::collections::HashMap;
@@ -29,7 +29,7 @@ pub struct VFile {
     pub access: i32,
     pub state: Mutex<State>,
     /// This descriptor's open of the file's lock object, on which the program's advisory
-    /// locks are taken (`notify::locks`), opened on the first lock; released with it.
+    /// locks are taken (`supervisor::locks`), opened on the first lock; released with it.
     pub locks: Mutex<Option<std::fs::File>>,
     /// roost's end of the socket pair.
     end: OwnedFd,

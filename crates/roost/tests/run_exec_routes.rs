@@ -1,4 +1,4 @@
-//! Execs by every route roost gives them (notify/exec.rs): let through by a notification
+//! Execs by every route roost gives them (supervisor/exec.rs): let through by a notification
 //! when nothing in them is mapped, sent back to a ptrace stop when they must be rewritten,
 //! from a thread that is not the main one, interrupted by signals, of a memfd, failing along
 //! `PATH` before one succeeds. What must hold whatever the route: the program that runs, its

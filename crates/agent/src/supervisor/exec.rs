@@ -1,10 +1,10 @@
 //! execve / execveat delivered as notifications. Most execs name nothing mapped (`/bin/sh`,
 //! `/usr/bin/cc`, a failed try along `PATH`): roost lets them through (`CONTINUE`) and
-//! records the program in [`crate::execs`], so a fork + exec costs the tracer no stop but
+//! records the program in [`crate::programs`], so a fork + exec costs the tracer no stop but
 //! the fork's own two. An exec roost must rewrite (a mapped program, interpreter or loader)
 //! is *sent back*: the tracer interrupts the caller (`PTRACE_INTERRUPT`) and answers the
 //! notification with `ERESTARTNOINTR`; at the interrupt's stop it marks the call
-//! ([`crate::syscalls::BY_PTRACE`], `notify::send_back`) and the kernel
+//! ([`crate::syscalls::BY_PTRACE`], `supervisor::send_back`) and the kernel
 //! restarts it, now taking a ptrace stop where the usual exec handler rewrites it.
 //! A thread that is not its process's leader is always sent back: its exec changes its id,
 //! which only the exec event tells.

@@ -69,7 +69,7 @@ pub struct Shared {
     /// The open files of direct-mode mounts (None: no such mount, or no notifications).
     pub vfds: Option<Arc<crate::vfd::Vfds>>,
     /// Each process's program and exec count.
-    pub execs: crate::execs::Execs,
+    pub execs: crate::programs::Execs,
     /// Calls the supervisor sends back to take a ptrace stop (None: no notifications).
     pub sent_back: Option<send_back::SentBack>,
     /// Set once any tracee changed its credentials: from then on, opens performed here
