@@ -293,13 +293,6 @@ impl HttpNet {
         }))
     }
 
-    /// Stops prefetching (waiting up to a second for fetches in progress to give up) and
-    /// removes this agent's local copies (the run is over).
-    pub fn close(&self) {
-        self.prefetch.stop(Duration::from_secs(1));
-        self.cache.close();
-    }
-
     /// The server a driver path names and the (normalized) path on it; ENOENT for a
     /// first component that is no `HOST[:PORT]`.
     fn server(&self, path: &[u8]) -> Result<(String, Vec<u8>), Errno> {
@@ -807,6 +800,15 @@ impl Driver for HttpNet {
     fn name(&self) -> &'static str {
         self.scheme
     }
+    fn read_only(&self) -> bool {
+        true
+    }
+    /// Stops prefetching (waiting up to a second for fetches in progress to give up) and
+    /// removes this agent's local copies.
+    fn close(&self) {
+        self.prefetch.stop(Duration::from_secs(1));
+        self.cache.close();
+    }
     fn mirror(&self) -> Option<&[u8]> {
         Some(self.cache.mirror())
     }
@@ -899,42 +901,6 @@ impl Driver for HttpNet {
     fn open_read(&self, path: &[u8]) -> Result<Box<dyn ReadAt>, Errno> {
         let local = self.localize(path, Intent::Read)?;
         roost_vfs::LocalDriver.open_read(&local)
-    }
-    fn mkdir(&self, _: &[u8], _: u32) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn rmdir(&self, _: &[u8]) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn unlink(&self, _: &[u8]) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn rename(&self, _: &[u8], _: &[u8]) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn link(&self, _: &[u8], _: &[u8]) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn symlink(&self, _: &[u8], _: &[u8]) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn chmod(&self, _: &[u8], _: u32) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn truncate(&self, _: &[u8], _: u64) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn chown(&self, _: &[u8], _: u32, _: u32, _: bool) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn utime(&self, _: &[u8], _: Option<i64>, _: Option<i64>) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn setxattr(&self, _: &[u8], _: &[u8], _: &[u8], _: i32, _: bool) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn removexattr(&self, _: &[u8], _: &[u8], _: bool) -> Result<(), Errno> {
-        Err(libc::EROFS)
     }
     fn getxattr(&self, path: &[u8], _: &[u8], _: bool) -> Result<Vec<u8>, Errno> {
         self.lstat(path)?;

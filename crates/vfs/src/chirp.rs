@@ -121,11 +121,6 @@ impl ChirpNet {
         Ok((Arc::clone(server), crate::path::normalize(rest)))
     }
 
-    /// Sends back what is pending and removes this agent's local copies (the run is over).
-    pub fn close(&self) {
-        self.cache.close();
-    }
-
     /// Whether `path` is the driver's root (`/chirp` itself), which lists the servers used.
     fn is_root(path: &[u8]) -> bool {
         crate::path::split_first(path).0.is_empty()
@@ -514,6 +509,10 @@ impl Driver for ChirpNet {
     }
     fn flush(&self) {
         self.cache.flush();
+    }
+    /// Sends back what is pending and removes this agent's local copies.
+    fn close(&self) {
+        self.cache.close();
     }
     fn report(&self) -> Option<String> {
         let servers = self.servers.lock().expect("servers lock");
