@@ -803,6 +803,13 @@ impl Driver for HttpNet {
     fn read_only(&self) -> bool {
         true
     }
+    /// `HOST[:PORT]/PATH` (or `HOST+PORT`). Files are fetched whole into the cache but
+    /// for the large ones with block hashes, which [`Driver::open_file`] reads in place:
+    /// a target is always direct.
+    fn mount_target(&self, rest: &str, _direct: bool) -> Option<(Vec<u8>, bool)> {
+        colon_form(rest.split('/').next().unwrap_or(""))?;
+        Some((format!("/{rest}").into_bytes(), true))
+    }
     /// Stops prefetching (waiting up to a second for fetches in progress to give up) and
     /// removes this agent's local copies.
     fn close(&self) {
@@ -999,6 +1006,44 @@ mod tests {
         }
         for bad in ["", ":80", "h:", "h:0", "h:x", "a:b:c", "[::1", "h/x", "h@x"] {
             assert!(!valid_authority(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn mount_targets_name_a_web_server_and_a_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let web = |scheme: &'static str| -> Arc<dyn Driver> {
+            let cache = Cache::new(dir.path(), roost_vfs::cache::DEFAULT_LIMIT, false);
+            HttpNet::new(scheme, cache, HttpOptions::default()).unwrap()
+        };
+        let mut drivers = roost_vfs::Registry::new();
+        drivers.add("http", web("http"), false);
+        drivers.add("https", web("https"), false);
+        let root = |physical: &str| {
+            let target = drivers.target(physical).expect("a web target");
+            target.map(|t| format!("{t:?}"))
+        };
+        assert_eq!(
+            root("/http/127.0.0.1:8080/sw/").unwrap(),
+            "http:/127.0.0.1:8080/sw:direct"
+        );
+        assert_eq!(root("http://h/sw").unwrap(), "http:/h/sw:direct");
+        assert_eq!(
+            root("https://h:8443/a/b").unwrap(),
+            "https:/h:8443/a/b:direct"
+        );
+        assert_eq!(root("/https/h+8443").unwrap(), "https:/h+8443:direct");
+        for (bad, scheme) in [
+            ("http://h:0/x", "http"),
+            ("http://:80/x", "http"),
+            ("http://u@h/x", "http"),
+            ("/http/h:x/y", "http"),
+            ("https://u:p@h/x", "https"),
+        ] {
+            assert_eq!(
+                root(bad).unwrap_err(),
+                format!("{bad}: expected {scheme}://HOST[:PORT]/PATH")
+            );
         }
     }
 

@@ -198,6 +198,13 @@ pub trait Driver: Send + Sync {
     fn read_only(&self) -> bool {
         false
     }
+    /// A mount target naming this driver (see [`crate::registry`]): `rest` is what follows
+    /// `SCHEME://` or `/SCHEME/` (`HOST[:PORT]/PATH` and any suffix the driver takes),
+    /// `direct` the mode of a target that names none. The driver path and whether its
+    /// files are used in place; `None`: `rest` names nothing this driver serves.
+    fn mount_target(&self, _rest: &str, _direct: bool) -> Option<(Vec<u8>, bool)> {
+        None
+    }
     fn readlink(&self, _path: &[u8]) -> Result<Vec<u8>, Errno> {
         Err(libc::ENOSYS)
     }
