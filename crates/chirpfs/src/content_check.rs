@@ -11,6 +11,7 @@
 //! it fetched again. A copy is checked at most once a run. A server that does not answer
 //! `hash` (cctools' `chirp_server`) is trusted on the version, as Parrot trusts the size.
 
+use roost_base::errno_of;
 use roost_vfs::Errno;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
@@ -79,7 +80,7 @@ impl ContentCheck {
 
 /// The SHA-256 of the file at `path`.
 fn sha256_of(path: &Path) -> Result<[u8; 32], Errno> {
-    let mut file = std::fs::File::open(path).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+    let mut file = std::fs::File::open(path).map_err(errno_of)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 256 * 1024];
     loop {
@@ -87,7 +88,7 @@ fn sha256_of(path: &Path) -> Result<[u8; 32], Errno> {
             Ok(0) => break,
             Ok(n) => hasher.update(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
+            Err(e) => return Err(errno_of(e)),
         }
     }
     Ok(hasher.finalize().into())

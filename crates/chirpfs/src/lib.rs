@@ -16,6 +16,7 @@
 
 use crate::content_check::{ContentCheck, ServerDigest};
 use crate::nodes::Nodes;
+use roost_base::errno_of;
 use roost_client::{Client, Error as ClientError, OpenFlags};
 use roost_vfs::cache::shown::{Attrs, Shown};
 use roost_vfs::cache::{Cache, Destination, Version};
@@ -356,7 +357,7 @@ impl Destination for WriteTo {
             ..Default::default()
         };
         let remote = crate::direct::DirectFile::open(Arc::clone(&self.server), path, rest, how)?;
-        std::io::Seek::seek(file, std::io::SeekFrom::Start(from)).map_err(local_errno)?;
+        std::io::Seek::seek(file, std::io::SeekFrom::Start(from)).map_err(errno_of)?;
         let mut block = Vec::new();
         loop {
             block.clear();
@@ -364,7 +365,7 @@ impl Destination for WriteTo {
                 .by_ref()
                 .take(roost_wire::MAX_BLOCK)
                 .read_to_end(&mut block)
-                .map_err(local_errno)?;
+                .map_err(errno_of)?;
             if got == 0 {
                 return Ok(());
             }
@@ -393,10 +394,6 @@ fn sent_mode(opened: u32, copy: &std::fs::File) -> u32 {
         Ok(m) if m.mode() & 0o7777 != (opened | 0o600) & 0o7777 => m.mode() & 0o7777,
         _ => opened,
     }
-}
-
-fn local_errno(e: std::io::Error) -> Errno {
-    e.raw_os_error().unwrap_or(libc::EIO)
 }
 
 /// An extended-attribute call a server cannot make (cctools' chirp_server built without
@@ -1338,9 +1335,7 @@ impl Server {
     fn put(&self, path: &[u8], mode: u32, file: &mut std::fs::File) -> Result<Version, Errno> {
         use roost_wire::Request;
         use std::os::unix::fs::MetadataExt;
-        let meta = file
-            .metadata()
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        let meta = file.metadata().map_err(errno_of)?;
         // A file with other names is written in place, so they keep seeing it (a putfile
         // replaces the file, atomically); either way its times follow (a program may have
         // set them: `touch` does, through its descriptor), and its new attributes come back

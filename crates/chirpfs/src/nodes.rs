@@ -86,7 +86,7 @@ impl Nodes {
         // SAFETY: valid C strings; a FIFO in roost's own directory.
         unsafe {
             if libc::mkfifo(c.as_ptr(), 0o600) < 0 || libc::chmod(c.as_ptr(), mode & 0o7777) < 0 {
-                let e = roost_vfs::last_errno();
+                let e = roost_base::last_errno();
                 libc::unlink(c.as_ptr());
                 return Err(e);
             }

@@ -596,7 +596,6 @@ impl HttpNet {
         vouch: Vouch,
         copy: &mut Copy,
     ) -> Result<(), Errno> {
-        let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
         let digest = vouch.digest;
         let mut pending = None;
         if let Some(blocks) = vouch.blocks {
@@ -616,8 +615,8 @@ impl HttpNet {
             if answer.status != 200 {
                 return Err(libc::EIO);
             }
-            file.set_len(0).map_err(errno)?;
-            std::io::Seek::rewind(file).map_err(errno)?;
+            file.set_len(0).map_err(roost_base::errno_of)?;
+            std::io::Seek::rewind(file).map_err(roost_base::errno_of)?;
             let mut sha256 = sha2::Sha256::new();
             let mut sha1 = sha1::Sha1::new();
             let mut reader = answer.response.into_reader();
@@ -646,7 +645,7 @@ impl HttpNet {
                     Some(Digest::Sha1(_)) => sha1.update(&buf[..n]),
                     None => {}
                 }
-                file.write_all(&buf[..n]).map_err(errno)?;
+                file.write_all(&buf[..n]).map_err(roost_base::errno_of)?;
                 self.fetched.fetch_add(n as u64, Ordering::Relaxed);
             }
             let got = match digest {

@@ -41,7 +41,7 @@ impl OpError {
 
 impl From<io::Error> for OpError {
     fn from(e: io::Error) -> OpError {
-        OpError::errno(e.raw_os_error().unwrap_or(libc::EIO))
+        OpError::errno(roost_base::errno_of(e))
     }
 }
 

@@ -6,6 +6,7 @@
 //! of handing paths to the kernel.
 
 use crate::Errno;
+use roost_base::{errno_of, last_errno};
 use std::ffi::CString;
 
 /// A file's attributes, as `struct stat` carries them (times in seconds and nanoseconds).
@@ -367,10 +368,6 @@ impl ReadAt for LocalFile {
     }
 }
 
-fn errno_of(e: std::io::Error) -> Errno {
-    e.raw_os_error().unwrap_or(libc::EIO)
-}
-
 /// The local file system, through ordinary system calls.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LocalDriver;
@@ -381,9 +378,7 @@ fn cpath(path: &[u8]) -> Result<CString, Errno> {
 
 fn check(rc: libc::c_int) -> Result<(), Errno> {
     if rc < 0 {
-        Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO))
+        Err(last_errno())
     } else {
         Ok(())
     }
@@ -410,9 +405,7 @@ impl Driver for LocalDriver {
         // SAFETY: the buffer is valid for its length.
         let n = unsafe { libc::readlink(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 {
-            return Err(std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO));
+            return Err(last_errno());
         }
         buf.truncate(n as usize);
         Ok(buf)

@@ -84,13 +84,6 @@ pub fn call_started() -> Option<std::time::Instant> {
     CALL_STARTED.with(|c| c.get())
 }
 
-/// The errno of the last failed libc call.
-pub fn last_errno() -> Errno {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
-
 /// Lower-case hexadecimal of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

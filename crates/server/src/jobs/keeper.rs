@@ -31,6 +31,7 @@
 //! ([`Report`]): how the program ended, or which step failed and why.
 
 use super::{landlock, seccomp};
+use roost_base::errno_of;
 use roost_catalog::json::{self, Value};
 use std::convert::Infallible;
 use std::ffi::{OsStr, OsString};
@@ -291,10 +292,7 @@ pub fn run_if_called() {
         std::process::exit(2);
     };
     let Err((stage, e)) = keep(&plan, program, argv);
-    report(
-        plan.status,
-        Report::Error(stage, e.raw_os_error().unwrap_or(libc::EIO)),
-    );
+    report(plan.status, Report::Error(stage, errno_of(&e)));
     std::process::exit(1);
 }
 
@@ -452,14 +450,14 @@ fn init(
 ) -> Result<Infallible, Failure> {
     stay_with_keeper(alive);
     if let Err(e) = mount_proc() {
-        report(plan.status, Report::Note(Stage::Proc, errno(&e)));
+        report(plan.status, Report::Note(Stage::Proc, errno_of(&e)));
     }
     if let Some(ruleset) = plan.ruleset {
         at(Stage::Confine, grant_proc(ruleset))?;
     }
     if !plan.network {
         if let Err(e) = loopback_up() {
-            report(plan.status, Report::Note(Stage::Loopback, errno(&e)));
+            report(plan.status, Report::Note(Stage::Loopback, errno_of(&e)));
         }
     }
     // SAFETY: this process has one thread; the child goes on with ordinary code.
@@ -475,10 +473,6 @@ fn init(
         }
     }
     reap_all(child, Some(plan.status), true)
-}
-
-fn errno(e: &io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(libc::EIO)
 }
 
 /// A `/proc` of the PID namespace over the host's, in the job's mount namespace (whose
@@ -633,7 +627,7 @@ fn start_program(
         command.arg0(arg0);
     }
     let e = command.args(args).exec();
-    report(plan.status, Report::Error(Stage::Exec, errno(&e)));
+    report(plan.status, Report::Error(Stage::Exec, errno_of(&e)));
     // SAFETY: the program could not be run: the exit status of a shell that cannot.
     unsafe { libc::_exit(127) }
 }

@@ -11,6 +11,7 @@ use super::description::{FileKind, JobFile};
 use super::JobError;
 use crate::export::{Export, OpError};
 use crate::jail::{cvt, Jail, JailPath};
+use roost_base::errno_of;
 use roost_wire::ErrorCode;
 use std::ffi::CString;
 use std::fs::File;
@@ -223,7 +224,7 @@ impl Sandbox {
                 .begin_put(subject, &path, mode)
                 .map_err(|e| fail(ErrorCode::from_errno(e.errno), describe(&e)))?;
             let size = io::copy(&mut source, &mut upload.file)
-                .map_err(|e| fail(ErrorCode::from_errno(errno(&e)), e.to_string()))?;
+                .map_err(|e| fail(ErrorCode::from_errno(errno_of(&e)), e.to_string()))?;
             upload
                 .commit(export)
                 .map_err(|e| fail(ErrorCode::from_errno(e.errno), describe(&e)))?;
@@ -245,10 +246,6 @@ fn open_up(dir: &Path) {
             }
         }
     }
-}
-
-fn errno(e: &io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(libc::EIO)
 }
 
 /// Replaces cctools' output-name escapes in `serv_path`: `%j` the job id, `%h` the SHA-1 of
