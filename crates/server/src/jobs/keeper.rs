@@ -326,6 +326,7 @@ fn keep(plan: &Plan, program: &OsStr, argv: &[OsString]) -> Result<Infallible, F
         if written != 1 {
             return Err((Stage::Limits, io::Error::last_os_error()));
         }
+        // SAFETY: the server gave us this descriptor to write once; nothing else uses it.
         unsafe { libc::close(fd) };
     }
     // SAFETY: plain queries and settings of this process.
@@ -354,6 +355,7 @@ fn keep(plan: &Plan, program: &OsStr, argv: &[OsString]) -> Result<Infallible, F
         // Inside a user namespace without maps yet, ids read as the overflow id.
         // SAFETY: plain queries and a plain system call.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        // SAFETY: a plain system call on this process, no pointers.
         at(Stage::Namespaces, cvt(unsafe { libc::unshare(flags) }))?;
         if plan.namespaces == Namespaces::User {
             at(Stage::Namespaces, map_own_ids(uid, gid))?;
