@@ -3,6 +3,9 @@
 //! Group descriptors index a table of open groups; every call checks its pointers for null,
 //! catches panics at the boundary, and reports errors as -1 with `errno`.
 
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use group::aggregate::{DataAggr, StatusAggr};
 use group::api::{
     gopen as open_group, Bindings, FileOp, Group, GroupData, GroupError, GroupOptions, Outcome,

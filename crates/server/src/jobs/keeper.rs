@@ -590,10 +590,8 @@ fn start_program(
                 rlim_max: v,
             };
             // SAFETY: a limit of ours.
-            at(
-                Stage::Confine,
-                cvt(unsafe { libc::setrlimit(resource, &limit) }),
-            )?;
+            let set = unsafe { libc::setrlimit(resource, &limit) };
+            at(Stage::Confine, cvt(set))?;
         }
     }
     // SAFETY: plain settings of this process.
