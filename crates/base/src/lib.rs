@@ -2,6 +2,9 @@
 //! only): the errno of a failed call ([`errno`]), the process's descriptor limit
 //! ([`raise_descriptor_limit`]) and calendar dates of Unix times ([`date`]).
 
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod date;
 pub mod errno;
 
@@ -34,10 +37,8 @@ mod tests {
             rlim_max: 0,
         };
         // SAFETY: a query with a valid struct.
-        assert_eq!(
-            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
-            0
-        );
+        let asked = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+        assert_eq!(asked, 0);
         assert_eq!(limit.rlim_cur, limit.rlim_max);
     }
 }

@@ -14,6 +14,9 @@
 //! retried mkdir, symlink or link that finds its name present, or unlink, rmdir or rename
 //! that finds its source gone, counts as done (the first attempt's effect).
 
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use crate::content_check::{ContentCheck, ServerDigest};
 use crate::nodes::Nodes;
 use roost_base::errno_of;

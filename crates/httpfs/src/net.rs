@@ -280,8 +280,9 @@ impl HttpNet {
             down: Mutex::new(HashSet::new()),
             distrusted: Mutex::new(HashSet::new()),
             shown: Shown::default(),
-            // SAFETY: plain queries.
+            // SAFETY: a plain query.
             uid: unsafe { libc::geteuid() },
+            // SAFETY: a plain query.
             gid: unsafe { libc::getegid() },
             requests: AtomicU64::new(0),
             fetched: AtomicU64::new(0),

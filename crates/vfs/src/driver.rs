@@ -386,8 +386,9 @@ fn check(rc: libc::c_int) -> Result<(), Errno> {
 
 fn stat_with(path: &[u8], flags: libc::c_int) -> Result<Stat, Errno> {
     let c = cpath(path)?;
-    // SAFETY: `st` is plain data written by the kernel; `c` is a valid C string.
+    // SAFETY: `struct stat` is plain data, valid all zeros.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a writable `struct stat`.
     check(unsafe { libc::fstatat(libc::AT_FDCWD, c.as_ptr(), &mut st, flags) })?;
     Ok(Stat::from_kernel(&st))
 }
