@@ -6,6 +6,9 @@
 //! walks a logical path (symlinks and `..` in the logical namespace, results cached) and maps
 //! it through the longest matching mount.
 
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod cache;
 pub mod driver;
 pub mod mount;
@@ -28,8 +31,11 @@ thread_local! {
     static BEFORE_BLOCKING: std::cell::Cell<Option<fn()>> = const { std::cell::Cell::new(None) };
 }
 
-/// What else [`before_blocking`] installs its hook into ([`also_before_blocking`]).
-static ALSO_INSTALL: std::sync::Mutex<Vec<fn(fn())>> = std::sync::Mutex::new(Vec::new());
+/// Installs a hook somewhere else on the calling thread ([`also_before_blocking`]).
+type Installer = fn(fn());
+
+/// What else [`before_blocking`] installs its hook into.
+static ALSO_INSTALL: std::sync::Mutex<Vec<Installer>> = std::sync::Mutex::new(Vec::new());
 
 /// Installs `hook`, which this thread calls when a driver call may block for long: before
 /// a new connection or an HTTP request, and wherever a driver's library waits on its own
@@ -48,7 +54,7 @@ pub fn before_blocking(hook: fn()) {
 /// called on: for a driver whose library waits for replies on its own (the Chirp client's
 /// `receive::when_slow`). A driver calls it once, when it is made (before the agent's
 /// threads start).
-pub fn also_before_blocking(install: fn(fn())) {
+pub fn also_before_blocking(install: Installer) {
     ALSO_INSTALL
         .lock()
         .unwrap_or_else(|e| e.into_inner())
