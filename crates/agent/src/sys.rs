@@ -7,27 +7,7 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 
-/// Lifts this process's soft limit on descriptors to its hard one (processes started
-/// later inherit it: raise it after starting those that must keep theirs).
-pub fn raise_descriptor_limit() {
-    // SAFETY: the kernel fills the plain-data struct.
-    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
-    // SAFETY: a query and a change of this process's own limit, with a valid struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
-}
-
-/// The errno of the last failed call (EIO when the kernel left none).
-pub fn last_errno() -> Errno {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
+pub use roost_base::{last_errno, raise_descriptor_limit};
 
 /// Takes ownership of a descriptor a raw call returned, or its errno.
 fn owned(fd: i64) -> Result<OwnedFd, Errno> {

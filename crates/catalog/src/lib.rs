@@ -468,30 +468,9 @@ pub fn log(event: &str, fields: &[(&str, &dyn std::fmt::Display)]) {
     let _ = io::stderr().lock().write_all(line.as_bytes());
 }
 
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm); the
-/// servers' logs use it too.
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
 fn log_time() -> String {
-    let secs = unix_now();
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let t = roost_base::date::Utc::of(unix_now());
+    format!("{}T{:02}:{:02}:{:02}Z", t.ymd(), t.hour, t.minute, t.second)
 }
 
 /// The catalog server: its sockets and table.

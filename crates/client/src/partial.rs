@@ -107,6 +107,7 @@ extern "C" fn on_stop(signal: libc::c_int) {
     remove_registered();
     // SA_RESETHAND restored the default action: the signal, delivered again once this
     // handler returns, ends the process as it would have.
+    // SAFETY: raise is async-signal-safe and takes no pointers.
     unsafe { libc::raise(signal) };
 }
 
@@ -118,6 +119,7 @@ pub fn remove_on_signals() -> io::Result<()> {
         let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
         action.sa_sigaction = on_stop as extern "C" fn(libc::c_int) as usize;
         action.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+        // SAFETY: a filled sigaction, and no old action asked for.
         if unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) } != 0 {
             return Err(io::Error::last_os_error());
         }

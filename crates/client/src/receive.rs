@@ -166,11 +166,9 @@ impl Read for Receiver {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let fd = self.stream.as_raw_fd();
         if !buf.is_empty() {
+            let (at, len) = (buf.as_mut_ptr(), buf.len());
             // SAFETY: `buf` is valid for writes of its length.
-            if let Some(done) = self
-                .spin
-                .poll(|| unsafe { recv_now(fd, buf.as_mut_ptr(), buf.len()) })
-            {
+            if let Some(done) = self.spin.poll(|| unsafe { recv_now(fd, at, len) }) {
                 return done;
             }
         }

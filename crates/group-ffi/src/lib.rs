@@ -3,6 +3,9 @@
 //! Group descriptors index a table of open groups; every call checks its pointers for null,
 //! catches panics at the boundary, and reports errors as -1 with `errno`.
 
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use group::aggregate::{DataAggr, StatusAggr};
 use group::api::{
     gopen as open_group, Bindings, FileOp, Group, GroupData, GroupError, GroupOptions, Outcome,
@@ -34,6 +37,7 @@ fn table() -> MutexGuard<'static, Table> {
 }
 
 fn set_errno(e: i32) {
+    // SAFETY: `__errno_location` returns this thread's errno, valid for the thread's life.
     unsafe { *libc::__errno_location() = e };
 }
 
@@ -83,10 +87,15 @@ fn options() -> Result<GroupOptions, i32> {
     })
 }
 
-fn c_str<'a>(p: *const c_char) -> Result<&'a str, i32> {
+/// # Safety
+///
+/// `p` must be null or a NUL-terminated string that outlives `'a` (the C caller's argument,
+/// used during its call only).
+unsafe fn c_str<'a>(p: *const c_char) -> Result<&'a str, i32> {
     if p.is_null() {
         return Err(libc::EFAULT);
     }
+    // SAFETY: not null, and NUL-terminated and alive for 'a as the caller promises.
     unsafe { CStr::from_ptr(p) }
         .to_str()
         .map_err(|_| libc::EINVAL)
@@ -115,7 +124,8 @@ fn status_of(outcome: &Outcome, error: Option<i32>) -> Result<i64, i32> {
 #[no_mangle]
 pub unsafe extern "C" fn gopen(dirname: *const c_char, flags: c_int, mode: c_int) -> c_int {
     guarded(|| {
-        let dir = c_str(dirname)?;
+        // SAFETY: this function's own contract.
+        let dir = unsafe { c_str(dirname) }?;
         let g = open_group(dir, flags, mode as u32, &options()?).map_err(|e| e.errno())?;
         let mut t = table();
         let slot = Some(Arc::new(Mutex::new(g)));
@@ -149,12 +159,15 @@ pub unsafe extern "C" fn gfiles(gfd: c_int, files: *mut *mut c_char) -> c_int {
         }
         with_group(gfd, |g| {
             for (i, name) in g.gfiles().iter().enumerate() {
+                // SAFETY: i < gsize, and `files` holds gsize pointers (the contract).
                 let dst = unsafe { *files.add(i) };
                 if dst.is_null() {
                     return Err(libc::EFAULT);
                 }
                 let bytes = name.as_bytes();
                 let n = bytes.len().min(libc::FILENAME_MAX as usize - 1);
+                // SAFETY: `dst` holds FILENAME_MAX bytes (the contract) and n + 1 of them
+                // are written; a Rust string never overlaps the caller's buffer.
                 unsafe {
                     std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.cast(), n);
                     *dst.add(n) = 0;
@@ -171,7 +184,8 @@ pub unsafe extern "C" fn gfiles(gfd: c_int, files: *mut *mut c_char) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn gindex(gfd: c_int, file: *const c_char) -> c_int {
     guarded(|| {
-        let name = c_str(file)?;
+        // SAFETY: this function's own contract.
+        let name = unsafe { c_str(file) }?;
         with_group(gfd, |g| {
             g.gindex(name).map(|i| i as c_int).ok_or(libc::ENOENT)
         })
@@ -190,7 +204,7 @@ pub unsafe extern "C" fn gstatus(gfd: c_int, status_array: *mut c_longlong) -> c
         with_group(gfd, |g| {
             let statuses = g.gstatus().map_err(|e| e.errno())?;
             let mut failed = 0;
-            for (i, s) in statuses.iter().enumerate() {
+            for (i, s) in statuses.iter().enumerate().take(g.gsize()) {
                 let v = match s {
                     Ok(v) => *v,
                     Err(errno) => {
@@ -198,6 +212,7 @@ pub unsafe extern "C" fn gstatus(gfd: c_int, status_array: *mut c_longlong) -> c
                         -i64::from(*errno)
                     }
                 };
+                // SAFETY: i < gsize, and `status_array` holds gsize `long long`s.
                 unsafe { *status_array.add(i) = v };
             }
             Ok(failed)
@@ -273,6 +288,7 @@ pub unsafe extern "C" fn gbindlines(
         let pattern = if regex.is_null() {
             Pattern::All
         } else {
+            // SAFETY: not null, so NUL-terminated (this function's contract).
             let text = unsafe { CStr::from_ptr(regex) }
                 .to_str()
                 .map_err(|_| libc::EINVAL)?;
@@ -336,20 +352,33 @@ fn render_lines(group: &Group, classes: &[group::api::LineClass], numbers: bool)
 /// Copies a read's result into `buf` (`gsize * count` bytes): concatenated member data with
 /// member i at `buf + i * count`, or the text of line classes from `buf` on (cut at the end
 /// of the buffer; returns its whole length).
-fn deliver(group: &Group, outcome: &Outcome, buf: *mut c_void, count: usize) -> Option<usize> {
+///
+/// # Safety
+///
+/// `buf` must point to `group.gsize() * count` writable bytes.
+unsafe fn deliver(
+    group: &Group,
+    outcome: &Outcome,
+    buf: *mut c_void,
+    count: usize,
+) -> Option<usize> {
     if let GroupData::Lines(classes) = &outcome.data {
         let numbers = classes.iter().any(|c| c.number != 0);
         let text = render_lines(group, classes, numbers);
-        let room = count * group.gsize();
+        let room = count.saturating_mul(group.gsize());
         let n = text.len().min(room);
+        // SAFETY: n is at most the buffer's size; the text is our own allocation.
         unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n) };
         return Some(text.len());
     }
     if let GroupData::PerMember(per) = &outcome.data {
-        for (i, data) in per.iter().enumerate() {
+        for (i, data) in per.iter().enumerate().take(group.gsize()) {
+            // SAFETY: i < gsize, so member i's `count` bytes lie inside the buffer.
             let slot = unsafe { buf.cast::<u8>().add(i * count) };
             let bytes = data.as_deref().unwrap_or(&[]);
             let n = bytes.len().min(count);
+            // SAFETY: n + (count - n) = count bytes at `slot`, inside the buffer; the data
+            // is our own allocation.
             unsafe {
                 std::ptr::copy_nonoverlapping(bytes.as_ptr(), slot, n);
                 std::ptr::write_bytes(slot.add(n), 0, count - n);
@@ -359,7 +388,10 @@ fn deliver(group: &Group, outcome: &Outcome, buf: *mut c_void, count: usize) -> 
     None
 }
 
-fn read_into(gfd: c_int, buf: *mut c_void, count: size_t, offset: Option<off_t>) -> ssize_t {
+/// # Safety
+///
+/// `buf` must be null or point to `gsize(gfd) * count` writable bytes.
+unsafe fn read_into(gfd: c_int, buf: *mut c_void, count: size_t, offset: Option<off_t>) -> ssize_t {
     guarded(|| {
         if buf.is_null() && count > 0 {
             return Err(libc::EFAULT);
@@ -374,7 +406,8 @@ fn read_into(gfd: c_int, buf: *mut c_void, count: size_t, offset: Option<off_t>)
             let text_len = if buf.is_null() {
                 None
             } else {
-                deliver(g, &outcome, buf, count)
+                // SAFETY: this function's contract, `g` being group `gfd`.
+                unsafe { deliver(g, &outcome, buf, count) }
             };
             let status = status_of(&outcome, error)?;
             Ok(text_len.map_or(status as ssize_t, |n| n as ssize_t))
@@ -387,7 +420,8 @@ fn read_into(gfd: c_int, buf: *mut c_void, count: size_t, offset: Option<off_t>)
 /// `buf` must point to `gsize(gfd) * count` writable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn gread(gfd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
-    read_into(gfd, buf, count, None)
+    // SAFETY: this function's own contract.
+    unsafe { read_into(gfd, buf, count, None) }
 }
 
 /// # Safety
@@ -400,10 +434,19 @@ pub unsafe extern "C" fn gpread(
     count: size_t,
     offset: off_t,
 ) -> ssize_t {
-    read_into(gfd, buf, count, Some(offset))
+    // SAFETY: this function's own contract.
+    unsafe { read_into(gfd, buf, count, Some(offset)) }
 }
 
-fn write_from(gfd: c_int, buf: *const c_void, count: size_t, offset: Option<off_t>) -> ssize_t {
+/// # Safety
+///
+/// `buf` must point to `count` readable bytes (it may be null when `count` is 0).
+unsafe fn write_from(
+    gfd: c_int,
+    buf: *const c_void,
+    count: size_t,
+    offset: Option<off_t>,
+) -> ssize_t {
     guarded(|| {
         if buf.is_null() && count > 0 {
             return Err(libc::EFAULT);
@@ -411,6 +454,8 @@ fn write_from(gfd: c_int, buf: *const c_void, count: size_t, offset: Option<off_
         let data: &[u8] = if count == 0 {
             &[]
         } else {
+            // SAFETY: not null, and `count` readable bytes (the contract), which nothing
+            // writes during the call.
             unsafe { std::slice::from_raw_parts(buf.cast(), count) }
         };
         with_group(gfd, |g| {
@@ -430,7 +475,8 @@ fn write_from(gfd: c_int, buf: *const c_void, count: size_t, offset: Option<off_
 /// `buf` must point to `count` readable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn gwrite(gfd: c_int, buf: *const c_void, count: size_t) -> ssize_t {
-    write_from(gfd, buf, count, None)
+    // SAFETY: this function's own contract.
+    unsafe { write_from(gfd, buf, count, None) }
 }
 
 /// # Safety
@@ -443,7 +489,8 @@ pub unsafe extern "C" fn gpwrite(
     count: size_t,
     offset: off_t,
 ) -> ssize_t {
-    write_from(gfd, buf, count, Some(offset))
+    // SAFETY: this function's own contract.
+    unsafe { write_from(gfd, buf, count, Some(offset)) }
 }
 
 /// An operation whose only result is its status.
@@ -483,7 +530,12 @@ pub unsafe extern "C" fn gfstat(gfd: c_int, stats: *mut libc::stat) -> c_int {
         with_group(gfd, |g| {
             let (outcome, error) = split(g.fstat());
             let outcome = outcome.ok_or(error.unwrap_or(libc::EIO))?;
-            for (i, st) in Group::stats(&outcome).into_iter().enumerate() {
+            for (i, st) in Group::stats(&outcome)
+                .into_iter()
+                .enumerate()
+                .take(g.gsize())
+            {
+                // SAFETY: `struct stat` is plain data, valid all zeros.
                 let mut out: libc::stat = unsafe { std::mem::zeroed() };
                 if let Some(st) = st {
                     let a = st.to_array();
@@ -501,6 +553,7 @@ pub unsafe extern "C" fn gfstat(gfd: c_int, stats: *mut libc::stat) -> c_int {
                     out.st_mtime = a[11] as _;
                     out.st_ctime = a[12] as _;
                 }
+                // SAFETY: i < gsize, and `stats` holds gsize `struct stat`s.
                 unsafe { *stats.add(i) = out };
             }
             status_of(&outcome, error).map(|s| s as c_int)

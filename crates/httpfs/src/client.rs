@@ -507,9 +507,9 @@ pub fn http_date(text: &str) -> Option<i64> {
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ]
     .iter()
-    .position(|m| m == month)? as i64
+    .position(|m| m == month)? as u32
         + 1;
-    let (day, year): (i64, i64) = (day.parse().ok()?, year.parse().ok()?);
+    let (day, year): (u32, i64) = (day.parse().ok()?, year.parse().ok()?);
     let hms: Vec<i64> = time
         .split(':')
         .map(|t| t.parse().ok())
@@ -517,14 +517,7 @@ pub fn http_date(text: &str) -> Option<i64> {
     let [h, m, s] = hms.as_slice() else {
         return None;
     };
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = roost_base::date::days_from_civil(year, month, day);
     Some(days * 86_400 + h * 3600 + m * 60 + s)
 }
 

@@ -7,6 +7,9 @@
 //! prefetches the other files of a directory a program opens one of, and asks for indexes
 //! again conditionally once their TTL is over.
 
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod blocks;
 pub mod client;
 pub mod fuzz_check;

@@ -280,8 +280,9 @@ impl HttpNet {
             down: Mutex::new(HashSet::new()),
             distrusted: Mutex::new(HashSet::new()),
             shown: Shown::default(),
-            // SAFETY: plain queries.
+            // SAFETY: a plain query.
             uid: unsafe { libc::geteuid() },
+            // SAFETY: a plain query.
             gid: unsafe { libc::getegid() },
             requests: AtomicU64::new(0),
             fetched: AtomicU64::new(0),
@@ -291,13 +292,6 @@ impl HttpNet {
             recalled: AtomicU64::new(0),
             prefetch: Arc::new(prefetch),
         }))
-    }
-
-    /// Stops prefetching (waiting up to a second for fetches in progress to give up) and
-    /// removes this agent's local copies (the run is over).
-    pub fn close(&self) {
-        self.prefetch.stop(Duration::from_secs(1));
-        self.cache.close();
     }
 
     /// The server a driver path names and the (normalized) path on it; ENOENT for a
@@ -603,7 +597,6 @@ impl HttpNet {
         vouch: Vouch,
         copy: &mut Copy,
     ) -> Result<(), Errno> {
-        let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
         let digest = vouch.digest;
         let mut pending = None;
         if let Some(blocks) = vouch.blocks {
@@ -623,8 +616,8 @@ impl HttpNet {
             if answer.status != 200 {
                 return Err(libc::EIO);
             }
-            file.set_len(0).map_err(errno)?;
-            std::io::Seek::rewind(file).map_err(errno)?;
+            file.set_len(0).map_err(roost_base::errno_of)?;
+            std::io::Seek::rewind(file).map_err(roost_base::errno_of)?;
             let mut sha256 = sha2::Sha256::new();
             let mut sha1 = sha1::Sha1::new();
             let mut reader = answer.response.into_reader();
@@ -653,7 +646,7 @@ impl HttpNet {
                     Some(Digest::Sha1(_)) => sha1.update(&buf[..n]),
                     None => {}
                 }
-                file.write_all(&buf[..n]).map_err(errno)?;
+                file.write_all(&buf[..n]).map_err(roost_base::errno_of)?;
                 self.fetched.fetch_add(n as u64, Ordering::Relaxed);
             }
             let got = match digest {
@@ -807,6 +800,22 @@ impl Driver for HttpNet {
     fn name(&self) -> &'static str {
         self.scheme
     }
+    fn read_only(&self) -> bool {
+        true
+    }
+    /// `HOST[:PORT]/PATH` (or `HOST+PORT`). Files are fetched whole into the cache but
+    /// for the large ones with block hashes, which [`Driver::open_file`] reads in place:
+    /// a target is always direct.
+    fn mount_target(&self, rest: &str, _direct: bool) -> Option<(Vec<u8>, bool)> {
+        colon_form(rest.split('/').next().unwrap_or(""))?;
+        Some((format!("/{rest}").into_bytes(), true))
+    }
+    /// Stops prefetching (waiting up to a second for fetches in progress to give up) and
+    /// removes this agent's local copies.
+    fn close(&self) {
+        self.prefetch.stop(Duration::from_secs(1));
+        self.cache.close();
+    }
     fn mirror(&self) -> Option<&[u8]> {
         Some(self.cache.mirror())
     }
@@ -899,42 +908,6 @@ impl Driver for HttpNet {
     fn open_read(&self, path: &[u8]) -> Result<Box<dyn ReadAt>, Errno> {
         let local = self.localize(path, Intent::Read)?;
         roost_vfs::LocalDriver.open_read(&local)
-    }
-    fn mkdir(&self, _: &[u8], _: u32) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn rmdir(&self, _: &[u8]) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn unlink(&self, _: &[u8]) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn rename(&self, _: &[u8], _: &[u8]) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn link(&self, _: &[u8], _: &[u8]) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn symlink(&self, _: &[u8], _: &[u8]) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn chmod(&self, _: &[u8], _: u32) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn truncate(&self, _: &[u8], _: u64) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn chown(&self, _: &[u8], _: u32, _: u32, _: bool) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn utime(&self, _: &[u8], _: Option<i64>, _: Option<i64>) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn setxattr(&self, _: &[u8], _: &[u8], _: &[u8], _: i32, _: bool) -> Result<(), Errno> {
-        Err(libc::EROFS)
-    }
-    fn removexattr(&self, _: &[u8], _: &[u8], _: bool) -> Result<(), Errno> {
-        Err(libc::EROFS)
     }
     fn getxattr(&self, path: &[u8], _: &[u8], _: bool) -> Result<Vec<u8>, Errno> {
         self.lstat(path)?;
@@ -1033,6 +1006,44 @@ mod tests {
         }
         for bad in ["", ":80", "h:", "h:0", "h:x", "a:b:c", "[::1", "h/x", "h@x"] {
             assert!(!valid_authority(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn mount_targets_name_a_web_server_and_a_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let web = |scheme: &'static str| -> Arc<dyn Driver> {
+            let cache = Cache::new(dir.path(), roost_vfs::cache::DEFAULT_LIMIT, false);
+            HttpNet::new(scheme, cache, HttpOptions::default()).unwrap()
+        };
+        let mut drivers = roost_vfs::Registry::new();
+        drivers.add("http", web("http"), false);
+        drivers.add("https", web("https"), false);
+        let root = |physical: &str| {
+            let target = drivers.target(physical).expect("a web target");
+            target.map(|t| format!("{t:?}"))
+        };
+        assert_eq!(
+            root("/http/127.0.0.1:8080/sw/").unwrap(),
+            "http:/127.0.0.1:8080/sw:direct"
+        );
+        assert_eq!(root("http://h/sw").unwrap(), "http:/h/sw:direct");
+        assert_eq!(
+            root("https://h:8443/a/b").unwrap(),
+            "https:/h:8443/a/b:direct"
+        );
+        assert_eq!(root("/https/h+8443").unwrap(), "https:/h+8443:direct");
+        for (bad, scheme) in [
+            ("http://h:0/x", "http"),
+            ("http://:80/x", "http"),
+            ("http://u@h/x", "http"),
+            ("/http/h:x/y", "http"),
+            ("https://u:p@h/x", "https"),
+        ] {
+            assert_eq!(
+                root(bad).unwrap_err(),
+                format!("{bad}: expected {scheme}://HOST[:PORT]/PATH")
+            );
         }
     }
 

@@ -825,13 +825,8 @@ fn mode_string(st: &Stat) -> String {
 
 /// Seconds since the epoch as `YYYY-MM-DD HH:MM` (UTC).
 fn date(secs: i64) -> String {
-    let (y, m, d) = roost_server::log::civil_from_days(secs.div_euclid(86_400));
-    let rem = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60
-    )
+    let t = roost_base::date::Utc::of(secs);
+    format!("{} {:02}:{:02}", t.ymd(), t.hour, t.minute)
 }
 
 fn print_stat(name: &str, st: &Stat) {

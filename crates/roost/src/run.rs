@@ -4,15 +4,12 @@
 use crate::background;
 
 mod colon_lists;
-use crate::size::parse_size;
+mod drivers;
 use clap::Args;
 use roost_agent::Options;
-use roost_httpfs::client::ProxyList;
-use roost_httpfs::sign::PublicKey;
-use roost_httpfs::{HttpNet, HttpOptions};
-use roost_vfs::cache::Cache;
-use roost_vfs::chirp::{ChirpNet, ChirpOptions};
-use roost_vfs::{parse_mount_file, parse_mount_spec, Driver, MountContext, MountTable, Namespace};
+use roost_vfs::{
+    parse_mount_file, parse_mount_spec, Driver, MountContext, MountTable, Namespace, Registry,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -217,163 +214,20 @@ pub enum ChirpMode {
     Cached,
 }
 
-/// Where remote files are cached unless `--cache` says.
-fn default_cache_dir() -> PathBuf {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("roost")
-}
-
-/// The driver of every Chirp server, with the cache and connection options given.
-fn chirp_driver(args: &RunArgs) -> Result<Arc<ChirpNet>, String> {
-    let connect = crate::remote::ConnectArgs {
-        auth: args.auth.clone(),
-        key: args.key.clone(),
-        timeout: args.io_timeout,
-        connect_timeout: Duration::from_secs(15),
-    };
-    let client = crate::remote::options(&connect).map_err(|e| e.0)?;
-    if args.attr_ttl > Duration::from_secs(86_400) {
-        return Err(format!(
-            "--attr-ttl {}: expected at most 1d",
-            args.attr_ttl.as_secs_f64()
-        ));
-    }
-    let options = ChirpOptions {
-        client,
-        timeout: args.timeout,
-        attr_ttl: args.attr_ttl,
-        verbose: args.verbose,
-    };
-    Ok(Arc::new(ChirpNet::new(cache_of(args)?, options)))
-}
-
-/// The shared cache of remote files (`--cache`, `--cache-size`), with a mirror of its own
-/// for the driver it is made for.
-fn cache_of(args: &RunArgs) -> Result<Arc<Cache>, String> {
-    let dir = args.cache.clone().unwrap_or_else(default_cache_dir);
-    // Absolute: the mirror's paths are handed to the program's calls, which resolve a
-    // relative one from wherever the program is (a `cd` into a remote directory then
-    // failed, and so did `./configure` there).
-    let dir = std::path::absolute(&dir).map_err(|e| format!("--cache {}: {e}", dir.display()))?;
-    Ok(Cache::new(
-        &dir,
-        parse_size("--cache-size", &args.cache_size)?,
-        args.verbose,
-    ))
-}
-
-/// The drivers of every web server, over http and over https.
-fn web_drivers(args: &RunArgs) -> Result<[Arc<HttpNet>; 2], String> {
-    if args.http_ttl > Duration::from_secs(86_400) {
-        return Err(format!(
-            "--http-ttl {}: expected at most 1d",
-            args.http_ttl.as_secs_f64()
-        ));
-    }
-    if !(1..=16).contains(&args.http_streams) {
-        return Err(format!(
-            "--http-streams {}: expected 1 to 16",
-            args.http_streams
-        ));
-    }
-    let block_threshold = parse_size("--http-block-threshold", &args.http_block_threshold)?;
-    let prefetch = parse_size("--http-prefetch", &args.http_prefetch)?;
-    let prefetch_max = parse_size("--http-prefetch-max", &args.http_prefetch_max)?;
-    let keys = args
-        .http_keys
-        .iter()
-        .map(|f| PublicKey::load(f).map_err(|e| format!("--http-key {e}")))
-        .collect::<Result<Vec<_>, _>>()?;
-    // rustls-native-certs reads SSL_CERT_FILE (and SSL_CERT_DIR) instead of the system's
-    // CAs, and a file it cannot read, with no SSL_CERT_DIR, leaves no CA trusted, silently:
-    // said here.
-    let cert_vars = (
-        std::env::var_os("SSL_CERT_FILE"),
-        std::env::var_os("SSL_CERT_DIR"),
-    );
-    if let (Some(file), None) = cert_vars {
-        let shown = std::path::Path::new(&file).display().to_string();
-        match std::fs::read(&file) {
-            Ok(pem) if pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") => {}
-            Ok(_) => eprintln!(
-                "roost run: SSL_CERT_FILE={shown}: no PEM certificate in it; https servers \
-                 will be refused"
-            ),
-            Err(e) => {
-                eprintln!("roost run: SSL_CERT_FILE={shown}: {e}; https servers will be refused")
-            }
-        }
-    }
-    if args.http_insecure {
-        eprintln!(
-            "roost run: --http-insecure: the certificates of https servers are not checked \
-             (anyone on the path can pose as a server)"
-        );
-    }
-    // The objects are shared with Chirp's; each driver's mirror is its own, since a mirror
-    // holds driver paths (`/HOST:PORT/PATH`) and the root's listing replaces its entries.
-    let web = |scheme: &'static str| -> Result<Arc<HttpNet>, String> {
-        let mut options = HttpOptions {
-            ttl: args.http_ttl,
-            timeout: args.io_timeout,
-            verbose: args.verbose,
-            proxies: ProxyList::choose(&args.http_proxies, scheme, |v| std::env::var(v).ok()),
-            keys: keys.clone(),
-            block_threshold,
-            streams: args.http_streams,
-            insecure: args.http_insecure,
-            prefetch,
-            prefetch_max,
-        };
-        let driver = match HttpNet::new(scheme, cache_of(args)?, options.clone()) {
-            Ok(driver) => driver,
-            Err(e) if !args.http_proxies.is_empty() => return Err(format!("--http-proxy: {e}")),
-            // A variable set for other programs need not stop this one: said, and ignored.
-            Err(e) => {
-                eprintln!("roost run: {scheme}_proxy: {e}; {scheme} servers are reached directly");
-                options.proxies = ProxyList::default();
-                HttpNet::new(scheme, cache_of(args)?, options)?
-            }
-        };
-        Ok(driver)
-    };
-    Ok([web("http")?, web("https")?])
-}
-
 /// Builds the mount table: files first, then `--mount` arguments (later ones win), and
-/// `/chirp`, `/http` and `/https` for every server unless a mapping names them.
+/// `/SCHEME` of every remote driver (`/chirp`, `/http`, `/https`), showing all its servers,
+/// unless a mapping names it.
 fn mount_table(
     args: &RunArgs,
     cwd: &std::path::Path,
-    chirp: &Arc<ChirpNet>,
-    [http, https]: &[Arc<HttpNet>; 2],
+    drivers: &Registry,
 ) -> Result<MountTable, String> {
-    let as_driver: Arc<dyn Driver> = chirp.clone();
-    let (http, https): (Arc<dyn Driver>, Arc<dyn Driver>) = (http.clone(), https.clone());
-    let ctx = MountContext {
-        cwd,
-        chirp: Some(Arc::clone(&as_driver)),
-        http: Some(Arc::clone(&http)),
-        https: Some(Arc::clone(&https)),
-        chirp_direct: args.chirp_mode == ChirpMode::Direct,
-    };
+    let ctx = MountContext { cwd, drivers };
     let mut table = MountTable::new();
-    for (logical, driver) in [
-        (&b"/chirp"[..], as_driver),
-        (b"/http", http),
-        (b"/https", https),
-    ] {
-        // `/chirp/...` with no mount is used as a Chirp mount with no mode is; the web
-        // drivers read their large files in place ([`Driver::open_file`]).
-        let direct = logical != b"/chirp" || ctx.chirp_direct;
-        table.add(
-            logical,
-            roost_vfs::Target::remote(driver, &b"/"[..], direct),
-        );
+    for scheme in drivers.iter() {
+        // Used as a mount of the driver with no mode is.
+        let root = roost_vfs::Target::remote(Arc::clone(&scheme.driver), &b"/"[..], scheme.direct);
+        table.add(format!("/{}", scheme.name).as_bytes(), root);
     }
     for file in &args.mount_files {
         let name = file.display().to_string();
@@ -462,21 +316,14 @@ pub fn main(args: RunArgs) -> ExitCode {
         eprintln!("{warning}");
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let chirp = match chirp_driver(&args) {
-        Ok(c) => c,
+    let drivers = match drivers::registry(&args) {
+        Ok(d) => Arc::new(d),
         Err(e) => {
             eprintln!("roost run: {e}");
             return ExitCode::from(2);
         }
     };
-    let web = match web_drivers(&args) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("roost run: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let table = match mount_table(&args, &cwd, &chirp, &web) {
+    let table = match mount_table(&args, &cwd, &drivers) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("roost run: {e}");
@@ -547,7 +394,7 @@ pub fn main(args: RunArgs) -> ExitCode {
             // The caller goes on when the program exits: what it wrote is on the servers
             // by then.
             let tell = front.on_program_exit();
-            let flushed = Arc::clone(&chirp);
+            let flushed = Arc::clone(&drivers);
             options.on_program_exit = tell.map(|tell| {
                 Box::new(move |code| {
                     flushed.flush();
@@ -566,10 +413,7 @@ pub fn main(args: RunArgs) -> ExitCode {
             125
         }
     };
-    chirp.close();
-    for driver in &web {
-        driver.close();
-    }
+    drivers.close();
     drop(identity_files);
     exit_code(code)
 }

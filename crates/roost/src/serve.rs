@@ -300,7 +300,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
     log::forward_library_logs();
     // Each client holds a socket and its open files: bounded by `--max-connections`
     // rather than by a default of 1024.
-    roost_agent::sys::raise_descriptor_limit();
+    roost_base::raise_descriptor_limit();
     let root_acl = root_acl(&args.acls)?;
     let auth = auth_config(&args)?;
     if args.poll_us > Duration::from_millis(10) {

@@ -138,6 +138,38 @@ fn bad_mount_file_line_names_file_and_line() {
     assert!(stderr(&o).contains(":1: variable $ROOST_SURELY_UNSET is not set"));
 }
 
+/// Each remote driver checks its own targets (the registry hands it what follows the
+/// scheme): a malformed one stops the run before it starts, naming the form expected.
+#[test]
+fn malformed_remote_targets_name_the_form_their_scheme_expects() {
+    for (target, scheme) in [
+        ("chirp://h:0/x", "chirp"),
+        ("/chirp/a:b:c/x:cached", "chirp"),
+        ("http://u@h/x", "http"),
+        ("/https/h:x/y", "https"),
+    ] {
+        let spec = format!("/d={target}");
+        let o = run(&["--mount", &spec, "--", "true"]);
+        assert_eq!(o.status.code(), Some(2), "{target}");
+        assert_eq!(
+            stderr(&o),
+            format!("roost run: --mount {spec}: {target}: expected {scheme}://HOST[:PORT]/PATH\n")
+        );
+    }
+    let t = Tree::new("badremote");
+    let f = t.write("mounts", "/ok /chirp/h/x\n/w https://h:0/\n");
+    let o = run(&["--mount-file", f.to_str().unwrap(), "--", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!(
+            "{}:2: https://h:0/: expected https://",
+            f.display()
+        )),
+        "{err}"
+    );
+}
+
 #[test]
 fn idle_polling_is_bounded_and_can_be_turned_off() {
     let o = run(&["--idle-poll-us", "20000", "--", "true"]);

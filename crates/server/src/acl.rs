@@ -140,6 +140,7 @@ impl AclStore {
     pub fn store(&self, jail: &Jail, dir: &JailPath, acl: &Acl) -> io::Result<()> {
         let dirfd = jail.open_path(dir, libc::O_PATH | libc::O_DIRECTORY, 0)?;
         let tmp = c".__acl.tmp";
+        // SAFETY: a descriptor we own and a NUL-terminated name.
         let fd = cvt(unsafe {
             libc::openat(
                 dirfd.as_raw_fd(),
@@ -148,11 +149,13 @@ impl AclStore {
                 0o600,
             )
         })?;
+        // SAFETY: a descriptor the kernel just returned (cvt refused -1), owned by nobody else.
         let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
         file.write_all(acl.to_text().as_bytes())?;
         file.sync_data()?;
         drop(file);
         let name = std::ffi::CString::new(ACL_FILE_NAME).expect("no NUL");
+        // SAFETY: a descriptor we own and NUL-terminated names.
         cvt(unsafe {
             libc::renameat(
                 dirfd.as_raw_fd(),
@@ -182,6 +185,7 @@ fn read_acl_file(jail: &Jail, dir: &JailPath) -> io::Result<Option<Acl>> {
         Err(e) => return Err(e),
     };
     let name = std::ffi::CString::new(ACL_FILE_NAME).expect("no NUL");
+    // SAFETY: a descriptor we own and a NUL-terminated name.
     let fd = unsafe {
         libc::openat(
             dirfd.as_raw_fd(),
@@ -198,6 +202,7 @@ fn read_acl_file(jail: &Jail, dir: &JailPath) -> io::Result<Option<Acl>> {
         };
     }
     let mut text = String::new();
+    // SAFETY: fd >= 0 here: a descriptor the kernel just returned, owned by nobody else.
     unsafe { std::fs::File::from_raw_fd(fd) }.read_to_string(&mut text)?;
     Ok(Some(Acl::parse(&text)))
 }

@@ -187,6 +187,7 @@ fn reverse_lookup(peer: IpAddr) -> Option<String> {
     let addr: std::net::SocketAddr = (peer, 0).into();
     let (storage, len) = socket_addr_to_raw(&addr);
     let mut host = [0 as libc::c_char; 1025];
+    // SAFETY: `storage` holds a sockaddr of `len` bytes, and `host` is writable for its length.
     let r = unsafe {
         libc::getnameinfo(
             &storage as *const libc::sockaddr_storage as *const libc::sockaddr,
@@ -201,11 +202,13 @@ fn reverse_lookup(peer: IpAddr) -> Option<String> {
     if r != 0 {
         return None;
     }
+    // SAFETY: getnameinfo succeeded, so `host` holds a NUL-terminated name.
     let name = unsafe { std::ffi::CStr::from_ptr(host.as_ptr()) };
     Some(name.to_string_lossy().into_owned())
 }
 
 fn socket_addr_to_raw(addr: &std::net::SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: `sockaddr_storage` is plain data, valid all zeros.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let len = match addr {
         std::net::SocketAddr::V4(a) => {
@@ -217,6 +220,7 @@ fn socket_addr_to_raw(addr: &std::net::SocketAddr) -> (libc::sockaddr_storage, l
                 },
                 sin_zero: [0; 8],
             };
+            // SAFETY: `sockaddr_storage` is large and aligned enough for any socket address.
             unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in, sin) };
             std::mem::size_of::<libc::sockaddr_in>()
         }
@@ -230,6 +234,7 @@ fn socket_addr_to_raw(addr: &std::net::SocketAddr) -> (libc::sockaddr_storage, l
                 },
                 sin6_scope_id: a.scope_id(),
             };
+            // SAFETY: `sockaddr_storage` is large and aligned enough for any socket address.
             unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in6, sin6) };
             std::mem::size_of::<libc::sockaddr_in6>()
         }
@@ -257,6 +262,7 @@ fn unix_challenge<R: BufRead, W: Write>(
     ));
     let cpath = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a NUL-terminated path; a failure (none there) is what we want.
     unsafe { libc::unlink(cpath.as_ptr()) };
     let issued = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -268,8 +274,10 @@ fn unix_challenge<R: BufRead, W: Write>(
         outcome = Outcome::Rejected;
         let deadline = std::time::Instant::now() + config.challenge_timeout;
         loop {
+            // SAFETY: `struct statx` is plain data, valid all zeros.
             let mut st: libc::statx = unsafe { std::mem::zeroed() };
             let mask = libc::STATX_BASIC_STATS | libc::STATX_BTIME;
+            // SAFETY: a NUL-terminated path and a writable `struct statx`.
             let found = unsafe {
                 libc::statx(
                     libc::AT_FDCWD,
@@ -298,6 +306,7 @@ fn unix_challenge<R: BufRead, W: Write>(
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+    // SAFETY: a NUL-terminated path; nothing is left to undo if it fails.
     unsafe { libc::unlink(cpath.as_ptr()) };
     Ok(outcome)
 }
@@ -305,13 +314,16 @@ fn unix_challenge<R: BufRead, W: Write>(
 /// The login name of `uid`, if it has one.
 pub fn user_name(uid: libc::uid_t) -> Option<String> {
     let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: `struct passwd` is plain data, valid all zeros (null pointers).
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: `pwd`, `buf` (of its length) and `result` are writable, as getpwuid_r fills them.
     let r = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result) };
     if r != 0 || result.is_null() {
         return None;
     }
     Some(
+        // SAFETY: getpwuid_r succeeded, so `pw_name` is a NUL-terminated string in `buf`, still alive.
         unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) }
             .to_string_lossy()
             .into_owned(),
@@ -431,6 +443,7 @@ mod tests {
             offer(&config).starts_with("yes\n"),
             "a local socket may try"
         );
+        // SAFETY: a plain query of this process's user.
         config.unix_refused.push(unsafe { libc::geteuid() });
         assert_eq!(offer(&config), "no\n");
     }

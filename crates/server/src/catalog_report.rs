@@ -135,6 +135,7 @@ pub fn report(config: &ReportConfig, started: i64) -> Value {
     let (mem_total, mem_avail) = memory();
     let load = load_average();
     let (sysname, release) = uname();
+    // SAFETY: a plain query.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1);
     let s = |v: &str| Value::String(v.to_string());
     let i = |v: u64| Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
@@ -179,6 +180,7 @@ pub fn report(config: &ReportConfig, started: i64) -> Value {
 /// This host's name (`localhost` if it has none).
 pub fn host_name() -> String {
     let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its length; the name is cut at the first NUL below.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     if rc != 0 {
         return "localhost".into();
@@ -193,7 +195,9 @@ fn disk(dir: &std::path::Path) -> (u64, u64) {
     let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
         return (0, 0);
     };
+    // SAFETY: `struct statvfs` is plain data, valid all zeros.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a writable `struct statvfs`.
     if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
         return (0, 0);
     }
@@ -223,6 +227,7 @@ fn memory() -> (u64, u64) {
 
 fn load_average() -> [f64; 3] {
     let mut avg = [0f64; 3];
+    // SAFETY: `avg` holds the three doubles asked for.
     if unsafe { libc::getloadavg(avg.as_mut_ptr(), 3) } != 3 {
         return [0.0; 3];
     }
@@ -230,7 +235,9 @@ fn load_average() -> [f64; 3] {
 }
 
 fn uname() -> (String, String) {
+    // SAFETY: `struct utsname` is plain data, valid all zeros.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: a writable `struct utsname`.
     if unsafe { libc::uname(&mut u) } != 0 {
         return ("linux".into(), String::new());
     }

@@ -13,7 +13,7 @@ use std::ffi::{CStr, CString};
 use std::fmt;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -41,7 +41,7 @@ impl OpError {
 
 impl From<io::Error> for OpError {
     fn from(e: io::Error) -> OpError {
-        OpError::errno(e.raw_os_error().unwrap_or(libc::EIO))
+        OpError::errno(roost_base::errno_of(e))
     }
 }
 
@@ -102,7 +102,9 @@ impl Object {
     pub fn reopen(&self, flags: i32) -> io::Result<File> {
         // Never blocking: a FIFO or device in the export must not hold the thread.
         let flags = flags | libc::O_CLOEXEC | libc::O_NONBLOCK;
+        // SAFETY: a NUL-terminated path (the temporary lives to the end of the statement).
         let fd = cvt(unsafe { libc::open(self.proc_path().as_ptr(), flags) })?;
+        // SAFETY: a descriptor the kernel just returned (cvt refused -1), owned by nobody else.
         Ok(unsafe { File::from_raw_fd(fd) })
     }
 
@@ -185,6 +187,7 @@ impl Export {
         };
         let name = CString::new(ACL_FILE_NAME).expect("no NUL");
         let mut st = zeroed_stat();
+        // SAFETY: a descriptor we own, a NUL-terminated name and a writable `struct stat`.
         unsafe {
             libc::fstatat(
                 fd.as_raw_fd(),
@@ -211,7 +214,7 @@ impl Export {
     pub fn object(&self, path: &JailPath, follow: bool) -> OpResult<Object> {
         if follow || path.is_root() {
             if let Some(fd) = self.jail.open_path_literal(path, libc::O_PATH)? {
-                let stat = fstat(fd.as_raw_fd())?;
+                let stat = fstat(fd.as_fd())?;
                 return Ok(Object {
                     fd,
                     stat,
@@ -219,11 +222,12 @@ impl Export {
                 });
             }
             let fd = self.jail.open_path(path, libc::O_PATH, 0)?;
-            let stat = fstat(fd.as_raw_fd())?;
+            let stat = fstat(fd.as_fd())?;
             let real = self.real_path(fd.as_raw_fd())?;
             return Ok(Object { fd, stat, real });
         }
         let name = self.name(path)?;
+        // SAFETY: a descriptor we own and a NUL-terminated name.
         let fd = cvt(unsafe {
             libc::openat(
                 name.dir_fd.as_raw_fd(),
@@ -231,8 +235,9 @@ impl Export {
                 libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
             )
         })?;
+        // SAFETY: a descriptor the kernel just returned, owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let stat = fstat(fd.as_raw_fd())?;
+        let stat = fstat(fd.as_fd())?;
         let real = name.dir.join(name.name.to_bytes());
         Ok(Object { fd, stat, real })
     }
@@ -333,7 +338,7 @@ impl Export {
         };
         if let Ok(Some(fd)) = literal {
             let file = File::from(fd);
-            let stat = fstat(file.as_raw_fd())?;
+            let stat = fstat(file.as_fd())?;
             self.check_open_existing(subject, path, is_dir(&stat), flags, needs)?;
             if flags & libc::O_TRUNC != 0 && !is_dir(&stat) {
                 file.set_len(0)?;
@@ -356,6 +361,7 @@ impl Export {
                     self.require(subject, &name.dir, Rights::PUT)?;
                     flags |= libc::O_EXCL;
                 }
+                // SAFETY: a descriptor we own and a NUL-terminated name.
                 let fd = cvt(unsafe {
                     libc::openat(
                         name.dir_fd.as_raw_fd(),
@@ -364,8 +370,9 @@ impl Export {
                         mode & PERMISSION_BITS,
                     )
                 })?;
+                // SAFETY: a descriptor the kernel just returned, owned by nobody else.
                 let file = unsafe { File::from_raw_fd(fd) };
-                exact_mode(file.as_raw_fd(), mode)?;
+                exact_mode(file.as_fd(), mode)?;
                 crate::accounting::storage::mark(&file, subject);
                 Ok(file)
             }
@@ -424,7 +431,9 @@ impl Export {
     pub fn statfs(&self, subject: &str, path: &JailPath) -> OpResult<libc::statfs> {
         let _names = self.reading();
         let obj = self.checked(subject, path, true, Rights::LIST)?;
+        // SAFETY: `struct statfs` is plain data, valid all zeros.
         let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: a descriptor we own and a writable `struct statfs`.
         cvt(unsafe { libc::fstatfs(obj.fd.as_raw_fd(), &mut buf) })?;
         Ok(buf)
     }
@@ -453,6 +462,7 @@ impl Export {
             needs = Rights::LIST;
         }
         self.require(subject, &obj.governing_dir(), needs)?;
+        // SAFETY: a NUL-terminated path (the temporary lives to the end of the statement).
         cvt(unsafe {
             libc::faccessat(
                 libc::AT_FDCWD,
@@ -473,6 +483,7 @@ impl Export {
         } else {
             PERMISSION_BITS
         };
+        // SAFETY: a NUL-terminated path (the temporary lives to the end of the statement).
         cvt(unsafe { libc::chmod(obj.proc_path().as_ptr(), mode & allowed) })?;
         Ok(())
     }
@@ -493,6 +504,7 @@ impl Export {
         let obj = self.checked(subject, path, true, Rights::WRITE)?;
         obj.require_regular()?;
         let file = obj.reopen(libc::O_WRONLY)?;
+        // SAFETY: a descriptor we own.
         cvt(unsafe { libc::ftruncate(file.as_raw_fd(), length) })?;
         Ok(())
     }
@@ -510,6 +522,7 @@ impl Export {
                 tv_nsec: 0,
             },
         ];
+        // SAFETY: a NUL-terminated path and an array of two timespecs, as utimensat reads.
         cvt(unsafe {
             libc::utimensat(libc::AT_FDCWD, obj.proc_path().as_ptr(), times.as_ptr(), 0)
         })?;
@@ -531,6 +544,7 @@ impl Export {
         };
         self.require(subject, &governing, Rights::WRITE)?;
         let times = [atime, mtime].map(|tv_sec| libc::timespec { tv_sec, tv_nsec: 0 });
+        // SAFETY: a descriptor we own, a NUL-terminated name and an array of two timespecs.
         cvt(unsafe {
             libc::utimensat(
                 name.dir_fd.as_raw_fd(),
@@ -546,6 +560,7 @@ impl Export {
         let _names = self.changing();
         let name = self.name(path)?;
         self.require(subject, &name.dir, Rights::DELETE)?;
+        // SAFETY: a descriptor we own and a NUL-terminated name.
         cvt(unsafe { libc::unlinkat(name.dir_fd.as_raw_fd(), name.name.as_ptr(), 0) })?;
         Ok(())
     }
@@ -555,7 +570,7 @@ impl Export {
         let _names = self.changing();
         let name = self.name(path)?;
         self.require(subject, &name.dir, Rights::DELETE)?;
-        remove_empty_dir(name.dir_fd.as_raw_fd(), &name.name)?;
+        remove_empty_dir(name.dir_fd.as_fd(), &name.name)?;
         self.acls.invalidate();
         Ok(())
     }
@@ -566,7 +581,7 @@ impl Export {
         let _names = self.changing();
         let name = self.name(path)?;
         self.require(subject, &name.dir, Rights::DELETE)?;
-        remove_tree(name.dir_fd.as_raw_fd(), &name.name)?;
+        remove_tree(name.dir_fd.as_fd(), &name.name)?;
         self.acls.invalidate();
         Ok(())
     }
@@ -589,7 +604,7 @@ impl Export {
     pub fn own_rmall(&self, path: &JailPath) -> OpResult<()> {
         let _names = self.changing();
         let name = self.name(path)?;
-        remove_tree(name.dir_fd.as_raw_fd(), &name.name)?;
+        remove_tree(name.dir_fd.as_fd(), &name.name)?;
         self.acls.invalidate();
         Ok(())
     }
@@ -601,6 +616,7 @@ impl Export {
         self.require(subject, &old.dir, Rights::READ | Rights::DELETE)?;
         self.require(subject, &new.dir, Rights::WRITE)?;
         let rename = || {
+            // SAFETY: descriptors we own and NUL-terminated names.
             cvt(unsafe {
                 libc::renameat(
                     old.dir_fd.as_raw_fd(),
@@ -614,7 +630,7 @@ impl Export {
             // A directory the client sees as empty still holds its ACL file; replacing it
             // is replacing an empty directory (the namespace lock keeps this atomic to clients).
             Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => {
-                remove_empty_dir(new.dir_fd.as_raw_fd(), &new.name).map_err(|_| e)?;
+                remove_empty_dir(new.dir_fd.as_fd(), &new.name).map_err(|_| e)?;
                 rename()?;
             }
             outcome => {
@@ -631,6 +647,7 @@ impl Export {
         let new = self.name(to)?;
         self.require(subject, &old.dir, Rights::READ | Rights::WRITE)?;
         self.require(subject, &new.dir, Rights::WRITE)?;
+        // SAFETY: descriptors we own and NUL-terminated names.
         cvt(unsafe {
             libc::linkat(
                 old.dir_fd.as_raw_fd(),
@@ -650,6 +667,7 @@ impl Export {
         let target = CString::new(target).map_err(|_| OpError::errno(libc::EINVAL))?;
         let name = self.name(path)?;
         self.require(subject, &name.dir, Rights::WRITE)?;
+        // SAFETY: a NUL-terminated target, a descriptor we own and a NUL-terminated name.
         cvt(unsafe {
             libc::symlinkat(target.as_ptr(), name.dir_fd.as_raw_fd(), name.name.as_ptr())
         })?;
@@ -661,6 +679,7 @@ impl Export {
         let name = self.name(path)?;
         self.require(subject, &name.dir, Rights::READ)?;
         let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: a descriptor we own, a NUL-terminated name, and `buf` writable for its length.
         let n = unsafe {
             libc::readlinkat(
                 name.dir_fd.as_raw_fd(),
@@ -681,6 +700,7 @@ impl Export {
         let _names = self.changing();
         let name = self.name(path)?;
         self.require(subject, &name.dir, Rights::WRITE)?;
+        // SAFETY: a descriptor we own and a NUL-terminated name.
         cvt(unsafe {
             libc::mkdirat(
                 name.dir_fd.as_raw_fd(),
@@ -689,6 +709,7 @@ impl Export {
             )
         })?;
         if mode & PERMISSION_BITS & server_umask() != 0 {
+            // SAFETY: a descriptor we own and a NUL-terminated name.
             let made = cvt(unsafe {
                 libc::openat(
                     name.dir_fd.as_raw_fd(),
@@ -696,12 +717,13 @@ impl Export {
                     libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
                 )
             })
+            // SAFETY: a descriptor the kernel just returned, owned by nobody else.
             .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
             if let Err(e) = made
                 .map_err(OpError::from)
-                .and_then(|dir| exact_mode(dir.as_raw_fd(), mode))
+                .and_then(|dir| exact_mode(dir.as_fd(), mode))
             {
-                let _ = remove_empty_dir(name.dir_fd.as_raw_fd(), &name.name);
+                let _ = remove_empty_dir(name.dir_fd.as_fd(), &name.name);
                 return Err(e);
             }
         }
@@ -709,7 +731,7 @@ impl Export {
         let created = name.dir.join(name.name.to_bytes());
         if let Err(e) = self.acls.store(&self.jail, &created, &inherited) {
             // A directory without its ACL would be governed differently than promised.
-            let _ = remove_empty_dir(name.dir_fd.as_raw_fd(), &name.name);
+            let _ = remove_empty_dir(name.dir_fd.as_fd(), &name.name);
             return Err(e.into());
         }
         Ok(())
@@ -791,6 +813,7 @@ impl Export {
             self.require(subject, &name.dir, needs)?;
         }
         let tmp = crate::stale_uploads::upload_name(std::process::id(), next_unique());
+        // SAFETY: a descriptor we own and a NUL-terminated name.
         let fd = cvt(unsafe {
             libc::openat(
                 name.dir_fd.as_raw_fd(),
@@ -799,8 +822,9 @@ impl Export {
                 mode & PERMISSION_BITS,
             )
         })?;
+        // SAFETY: a descriptor the kernel just returned, owned by nobody else.
         let file = unsafe { File::from_raw_fd(fd) };
-        exact_mode(file.as_raw_fd(), mode)?;
+        exact_mode(file.as_fd(), mode)?;
         crate::accounting::storage::mark(&file, subject);
         Ok(Upload {
             file,
@@ -903,6 +927,7 @@ impl Export {
         user_attribute(attr)?;
         let obj = self.checked(subject, path, follow, Rights::WRITE)?;
         let p = obj.proc_path();
+        // SAFETY: a NUL-terminated path and name, and `value` readable for its length.
         cvt(unsafe {
             libc::setxattr(
                 p.as_ptr(),
@@ -926,6 +951,7 @@ impl Export {
         user_attribute(attr)?;
         let obj = self.checked(subject, path, follow, Rights::WRITE)?;
         let p = obj.proc_path();
+        // SAFETY: a NUL-terminated path and name.
         cvt(unsafe { libc::removexattr(p.as_ptr(), attr.as_ptr()) })?;
         Ok(())
     }
@@ -953,6 +979,7 @@ impl Upload {
         } else {
             libc::RENAME_NOREPLACE
         };
+        // SAFETY: a descriptor we own and NUL-terminated names.
         cvt(unsafe { libc::renameat2(dir, self.tmp.as_ptr(), dir, self.name.as_ptr(), flags) })?;
         self.committed = true;
         Ok(())
@@ -962,6 +989,7 @@ impl Upload {
 impl Drop for Upload {
     fn drop(&mut self) {
         if !self.committed {
+            // SAFETY: a descriptor we own and a NUL-terminated name; a failure leaves nothing to undo.
             unsafe { libc::unlinkat(self.dir_fd.as_raw_fd(), self.tmp.as_ptr(), 0) };
         }
     }
@@ -997,9 +1025,10 @@ fn server_umask() -> u32 {
 /// Gives what a client just made (`fd`) exactly the permission bits it asked for: a client
 /// sends the mode its program's umask left (roost run applies the caller's), so the
 /// server's own umask must not take more away.
-fn exact_mode(fd: RawFd, mode: u32) -> OpResult<()> {
+fn exact_mode(fd: BorrowedFd<'_>, mode: u32) -> OpResult<()> {
     if mode & PERMISSION_BITS & server_umask() != 0 {
-        cvt(unsafe { libc::fchmod(fd, mode & PERMISSION_BITS) })?;
+        // SAFETY: a descriptor borrowed for the call.
+        cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode & PERMISSION_BITS) })?;
     }
     Ok(())
 }
@@ -1009,11 +1038,13 @@ fn is_dir(st: &libc::stat) -> bool {
 }
 
 pub(crate) fn zeroed_stat() -> libc::stat {
+    // SAFETY: `struct stat` is plain data, valid all zeros.
     unsafe { std::mem::zeroed() }
 }
 
 pub(crate) fn fstat_at(dir: &OwnedFd, name: &CStr) -> io::Result<libc::stat> {
     let mut st = zeroed_stat();
+    // SAFETY: a descriptor borrowed for the call, a NUL-terminated name and a writable `struct stat`.
     cvt(unsafe {
         libc::fstatat(
             dir.as_raw_fd(),
@@ -1025,9 +1056,10 @@ pub(crate) fn fstat_at(dir: &OwnedFd, name: &CStr) -> io::Result<libc::stat> {
     Ok(st)
 }
 
-pub(crate) fn fstat(fd: RawFd) -> io::Result<libc::stat> {
+pub(crate) fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     let mut st = zeroed_stat();
-    cvt(unsafe { libc::fstat(fd, &mut st) })?;
+    // SAFETY: a descriptor borrowed for the call; `st` is a writable `struct stat`.
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
     Ok(st)
 }
 
@@ -1054,6 +1086,7 @@ impl DirStream {
     fn open(dirfd: &OwnedFd) -> io::Result<DirStream> {
         // SAFETY: dup of a descriptor we own; fdopendir takes the copy over on success.
         let fd = cvt(unsafe { libc::dup(dirfd.as_raw_fd()) })?;
+        // SAFETY: a descriptor we just made by dup; on success the stream owns it.
         let Some(dir) = std::ptr::NonNull::new(unsafe { libc::fdopendir(fd) }) else {
             let err = io::Error::last_os_error();
             // SAFETY: fdopendir failed, so the copy is still ours to close.
@@ -1074,6 +1107,7 @@ impl DirStream {
             if entry.is_null() {
                 return None;
             }
+            // SAFETY: a non-null entry from readdir, whose `d_name` is NUL-terminated.
             let name = unsafe { CStr::from_ptr((*entry).d_name.as_ptr()) }.to_bytes();
             if name != b"." && name != b".." {
                 return Some(name);
@@ -1129,14 +1163,16 @@ impl Listing {
 
 /// Removes directory `name` in `dir` if it holds nothing but its ACL file; the ACL file is
 /// put back if the directory turns out not to be removable.
-fn remove_empty_dir(dir: RawFd, name: &CStr) -> io::Result<()> {
+fn remove_empty_dir(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    // SAFETY: a descriptor borrowed for the call and a NUL-terminated name.
     let fd = cvt(unsafe {
         libc::openat(
-            dir,
+            dir.as_raw_fd(),
             name.as_ptr(),
             libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
         )
     })?;
+    // SAFETY: a descriptor the kernel just returned, owned by nobody else.
     let sub = unsafe { OwnedFd::from_raw_fd(fd) };
     let names = read_dir_names(&sub)?;
     if names.iter().any(|n| !n.starts_with(ACL_FILE_NAME)) {
@@ -1144,14 +1180,16 @@ fn remove_empty_dir(dir: RawFd, name: &CStr) -> io::Result<()> {
     }
     for n in &names {
         let c = CString::new(n.clone()).expect("no NUL");
+        // SAFETY: a descriptor we own and a NUL-terminated name.
         unsafe { libc::unlinkat(sub.as_raw_fd(), c.as_ptr(), 0) };
     }
-    cvt(unsafe { libc::unlinkat(dir, name.as_ptr(), libc::AT_REMOVEDIR) })?;
+    // SAFETY: a descriptor borrowed for the call and a NUL-terminated name.
+    cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) })?;
     Ok(())
 }
 
 /// Removes `name` in `dir` and everything below it without following symlinks.
-fn remove_tree(dir: RawFd, name: &CStr) -> io::Result<()> {
+fn remove_tree(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
     // An explicit stack rather than recursion: a client can build trees thousands of levels
     // deep, and a connection thread's stack is small.
     struct Level {
@@ -1159,8 +1197,13 @@ fn remove_tree(dir: RawFd, name: &CStr) -> io::Result<()> {
         name: CString,
         left: Vec<CString>,
     }
+    /// Unlinks `name` in `dir` (a directory with `AT_REMOVEDIR`).
+    fn unlink(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> io::Result<()> {
+        // SAFETY: a descriptor borrowed for the call and a NUL-terminated name.
+        cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) }).map(drop)
+    }
     let Some(top) = open_subdir(dir, name)? else {
-        return cvt(unsafe { libc::unlinkat(dir, name.as_ptr(), 0) }).map(drop);
+        return unlink(dir, name, 0);
     };
     let left = child_names(&top)?;
     let mut stack = vec![Level {
@@ -1170,7 +1213,7 @@ fn remove_tree(dir: RawFd, name: &CStr) -> io::Result<()> {
     }];
     while let Some(level) = stack.last_mut() {
         match level.left.pop() {
-            Some(child) => match open_subdir(level.fd.as_raw_fd(), &child)? {
+            Some(child) => match open_subdir(level.fd.as_fd(), &child)? {
                 Some(fd) => {
                     let left = child_names(&fd)?;
                     stack.push(Level {
@@ -1179,14 +1222,12 @@ fn remove_tree(dir: RawFd, name: &CStr) -> io::Result<()> {
                         left,
                     });
                 }
-                None => {
-                    cvt(unsafe { libc::unlinkat(level.fd.as_raw_fd(), child.as_ptr(), 0) })?;
-                }
+                None => unlink(level.fd.as_fd(), &child, 0)?,
             },
             None => {
                 let done = stack.pop().expect("a level");
-                let parent = stack.last().map_or(dir, |l| l.fd.as_raw_fd());
-                cvt(unsafe { libc::unlinkat(parent, done.name.as_ptr(), libc::AT_REMOVEDIR) })?;
+                let parent = stack.last().map_or(dir, |l| l.fd.as_fd());
+                unlink(parent, &done.name, libc::AT_REMOVEDIR)?;
             }
         }
     }
@@ -1194,10 +1235,12 @@ fn remove_tree(dir: RawFd, name: &CStr) -> io::Result<()> {
 }
 
 /// Opens `name` in `dir` as a directory without following it; `None` if it is anything else.
-pub(crate) fn open_subdir(dir: RawFd, name: &CStr) -> io::Result<Option<OwnedFd>> {
+pub(crate) fn open_subdir(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Option<OwnedFd>> {
     let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-    let fd = unsafe { libc::openat(dir, name.as_ptr(), flags) };
+    // SAFETY: a descriptor borrowed for the call and a NUL-terminated name.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
     if fd >= 0 {
+        // SAFETY: a descriptor the kernel just returned, owned by nobody else.
         return Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }));
     }
     let err = io::Error::last_os_error();
@@ -1230,11 +1273,13 @@ pub fn user_attribute(attr: &CStr) -> OpResult<()> {
 /// Reads an attribute, growing the buffer if it changes size between the two calls.
 fn xattr_get(path: &CStr, attr: &CStr) -> OpResult<Vec<u8>> {
     loop {
+        // SAFETY: NUL-terminated path and name; a null buffer of size 0 asks for the size only.
         let size = unsafe { libc::getxattr(path.as_ptr(), attr.as_ptr(), std::ptr::null_mut(), 0) };
         if size < 0 {
             return Err(io::Error::last_os_error().into());
         }
         let mut buf = vec![0u8; size as usize];
+        // SAFETY: NUL-terminated path and name, and `buf` writable for its length.
         let n = unsafe {
             libc::getxattr(
                 path.as_ptr(),
@@ -1256,11 +1301,13 @@ fn xattr_get(path: &CStr, attr: &CStr) -> OpResult<Vec<u8>> {
 /// Lists attribute names (NUL-separated, as the kernel gives them).
 fn xattr_list(path: &CStr) -> OpResult<Vec<u8>> {
     loop {
+        // SAFETY: a NUL-terminated path; a null buffer of size 0 asks for the size only.
         let size = unsafe { libc::listxattr(path.as_ptr(), std::ptr::null_mut(), 0) };
         if size < 0 {
             return Err(io::Error::last_os_error().into());
         }
         let mut buf = vec![0u8; size as usize];
+        // SAFETY: a NUL-terminated path, and `buf` writable for its length.
         let n = unsafe { libc::listxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
         if n >= 0 {
             buf.truncate(n as usize);

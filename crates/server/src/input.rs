@@ -134,6 +134,7 @@ impl<'a> Input<'a> {
             let n =
                 unsafe { libc::read(self.socket.as_raw_fd(), self.buf.as_mut_ptr().cast(), want) };
             if n >= 0 {
+                // SAFETY: read wrote n <= want bytes, all within the capacity, from the start.
                 unsafe { self.buf.set_len(n as usize) };
                 return Ok(());
             }

@@ -10,7 +10,7 @@
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -112,6 +112,7 @@ impl Jail {
     pub fn open(dir: &Path) -> io::Result<Jail> {
         let c = CString::new(dir.as_os_str().as_bytes())
             .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: a NUL-terminated path.
         let fd = cvt(unsafe {
             libc::open(
                 c.as_ptr(),
@@ -119,6 +120,7 @@ impl Jail {
             )
         })?;
         Ok(Jail {
+            // SAFETY: a descriptor the kernel just returned (cvt refused -1), owned by nobody else.
             root: unsafe { OwnedFd::from_raw_fd(fd) },
         })
     }
@@ -156,6 +158,7 @@ impl Jail {
     }
 
     fn openat2(&self, rel: &CStr, flags: i32, mode: u32, resolve: u64) -> io::Result<OwnedFd> {
+        // SAFETY: `struct open_how` is plain data, valid all zeros (no resolve flags, no mode).
         let mut how: libc::open_how = unsafe { std::mem::zeroed() };
         how.flags = flags as u64;
         how.mode = if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 {
@@ -164,6 +167,7 @@ impl Jail {
             0
         };
         how.resolve = resolve;
+        // SAFETY: a descriptor we own, a NUL-terminated path, and `how` with its size, as openat2 reads.
         let fd = unsafe {
             libc::syscall(
                 libc::SYS_openat2,
@@ -176,6 +180,7 @@ impl Jail {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
+        // SAFETY: a descriptor the kernel just returned, owned by nobody else.
         Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
     }
 
@@ -243,7 +248,7 @@ mod walk {
                 continue;
             }
             let last = pending.is_empty();
-            let dir = stack.last().expect("root stays").as_raw_fd();
+            let dir = stack.last().expect("root stays").as_fd();
             let cname =
                 CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
             let step_flags = if last {
@@ -251,8 +256,10 @@ mod walk {
             } else {
                 libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC
             };
-            match cvt(unsafe { libc::openat(dir, cname.as_ptr(), step_flags, mode) }) {
+            // SAFETY: a descriptor borrowed from the stack and a NUL-terminated name.
+            match cvt(unsafe { libc::openat(dir.as_raw_fd(), cname.as_ptr(), step_flags, mode) }) {
                 Ok(fd) => {
+                    // SAFETY: a descriptor the kernel just returned, owned by nobody else.
                     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
                     let follow = !last || flags & libc::O_NOFOLLOW == 0;
                     if follow && is_symlink(&fd)? {
@@ -276,12 +283,14 @@ mod walk {
         }
         // The path named a directory already walked (e.g. the root itself).
         let dir = stack.pop().expect("root stays");
+        // SAFETY: a descriptor we own and a NUL-terminated name.
         let fd = cvt(unsafe { libc::openat(dir.as_raw_fd(), c".".as_ptr(), flags, mode) })?;
+        // SAFETY: a descriptor the kernel just returned, owned by nobody else.
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 
     fn splice_link(
-        dir: RawFd,
+        dir: BorrowedFd<'_>,
         name: &CStr,
         pending: &mut Vec<Vec<u8>>,
         links: usize,
@@ -290,7 +299,16 @@ mod walk {
             return Err(io::Error::from_raw_os_error(libc::ELOOP));
         }
         let mut buf = vec![0u8; libc::PATH_MAX as usize];
-        let n = unsafe { libc::readlinkat(dir, name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        // SAFETY: a descriptor borrowed for the call, a NUL-terminated name, and `buf`
+        // writable for its length.
+        let n = unsafe {
+            libc::readlinkat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -309,7 +327,9 @@ mod walk {
     }
 
     fn is_symlink(fd: &OwnedFd) -> io::Result<bool> {
+        // SAFETY: `struct stat` is plain data, valid all zeros.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a descriptor we own and a writable `struct stat`.
         cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
         Ok(st.st_mode & libc::S_IFMT == libc::S_IFLNK)
     }

@@ -16,6 +16,9 @@
 //! - [`thermostat`]: the owner's limits on jobs; [`accounting`]: the ledger of what users
 //!   consumed and owners offered, and the balances made from ledgers and prices.
 
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 /// Set in a server's environment by `roost serve --supervise`: it is the supervised child
 /// (its parent the supervisor).
 pub const SUPERVISED_ENV: &str = "ROOST_SUPERVISED";

@@ -127,6 +127,7 @@ fn dual_stack_or_plain(addr: SocketAddr) -> io::Result<TcpListener> {
     set(libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0)?;
     // As std's bind: a restarted server may take its port while old connections linger.
     set(libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    // SAFETY: `struct sockaddr_in6` is plain data, valid all zeros.
     let mut sin6: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
     sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
     sin6.sin6_port = addr.port().to_be();

@@ -8,6 +8,7 @@ use std::os::fd::AsRawFd;
 /// Locks `file` (`flock`, not waiting) for as long as it stays open; a file another process
 /// holds is an `AddrInUse` error saying `another server is using WHAT`.
 pub fn hold(file: &File, what: &str) -> io::Result<()> {
+    // SAFETY: a descriptor borrowed from `file` for the call.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
         return Ok(());
     }

@@ -173,10 +173,8 @@ mod tests {
         const SIOCOUTQNSD: libc::c_ulong = 0x894B;
         let mut n: libc::c_int = 0;
         // SAFETY: the ioctl fills one int for a live socket.
-        assert_eq!(
-            unsafe { libc::ioctl(socket.as_raw_fd(), SIOCOUTQNSD, &mut n) },
-            0
-        );
+        let asked = unsafe { libc::ioctl(socket.as_raw_fd(), SIOCOUTQNSD, &mut n) };
+        assert_eq!(asked, 0);
         n
     }
 

@@ -151,6 +151,7 @@ mod tests {
             },
         ];
         assert_eq!(
+            // SAFETY: a NUL-terminated path and an array of two timespecs, as utimensat reads.
             unsafe {
                 libc::utimensat(
                     libc::AT_FDCWD,

@@ -84,6 +84,7 @@ mod tests {
         let (_accepted, peer) = listener.accept().unwrap();
         let server = listener.local_addr().unwrap();
         assert_eq!(peer, client.local_addr().unwrap());
+        // SAFETY: a plain query of this process's user.
         let me = unsafe { libc::geteuid() };
         assert_eq!(owner(peer, server), Some(me));
         // Another port of the same host is another connection.
@@ -102,6 +103,7 @@ mod tests {
         let _client = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let (accepted, peer) = listener.accept().unwrap();
         let server = accepted.local_addr().unwrap();
+        // SAFETY: a plain query of this process's user.
         let me = unsafe { libc::geteuid() };
         assert_eq!(owner(peer, server), Some(me));
     }

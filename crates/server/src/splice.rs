@@ -2,7 +2,7 @@
 //! server's memory: `splice(2)` from the socket into a pipe, and from the pipe into the file.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// How much one pipe holds; large enough that a 64 KiB block moves in one pair of calls.
 const PIPE_CAPACITY: i32 = 1 << 20;
@@ -30,10 +30,13 @@ pub enum SpliceError {
 impl Pipe {
     pub fn new() -> io::Result<Pipe> {
         let mut fds = [0 as RawFd; 2];
+        // SAFETY: `fds` holds the two descriptors pipe2 writes.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             return Err(io::Error::last_os_error());
         }
+        // SAFETY: the two descriptors pipe2 just made, owned by nobody else.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: a descriptor we own; F_SETPIPE_SZ takes an int.
         let size = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_CAPACITY) };
         let capacity = if size > 0 { size as usize } else { 64 * 1024 };
         Ok(Pipe {
@@ -46,8 +49,8 @@ impl Pipe {
     /// Moves exactly `len` bytes from `socket` into `file` at `offset`.
     pub fn socket_to_file(
         &self,
-        socket: RawFd,
-        file: RawFd,
+        socket: BorrowedFd<'_>,
+        file: BorrowedFd<'_>,
         offset: u64,
         len: u64,
     ) -> Result<(), SpliceError> {
@@ -55,9 +58,11 @@ impl Pipe {
         let mut file_offset = offset as libc::loff_t;
         while taken < len {
             let want = (len - taken).min(self.capacity as u64) as usize;
+            // SAFETY: descriptors borrowed for the call; null offsets: the socket and the
+            // pipe are read and written at their own positions.
             let n = retry(|| unsafe {
                 libc::splice(
-                    socket,
+                    socket.as_raw_fd(),
                     std::ptr::null_mut(),
                     self.write.as_raw_fd(),
                     std::ptr::null_mut(),
@@ -72,11 +77,13 @@ impl Pipe {
             taken += n as u64;
             let mut in_pipe = n;
             while in_pipe > 0 {
+                // SAFETY: descriptors borrowed for the call, and `file_offset` a live loff_t
+                // the kernel advances.
                 let moved = retry(|| unsafe {
                     libc::splice(
                         self.read.as_raw_fd(),
                         std::ptr::null_mut(),
-                        file,
+                        file.as_raw_fd(),
                         &mut file_offset,
                         in_pipe,
                         libc::SPLICE_F_MOVE,
@@ -107,6 +114,7 @@ impl Pipe {
         let mut sink = vec![0u8; n.min(64 * 1024)];
         while n > 0 {
             let want = n.min(sink.len());
+            // SAFETY: a descriptor we own, and `sink` writable for `want` <= its length bytes.
             let got = retry(|| unsafe {
                 libc::read(self.read.as_raw_fd(), sink.as_mut_ptr().cast(), want)
             })?;

@@ -13,7 +13,7 @@
 use crate::export::Export;
 use crate::jail::ACL_FILE_NAME;
 use std::ffi::{CStr, CString};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Older than this, an upload is abandoned whoever made it.
@@ -46,7 +46,7 @@ pub fn sweep(export: &Export, started: SystemTime) -> usize {
                     let gone = unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) };
                     removed += usize::from(gone == 0);
                 }
-            } else if let Ok(Some(sub)) = crate::export::open_subdir(dir.as_raw_fd(), &name) {
+            } else if let Ok(Some(sub)) = crate::export::open_subdir(dir.as_fd(), &name) {
                 stack.push(sub);
             }
         }

@@ -22,6 +22,7 @@ pub mod shown;
 pub use blocks::BlockCopy;
 
 use crate::Errno;
+use roost_base::errno_of;
 use sha2::Digest;
 use std::collections::HashMap;
 use std::fs::File;
@@ -169,10 +170,6 @@ fn write_back_loop(cache: std::sync::Weak<Cache>, inotify: i32) {
             None => return,
         }
     }
-}
-
-fn errno_of(e: std::io::Error) -> Errno {
-    e.raw_os_error().unwrap_or(libc::EIO)
 }
 
 #[cfg(test)]
@@ -793,7 +790,7 @@ impl Cache {
             libc::inotify_add_watch(writes.inotify.as_raw_fd(), c.as_ptr(), libc::IN_CLOSE_WRITE)
         };
         if wd < 0 {
-            return Err(crate::last_errno());
+            return Err(roost_base::last_errno());
         }
         writes.pending.insert(
             wd,

@@ -1,10 +1,12 @@
 //! The `Driver` interface: one method per name operation on a driver-relative path, each
-//! answering ENOSYS unless the driver implements it (the cctools `pfs_service` idea). The local
-//! driver is the first; remote ones (Chirp, HTTP) implement the same trait and answer
-//! `is_local() == false`, so the agent localizes their files instead of handing paths to the
-//! kernel.
+//! answering ENOSYS unless the driver implements it (the cctools `pfs_service` idea), or
+//! EROFS for a change to a driver that says it is [`Driver::read_only`]. The local driver is
+//! the first; remote ones (Chirp in `roost-chirpfs`, HTTP in `roost-httpfs`) implement the
+//! same trait and answer `is_local() == false`, so the agent localizes their files instead
+//! of handing paths to the kernel.
 
 use crate::Errno;
+use roost_base::{errno_of, last_errno};
 use std::ffi::CString;
 
 /// A file's attributes, as `struct stat` carries them (times in seconds and nanoseconds).
@@ -191,6 +193,19 @@ pub trait Driver: Send + Sync {
     fn is_local(&self) -> bool {
         false
     }
+    /// True for a driver that changes nothing (a web server): the changes it does not
+    /// implement answer EROFS instead of ENOSYS ([`refused`]), so it declares this once
+    /// rather than overriding each of them.
+    fn read_only(&self) -> bool {
+        false
+    }
+    /// A mount target naming this driver (see [`crate::registry`]): `rest` is what follows
+    /// `SCHEME://` or `/SCHEME/` (`HOST[:PORT]/PATH` and any suffix the driver takes),
+    /// `direct` the mode of a target that names none. The driver path and whether its
+    /// files are used in place; `None`: `rest` names nothing this driver serves.
+    fn mount_target(&self, _rest: &str, _direct: bool) -> Option<(Vec<u8>, bool)> {
+        None
+    }
     fn readlink(&self, _path: &[u8]) -> Result<Vec<u8>, Errno> {
         Err(libc::ENOSYS)
     }
@@ -208,36 +223,36 @@ pub trait Driver: Send + Sync {
         Err(libc::ENOSYS)
     }
     fn mkdir(&self, _path: &[u8], _mode: u32) -> Result<(), Errno> {
-        Err(libc::ENOSYS)
+        Err(refused(self))
     }
     fn rmdir(&self, _path: &[u8]) -> Result<(), Errno> {
-        Err(libc::ENOSYS)
+        Err(refused(self))
     }
     fn unlink(&self, _path: &[u8]) -> Result<(), Errno> {
-        Err(libc::ENOSYS)
+        Err(refused(self))
     }
     fn rename(&self, _from: &[u8], _to: &[u8]) -> Result<(), Errno> {
-        Err(libc::ENOSYS)
+        Err(refused(self))
     }
     fn link(&self, _from: &[u8], _to: &[u8]) -> Result<(), Errno> {
-        Err(libc::ENOSYS)
+        Err(refused(self))
     }
     fn symlink(&self, _target: &[u8], _path: &[u8]) -> Result<(), Errno> {
-        Err(libc::ENOSYS)
+        Err(refused(self))
     }
     fn chmod(&self, _path: &[u8], _mode: u32) -> Result<(), Errno> {
-        Err(libc::ENOSYS)
+        Err(refused(self))
     }
     fn truncate(&self, _path: &[u8], _len: u64) -> Result<(), Errno> {
-        Err(libc::ENOSYS)
+        Err(refused(self))
     }
     /// `follow`: whether a final symlink is followed (chown) or changed itself (lchown).
     fn chown(&self, _path: &[u8], _uid: u32, _gid: u32, _follow: bool) -> Result<(), Errno> {
-        Err(libc::ENOSYS)
+        Err(refused(self))
     }
     /// Sets access and modification times (seconds); `None` leaves one as it is.
     fn utime(&self, _path: &[u8], _atime: Option<i64>, _mtime: Option<i64>) -> Result<(), Errno> {
-        Err(libc::ENOSYS)
+        Err(refused(self))
     }
     /// Makes a FIFO (`mknod` with `S_IFIFO`, `mkfifo`) with these permission bits exactly.
     fn mkfifo(&self, _path: &[u8], _mode: u32) -> Result<(), Errno> {
@@ -275,10 +290,10 @@ pub trait Driver: Send + Sync {
         _flags: i32,
         _follow: bool,
     ) -> Result<(), Errno> {
-        Err(libc::ENOSYS)
+        Err(refused(self))
     }
     fn removexattr(&self, _path: &[u8], _name: &[u8], _follow: bool) -> Result<(), Errno> {
-        Err(libc::ENOSYS)
+        Err(refused(self))
     }
     /// For a driver the kernel cannot reach: a local copy of the object at `path` for a
     /// program to open, execute or enter, as `intent` says (a file fetched, a directory's
@@ -312,10 +327,23 @@ pub trait Driver: Send + Sync {
     /// Makes every change this driver has accepted visible to other clients (write-backs
     /// of closed files); called before the program's exit is reported.
     fn flush(&self) {}
+    /// The run is over: sends back what is pending, stops the driver's own threads and
+    /// removes this agent's local copies. Called once, when the agent is done.
+    fn close(&self) {}
     /// What this driver did, for `roost run --summary` (servers, calls, time, cache use);
     /// `None` when it has nothing to say.
     fn report(&self) -> Option<String> {
         None
+    }
+}
+
+/// What a change the driver does not implement answers: EROFS from a read-only driver,
+/// ENOSYS from any other.
+pub fn refused<D: Driver + ?Sized>(driver: &D) -> Errno {
+    if driver.read_only() {
+        libc::EROFS
+    } else {
+        libc::ENOSYS
     }
 }
 
@@ -340,10 +368,6 @@ impl ReadAt for LocalFile {
     }
 }
 
-fn errno_of(e: std::io::Error) -> Errno {
-    e.raw_os_error().unwrap_or(libc::EIO)
-}
-
 /// The local file system, through ordinary system calls.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LocalDriver;
@@ -354,9 +378,7 @@ fn cpath(path: &[u8]) -> Result<CString, Errno> {
 
 fn check(rc: libc::c_int) -> Result<(), Errno> {
     if rc < 0 {
-        Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO))
+        Err(last_errno())
     } else {
         Ok(())
     }
@@ -364,8 +386,9 @@ fn check(rc: libc::c_int) -> Result<(), Errno> {
 
 fn stat_with(path: &[u8], flags: libc::c_int) -> Result<Stat, Errno> {
     let c = cpath(path)?;
-    // SAFETY: `st` is plain data written by the kernel; `c` is a valid C string.
+    // SAFETY: `struct stat` is plain data, valid all zeros.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a writable `struct stat`.
     check(unsafe { libc::fstatat(libc::AT_FDCWD, c.as_ptr(), &mut st, flags) })?;
     Ok(Stat::from_kernel(&st))
 }
@@ -383,9 +406,7 @@ impl Driver for LocalDriver {
         // SAFETY: the buffer is valid for its length.
         let n = unsafe { libc::readlink(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 {
-            return Err(std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO));
+            return Err(last_errno());
         }
         buf.truncate(n as usize);
         Ok(buf)
@@ -516,5 +537,50 @@ mod tests {
         assert_eq!(Empty.stat(b"/x"), Err(libc::ENOSYS));
         assert_eq!(Empty.rename(b"/x", b"/y"), Err(libc::ENOSYS));
         assert!(!Empty.is_local());
+    }
+
+    /// Every change a driver can be asked for, each with what it answered.
+    fn changes(d: &dyn Driver) -> Vec<(&'static str, Result<(), Errno>)> {
+        vec![
+            ("mkdir", d.mkdir(b"/x", 0o755)),
+            ("rmdir", d.rmdir(b"/x")),
+            ("unlink", d.unlink(b"/x")),
+            ("rename", d.rename(b"/x", b"/y")),
+            ("link", d.link(b"/x", b"/y")),
+            ("symlink", d.symlink(b"t", b"/x")),
+            ("chmod", d.chmod(b"/x", 0o644)),
+            ("truncate", d.truncate(b"/x", 0)),
+            ("chown", d.chown(b"/x", 0, 0, true)),
+            ("utime", d.utime(b"/x", Some(1), None)),
+            ("setxattr", d.setxattr(b"/x", b"user.a", b"v", 0, true)),
+            ("removexattr", d.removexattr(b"/x", b"user.a", true)),
+        ]
+    }
+
+    #[test]
+    fn a_read_only_driver_refuses_every_change_with_erofs() {
+        struct Shelf;
+        impl Driver for Shelf {
+            fn name(&self) -> &'static str {
+                "shelf"
+            }
+            fn read_only(&self) -> bool {
+                true
+            }
+        }
+        for (call, answer) in changes(&Shelf) {
+            assert_eq!(answer, Err(libc::EROFS), "{call}");
+        }
+        // Reads it does not implement are still unimplemented, not refused.
+        assert_eq!(Shelf.stat(b"/x"), Err(libc::ENOSYS));
+        struct Empty;
+        impl Driver for Empty {
+            fn name(&self) -> &'static str {
+                "empty"
+            }
+        }
+        for (call, answer) in changes(&Empty) {
+            assert_eq!(answer, Err(libc::ENOSYS), "{call}");
+        }
     }
 }

@@ -6,20 +6,21 @@
 //! walks a logical path (symlinks and `..` in the logical namespace, results cached) and maps
 //! it through the longest matching mount.
 
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod cache;
-pub mod chirp;
-mod chirp_direct;
-pub mod content_check;
 pub mod driver;
 pub mod mount;
 pub mod mountfile;
-mod nodes;
 pub mod path;
+pub mod registry;
 pub mod resolve;
 
 pub use driver::{Driver, Intent, LocalDriver, OpenFile, OpenMode, ReadAt, Stat, StatFs};
 pub use mount::{Mapped, Mount, MountTable, Target};
 pub use mountfile::{parse_mount_file, parse_mount_spec, MountContext, MountFileError};
+pub use registry::{Registry, Scheme};
 pub use resolve::{KernelProc, LinkTarget, Located, Namespace, ProcLinks, Remote, Resolved};
 
 /// An errno value (positive), as returned by failed operations.
@@ -30,13 +31,34 @@ thread_local! {
     static BEFORE_BLOCKING: std::cell::Cell<Option<fn()>> = const { std::cell::Cell::new(None) };
 }
 
+/// Installs a hook somewhere else on the calling thread ([`also_before_blocking`]).
+type Installer = fn(fn());
+
+/// What else [`before_blocking`] installs its hook into.
+static ALSO_INSTALL: std::sync::Mutex<Vec<Installer>> = std::sync::Mutex::new(Vec::new());
+
 /// Installs `hook`, which this thread calls when a driver call may block for long: before
-/// a new connection or an HTTP request, and when a Chirp server's reply has not come within
-/// a millisecond ([`roost_client::receive::when_slow`]). The agent's notification threads
-/// use it to let another thread take the next calls meanwhile.
+/// a new connection or an HTTP request, and wherever a driver's library waits on its own
+/// (a Chirp server's reply that has not come within a millisecond: see
+/// [`also_before_blocking`]). The agent's notification threads use it to let another
+/// thread take the next calls meanwhile.
 pub fn before_blocking(hook: fn()) {
     BEFORE_BLOCKING.with(|h| h.set(Some(hook)));
-    roost_client::receive::when_slow(hook);
+    let also = ALSO_INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+    for install in also.iter() {
+        install(hook);
+    }
+}
+
+/// Has [`before_blocking`] call `install` with its hook from then on, on the thread it is
+/// called on: for a driver whose library waits for replies on its own (the Chirp client's
+/// `receive::when_slow`). A driver calls it once, when it is made (before the agent's
+/// threads start).
+pub fn also_before_blocking(install: Installer) {
+    ALSO_INSTALL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(install);
 }
 
 /// Says that this thread is about to do something that may block for long (connect to a
@@ -64,18 +86,11 @@ pub fn call_starts() {
 }
 
 /// When the call this thread answers started (None outside the agent's calls).
-pub(crate) fn call_started() -> Option<std::time::Instant> {
+pub fn call_started() -> Option<std::time::Instant> {
     CALL_STARTED.with(|c| c.get())
 }
 
-/// The errno of the last failed libc call.
-pub(crate) fn last_errno() -> Errno {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
-
 /// Lower-case hexadecimal of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

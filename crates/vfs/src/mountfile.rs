@@ -3,6 +3,7 @@
 //! `ENOENT` targets). Errors name `file:line` and what is wrong.
 
 use crate::mount::Target;
+use crate::registry::Registry;
 use std::fmt;
 use std::path::Path;
 
@@ -27,102 +28,43 @@ impl fmt::Display for MountFileError {
 impl std::error::Error for MountFileError {}
 
 /// What the right-hand side of a mapping is read against: the directory relative
-/// physical paths start from, the driver that serves `/chirp/...` and `chirp://...`, and
-/// those that serve `/http/...` and `http://...` (and `/https/...`, `https://...`).
+/// physical paths start from, and the remote drivers whose schemes name theirs
+/// (`chirp://...`, `/http/...`: see [`Registry`]).
 pub struct MountContext<'a> {
     pub cwd: &'a Path,
-    pub chirp: Option<std::sync::Arc<dyn crate::Driver>>,
-    pub http: Option<std::sync::Arc<dyn crate::Driver>>,
-    pub https: Option<std::sync::Arc<dyn crate::Driver>>,
-    /// The consistency mode of a Chirp target that names none: direct (true) or cached.
-    pub chirp_direct: bool,
+    pub drivers: &'a Registry,
 }
 
+/// No remote driver.
+static NO_DRIVERS: Registry = Registry::new();
+
 impl<'a> MountContext<'a> {
-    /// Local paths only (a remote target is an error).
+    /// Local paths only (a target naming a scheme is a local path too).
     pub fn local(cwd: &'a Path) -> MountContext<'a> {
         MountContext {
             cwd,
-            chirp: None,
-            http: None,
-            https: None,
-            chirp_direct: true,
+            drivers: &NO_DRIVERS,
         }
     }
-}
-
-/// Whether `authority` looks like `HOST[:PORT]` or `HOST+PORT` (a non-zero numeric port,
-/// if any; no user name).
-fn web_authority(authority: &str) -> bool {
-    !authority.contains('@') && roost_client::split_host_port(authority).is_some()
-}
-
-/// `http://HOST[:PORT]/PATH` or `/http/HOST[:PORT]/PATH` (and the same for https): a
-/// directory or file on a web server, read-only (see `docs/httpfs.md`).
-fn web_target(physical: &str, ctx: &MountContext<'_>) -> Option<Result<Target, String>> {
-    let (scheme, rest) = [("https", &ctx.https), ("http", &ctx.http)]
-        .into_iter()
-        .find_map(|(scheme, driver)| {
-            let rest = physical
-                .strip_prefix(&format!("{scheme}://"))
-                .or_else(|| physical.strip_prefix(&format!("/{scheme}/")))?;
-            Some(((scheme, driver), rest))
-        })?;
-    let (scheme, driver) = scheme;
-    let authority = rest.split('/').next().unwrap_or("");
-    if !web_authority(authority) {
-        return Some(Err(format!(
-            "{physical}: expected {scheme}://HOST[:PORT]/PATH"
-        )));
-    }
-    let Some(driver) = driver.clone() else {
-        return Some(Err(format!(
-            "{physical}: remote targets are not available here"
-        )));
-    };
-    // A web server is read-only: its files are fetched whole into the cache, but for the
-    // large ones with block hashes, which the driver opens in place (`open_file`).
-    Some(Ok(Target::remote(driver, format!("/{rest}"), true)))
 }
 
 /// Turns the right-hand side of a mapping into a target; relative physical paths are taken
 /// from `cwd`. As a bind mount does, a local target is resolved once, here: its symlinks
 /// are followed (so the kernel's names for files under it are the mapping's own); one that
-/// does not exist yet is kept as written. `/chirp/HOST[:PORT]/PATH` and
-/// `chirp://HOST[:PORT]/PATH` (optionally ending in `:direct`, the default, or `:cached`)
-/// name a directory or file on a Chirp server; `/http/...`, `http://...` (and https)
-/// one on a web server.
+/// does not exist yet is kept as written. `SCHEME://...` and `/SCHEME/...` name a file of a
+/// registered remote driver.
 fn target_of(physical: &str, ctx: &MountContext<'_>) -> Result<Target, String> {
-    if let Some(target) = web_target(physical, ctx) {
+    if let Some(target) = ctx.drivers.target(physical) {
         return target;
-    }
-    let local = |p: std::path::PathBuf| {
-        let p = std::fs::canonicalize(&p).unwrap_or(p);
-        Target::local(p.into_os_string().into_encoded_bytes())
-    };
-    let remote = physical
-        .strip_prefix("chirp://")
-        .or_else(|| physical.strip_prefix("/chirp/"));
-    if let Some(rest) = remote {
-        let (rest, direct) = match rest.rsplit_once(':') {
-            Some((r, "cached")) => (r, false),
-            Some((r, "direct")) => (r, true),
-            _ => (rest, ctx.chirp_direct),
-        };
-        let authority = rest.split('/').next().unwrap_or("");
-        if roost_client::split_host_port(authority).is_none() {
-            return Err(format!("{physical}: expected chirp://HOST[:PORT]/PATH"));
-        }
-        let driver = ctx
-            .chirp
-            .clone()
-            .ok_or_else(|| format!("{physical}: remote targets are not available here"))?;
-        return Ok(Target::remote(driver, format!("/{rest}"), direct));
     }
     Ok(match physical {
         "DENY" => Target::Deny,
         "ENOENT" => Target::Enoent,
-        p => local(ctx.cwd.join(p)),
+        p => {
+            let p = ctx.cwd.join(p);
+            let p = std::fs::canonicalize(&p).unwrap_or(p);
+            Target::local(p.into_os_string().into_encoded_bytes())
+        }
     })
 }
 
@@ -321,69 +263,39 @@ mod tests {
     }
 
     #[test]
-    fn chirp_targets_name_a_server_and_a_path() {
+    fn remote_targets_go_to_the_driver_of_their_scheme() {
         struct Net;
         impl crate::Driver for Net {
             fn name(&self) -> &'static str {
-                "chirp"
+                "net"
+            }
+            fn mount_target(&self, rest: &str, direct: bool) -> Option<(Vec<u8>, bool)> {
+                let (rest, direct) = match rest.strip_suffix(":cached") {
+                    Some(r) => (r, false),
+                    None => (rest, direct),
+                };
+                (!rest.starts_with('/')).then(|| (format!("/{rest}").into_bytes(), direct))
             }
         }
+        let mut drivers = Registry::new();
+        drivers.add("net", std::sync::Arc::new(Net), true);
         let ctx = MountContext {
-            chirp: Some(std::sync::Arc::new(Net)),
-            ..MountContext::local(Path::new("/"))
+            cwd: Path::new("/cwd"),
+            drivers: &drivers,
         };
         let root = |spec: &str| parse_mount_spec(spec, &ctx).map(|(_, t)| format!("{t:?}"));
-        assert_eq!(root("/d=/chirp/h:9/x/").unwrap(), "chirp:/h:9/x:direct");
-        assert_eq!(root("/d=chirp://h/x:cached").unwrap(), "chirp:/h/x");
+        assert_eq!(root("/d=/net/h:9/x/").unwrap(), "net:/h:9/x:direct");
+        assert_eq!(root("/d=net://h/x:cached").unwrap(), "net:/h/x");
+        let e = root("/d=net:///x").unwrap_err();
         assert_eq!(
-            root("/d=chirp://h:9/x:direct").unwrap(),
-            "chirp:/h:9/x:direct"
+            e.to_string(),
+            "--mount /d=net:///x: net:///x: expected net://HOST[:PORT]/PATH"
         );
-        let cached_default = MountContext {
-            chirp_direct: false,
-            chirp: ctx.chirp.clone(),
-            ..MountContext::local(Path::new("/"))
-        };
-        let (_, t) = parse_mount_spec("/d=/chirp/h/x", &cached_default).unwrap();
-        assert_eq!(format!("{t:?}"), "chirp:/h/x");
-        assert!(root("/d=chirp://h:0/x").is_err());
-        let local_only = parse_mount_spec("/d=/chirp/h/x", &MountContext::local(Path::new("/")));
-        assert!(local_only.is_err());
-    }
-
-    #[test]
-    fn http_targets_name_a_web_server_and_a_path() {
-        struct Web(&'static str);
-        impl crate::Driver for Web {
-            fn name(&self) -> &'static str {
-                self.0
-            }
-        }
-        let ctx = MountContext {
-            http: Some(std::sync::Arc::new(Web("http"))),
-            https: Some(std::sync::Arc::new(Web("https"))),
-            ..MountContext::local(Path::new("/"))
-        };
-        let root = |spec: &str| parse_mount_spec(spec, &ctx).map(|(_, t)| format!("{t:?}"));
-        assert_eq!(
-            root("/sw=/http/127.0.0.1:8080/sw/").unwrap(),
-            "http:/127.0.0.1:8080/sw:direct"
-        );
-        assert_eq!(root("/sw=http://h/sw").unwrap(), "http:/h/sw:direct");
-        assert_eq!(
-            root("/sw=https://h:8443/a/b").unwrap(),
-            "https:/h:8443/a/b:direct"
-        );
-        assert_eq!(root("/sw=/https/h").unwrap(), "https:/h:direct");
-        for bad in [
-            "/d=http://h:0/x",
-            "/d=http://:80/x",
-            "/d=http://u@h/x",
-            "/d=/http/h:x/y",
-        ] {
-            assert!(root(bad).is_err(), "{bad}");
-        }
-        let local_only = parse_mount_spec("/d=/http/h/x", &MountContext::local(Path::new("/")));
-        assert!(local_only.is_err());
+        assert_eq!(root("/d=/netx/h").unwrap(), "local:/netx/h");
+        let m = parse_mount_file("f", "/d net://h/y\n", &env, &ctx).unwrap();
+        assert_eq!(format!("{:?}", m[0].1), "net:/h/y:direct");
+        // Without the registry the same words are a local path.
+        let (_, t) = parse_mount_spec("/d=/net/h/x", &MountContext::local(Path::new("/"))).unwrap();
+        assert_eq!(format!("{t:?}"), "local:/net/h/x");
     }
 }

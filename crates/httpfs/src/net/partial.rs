@@ -53,8 +53,7 @@ impl PartialFile {
         blocks: Arc<Blocks>,
     ) -> Result<PartialFile, Errno> {
         let own = net.cache.scratch()?;
-        own.set_len(stat.size)
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        own.set_len(stat.size).map_err(roost_base::errno_of)?;
         let key = net.cache_key(authority, rest);
         let shared = net.cache.blocks_of(&key, version, blocks.hashes.len()).ok();
         Ok(PartialFile {
@@ -161,9 +160,7 @@ impl PartialFile {
                 let path = std::path::PathBuf::from(
                     <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(shown),
                 );
-                state.whole = Some(
-                    std::fs::File::open(path).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?,
-                );
+                state.whole = Some(std::fs::File::open(path).map_err(roost_base::errno_of)?);
                 Ok(())
             }
             Err(e) => Err(e),
@@ -185,7 +182,7 @@ impl OpenFile for PartialFile {
         let mut buf = vec![0u8; (end - offset) as usize];
         source
             .read_exact_at(&mut buf, offset)
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+            .map_err(roost_base::errno_of)?;
         Ok(buf)
     }
 

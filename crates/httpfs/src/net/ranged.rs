@@ -307,7 +307,7 @@ impl Job<'_> {
             sha256.update(&buf[..n]);
             self.file
                 .write_all_at(&buf[..n], at)
-                .map_err(|e| Received::Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+                .map_err(|e| Received::Errno(roost_base::errno_of(e)))?;
             at += n as u64;
             self.net.fetched.fetch_add(n as u64, Ordering::Relaxed);
         }

@@ -124,6 +124,7 @@ impl Accounting {
                 ],
             );
         }
+        // SAFETY: a plain query.
         let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64;
         let now = unix_now();
         ledger

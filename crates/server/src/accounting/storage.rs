@@ -66,6 +66,7 @@ static MARK_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBoo
 
 fn set_mark(file: &File, subject: &str) -> std::io::Result<()> {
     let name = creator_name();
+    // SAFETY: a descriptor borrowed from `file`, a NUL-terminated name and `subject` readable for its length.
     let r = unsafe {
         libc::fsetxattr(
             file.as_raw_fd(),
@@ -87,6 +88,7 @@ fn creator(path: &Path) -> Option<String> {
     let path = CString::new(path.as_os_str().as_bytes()).ok()?;
     let name = creator_name();
     let mut buf = [0u8; 1024];
+    // SAFETY: NUL-terminated path and name, and `buf` writable for its length.
     let n = unsafe {
         libc::lgetxattr(
             path.as_ptr(),

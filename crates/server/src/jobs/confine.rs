@@ -81,6 +81,7 @@ pub fn kill_leftovers(pgid: i32, uid: u32, start_ticks: u64) -> usize {
             Err(_) => continue,
         });
         if group == pgid && owner == uid && start >= start_ticks {
+            // SAFETY: a plain system call, no memory shared with it.
             unsafe { libc::kill(pid, libc::SIGKILL) };
             killed += 1;
         }
@@ -96,6 +97,7 @@ mod tests {
     fn this_process_has_a_group_and_a_start_time() {
         let pid = std::process::id() as i32;
         let (pgrp, start) = group_and_start(pid).unwrap();
+        // SAFETY: a plain query.
         assert_eq!(pgrp, unsafe { libc::getpgrp() });
         assert!(start > 0);
     }

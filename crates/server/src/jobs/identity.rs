@@ -27,6 +27,7 @@ pub const DEFAULT_JOB_USER: &str = "nobody";
 fn lookup_user(name: &str) -> Option<(u32, u32)> {
     let cname = CString::new(name).ok()?;
     let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: `struct passwd` is plain data, valid all zeros (null pointers).
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut result: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: every pointer is to a live buffer of the stated size.
@@ -47,6 +48,7 @@ impl Identity {
     /// root, which must not be root itself; the server's own user otherwise, when `user` is
     /// unset or names it.
     pub fn resolve(user: Option<&str>) -> Result<Identity, String> {
+        // SAFETY: a plain query of this process's user.
         let euid = unsafe { libc::geteuid() };
         let own = crate::auth::user_name(euid).unwrap_or_else(|| euid.to_string());
         if euid != 0 {
@@ -59,6 +61,7 @@ impl Identity {
             return Ok(Identity {
                 name: own,
                 uid: euid,
+                // SAFETY: a plain query of this process's group.
                 gid: unsafe { libc::getegid() },
                 switch: false,
             });
@@ -113,6 +116,7 @@ impl Identity {
 fn stat(path: &Path) -> io::Result<libc::stat> {
     let c = CString::new(path.as_os_str().as_encoded_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `struct stat` is plain data, valid all zeros.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: a path and a stat of ours.
     if unsafe { libc::stat(c.as_ptr(), &mut st) } != 0 {
@@ -285,6 +289,7 @@ mod tests {
 
     #[test]
     fn the_server_s_own_user_needs_no_switch() {
+        // SAFETY: a plain query of this process's user.
         if unsafe { libc::geteuid() } == 0 {
             let id = Identity::resolve(None).unwrap();
             assert!(id.switch);
@@ -294,6 +299,7 @@ mod tests {
         } else {
             let id = Identity::resolve(None).unwrap();
             assert!(!id.switch);
+            // SAFETY: a plain query of this process's user.
             assert_eq!(id.uid, unsafe { libc::geteuid() });
             assert!(Identity::resolve(Some("root")).is_err());
         }
@@ -316,6 +322,7 @@ mod tests {
 
     #[test]
     fn each_running_job_gets_a_uid_no_account_has() {
+        // SAFETY: a plain query of this process's user.
         if unsafe { libc::geteuid() } != 0 {
             let err = JobUsers::resolve(None, Some(UidRange::parse("300000-300001").unwrap()), 1)
                 .err()

@@ -31,6 +31,7 @@
 //! ([`Report`]): how the program ended, or which step failed and why.
 
 use super::{landlock, seccomp};
+use roost_base::errno_of;
 use roost_catalog::json::{self, Value};
 use std::convert::Infallible;
 use std::ffi::{OsStr, OsString};
@@ -291,10 +292,7 @@ pub fn run_if_called() {
         std::process::exit(2);
     };
     let Err((stage, e)) = keep(&plan, program, argv);
-    report(
-        plan.status,
-        Report::Error(stage, e.raw_os_error().unwrap_or(libc::EIO)),
-    );
+    report(plan.status, Report::Error(stage, errno_of(&e)));
     std::process::exit(1);
 }
 
@@ -328,6 +326,7 @@ fn keep(plan: &Plan, program: &OsStr, argv: &[OsString]) -> Result<Infallible, F
         if written != 1 {
             return Err((Stage::Limits, io::Error::last_os_error()));
         }
+        // SAFETY: the server gave us this descriptor to write once; nothing else uses it.
         unsafe { libc::close(fd) };
     }
     // SAFETY: plain queries and settings of this process.
@@ -356,6 +355,7 @@ fn keep(plan: &Plan, program: &OsStr, argv: &[OsString]) -> Result<Infallible, F
         // Inside a user namespace without maps yet, ids read as the overflow id.
         // SAFETY: plain queries and a plain system call.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        // SAFETY: a plain system call on this process, no pointers.
         at(Stage::Namespaces, cvt(unsafe { libc::unshare(flags) }))?;
         if plan.namespaces == Namespaces::User {
             at(Stage::Namespaces, map_own_ids(uid, gid))?;
@@ -452,14 +452,14 @@ fn init(
 ) -> Result<Infallible, Failure> {
     stay_with_keeper(alive);
     if let Err(e) = mount_proc() {
-        report(plan.status, Report::Note(Stage::Proc, errno(&e)));
+        report(plan.status, Report::Note(Stage::Proc, errno_of(&e)));
     }
     if let Some(ruleset) = plan.ruleset {
         at(Stage::Confine, grant_proc(ruleset))?;
     }
     if !plan.network {
         if let Err(e) = loopback_up() {
-            report(plan.status, Report::Note(Stage::Loopback, errno(&e)));
+            report(plan.status, Report::Note(Stage::Loopback, errno_of(&e)));
         }
     }
     // SAFETY: this process has one thread; the child goes on with ordinary code.
@@ -475,10 +475,6 @@ fn init(
         }
     }
     reap_all(child, Some(plan.status), true)
-}
-
-fn errno(e: &io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(libc::EIO)
 }
 
 /// A `/proc` of the PID namespace over the host's, in the job's mount namespace (whose
@@ -594,10 +590,8 @@ fn start_program(
                 rlim_max: v,
             };
             // SAFETY: a limit of ours.
-            at(
-                Stage::Confine,
-                cvt(unsafe { libc::setrlimit(resource, &limit) }),
-            )?;
+            let set = unsafe { libc::setrlimit(resource, &limit) };
+            at(Stage::Confine, cvt(set))?;
         }
     }
     // SAFETY: plain settings of this process.
@@ -633,7 +627,7 @@ fn start_program(
         command.arg0(arg0);
     }
     let e = command.args(args).exec();
-    report(plan.status, Report::Error(Stage::Exec, errno(&e)));
+    report(plan.status, Report::Error(Stage::Exec, errno_of(&e)));
     // SAFETY: the program could not be run: the exit status of a shell that cannot.
     unsafe { libc::_exit(127) }
 }

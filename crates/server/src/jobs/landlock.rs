@@ -146,6 +146,7 @@ impl Ruleset {
         }
         // SAFETY: just opened, owned by nobody else.
         let target = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: `struct stat` is plain data, valid all zeros.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: fstat of a descriptor of ours into a stat of ours.
         if unsafe { libc::fstat(target.as_raw_fd(), &mut st) } != 0 {

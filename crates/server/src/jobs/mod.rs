@@ -80,7 +80,7 @@ impl JobError {
     /// An I/O failure, with `context`.
     pub fn io(e: &io::Error, context: String) -> JobError {
         JobError::new(
-            ErrorCode::from_errno(e.raw_os_error().unwrap_or(libc::EIO)),
+            ErrorCode::from_errno(roost_base::errno_of(e)),
             format!("{context}: {e}"),
         )
     }

@@ -11,11 +11,12 @@ use super::description::{FileKind, JobFile};
 use super::JobError;
 use crate::export::{Export, OpError};
 use crate::jail::{cvt, Jail, JailPath};
+use roost_base::errno_of;
 use roost_wire::ErrorCode;
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read, Seek};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// Where a job's standard output and error go, inside its sandbox (bind them as outputs to
@@ -51,14 +52,17 @@ impl Sandbox {
         std::fs::create_dir(path)?;
         std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
         let c = cstring(&path.to_string_lossy())?;
+        // SAFETY: a NUL-terminated path.
         let fd = cvt(unsafe {
             libc::open(
                 c.as_ptr(),
                 libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
             )
         })?;
+        // SAFETY: a descriptor the kernel just returned (cvt refused -1), owned by nobody else.
         let dir = unsafe { OwnedFd::from_raw_fd(fd) };
         if let Some((uid, gid)) = owner {
+            // SAFETY: a descriptor we own.
             cvt(unsafe { libc::fchown(dir.as_raw_fd(), uid, gid) })?;
         }
         Ok(Sandbox {
@@ -87,6 +91,7 @@ impl Sandbox {
     fn create_file(&self, rel: &str, mode: u32) -> io::Result<File> {
         let (dir, last) = self.make_parents(rel)?;
         let c = cstring(last)?;
+        // SAFETY: a descriptor we own and a NUL-terminated name.
         let fd = cvt(unsafe {
             libc::openat(
                 dir.as_raw_fd(),
@@ -95,8 +100,9 @@ impl Sandbox {
                 mode,
             )
         })?;
+        // SAFETY: a descriptor the kernel just returned (cvt refused -1), owned by nobody else.
         let file = unsafe { File::from_raw_fd(fd) };
-        self.give(file.as_raw_fd())?;
+        self.give(file.as_fd())?;
         Ok(file)
     }
 
@@ -108,10 +114,12 @@ impl Sandbox {
         let mut dir = self.dir.try_clone()?;
         for part in parts {
             let c = cstring(part)?;
+            // SAFETY: a descriptor we own and a NUL-terminated name.
             match cvt(unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o700) }) {
                 Err(e) if e.raw_os_error() != Some(libc::EEXIST) => return Err(e),
                 _ => {}
             }
+            // SAFETY: a descriptor we own and a NUL-terminated name.
             let fd = cvt(unsafe {
                 libc::openat(
                     dir.as_raw_fd(),
@@ -119,15 +127,18 @@ impl Sandbox {
                     libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
                 )
             })?;
+            // SAFETY: a descriptor the kernel just returned (cvt refused -1), owned by nobody else.
             dir = unsafe { OwnedFd::from_raw_fd(fd) };
-            self.give(dir.as_raw_fd())?;
+            self.give(dir.as_fd())?;
         }
         Ok((dir, last))
     }
 
-    fn give(&self, fd: libc::c_int) -> io::Result<()> {
+    /// Gives the file or directory of `fd` to the job's user, if there is one.
+    fn give(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
         if let Some((uid, gid)) = self.owner {
-            cvt(unsafe { libc::fchown(fd, uid, gid) })?;
+            // SAFETY: a descriptor borrowed for the call.
+            cvt(unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) })?;
         }
         Ok(())
     }
@@ -223,7 +234,7 @@ impl Sandbox {
                 .begin_put(subject, &path, mode)
                 .map_err(|e| fail(ErrorCode::from_errno(e.errno), describe(&e)))?;
             let size = io::copy(&mut source, &mut upload.file)
-                .map_err(|e| fail(ErrorCode::from_errno(errno(&e)), e.to_string()))?;
+                .map_err(|e| fail(ErrorCode::from_errno(errno_of(&e)), e.to_string()))?;
             upload
                 .commit(export)
                 .map_err(|e| fail(ErrorCode::from_errno(e.errno), describe(&e)))?;
@@ -245,10 +256,6 @@ fn open_up(dir: &Path) {
             }
         }
     }
-}
-
-fn errno(e: &io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(libc::EIO)
 }
 
 /// Replaces cctools' output-name escapes in `serv_path`: `%j` the job id, `%h` the SHA-1 of

@@ -24,6 +24,7 @@ pub fn used_by_group(pgid: i32) -> u64 {
         .filter(|p| p.pgrp == pgid)
         .map(|p| p.ticks + p.waited_ticks)
         .sum();
+    // SAFETY: a plain query.
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     ticks.saturating_mul(1_000_000) / per_second
 }
@@ -92,6 +93,7 @@ mod tests {
     #[test]
     fn a_busy_group_is_seen_using_cpu() {
         // This test process's own group, which has been running for a while.
+        // SAFETY: a plain query.
         let pgid = unsafe { libc::getpgrp() };
         let start = std::time::Instant::now();
         let mut x = 0u64;

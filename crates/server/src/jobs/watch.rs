@@ -262,6 +262,7 @@ impl ExitNotice {
 /// microseconds) it and the descendants it waited for used, from `wait4`.
 fn reap(child: &Child) -> u64 {
     let mut status = 0;
+    // SAFETY: `struct rusage` is plain data, valid all zeros.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     loop {
         // SAFETY: waits for our child into a status and usage of ours.
@@ -278,6 +279,7 @@ fn reap(child: &Child) -> u64 {
 
 /// Whether process `pid` (a child of this process) has ended, without reaping it.
 fn has_exited(pid: i32) -> bool {
+    // SAFETY: `siginfo_t` is plain data, valid all zeros.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     // SAFETY: into a siginfo of ours.
     let r = unsafe {
@@ -289,5 +291,6 @@ fn has_exited(pid: i32) -> bool {
         )
     };
     // ECHILD: already reaped (cannot happen here, but then it has certainly ended).
+    // SAFETY: `info` was zeroed and, if waitid found the child, filled as a SIGCHLD siginfo, whose si_pid the accessor reads.
     r != 0 || unsafe { info.si_pid() } != 0
 }

@@ -19,7 +19,7 @@ impl Session<'_> {
         let result = self.with_path(path, |e, s, p| e.open(s, p, libc_flags, mode));
         match result {
             Ok(file) => {
-                let stat = match crate::export::fstat(file.as_raw_fd()) {
+                let stat = match crate::export::fstat(file.as_fd()) {
                     Ok(st) => st,
                     Err(e) => return self.send_failure(&e.into()),
                 };
@@ -181,9 +181,9 @@ impl Session<'_> {
             self.pipe = Some(Pipe::new().map_err(Stop::from)?);
         }
         let pipe = self.pipe.as_ref().expect("just made");
-        let socket = self.reader.socket().as_raw_fd();
+        let socket = self.reader.socket().as_fd();
         let rest = length - buffered as u64;
-        match pipe.socket_to_file(socket, file.as_raw_fd(), offset + buffered as u64, rest) {
+        match pipe.socket_to_file(socket, file.as_fd(), offset + buffered as u64, rest) {
             Ok(()) => {
                 // Another large write most likely follows: read its line without its payload.
                 self.reader.short_fills(true);
@@ -293,7 +293,7 @@ fn pread_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
 /// For a regular file, how many of `length` bytes from `offset` it holds now; `None` for
 /// other files (pipes, devices), whose reads take the copying path.
 fn regular_span(file: &File, offset: u64, length: usize) -> Option<u64> {
-    let st = crate::export::fstat(file.as_raw_fd()).ok()?;
+    let st = crate::export::fstat(file.as_fd()).ok()?;
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return None;
     }
@@ -319,6 +319,7 @@ fn peer_reset(socket: &std::net::TcpStream) -> bool {
 
 /// Whether `file` was opened for appending (splice cannot write to such files).
 fn appends(file: &File) -> bool {
+    // SAFETY: a descriptor borrowed from `file` for the call.
     let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
     flags >= 0 && flags & libc::O_APPEND != 0
 }

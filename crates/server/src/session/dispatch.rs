@@ -37,12 +37,14 @@ impl Session<'_> {
             Request::Fstat { fd } => {
                 let result = self
                     .file(*fd)
-                    .and_then(|f| Ok(crate::export::fstat(f.file.as_raw_fd())?));
+                    .and_then(|f| Ok(crate::export::fstat(f.file.as_fd())?));
                 self.send_stat(result)
             }
             Request::Fstatfs { fd } => {
                 let result = self.file(*fd).and_then(|f| {
+                    // SAFETY: `struct statfs` is plain data, valid all zeros.
                     let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+                    // SAFETY: a descriptor of an open file of the session and a writable `struct statfs`.
                     crate::jail::cvt(unsafe { libc::fstatfs(f.file.as_raw_fd(), &mut buf) })?;
                     Ok(buf)
                 });
@@ -54,6 +56,7 @@ impl Session<'_> {
             }
             Request::Fchmod { fd, mode } => {
                 let result = self.writable_file(*fd).and_then(|f| {
+                    // SAFETY: a descriptor of an open file of the session.
                     crate::jail::cvt(unsafe {
                         libc::fchmod(f.file.as_raw_fd(), mode & crate::export::PERMISSION_BITS)
                     })?;
@@ -307,6 +310,7 @@ impl Session<'_> {
                     crate::export::user_attribute(&n)?;
                     let f = self.writable_file(*fd)?;
                     let v = &value[..*length as usize];
+                    // SAFETY: a descriptor of an open file of the session, a NUL-terminated name and `v` readable for its length.
                     crate::jail::cvt(unsafe {
                         libc::fsetxattr(
                             f.file.as_raw_fd(),
@@ -325,6 +329,7 @@ impl Session<'_> {
                 let result = xattr_name(name).and_then(|n| {
                     crate::export::user_attribute(&n)?;
                     let f = self.writable_file(*fd)?;
+                    // SAFETY: a descriptor of an open file of the session and a NUL-terminated name.
                     crate::jail::cvt(unsafe {
                         libc::fremovexattr(f.file.as_raw_fd(), n.as_ptr())
                     })?;
@@ -403,6 +408,7 @@ fn fd_xattr_get(f: &OpenFile, name: &CString) -> OpResult<Vec<u8>> {
     }
     let fd = f.file.as_raw_fd();
     let mut buf = vec![0u8; 64 * 1024];
+    // SAFETY: a descriptor of an open file of the session, a NUL-terminated name, and `buf` writable for its length.
     let n = unsafe { libc::fgetxattr(fd, name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
     if n < 0 {
         return Err(io::Error::last_os_error().into());
@@ -414,6 +420,7 @@ fn fd_xattr_get(f: &OpenFile, name: &CString) -> OpResult<Vec<u8>> {
 fn fd_xattr_list(f: &OpenFile) -> OpResult<Vec<u8>> {
     let fd = f.file.as_raw_fd();
     let mut buf = vec![0u8; 64 * 1024];
+    // SAFETY: a descriptor of an open file of the session, and `buf` writable for its length.
     let n = unsafe { libc::flistxattr(fd, buf.as_mut_ptr().cast(), buf.len()) };
     if n < 0 {
         return Err(io::Error::last_os_error().into());

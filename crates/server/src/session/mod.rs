@@ -21,7 +21,7 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 

@@ -129,6 +129,7 @@ fn words(path: &Path) -> io::Result<Vec<String>> {
 fn own_processes() -> Vec<i32> {
     use std::os::unix::fs::MetadataExt;
     let program = |pid: &str| std::fs::metadata(format!("/proc/{pid}/exe")).ok();
+    // SAFETY: a plain query.
     let parent = unsafe { libc::getppid() };
     let mut ours = Vec::new();
     let supervised = std::env::var_os(crate::SUPERVISED_ENV).is_some();
@@ -646,6 +647,7 @@ mod tests {
             let _ = self.holder.wait();
             let guests = self.dir.join("roost-check");
             for pid in cgroupfs::read_pids(&guests.join("job-1/cgroup.procs")) {
+                // SAFETY: a plain system call, no memory shared with it.
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
             std::thread::sleep(std::time::Duration::from_millis(200));
@@ -740,6 +742,7 @@ mod tests {
                  < /proc/self/cgroup; while :; do :; done",
             ])
             .stdout(std::process::Stdio::piped());
+        // SAFETY: between fork and exec the closure only calls write(2), which is async-signal-safe, on a descriptor `entry` keeps open, with a constant buffer.
         unsafe {
             command.pre_exec(move || {
                 if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
@@ -789,6 +792,7 @@ mod tests {
                 "-c",
                 "x=$(head -c 300000000 /dev/zero | tr '\\0' x); echo survived",
             ]);
+            // SAFETY: as above: write(2) of a constant to a descriptor `entry` keeps open.
             unsafe {
                 hog.pre_exec(move || {
                     if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {

@@ -20,6 +20,7 @@ pub fn quota_us(cpu_percent: u32, cores: u64) -> Option<u64> {
 
 /// The machine's cores, online.
 pub fn cores() -> u64 {
+    // SAFETY: a plain query.
     unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64
 }
 
@@ -194,6 +195,7 @@ impl JobGroups {
                 break;
             }
             for pid in pids {
+                // SAFETY: a plain system call, no memory shared with it.
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
             std::thread::sleep(std::time::Duration::from_millis(20));

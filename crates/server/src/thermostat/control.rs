@@ -72,6 +72,7 @@ fn read_override(path: &Path) -> Result<Option<Setting>, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.to_string()),
     };
+    // SAFETY: a plain query of this process's user.
     let euid = unsafe { libc::geteuid() };
     if !meta.is_file() || (meta.uid() != euid && meta.uid() != 0) || meta.mode() & 0o022 != 0 {
         return Err("not a regular file of the server's user, writable by it alone".into());

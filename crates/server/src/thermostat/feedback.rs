@@ -38,8 +38,11 @@ impl Default for Feedback {
 
 impl Feedback {
     pub fn new() -> Feedback {
+        // SAFETY: a plain query.
         let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as f64;
+        // SAFETY: a plain query.
         let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        // SAFETY: a plain query.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
         Feedback {
             last: HashMap::new(),
@@ -110,6 +113,7 @@ pub fn memory_watchdog(groups: &BTreeMap<i64, i32>, limits: Limits) -> Vec<(i64,
     if limits.mem_bytes.is_none() || groups.is_empty() {
         return Vec::new();
     }
+    // SAFETY: a plain query.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
     kill_over_memory(groups, &procs::of_jobs(&procs::all(), groups), limits, page)
 }
@@ -162,8 +166,10 @@ fn signal_all(groups: &BTreeMap<i64, i32>, jobs: &BTreeMap<i64, Vec<Proc>>, sign
 
 /// Signals job's group, and each of its processes that left the group.
 fn signal_job(pgid: i32, ps: &[Proc], signal: i32) {
+    // SAFETY: a plain system call, no memory shared with it.
     unsafe { libc::kill(-pgid, signal) };
     for p in ps.iter().filter(|p| p.pgrp != pgid) {
+        // SAFETY: a plain system call, no memory shared with it.
         unsafe { libc::kill(p.pid, signal) };
     }
 }

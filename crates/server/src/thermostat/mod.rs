@@ -227,8 +227,10 @@ impl Enforcer {
                     if jobs.oom_kills(*job) == 0 {
                         continue;
                     }
+                    // SAFETY: a plain system call, no memory shared with it.
                     unsafe { libc::kill(-pgid, libc::SIGKILL) };
                     for pid in jobs.pids(*job) {
+                        // SAFETY: a plain system call, no memory shared with it.
                         unsafe { libc::kill(pid, libc::SIGKILL) };
                     }
                     killed.push((*job, oom_verdict(limits)));

@@ -264,6 +264,7 @@ impl Schedule {
 
     /// The limits now, by local time.
     pub fn now(&self) -> Limits {
+        // SAFETY: time(2) with a null pointer only returns the time.
         let (weekday, hour) = local_weekday_hour(unsafe { libc::time(std::ptr::null_mut()) });
         self.at(weekday, hour)
     }
@@ -271,7 +272,9 @@ impl Schedule {
 
 /// The local weekday (0 = Monday) and hour at Unix time `t`.
 pub fn local_weekday_hour(t: libc::time_t) -> (u32, u32) {
+    // SAFETY: `struct tm` is plain data, valid all zeros (a null zone name).
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: a live time_t in and a writable `struct tm` out.
     if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
         return (0, 0);
     }

@@ -10,8 +10,9 @@
 //! checked, and by a link made from that descriptor, never from a name another may have
 //! replaced.
 
-use super::{drop_entries, errno_of, Cache, Version};
+use super::{drop_entries, Cache, Version};
 use crate::Errno;
+use roost_base::errno_of;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};

@@ -4,14 +4,15 @@
 //! while the content changes: a file rewritten in place at the same size whose mtime is set
 //! back (`touch -d`, `cp --preserve`, a tar or rsync run onto the export). Its change time
 //! (ctime) cannot be set back: the driver records the ctime a copy was made at beside it
-//! ([`crate::cache::Cache::stamp`]), and a copy whose file's ctime has moved since is
+//! ([`roost_vfs::cache::Cache::stamp`]), and a copy whose file's ctime has moved since is
 //! checked here before it is used: the server's SHA-256 of the file (the `hash` RPC, one
 //! round trip; the server reads the file to answer) against the copy's. The same content
 //! (a chmod, a chown, a new link) keeps the copy under the new ctime; another content has
 //! it fetched again. A copy is checked at most once a run. A server that does not answer
 //! `hash` (cctools' `chirp_server`) is trusted on the version, as Parrot trusts the size.
 
-use crate::Errno;
+use roost_base::errno_of;
+use roost_vfs::Errno;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::io::Read;
@@ -79,7 +80,7 @@ impl ContentCheck {
 
 /// The SHA-256 of the file at `path`.
 fn sha256_of(path: &Path) -> Result<[u8; 32], Errno> {
-    let mut file = std::fs::File::open(path).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+    let mut file = std::fs::File::open(path).map_err(errno_of)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 256 * 1024];
     loop {
@@ -87,7 +88,7 @@ fn sha256_of(path: &Path) -> Result<[u8; 32], Errno> {
             Ok(0) => break,
             Ok(n) => hasher.update(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
+            Err(e) => return Err(errno_of(e)),
         }
     }
     Ok(hasher.finalize().into())
@@ -100,7 +101,7 @@ fn same_digest(theirs: &[u8], ours: &[u8; 32]) -> bool {
         return true;
     }
     let text = theirs.trim_ascii_end();
-    text.len() == 64 && text.eq_ignore_ascii_case(crate::hex(ours).as_bytes())
+    text.len() == 64 && text.eq_ignore_ascii_case(roost_vfs::hex(ours).as_bytes())
 }
 
 #[cfg(test)]
@@ -117,7 +118,7 @@ mod tests {
     fn digests_are_compared_raw_or_as_hex_text() {
         let ours: [u8; 32] = Sha256::digest(b"abc").into();
         assert!(same_digest(&ours, &ours));
-        let hex = crate::hex(&ours);
+        let hex = roost_vfs::hex(&ours);
         assert!(same_digest(hex.as_bytes(), &ours));
         assert!(same_digest(
             format!("{}\n", hex.to_uppercase()).as_bytes(),

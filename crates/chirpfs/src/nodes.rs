@@ -7,7 +7,7 @@
 //! process of the run that opens or connects to the name meets the others there. Other
 //! runs and other hosts do not see it.
 
-use crate::{Errno, LocalDriver, Stat};
+use roost_vfs::{Errno, LocalDriver, Stat};
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -48,7 +48,7 @@ impl Nodes {
             let names = self.by_name.lock().expect("nodes lock");
             names.get(&(server.to_string(), path.to_vec())).cloned()?
         };
-        let st = crate::Driver::lstat(&LocalDriver, local.as_os_str().as_bytes()).ok()?;
+        let st = roost_vfs::Driver::lstat(&LocalDriver, local.as_os_str().as_bytes()).ok()?;
         Some((local, st))
     }
 
@@ -86,7 +86,7 @@ impl Nodes {
         // SAFETY: valid C strings; a FIFO in roost's own directory.
         unsafe {
             if libc::mkfifo(c.as_ptr(), 0o600) < 0 || libc::chmod(c.as_ptr(), mode & 0o7777) < 0 {
-                let e = crate::last_errno();
+                let e = roost_base::last_errno();
                 libc::unlink(c.as_ptr());
                 return Err(e);
             }
@@ -133,10 +133,10 @@ impl Nodes {
         let names = self.by_name.lock().expect("nodes lock");
         names
             .iter()
-            .filter(|((s, p), _)| s == server && crate::path::parent(p) == dir)
+            .filter(|((s, p), _)| s == server && roost_vfs::path::parent(p) == dir)
             .filter_map(|((_, p), local)| {
                 let kind = std::fs::symlink_metadata(local).ok()?.mode() & libc::S_IFMT;
-                let name = crate::path::components(p).next_back()?.to_vec();
+                let name = roost_vfs::path::components(p).next_back()?.to_vec();
                 Some((name, local.clone(), kind))
             })
             .collect()

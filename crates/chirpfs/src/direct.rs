@@ -14,10 +14,10 @@
 //! stat — except an append, which the server makes at the end as it finds it: see
 //! [`DirectFile::append`] for how a lost one is settled before it is sent again.
 
-use crate::chirp::{Failure, Server};
-use crate::driver::{OpenFile, OpenMode, Stat, StatFs};
-use crate::Errno;
+use crate::{Failure, Server};
 use roost_client::{Client, Error as ClientError, OpenFlags};
+use roost_vfs::driver::{OpenFile, OpenMode, Stat, StatFs};
+use roost_vfs::Errno;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
@@ -90,7 +90,7 @@ impl Line {
         let mut guard = match self.client.try_lock() {
             Ok(guard) => guard,
             Err(TryLockError::WouldBlock) => {
-                crate::about_to_block();
+                roost_vfs::about_to_block();
                 self.client.lock().unwrap_or_else(|e| self.poisoned(e))
             }
             Err(TryLockError::Poisoned(e)) => self.poisoned(e),
@@ -497,8 +497,7 @@ impl OpenFile for DirectFile {
     }
 
     fn fstat(&self) -> Result<Stat, Errno> {
-        self.with(|c, fd| c.fstat(fd))
-            .map(|st| crate::chirp::stat_of(&st))
+        self.with(|c, fd| c.fstat(fd)).map(|st| crate::stat_of(&st))
     }
 
     fn ftruncate(&self, len: u64) -> Result<(), Errno> {
@@ -529,7 +528,7 @@ impl OpenFile for DirectFile {
 
     fn fstatfs(&self) -> Result<StatFs, Errno> {
         self.with(|c, fd| c.fstatfs(fd))
-            .map(|fs| crate::chirp::statfs_of(&fs))
+            .map(|fs| crate::statfs_of(&fs))
     }
 
     fn path(&self) -> &[u8] {

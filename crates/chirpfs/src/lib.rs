@@ -1,9 +1,9 @@
 //! The Chirp driver: `/chirp/HOST[:PORT]/PATH` (driver paths `/HOST[:PORT]/PATH`) on any
 //! Chirp server, through `roost-client`. One driver serves every server; each server gets a
 //! pool of authenticated connections shared by all the program's threads and processes
-//! (and a few more that its direct-mode files share: [`crate::chirp_direct`]), and
+//! (and a few more that its direct-mode files share: [`crate::direct`]), and
 //! a short-lived attribute cache (filled by directory listings too, so `ls -l` costs one
-//! RPC). Files are opened through local copies ([`crate::cache`]): read whole into the
+//! RPC). Files are opened through local copies ([`roost_vfs::cache`]): read whole into the
 //! shared cache, validated against the server's attributes on every open; written copies
 //! go back when closed.
 //!
@@ -14,19 +14,27 @@
 //! retried mkdir, symlink or link that finds its name present, or unlink, rmdir or rename
 //! that finds its source gone, counts as done (the first attempt's effect).
 
-use crate::cache::shown::{Attrs, Shown};
-use crate::cache::{Cache, Destination, Version};
+// Every unsafe block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use crate::content_check::{ContentCheck, ServerDigest};
-use crate::driver::{Driver, Intent, LocalDriver, OpenFile, OpenMode, Stat, StatFs};
 use crate::nodes::Nodes;
-use crate::Errno;
+use roost_base::errno_of;
 use roost_client::{Client, Error as ClientError, OpenFlags};
+use roost_vfs::cache::shown::{Attrs, Shown};
+use roost_vfs::cache::{Cache, Destination, Version};
+use roost_vfs::driver::{Driver, Intent, LocalDriver, OpenFile, OpenMode, Stat, StatFs};
+use roost_vfs::Errno;
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+pub mod content_check;
+mod direct;
+mod nodes;
 
 /// How the driver reaches servers.
 #[derive(Clone, Debug)]
@@ -67,6 +75,9 @@ pub struct ChirpNet {
 
 impl ChirpNet {
     pub fn new(cache: Arc<Cache>, options: ChirpOptions) -> ChirpNet {
+        // The client waits for replies itself: the agent's threads' hook goes there too.
+        static HOOKED: std::sync::Once = std::sync::Once::new();
+        HOOKED.call_once(|| roost_vfs::also_before_blocking(roost_client::receive::when_slow));
         ChirpNet {
             cache,
             options,
@@ -106,7 +117,7 @@ impl ChirpNet {
     /// call — a stat of a file just written included — sees them.
     fn server(&self, path: &[u8]) -> Result<(Arc<Server>, Vec<u8>), Errno> {
         self.cache.flush();
-        let (authority, rest) = crate::path::split_first(path);
+        let (authority, rest) = roost_vfs::path::split_first(path);
         let authority = std::str::from_utf8(authority).map_err(|_| libc::ENOENT)?;
         let (host, port) = roost_client::split_host_port(authority).ok_or(libc::ENOENT)?;
         let key = if host.contains(':') {
@@ -118,17 +129,12 @@ impl ChirpNet {
         let server = servers
             .entry(key.clone())
             .or_insert_with(|| Arc::new(Server::new(key, self.options.clone())));
-        Ok((Arc::clone(server), crate::path::normalize(rest)))
-    }
-
-    /// Sends back what is pending and removes this agent's local copies (the run is over).
-    pub fn close(&self) {
-        self.cache.close();
+        Ok((Arc::clone(server), roost_vfs::path::normalize(rest)))
     }
 
     /// Whether `path` is the driver's root (`/chirp` itself), which lists the servers used.
     fn is_root(path: &[u8]) -> bool {
-        crate::path::split_first(path).0.is_empty()
+        roost_vfs::path::split_first(path).0.is_empty()
     }
 
     fn root_stat() -> Stat {
@@ -338,24 +344,23 @@ struct WriteTo {
 
 impl Destination for WriteTo {
     fn send(&self, path: &[u8], file: &mut std::fs::File) -> Result<(String, Version), Errno> {
-        let rest = crate::path::split_first(path).1;
+        let rest = roost_vfs::path::split_first(path).1;
         let version = self.server.put(rest, sent_mode(self.mode, file), file)?;
         Ok((Cache::key(&self.server.authority, rest), version))
     }
     /// Through a descriptor opened to append, as a direct-mode file's writes go (each
     /// block of up to a server's block made once, even across a lost connection).
     fn append(&self, path: &[u8], file: &mut std::fs::File, from: u64) -> Result<(), Errno> {
-        use crate::driver::OpenFile;
+        use roost_vfs::driver::OpenFile;
         use std::io::Read;
-        let rest = crate::path::split_first(path).1;
-        let how = crate::driver::OpenMode {
+        let rest = roost_vfs::path::split_first(path).1;
+        let how = roost_vfs::driver::OpenMode {
             write: true,
             append: true,
             ..Default::default()
         };
-        let remote =
-            crate::chirp_direct::DirectFile::open(Arc::clone(&self.server), path, rest, how)?;
-        std::io::Seek::seek(file, std::io::SeekFrom::Start(from)).map_err(local_errno)?;
+        let remote = crate::direct::DirectFile::open(Arc::clone(&self.server), path, rest, how)?;
+        std::io::Seek::seek(file, std::io::SeekFrom::Start(from)).map_err(errno_of)?;
         let mut block = Vec::new();
         loop {
             block.clear();
@@ -363,7 +368,7 @@ impl Destination for WriteTo {
                 .by_ref()
                 .take(roost_wire::MAX_BLOCK)
                 .read_to_end(&mut block)
-                .map_err(local_errno)?;
+                .map_err(errno_of)?;
             if got == 0 {
                 return Ok(());
             }
@@ -373,7 +378,7 @@ impl Destination for WriteTo {
         }
     }
     fn name(&self, path: &[u8]) -> String {
-        let rest = crate::path::split_first(path).1;
+        let rest = roost_vfs::path::split_first(path).1;
         format!(
             "chirp://{}{}",
             self.server.authority,
@@ -392,10 +397,6 @@ fn sent_mode(opened: u32, copy: &std::fs::File) -> u32 {
         Ok(m) if m.mode() & 0o7777 != (opened | 0o600) & 0o7777 => m.mode() & 0o7777,
         _ => opened,
     }
-}
-
-fn local_errno(e: std::io::Error) -> Errno {
-    e.raw_os_error().unwrap_or(libc::EIO)
 }
 
 /// An extended-attribute call a server cannot make (cctools' chirp_server built without
@@ -420,7 +421,7 @@ fn unsupported(e: ClientError) -> ClientError {
 /// A fetched file: an object the cache keeps, or a copy for this open only.
 enum Fetched {
     Kept(std::path::PathBuf),
-    Once(crate::cache::OnceObject),
+    Once(roost_vfs::cache::OnceObject),
 }
 
 impl std::ops::Deref for Fetched {
@@ -506,14 +507,29 @@ impl Driver for ChirpNet {
     fn name(&self) -> &'static str {
         "chirp"
     }
+    /// `HOST[:PORT]/PATH` (or `HOST+PORT`), optionally ending in `:direct` or `:cached`.
+    fn mount_target(&self, rest: &str, direct: bool) -> Option<(Vec<u8>, bool)> {
+        let (rest, direct) = match rest.rsplit_once(':') {
+            Some((r, "cached")) => (r, false),
+            Some((r, "direct")) => (r, true),
+            _ => (rest, direct),
+        };
+        let authority = rest.split('/').next().unwrap_or("");
+        roost_client::split_host_port(authority)?;
+        Some((format!("/{rest}").into_bytes(), direct))
+    }
     fn mirror(&self) -> Option<&[u8]> {
         Some(self.cache.mirror())
     }
     fn volume<'p>(&self, path: &'p [u8]) -> &'p [u8] {
-        crate::path::split_first(path).0
+        roost_vfs::path::split_first(path).0
     }
     fn flush(&self) {
         self.cache.flush();
+    }
+    /// Sends back what is pending and removes this agent's local copies.
+    fn close(&self) {
+        self.cache.close();
     }
     fn report(&self) -> Option<String> {
         let servers = self.servers.lock().expect("servers lock");
@@ -595,9 +611,9 @@ impl Driver for ChirpNet {
         let (server, rest) = self.server(path)?;
         server.call(&rest, |c, _| c.access(&rest, mode as u32))
     }
-    fn open_read(&self, path: &[u8]) -> Result<Box<dyn crate::ReadAt>, Errno> {
+    fn open_read(&self, path: &[u8]) -> Result<Box<dyn roost_vfs::ReadAt>, Errno> {
         let local = self.localize(path, Intent::Read)?;
-        crate::LocalDriver.open_read(&local)
+        roost_vfs::LocalDriver.open_read(&local)
     }
     fn mkdir(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
         if self.node(path).is_some() {
@@ -835,7 +851,7 @@ impl Driver for ChirpNet {
             return Err(libc::EISDIR);
         }
         let (server, rest) = self.server(path)?;
-        let file = crate::chirp_direct::DirectFile::open(server, path, &rest, how)?;
+        let file = crate::direct::DirectFile::open(server, path, &rest, how)?;
         Ok(Box::new(file))
     }
     fn localize(&self, path: &[u8], intent: Intent) -> Result<Vec<u8>, Errno> {
@@ -888,7 +904,7 @@ impl ChirpNet {
         if self.nodes.local(server.authority(), rest).is_some() || server.lstat(rest).is_ok() {
             return Err(libc::EADDRINUSE);
         }
-        match server.lstat(crate::path::parent(rest)) {
+        match server.lstat(roost_vfs::path::parent(rest)) {
             Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFDIR => Ok(()),
             Ok(_) => Err(libc::ENOTDIR),
             Err(e) => Err(e),
@@ -908,7 +924,7 @@ impl ChirpNet {
                 Err(e) if retry && e.errno() == libc::ENOENT => Ok(()),
                 r => r,
             })?,
-            Err(libc::ENOENT) => match server.lstat(crate::path::parent(to)) {
+            Err(libc::ENOENT) => match server.lstat(roost_vfs::path::parent(to)) {
                 Ok(st) if st.mode as u32 & libc::S_IFMT == libc::S_IFDIR => {}
                 Ok(_) => return Err(libc::ENOTDIR),
                 Err(e) => return Err(e),
@@ -948,8 +964,8 @@ pub struct Server {
     options: ChirpOptions,
     /// Idle authenticated connections.
     pool: Mutex<Vec<Client>>,
-    /// The connections direct-mode files are open on ([`crate::chirp_direct::Line`]).
-    pub(crate) lines: Mutex<Vec<Arc<crate::chirp_direct::Line>>>,
+    /// The connections direct-mode files are open on ([`crate::direct::Line`]).
+    pub(crate) lines: Mutex<Vec<Arc<crate::direct::Line>>>,
     /// lstat answers (and symlink targets) by path, with when they were learnt.
     attrs: Mutex<Learnt<Result<roost_client::Stat, Errno>>>,
     links: Mutex<Learnt<Vec<u8>>>,
@@ -990,7 +1006,7 @@ impl Server {
         }
         // Connecting may take up to the connect timeout (a reply that is slow to come
         // says so by itself: `roost_client::receive::when_slow`).
-        crate::about_to_block();
+        roost_vfs::about_to_block();
         let c = Client::connect(&self.authority, &self.options.client)?;
         let was_reached = self.reached.swap(true, Ordering::Relaxed);
         let was_down = self.said_down.swap(false, Ordering::Relaxed);
@@ -1146,7 +1162,8 @@ impl Server {
     fn forget(&self, paths: &[&[u8]]) {
         let stale = |name: &[u8]| {
             paths.iter().any(|p| {
-                crate::path::strip_prefix(name, p).is_some() || crate::path::parent(p) == name
+                roost_vfs::path::strip_prefix(name, p).is_some()
+                    || roost_vfs::path::parent(p) == name
             })
         };
         self.attrs
@@ -1201,7 +1218,7 @@ impl Server {
     /// led here has just asked) is that.
     fn stat_in_call(&self, path: &[u8]) -> Result<roost_client::Stat, Errno> {
         if let (Some(started), Some((answer, at))) = (
-            crate::call_started(),
+            roost_vfs::call_started(),
             self.attrs.lock().expect("attrs lock").get(path),
         ) {
             if *at >= started {
@@ -1240,7 +1257,10 @@ impl Server {
             .into_iter()
             .filter(|n| n != b"." && n != b"..")
             .collect();
-        let paths: Vec<Vec<u8>> = names.iter().map(|n| crate::path::join(path, n)).collect();
+        let paths: Vec<Vec<u8>> = names
+            .iter()
+            .map(|n| roost_vfs::path::join(path, n))
+            .collect();
         let known: Vec<Option<roost_client::Stat>> = {
             let attrs = self.attrs.lock().expect("attrs lock");
             paths
@@ -1318,9 +1338,7 @@ impl Server {
     fn put(&self, path: &[u8], mode: u32, file: &mut std::fs::File) -> Result<Version, Errno> {
         use roost_wire::Request;
         use std::os::unix::fs::MetadataExt;
-        let meta = file
-            .metadata()
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        let meta = file.metadata().map_err(errno_of)?;
         // A file with other names is written in place, so they keep seeing it (a putfile
         // replaces the file, atomically); either way its times follow (a program may have
         // set them: `touch` does, through its descriptor), and its new attributes come back
@@ -1379,12 +1397,40 @@ mod tests {
     #[test]
     fn driver_paths_name_a_server_and_a_path_on_it() {
         assert_eq!(
-            crate::path::split_first(b"/h:9/a/b"),
+            roost_vfs::path::split_first(b"/h:9/a/b"),
             (&b"h:9"[..], &b"/a/b"[..])
         );
-        assert_eq!(crate::path::split_first(b"/h"), (&b"h"[..], &b"/"[..]));
-        assert_eq!(crate::path::split_first(b"/"), (&b""[..], &b"/"[..]));
+        assert_eq!(roost_vfs::path::split_first(b"/h"), (&b"h"[..], &b"/"[..]));
+        assert_eq!(roost_vfs::path::split_first(b"/"), (&b""[..], &b"/"[..]));
         assert!(ChirpNet::is_root(b"/"));
         assert!(!ChirpNet::is_root(b"/h"));
+    }
+
+    #[test]
+    fn mount_targets_name_a_server_a_path_and_a_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path(), roost_vfs::cache::DEFAULT_LIMIT, false);
+        let chirp: Arc<dyn Driver> = Arc::new(ChirpNet::new(cache, ChirpOptions::default()));
+        let target = |direct: bool, physical: &str| {
+            let mut drivers = roost_vfs::Registry::new();
+            drivers.add("chirp", Arc::clone(&chirp), direct);
+            drivers
+                .target(physical)
+                .map(|t| t.map(|t| format!("{t:?}")))
+        };
+        let direct = |physical: &str| target(true, physical).expect("a chirp target");
+        assert_eq!(direct("/chirp/h:9/x/").unwrap(), "chirp:/h:9/x:direct");
+        assert_eq!(direct("chirp://h/x:cached").unwrap(), "chirp:/h/x");
+        assert_eq!(
+            direct("chirp://h+9/x:direct").unwrap(),
+            "chirp:/h+9/x:direct"
+        );
+        assert_eq!(target(false, "/chirp/h/x").unwrap().unwrap(), "chirp:/h/x");
+        for bad in ["chirp://h:0/x", "/chirp/:9/x", "chirp://a:b:c/x"] {
+            assert_eq!(
+                direct(bad).unwrap_err(),
+                format!("{bad}: expected chirp://HOST[:PORT]/PATH")
+            );
+        }
     }
 }
