@@ -10,10 +10,11 @@ use crate::attach;
 use crate::call::Call;
 use crate::call_log::{Record, Tracer};
 use crate::copies;
+use crate::decision::{Action, Arg, Decision, Scratch};
 use crate::filter::{self, Trap, Verdict};
 use crate::guard;
 use crate::handlers::virtual_ids::{self, VirtualIds};
-use crate::handlers::{self, procfs, socket, Action, Arg, Ctx, Decision};
+use crate::handlers::{self, procfs, socket, Ctx};
 use crate::memory;
 use crate::procinfo;
 use crate::remote;
@@ -226,6 +227,18 @@ fn catch_wake_signal() {
 /// [`crate::syscalls::mark_arg`]).
 fn marked(arg: u64) -> u64 {
     (arg & 0xffff_ffff) | (u64::from(crate::syscalls::BY_PTRACE) << 32)
+}
+
+/// `ret`, once `writes` are in thread `pid`'s memory; EFAULT when one cannot be written.
+fn write_or_fault(pid: i32, ret: i64, writes: &[(u64, Vec<u8>)]) -> i64 {
+    let written = writes
+        .iter()
+        .all(|(addr, bytes)| memory::write(pid, *addr, bytes).is_ok());
+    if written {
+        ret
+    } else {
+        -(libc::EFAULT as i64)
+    }
 }
 
 /// Waits for the next stop or exit of tracee `pid`, whatever signals come meanwhile.
@@ -1117,30 +1130,7 @@ impl Agent {
         let started = Instant::now();
         let mut regs = Regs::get(pid)?;
         let Some((sys, kind)) = self.table.get(regs.nr()) else {
-            if let Some(made) =
-                copies::call_of(regs.nr()).and_then(|sys| copies::on_descriptor(pid, sys, &regs))
-            {
-                let ret = match made {
-                    Ok((ret, writes)) => {
-                        let written = writes
-                            .iter()
-                            .all(|(addr, bytes)| memory::write(pid, *addr, bytes).is_ok());
-                        if written {
-                            ret
-                        } else {
-                            -(libc::EFAULT as i64)
-                        }
-                    }
-                    Err(e) => -(e as i64),
-                };
-                regs.skip_with(ret);
-                regs.set(pid)?;
-            } else if regs.nr() > i64::from(arch::REVIEWED_MAX) {
-                // A syscall newer than roost knows: it might take a path.
-                handlers::report_untranslatable(&format!("syscall {}", regs.nr()), None);
-                regs.skip_with(-(libc::ENOSYS as i64));
-                regs.set(pid)?;
-            }
+            self.on_untrapped(pid, regs)?;
             return self.resume(pid);
         };
         // A call sent back keeps its mark while it runs: the kernel checks the filter again
@@ -1181,87 +1171,19 @@ impl Agent {
                 remote::make_decided(&mut d, &call, pid, self.ns());
             }
         }
-        let mut immediate: Option<i64> = None;
-        let mut original_args = None;
-        match d.action {
-            Action::Pass => {}
-            Action::Remote(_) => unreachable!("remote calls are made above"),
-            Action::Fail(e) => {
-                if e == libc::ENOSYS {
-                    handlers::report_untranslatable(sys.name(), d.logical.as_deref());
-                }
-                regs.skip_with(-(e as i64));
-                regs.set(pid)?;
-                immediate = Some(-(e as i64));
-            }
-            Action::Emulate { ret, writes } => {
-                let ok = writes
-                    .iter()
-                    .all(|(addr, bytes)| memory::write(pid, *addr, bytes).is_ok());
-                let ret = if ok { ret } else { -(libc::EFAULT as i64) };
-                regs.skip_with(ret);
-                regs.set(pid)?;
-                immediate = Some(ret);
-            }
+        let action = std::mem::replace(&mut d.action, Action::Pass);
+        let (immediate, original_args) = match action {
             Action::Rewrite { scratch, args } => {
                 let mm = Rc::clone(&self.tasks[&pid].mm);
                 if mm.borrow().scratch.is_none() {
                     // Map the scratch area first; the call re-executes and traps again.
                     return self.inject_scratch(pid, regs, &mm);
                 }
-                // The thread's own slot; a longer rewrite (an exec's rebuilt argv) gets room
-                // from the end of the area.
-                let len = scratch.size() as u64;
-                let place = if len <= SLOT_SIZE {
-                    mm.borrow_mut().slot(pid)
-                } else {
-                    mm.borrow_mut().reserve(pid, len)
-                };
-                let outcome = match place {
-                    None => Err(libc::E2BIG),
-                    Some(at) => {
-                        let bytes = scratch.finish(at);
-                        let fresh = mm.borrow_mut().needs_write(at, &bytes);
-                        if fresh && memory::write(pid, at, &bytes).is_err() {
-                            mm.borrow_mut().forget(at);
-                            Err(libc::EFAULT)
-                        } else {
-                            Ok(at)
-                        }
-                    }
-                };
-                match outcome {
-                    Err(e) => {
-                        regs.skip_with(-(e as i64));
-                        immediate = Some(-(e as i64));
-                    }
-                    Ok(slot) => {
-                        if handlers::may_restart(sys, &call, d.physical.as_deref()) {
-                            original_args = Some(std::array::from_fn(|i| regs.arg(i)));
-                        }
-                        // Only a pointer into the scratch area tells a restart from a new call.
-                        let points_here = args.iter().any(|(_, a)| matches!(a, Arg::Scratch(_)));
-                        let set: Vec<(usize, u64)> = args
-                            .into_iter()
-                            .map(|(i, a)| match a {
-                                Arg::Value(v) => (i, v),
-                                Arg::Scratch(off) => (i, slot + off as u64),
-                            })
-                            .collect();
-                        for &(i, v) in &set {
-                            regs.set_arg(i, v);
-                        }
-                        let task = self.tasks.get_mut(&pid).expect("task exists after decide");
-                        task.last_rewrite = points_here.then(|| (regs.nr(), set));
-                    }
-                }
-                if let Some(m) = mark {
-                    // Its rewritten value, if the rewrite gave it one (sendto's length).
-                    regs.set_arg(m.at, marked(regs.arg(m.at)));
-                }
-                regs.set(pid)?;
+                let restarts = handlers::may_restart(sys, &call, d.physical.as_deref());
+                self.rewrite(pid, (&mut regs, mark), (scratch, args), restarts)?
             }
-        }
+            action => (self.answer_at_stop(pid, &mut regs, sys, action, &d)?, None),
+        };
         let task = self.tasks.get_mut(&pid).expect("task exists after decide");
         if immediate.is_some() {
             task.marked = None; // skipped, with the program's registers
@@ -1297,6 +1219,121 @@ impl Agent {
             original_args,
         });
         ptrace(libc::PTRACE_SYSCALL, pid, 0)
+    }
+
+    /// A stop for a call the table does not hold (the rules of descriptor calls trap it):
+    /// fstat and friends of a local copy answer with the remote identity; a syscall newer
+    /// than roost knows fails with ENOSYS (it might take a path); the rest runs as it is.
+    fn on_untrapped(&mut self, pid: i32, mut regs: Regs) -> io::Result<()> {
+        let nr = regs.nr();
+        if let Some(made) =
+            copies::call_of(nr).and_then(|sys| copies::on_descriptor(pid, sys, &regs))
+        {
+            let ret = match made {
+                Ok((ret, writes)) => write_or_fault(pid, ret, &writes),
+                Err(e) => -(e as i64),
+            };
+            regs.skip_with(ret);
+            regs.set(pid)?;
+        } else if nr > i64::from(arch::REVIEWED_MAX) {
+            handlers::report_untranslatable(&format!("syscall {nr}"), None);
+            regs.skip_with(-(libc::ENOSYS as i64));
+            regs.set(pid)?;
+        }
+        Ok(())
+    }
+
+    /// Delivers a decision other than a rewrite at the seccomp stop: a pass changes
+    /// nothing; a failure or an emulation skips the call with its result (returned, for the
+    /// trace).
+    fn answer_at_stop(
+        &mut self,
+        pid: i32,
+        regs: &mut Regs,
+        sys: Sys,
+        action: Action,
+        d: &Decision,
+    ) -> io::Result<Option<i64>> {
+        let ret = match action {
+            Action::Pass | Action::Rewrite { .. } => return Ok(None),
+            Action::Remote(_) => unreachable!("remote calls are made before delivery"),
+            Action::Fail(e) => {
+                if e == libc::ENOSYS {
+                    handlers::report_untranslatable(sys.name(), d.logical.as_deref());
+                }
+                -(e as i64)
+            }
+            Action::Emulate { ret, writes } => write_or_fault(pid, ret, &writes),
+        };
+        regs.skip_with(ret);
+        regs.set(pid)?;
+        Ok(Some(ret))
+    }
+
+    /// Delivers a rewrite: the scratch bytes go into the thread's slot (a longer rewrite,
+    /// an exec's rebuilt argv, gets room from the end of the area) and the arguments point
+    /// there. Returns the immediate result when the call had to fail instead, and the
+    /// program's own arguments when the kernel may restart the call (`restarts`).
+    fn rewrite(
+        &mut self,
+        pid: i32,
+        (regs, mark): (&mut Regs, Option<task::Marked>),
+        (scratch, args): (Scratch, Vec<(usize, Arg)>),
+        restarts: bool,
+    ) -> io::Result<(Option<i64>, Option<[u64; 6]>)> {
+        let mm = Rc::clone(&self.tasks[&pid].mm);
+        let len = scratch.size() as u64;
+        let place = if len <= SLOT_SIZE {
+            mm.borrow_mut().slot(pid)
+        } else {
+            mm.borrow_mut().reserve(pid, len)
+        };
+        let outcome = match place {
+            None => Err(libc::E2BIG),
+            Some(at) => {
+                let bytes = scratch.finish(at);
+                let fresh = mm.borrow_mut().needs_write(at, &bytes);
+                if fresh && memory::write(pid, at, &bytes).is_err() {
+                    mm.borrow_mut().forget(at);
+                    Err(libc::EFAULT)
+                } else {
+                    Ok(at)
+                }
+            }
+        };
+        let mut immediate = None;
+        let mut original_args = None;
+        match outcome {
+            Err(e) => {
+                regs.skip_with(-(e as i64));
+                immediate = Some(-(e as i64));
+            }
+            Ok(slot) => {
+                if restarts {
+                    original_args = Some(std::array::from_fn(|i| regs.arg(i)));
+                }
+                // Only a pointer into the scratch area tells a restart from a new call.
+                let points_here = args.iter().any(|(_, a)| matches!(a, Arg::Scratch(_)));
+                let set: Vec<(usize, u64)> = args
+                    .into_iter()
+                    .map(|(i, a)| match a {
+                        Arg::Value(v) => (i, v),
+                        Arg::Scratch(off) => (i, slot + off as u64),
+                    })
+                    .collect();
+                for &(i, v) in &set {
+                    regs.set_arg(i, v);
+                }
+                let task = self.tasks.get_mut(&pid).expect("task exists after decide");
+                task.last_rewrite = points_here.then(|| (regs.nr(), set));
+            }
+        }
+        if let Some(m) = mark {
+            // Its rewritten value, if the rewrite gave it one (sendto's length).
+            regs.set_arg(m.at, marked(regs.arg(m.at)));
+        }
+        regs.set(pid)?;
+        Ok((immediate, original_args))
     }
 
     /// Whether this is the thread's last rewritten call again, its arguments still the ones
