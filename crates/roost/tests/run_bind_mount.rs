@@ -57,21 +57,36 @@ fn same_as_bind_mount(tag: &str, setup: impl Fn(&Path), script: &str) -> String 
             .args(["--mount", &mapping, "--", "sh", "-c", script])
             .output()
             .unwrap();
-        assert_eq!(
-            result(traced),
-            native,
-            "roost run {mode:?} --mount {mapping} -- sh -c {script:?}"
+        let traced = result(traced);
+        assert!(
+            traced == native,
+            "roost run {mode:?} --mount {mapping} -- sh -c {script:?}\n{}",
+            first_difference(&native, &traced)
         );
     }
     native
 }
 
+/// Where `traced` first departs from `native`, line by line.
+fn first_difference(native: &str, traced: &str) -> String {
+    let (n, t): (Vec<&str>, Vec<&str>) = (native.lines().collect(), traced.lines().collect());
+    let at = (0..n.len().max(t.len()))
+        .find(|&i| n.get(i) != t.get(i))
+        .unwrap_or(0);
+    let around = |lines: &[&str]| {
+        lines[at.saturating_sub(2).min(lines.len())..(at + 3).min(lines.len())].join("\n")
+    };
+    format!(
+        "line {}:\nnatively:\n{}\nunder roost:\n{}",
+        at + 1,
+        around(&n),
+        around(&t)
+    )
+}
+
 /// `script` with `T` standing for the tree's root.
 fn in_tree(tag: &str, script: &str) -> (String, String) {
-    let root = std::env::temp_dir().join(format!(
-        "roost-test-bind-{tag}-{}",
-        std::process::id()
-    ));
+    let root = std::env::temp_dir().join(format!("roost-test-bind-{tag}-{}", std::process::id()));
     (
         tag.to_string(),
         script.replace("T/", &format!("{}/", root.display())),
@@ -101,10 +116,14 @@ find . | sort; find . -xdev | wc -l
 du -a . | sort -k2
 python3 -c '
 import os
+known = ["T/..", "T/", "T/mp", "T/phys", "T/phys/a"]
+def which(fd):
+    st = os.fstat(fd)
+    return [k for k in known if os.path.samestat(st, os.stat(k))] or ["elsewhere"]
 for d in ["phys", "mp/m", "phys/a/b", "mp/m/a/b"]:
     fd = os.open(d, os.O_RDONLY)
-    up = os.open("../..", os.O_RDONLY, dir_fd=fd)
-    print(d, sorted(os.listdir(os.open("..", os.O_RDONLY, dir_fd=fd))), sorted(os.listdir(up)))
+    up = [which(os.open(p, os.O_RDONLY, dir_fd=fd)) for p in ["..", "../..", "../../.."]]
+    print(d, os.readlink("/proc/self/fd/%d" % fd), up)
 '
 cd phys/a/b/c && ls ../../../.. && cd - >/dev/null
 rm -rf phys/a; echo rm $?; find . | sort
@@ -200,8 +219,11 @@ def reset():
     open(B + "mp/f", "a").close()
 def attempt(what, call, *args):
     reset()
-    try: call(*[B + names[a] for a in args]); print(what, *args, "ok")
-    except OSError as e: print(what, *args, e.strerror)
+    paths = [B + names[a] for a in args]
+    try: call(*paths)
+    except OSError as e: print(what, *args, e.strerror); return
+    print(what, *args, "ok")
+    if call == os.rename: os.rename(paths[1], paths[0])
 for a in ["M", "Min", "anc", "phys", "physin", "file", "other"]:
     attempt("unlink", os.unlink, a); attempt("rmdir", os.rmdir, a)
 olds = ["M", "Min", "out", "phys", "physin", "other", "file"]

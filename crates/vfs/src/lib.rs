@@ -6,6 +6,7 @@
 //! walks a logical path (symlinks and `..` in the logical namespace, results cached) and maps
 //! it through the longest matching mount.
 
+mod anchor;
 pub mod cache;
 pub mod chirp;
 mod chirp_direct;

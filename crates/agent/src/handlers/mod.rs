@@ -7,6 +7,7 @@ pub mod chrooted;
 pub mod embedded;
 pub mod exec;
 pub mod handle;
+pub mod mount_points;
 pub mod mounts_view;
 pub mod path;
 pub mod procfs;
@@ -330,12 +331,12 @@ pub fn fd_path(pid: i32, fd: i64) -> Option<Vec<u8>> {
     (b.first() == Some(&b'/')).then_some(b)
 }
 
-/// The logical name of a local physical path (for dirfds, `/proc/*/fd/N`, ...): through the
-/// mount with the longest matching physical root, else the path itself. Either way the name
-/// maps back to the same physical path, which is what resolution relative to it needs.
-/// Working directories are named by [`Namespace::logical_cwd`] instead.
+/// The logical name of a local physical path (for dirfds, `/proc/*/fd/N`, ...), as a bind
+/// mount would show it ([`Namespace::logical_dir`]). The name maps back to the same
+/// physical path, which is what resolution relative to it needs. Working directories are
+/// named by [`Namespace::logical_cwd`] instead.
 pub fn logical_of_physical(ns: &Namespace, physical: &[u8]) -> Vec<u8> {
-    ns.table().reverse(physical)
+    ns.logical_dir(physical)
 }
 
 /// Where the caller's relative names start: the logical and physical names of its cwd

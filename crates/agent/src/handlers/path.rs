@@ -83,18 +83,16 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
         if let Resolution::Fail(e) = r {
             return Decision::fail(e);
         }
-        if arg.follow == Follow::Removes
-            && r.logical().is_some_and(|l| ctx.ns.table().holds_mount(l))
+        if let (Follow::OpenFlags(_) | Follow::OpenHow(_), Some(logical)) =
+            (arg.follow, r.logical())
         {
-            return Decision::fail(libc::EBUSY);
+            ctx.ns.note_reached(logical);
         }
         resolved.push((arg, r));
         follows_of.push((follow, path.ends_with(b"/")));
     }
-    if cross && resolved.len() == 2 {
-        if let Some(e) = cross_device(ctx, &resolved) {
-            return Decision::fail(e);
-        }
+    if let Some(e) = super::mount_points::refusal(ctx, &resolved, cross) {
+        return Decision::fail(e);
     }
     let mut d = Decision::pass();
     if mutates {
@@ -183,14 +181,6 @@ fn remote_call(
         )
         .collect();
     crate::remote::RemoteCall { name, args }
-}
-
-/// Two-path calls (rename, link) must stay inside one file system: across drivers roost
-/// answers EXDEV; between local paths the kernel does.
-fn cross_device(ctx: &Ctx<'_>, resolved: &[(PathArg, Resolution)]) -> Option<i32> {
-    let a = ctx.ns.map(resolved[0].1.logical()?);
-    let b = ctx.ns.map(resolved[1].1.logical()?);
-    (!a.may_share_file_system(&b)).then_some(libc::EXDEV)
 }
 
 /// Whether a relative path, read as written, never climbs above where it starts

@@ -12,8 +12,6 @@ use crate::arch::Regs;
 use crate::handlers::{self, Action, Ctx};
 use crate::syscalls::Kind;
 use crate::task::AfterExit;
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 
 /// Answers a notified call of `kind` that only a ptrace stop could handle before.
 pub(super) fn answer(
@@ -45,11 +43,7 @@ pub(super) fn answer(
     match (decision.action, decision.after) {
         (Action::Pass, None | Some(AfterExit::Record)) => CONTINUE,
         (Action::Pass, Some(AfterExit::Chdir(Some(logical)))) => {
-            // Entered by a name no mapping covers: that name is the directory's from now on
-            // (what the exit stop would note), whatever name it had before.
-            if let Ok(physical) = std::fs::canonicalize(OsStr::from_bytes(&logical)) {
-                ns.entered(physical.as_os_str().as_bytes(), &logical);
-            }
+            handlers::procfs::entering(ns, &logical);
             CONTINUE
         }
         (Action::Fail(e), _) => super::failed(name, decision.logical.as_deref(), e),
