@@ -195,6 +195,21 @@ impl MountTable {
             .any(|m| strip_prefix(&m.logical, logical).is_some())
     }
 
+    /// Whether `name` (one component) is the last name of a mount point, or of a local
+    /// target's directory: a name the agent must look at wherever it appears.
+    pub fn names_a_mount(&self, name: &[u8]) -> bool {
+        let last = |p: &[u8]| p.rsplit(|&b| b == b'/').next() == Some(name);
+        self.mounts.iter().any(|m| {
+            last(&m.logical)
+                || match &m.target {
+                    Target::Driver { driver, .. } if driver.is_local() => {
+                        m.target.root_now().is_some_and(|root| last(&root))
+                    }
+                    _ => false,
+                }
+        })
+    }
+
     /// True when `logical` is a mount point itself.
     pub fn is_mount_point(&self, logical: &[u8]) -> bool {
         self.mounts.iter().any(|m| m.logical == logical)

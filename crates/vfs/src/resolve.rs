@@ -183,6 +183,9 @@ pub struct Namespace {
     /// physical root: that mapping's index. One absent was last reached by its own physical
     /// name (or never): see [`Namespace::note_reached`].
     views: Mutex<HashMap<Vec<u8>, usize>>,
+    /// Set once a walk has led to a remote object (whose local copy a descriptor may then
+    /// hold: see [`Namespace::remote_met`]).
+    remote_met: std::sync::atomic::AtomicBool,
     /// Lookups answered from the cache, and by asking a driver.
     hits: AtomicU64,
     misses: AtomicU64,
@@ -205,6 +208,7 @@ impl Namespace {
             entered_dirs: Mutex::new(HashSet::new()),
             cwds: Mutex::new(HashMap::new()),
             views: Mutex::new(HashMap::new()),
+            remote_met: std::sync::atomic::AtomicBool::new(false),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             descriptor_names: std::sync::OnceLock::new(),
@@ -220,6 +224,12 @@ impl Namespace {
     /// for a file.
     pub fn descriptor_name(&self, ino: u64) -> Option<Vec<u8>> {
         self.descriptor_names.get().and_then(|names| names(ino))
+    }
+
+    /// Whether a walk has led to a remote object yet: until then no descriptor a program
+    /// holds is on a remote object's local copy.
+    pub fn remote_met(&self) -> bool {
+        self.remote_met.load(Ordering::Relaxed)
     }
 
     /// Lookups answered from the cache so far, and by asking a driver.
@@ -630,6 +640,7 @@ impl Namespace {
                     .and_then(|i| self.table.driver(i))
                     .ok_or(libc::ENOSYS)?;
                 let direct = mount.is_some_and(|i| self.table.is_direct(i));
+                self.remote_met.store(true, Ordering::Relaxed);
                 (
                     physical,
                     Some(Remote {

@@ -35,6 +35,10 @@ pub struct Ctx<'a> {
     pub exe: Option<&'a [u8]>,
     /// Path arguments already read: (address, bytes), saving a second read of them.
     pub known_paths: &'a [(u64, Vec<u8>)],
+    /// Whether a call let through as it is still needs its paths' logical names (for
+    /// `--trace` and `--summary`); without, a name the kernel resolves alike is let through
+    /// unnamed ([`path::kernel_resolves_alike`]).
+    pub names_recorded: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -54,6 +58,7 @@ impl<'a> Ctx<'a> {
             fs,
             exe,
             known_paths: &[],
+            names_recorded: true,
         }
     }
 

@@ -171,6 +171,17 @@ impl Notification {
     }
 }
 
+/// Whether the path argument at address `at` is relative to the cwd (not to a descriptor).
+fn from_cwd(kind: &Kind, regs: &Regs, at: u64) -> bool {
+    let Kind::Path { args, .. } = kind else {
+        return true;
+    };
+    args.iter().filter(|a| regs.arg(a.path) == at).any(|a| {
+        a.dirfd
+            .map_or(true, |i| regs.arg(i) as i32 == libc::AT_FDCWD)
+    })
+}
+
 /// Reads the path arguments of a call: (address, bytes) of each one that could be read.
 fn read_paths(tid: i32, regs: &Regs, kind: &Kind) -> Vec<(u64, Vec<u8>)> {
     let indices: Vec<usize> = match kind {
@@ -304,9 +315,9 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
     let names_proc = paths.is_empty() || paths.iter().any(|(_, p)| p.starts_with(b"/proc"));
     let needs_cwd = names_proc
         || matches!(kind, Kind::Path { args, .. } if args.len() > paths.len())
-        || paths
-            .iter()
-            .any(|(_, p)| p.first().is_some_and(|&c| c != b'/'));
+        || paths.iter().any(|&(at, ref p)| {
+            p.first().is_some_and(|&c| c != b'/') && from_cwd(&kind, &regs, at)
+        });
     let fs = caller_fs(&shared.ns, tid, needs_cwd);
     let mut decision = {
         let ns = &shared.ns;
@@ -319,6 +330,7 @@ fn answer(table: &Table, shared: &Shared, fd: i32, req: &libc::seccomp_notif) ->
         };
         let mut ctx = Ctx::new(tid, (name, &regs), ns, &fs, exe.as_deref());
         ctx.known_paths = &paths;
+        ctx.names_recorded = false;
         match kind {
             Kind::Path { .. } | Kind::Readlink { .. } => handlers::decide(&mut ctx, kind),
             _ => Decision::pass(),
