@@ -1085,7 +1085,7 @@ impl Agent {
 
     fn decide(&mut self, pid: i32, regs: &Regs, (sys, call, kind): (Sys, Call, Kind)) -> Decision {
         // Inside its own root the kernel resolves; only hidden names stay hidden. (A clone
-        // and an open by handle sys no path: their handlers apply in any root.)
+        // and an open by handle name no path: their handlers apply in any root.)
         if let Kind::Identity = kind {
             return virtual_ids::answer(sys, regs, &self.shared.ids);
         }
@@ -1109,7 +1109,7 @@ impl Agent {
         }
         let task = &self.tasks[&pid];
         let ns = &self.shared.ns;
-        // A mapped cwd's sys goes stale when the directory is renamed (the kernel keeps
+        // A mapped cwd's name goes stale when the directory is renamed (the kernel keeps
         // it); an unmapped one needs no check, its relative paths pass as they are.
         let stale = {
             let fs = task.fs.borrow();

@@ -1,5 +1,6 @@
 //! CPython's own test suite, a file- and process-heavy subset, gives the same results under
-//! `roost run` (with a mount list, so every path call is trapped) as natively: the same
+//! `roost run` (in a working directory entered through a mapping, so every path call is
+//! trapped and the tests' relative names go through the mapping) as natively: the same
 //! totals and the same failing tests; and its file tests give each test the same result
 //! with their working directory and `TMPDIR` on a Chirp server, in direct and in cached
 //! mode, as on a local directory. About two and a half minutes on two cores, run by the
@@ -78,6 +79,9 @@ fn require_test_package() {
     }
 }
 
+/// `modules` run natively in a directory, and under roost in the same directory entered
+/// through a mapping (`cd /roost-cpython`): every name the tests make in their working
+/// directory (test_subprocess's `cwd=` tests, the worker's own directory) goes through it.
 fn compare(modules: &[&str]) {
     require_test_package();
     let work = Tree::new("cpython");
@@ -85,19 +89,15 @@ fn compare(modules: &[&str]) {
         .current_dir(&work.root)
         .output()
         .unwrap();
-    let mut traced = roost();
-    traced
-        .args([
-            "run",
-            "--mount",
-            "/roost-cpython-unused=/nonexistent",
-            "--",
-            "python3",
-        ])
-        .args(["-m", "test", "-v", "-j1"])
-        .args(modules)
-        .current_dir(&work.root);
-    let traced = traced.output().unwrap();
+    let script = format!(
+        "cd /roost-cpython && exec python3 -m test -v -j1 {}",
+        modules.join(" ")
+    );
+    let traced = roost()
+        .args(["run", "--mount", &format!("/roost-cpython={}", work.s())])
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
     assert_eq!(outcome(&traced), outcome(&native));
 }
 

@@ -9,6 +9,7 @@
 // Every unsafe block says why it is sound.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod anchor;
 pub mod cache;
 pub mod driver;
 pub mod mount;

@@ -2,6 +2,7 @@
 //! (EACCES) or `ENOENT` (absent). Longest prefix wins; a mount may name a directory or a single
 //! file; `/` may be remapped. Unmatched paths map to themselves on the local driver.
 
+use crate::anchor::Anchor;
 use crate::driver::{Driver, LocalDriver};
 use crate::path::{normalize, strip_prefix};
 use crate::Errno;
@@ -17,6 +18,9 @@ pub enum Target {
         driver: Arc<dyn Driver>,
         root: Vec<u8>,
         direct: bool,
+        /// A local target held open: the mapping keeps it when it is renamed, and `root`
+        /// is only where it was when the list was loaded ([`Target::root_now`]).
+        anchor: Option<Arc<Anchor>>,
     },
     /// Every path below the prefix fails with EACCES.
     Deny,
@@ -27,9 +31,11 @@ pub enum Target {
 impl Target {
     /// A directory or file of the local file system.
     pub fn local(root: impl Into<Vec<u8>>) -> Target {
+        let root = normalize(&root.into());
         Target::Driver {
             driver: Arc::new(LocalDriver),
-            root: normalize(&root.into()),
+            anchor: Anchor::open(&root).map(Arc::new),
+            root,
             direct: false,
         }
     }
@@ -41,6 +47,19 @@ impl Target {
             driver,
             root: normalize(&root.into()),
             direct,
+            anchor: None,
+        }
+    }
+
+    /// A driver target's root now: where a local target's directory is (followed through
+    /// renames), else the root as given.
+    pub fn root_now(&self) -> Option<std::borrow::Cow<'_, [u8]>> {
+        match self {
+            Target::Driver {
+                anchor: Some(a), ..
+            } => Some(std::borrow::Cow::Owned(a.path())),
+            Target::Driver { root, .. } => Some(std::borrow::Cow::Borrowed(root)),
+            _ => None,
         }
     }
 }
@@ -52,6 +71,7 @@ impl std::fmt::Debug for Target {
                 driver,
                 root,
                 direct,
+                ..
             } => {
                 let mode = if *direct { ":direct" } else { "" };
                 write!(
@@ -175,6 +195,83 @@ impl MountTable {
             .any(|m| strip_prefix(&m.logical, logical).is_some())
     }
 
+    /// Whether `name` (one component) is the last name of a mount point, or of a local
+    /// target's directory: a name the agent must look at wherever it appears.
+    pub fn names_a_mount(&self, name: &[u8]) -> bool {
+        let last = |p: &[u8]| p.rsplit(|&b| b == b'/').next() == Some(name);
+        self.mounts.iter().any(|m| {
+            last(&m.logical)
+                || match &m.target {
+                    Target::Driver { driver, .. } if driver.is_local() => {
+                        m.target.root_now().is_some_and(|root| last(&root))
+                    }
+                    _ => false,
+                }
+        })
+    }
+
+    /// True when `logical` is a mount point itself.
+    pub fn is_mount_point(&self, logical: &[u8]) -> bool {
+        self.mounts.iter().any(|m| m.logical == logical)
+    }
+
+    /// The index of the mount that holds `logical` (None: no mapping, the host's own).
+    pub fn mount_of(&self, logical: &[u8]) -> Option<usize> {
+        self.mounts
+            .iter()
+            .position(|m| strip_prefix(logical, &m.logical).is_some())
+    }
+
+    /// Says that a traced call changed the local name `physical` (renamed, removed): a
+    /// local target at or below it is looked for again ([`Anchor`]).
+    pub fn changed(&self, physical: &[u8]) {
+        for m in &self.mounts {
+            if let Target::Driver {
+                anchor: Some(a), ..
+            } = &m.target
+            {
+                if strip_prefix(&a.path(), physical).is_some() {
+                    a.may_have_moved();
+                }
+            }
+        }
+    }
+
+    /// The local mappings whose target's directory holds `physical`, innermost first: each
+    /// one's root and the rest of `physical` below it.
+    pub fn local_roots_of(&self, physical: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut found: Vec<(Vec<u8>, Vec<u8>)> = self
+            .mounts
+            .iter()
+            .filter_map(|m| match &m.target {
+                Target::Driver { driver, .. } if driver.is_local() => {
+                    let root = m.target.root_now()?;
+                    let rest = strip_prefix(physical, &root)?.to_vec();
+                    Some((root.into_owned(), rest))
+                }
+                _ => None,
+            })
+            .collect();
+        found.sort_by_key(|(root, _)| std::cmp::Reverse(root.len()));
+        found
+    }
+
+    /// The physical root of local mount `index` now.
+    pub fn local_root(&self, index: usize) -> Option<Vec<u8>> {
+        match &self.mounts.get(index)?.target {
+            t @ Target::Driver { driver, .. } if driver.is_local() => {
+                Some(t.root_now()?.into_owned())
+            }
+            _ => None,
+        }
+    }
+
+    /// The logical name of `rest` (as [`MountTable::local_roots_of`] gives it) through
+    /// mount `index`.
+    pub fn name_through(&self, index: usize, rest: &[u8]) -> Vec<u8> {
+        under(&self.mounts[index].logical, rest)
+    }
+
     /// Maps an absolute, walked logical path through the longest matching mount.
     pub fn map(&self, logical: &[u8]) -> Mapped<'_> {
         for (i, m) in self.mounts.iter().enumerate() {
@@ -182,9 +279,9 @@ impl MountTable {
                 return match &m.target {
                     Target::Deny => Mapped::Deny,
                     Target::Enoent => Mapped::Enoent,
-                    Target::Driver { driver, root, .. } => Mapped::At {
+                    Target::Driver { driver, .. } => Mapped::At {
                         driver: driver.as_ref(),
-                        path: under(root, rest),
+                        path: under(&m.target.root_now().expect("a driver's root"), rest),
                         mount: Some(i),
                     },
                 };
@@ -287,8 +384,9 @@ impl MountTable {
         physical: &'a [u8],
     ) -> impl Iterator<Item = (usize, Vec<u8>)> + 'a {
         self.mounts.iter().filter_map(move |m| match &m.target {
-            Target::Driver { driver, root, .. } if driver.is_local() => {
-                strip_prefix(physical, root).map(|rest| (root.len(), under(&m.logical, rest)))
+            Target::Driver { driver, .. } if driver.is_local() => {
+                let root = m.target.root_now()?;
+                strip_prefix(physical, &root).map(|rest| (root.len(), under(&m.logical, rest)))
             }
             Target::Driver { driver, root, .. } => {
                 // A remote driver's local copies live at mirror + driver path.

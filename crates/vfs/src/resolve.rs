@@ -26,6 +26,8 @@ const PROC: &[u8] = b"/proc";
 const CACHE_LIMIT: usize = 1 << 16;
 /// A working directory's logical name, when it was learnt and the generation then.
 type LearntCwd = (Vec<u8>, Instant, u64);
+/// What the kernel appends to the name of a deleted directory or file.
+const DELETED: &[u8] = b" (deleted)";
 
 /// The working directories' names are forgotten rather than kept past this many.
 const CWD_CACHE_LIMIT: usize = 1 << 10;
@@ -177,6 +179,13 @@ pub struct Namespace {
     /// generation each was learnt: one costs a stat while any directory was entered, and the
     /// notification thread asks for every relative path.
     cwds: Mutex<HashMap<Vec<u8>, LearntCwd>>,
+    /// The local mappings' directories last opened or entered through a mapping, by their
+    /// physical root: that mapping's index. One absent was last reached by its own physical
+    /// name (or never): see [`Namespace::note_reached`].
+    views: Mutex<HashMap<Vec<u8>, usize>>,
+    /// Set once a walk has led to a remote object (whose local copy a descriptor may then
+    /// hold: see [`Namespace::remote_met`]).
+    remote_met: std::sync::atomic::AtomicBool,
     /// Lookups answered from the cache, and by asking a driver.
     hits: AtomicU64,
     misses: AtomicU64,
@@ -198,6 +207,8 @@ impl Namespace {
             entered: Mutex::new(HashMap::new()),
             entered_dirs: Mutex::new(HashSet::new()),
             cwds: Mutex::new(HashMap::new()),
+            views: Mutex::new(HashMap::new()),
+            remote_met: std::sync::atomic::AtomicBool::new(false),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             descriptor_names: std::sync::OnceLock::new(),
@@ -213,6 +224,12 @@ impl Namespace {
     /// for a file.
     pub fn descriptor_name(&self, ino: u64) -> Option<Vec<u8>> {
         self.descriptor_names.get().and_then(|names| names(ino))
+    }
+
+    /// Whether a walk has led to a remote object yet: until then no descriptor a program
+    /// holds is on a remote object's local copy.
+    pub fn remote_met(&self) -> bool {
+        self.remote_met.load(Ordering::Relaxed)
     }
 
     /// Lookups answered from the cache so far, and by asking a driver.
@@ -279,6 +296,18 @@ impl Namespace {
 
     /// [`Namespace::logical_cwd`], found afresh.
     fn find_logical_cwd(&self, physical: &[u8]) -> Vec<u8> {
+        if let Some(live) = physical.strip_suffix(DELETED) {
+            // Gone: named as it was entered, whatever that name maps to now.
+            let entered = self
+                .entered
+                .lock()
+                .expect("entered lock")
+                .get(live)
+                .cloned();
+            let mut name = entered.unwrap_or_else(|| self.logical_dir(live));
+            name.extend_from_slice(DELETED);
+            return name;
+        }
         let maps_to = |logical: &[u8]| self.kernel_path(logical).as_deref() == Some(physical);
         let entered = self
             .entered
@@ -298,10 +327,74 @@ impl Namespace {
         if self.table.in_mirror(physical) || renamed() {
             return self.table.reverse(physical);
         }
-        if maps_to(physical) || physical.ends_with(b" (deleted)") {
+        if maps_to(physical) {
             return physical.to_vec();
         }
         self.table.reverse(physical)
+    }
+
+    /// The logical name of what the kernel holds at `physical` (a descriptor's directory or
+    /// file; a cwd is named by [`Namespace::logical_cwd`]), as a bind mount names it: by the
+    /// way it was reached. roost cannot tell that per descriptor, so the namespace keeps, for
+    /// each local mapping's directory, whether it was last reached through the mapping or by
+    /// its own physical name ([`Namespace::locate_as`] notes it), and names everything under it
+    /// so. A physical name no mapping hides is thus its own until the mapping is used, and
+    /// `..` from the physical directory climbs physically (`find`, `du` and `rm -rf` climb
+    /// out of directories with `openat(fd, "..")`). A physical name a mapping hides (`/`
+    /// remapped) and a remote mount's local copies are named through the mount.
+    pub fn logical_dir(&self, physical: &[u8]) -> Vec<u8> {
+        if let Some(live) = physical.strip_suffix(DELETED) {
+            let mut name = self.logical_dir(live);
+            name.extend_from_slice(DELETED);
+            return name;
+        }
+        if self.table.in_mirror(physical) || self.kernel_path(physical).as_deref() != Some(physical)
+        {
+            return self.table.reverse(physical);
+        }
+        let roots = self.table.local_roots_of(physical);
+        if roots.is_empty() {
+            return physical.to_vec();
+        }
+        let views = self.views.lock().expect("views lock");
+        roots
+            .iter()
+            .find_map(|(root, rest)| Some(self.table.name_through(*views.get(root)?, rest)))
+            .unwrap_or_else(|| physical.to_vec())
+    }
+
+    /// Notes that a descriptor or a working directory was just made for the walked logical
+    /// path `logical`: the way it reached a local mapping's directory, through the mapping
+    /// or by the directory's own physical name, names what is under that directory from now
+    /// on (see [`Namespace::logical_dir`]). Only the calls that make descriptors or enter
+    /// directories say so: a stat or an access of the other name leaves descriptors as they
+    /// are.
+    pub fn note_reached(&self, logical: &[u8]) {
+        let mapped = self.table.map(logical);
+        if mapped.local_path().is_none() {
+            return;
+        }
+        match mapped.mount() {
+            Some(i) => {
+                let Some(root) = self.table.local_root(i) else {
+                    return;
+                };
+                let mut views = self.views.lock().expect("views lock");
+                if views.get(&root) != Some(&i) {
+                    views.insert(root, i);
+                }
+            }
+            None => {
+                if self.views.lock().expect("views lock").is_empty() {
+                    return;
+                }
+                let roots = self.table.local_roots_of(logical);
+                let mut views = self.views.lock().expect("views lock");
+                for (root, _) in roots {
+                    views.remove(&root);
+                }
+            }
+        }
     }
 
     /// Where the kernel finds the object a walked logical path maps to: its local path, or
@@ -331,6 +424,10 @@ impl Namespace {
     /// changed that name: unlink, rename, symlink, ...).
     pub fn invalidate_under(&self, logical: &[u8]) {
         self.generation.fetch_add(1, Ordering::AcqRel);
+        // A mapping's target renamed by this name follows its directory.
+        if let Some(physical) = self.kernel_path(logical) {
+            self.table.changed(&physical);
+        }
         let mut cache = self.cache.lock().expect("cache lock");
         if cache.len() > CACHE_LIMIT / 4 {
             // Scanning a large cache costs more than rebuilding the few names in use.
@@ -373,6 +470,14 @@ impl Namespace {
         }
         self.remember(logical, &Node::Dir, now, generation);
         Ok(())
+    }
+
+    /// Whether the walked logical path names a directory (its final symlink not followed),
+    /// asked of its driver.
+    pub fn is_dir(&self, logical: &[u8]) -> Result<bool, Errno> {
+        self.ask(logical, |driver, path| driver.lstat(path))
+            .map(|st| st.is_dir())
+            .map_err(Refusal::errno)
     }
 
     /// Asks the driver `logical` maps to (the local file system where nothing maps it).
@@ -461,7 +566,7 @@ impl Namespace {
                     via_proc_link = true;
                     let target = match target {
                         LinkTarget::Logical(t) => t,
-                        LinkTarget::Physical(p) => self.table.reverse(&p),
+                        LinkTarget::Physical(p) => self.logical_dir(&p),
                     };
                     resolved.clear();
                     pending.extend(components(&target).rev().map(<[u8]>::to_vec));
@@ -535,6 +640,7 @@ impl Namespace {
                     .and_then(|i| self.table.driver(i))
                     .ok_or(libc::ENOSYS)?;
                 let direct = mount.is_some_and(|i| self.table.is_direct(i));
+                self.remote_met.store(true, Ordering::Relaxed);
                 (
                     physical,
                     Some(Remote {
@@ -792,7 +898,19 @@ mod tests {
             logical(walk(b"/proc/self/cwd/../sec/s", true)),
             Err(libc::EACCES)
         );
+        // A descriptor's directory is named as its mapping's directory was last reached:
+        // by its own physical name until a descriptor is made through the mapping.
+        let mut physical_f = bytes(&phys.join("d/f"));
+        assert_eq!(logical(walk(b"/dev/fd/5/f", true)), Ok(physical_f.clone()));
+        ns.note_reached(b"/m/sub");
         assert_eq!(logical(walk(b"/dev/fd/5/f", true)), Ok(b"/m/d/f".to_vec()));
+        physical_f.truncate(physical_f.len() - 4);
+        ns.note_reached(&physical_f);
+        assert_eq!(
+            logical(walk(b"/dev/fd/5/x", true)),
+            Ok([&physical_f[..], b"/d/x"].concat())
+        );
+        ns.note_reached(b"/m");
         // A final fd link is the open file itself (the kernel reopens it), and an lstat of
         // a magic link names the link.
         assert_eq!(

@@ -7,6 +7,7 @@ pub mod chrooted;
 pub mod embedded;
 pub mod exec;
 pub mod handle;
+pub mod mount_points;
 pub mod mounts_view;
 pub mod path;
 pub mod procfs;
@@ -39,6 +40,10 @@ pub struct Ctx<'a> {
     pub exe: Option<&'a [u8]>,
     /// Path arguments already read: (address, bytes), saving a second read of them.
     pub known_paths: &'a [(u64, Vec<u8>)],
+    /// Whether a call let through as it is still needs its paths' logical names (for
+    /// `--trace` and `--summary`); without, a name the kernel resolves alike is let through
+    /// unnamed ([`path::kernel_resolves_alike`]).
+    pub names_recorded: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -60,6 +65,7 @@ impl<'a> Ctx<'a> {
             fs,
             exe,
             known_paths: &[],
+            names_recorded: true,
         }
     }
 
@@ -214,12 +220,12 @@ pub fn fd_path(pid: i32, fd: i64) -> Option<Vec<u8>> {
     (b.first() == Some(&b'/')).then_some(b)
 }
 
-/// The logical name of a local physical path (for dirfds, `/proc/*/fd/N`, ...): through the
-/// mount with the longest matching physical root, else the path itself. Either way the name
-/// maps back to the same physical path, which is what resolution relative to it needs.
-/// Working directories are named by [`Namespace::logical_cwd`] instead.
+/// The logical name of a local physical path (for dirfds, `/proc/*/fd/N`, ...), as a bind
+/// mount would show it ([`Namespace::logical_dir`]). The name maps back to the same
+/// physical path, which is what resolution relative to it needs. Working directories are
+/// named by [`Namespace::logical_cwd`] instead.
 pub fn logical_of_physical(ns: &Namespace, physical: &[u8]) -> Vec<u8> {
-    ns.table().reverse(physical)
+    ns.logical_dir(physical)
 }
 
 /// Where the caller's relative names start: the logical and physical names of its cwd

@@ -75,17 +75,18 @@ fn unescape(b: &[u8]) -> Vec<u8> {
 /// mount list and the table has local mappings to add to it.
 pub fn view(ns: &Namespace, tid: i32, logical: &[u8]) -> Option<Vec<u8>> {
     let (pid, mountinfo) = parse(logical)?;
-    let mappings: Vec<(&[u8], &[u8])> = ns
+    let roots: Vec<(&[u8], Vec<u8>)> = ns
         .table()
         .mounts()
         .iter()
         .filter_map(|m| match &m.target {
-            Target::Driver { driver, root, .. } if driver.is_local() => {
-                Some((m.logical.as_slice(), root.as_slice()))
+            Target::Driver { driver, .. } if driver.is_local() => {
+                Some((m.logical.as_slice(), m.target.root_now()?.into_owned()))
             }
             _ => None,
         })
         .collect();
+    let mappings: Vec<(&[u8], &[u8])> = roots.iter().map(|(l, r)| (*l, r.as_slice())).collect();
     if mappings.is_empty() {
         return None;
     }

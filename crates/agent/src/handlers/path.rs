@@ -69,6 +69,9 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             Err(e) => return Decision::fail(e),
         };
         let dirfd = arg.dirfd.map(|i| ctx.int_arg(i));
+        if !mutates && !follow && !ctx.names_recorded && kernel_resolves_alike(ctx, dirfd, &path) {
+            continue;
+        }
         let r = match arg.follow {
             Follow::Entry | Follow::Removes => resolve_entry(ctx, dirfd, &path),
             _ => resolve_path(ctx, dirfd, &path, follow),
@@ -76,18 +79,14 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
         if let Resolution::Fail(e) = r {
             return Decision::fail(e);
         }
-        if arg.follow == Follow::Removes
-            && r.logical().is_some_and(|l| ctx.ns.table().holds_mount(l))
-        {
-            return Decision::fail(libc::EBUSY);
+        if let (Follow::Open, Some(logical)) = (arg.follow, r.logical()) {
+            ctx.ns.note_reached(logical);
         }
         resolved.push((arg, r));
         follows_of.push((follow, path.ends_with(b"/")));
     }
-    if cross && resolved.len() == 2 {
-        if let Some(e) = cross_device(ctx, &resolved) {
-            return Decision::fail(e);
-        }
+    if let Some(e) = super::mount_points::refusal(ctx, &resolved, cross) {
+        return Decision::fail(e);
     }
     let mut d = Decision::pass();
     if mutates {
@@ -162,6 +161,27 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
     d
 }
 
+/// Whether the kernel, resolving `path` from directory descriptor `dirfd` as given, finds
+/// what the namespace would, so that a call that changes nothing and follows no final
+/// symlink passes with no look at the descriptor (a `/proc` read) or the namespace: one
+/// name (no `/`, no `..`), not the last name of a mount point (nor of a `DENY`/`ENOENT`
+/// mapping, nor of a local mapping's physical directory, whose opens name descriptors: see
+/// `Namespace::note_reached`), nor a number (a `/proc` entry, perhaps roost's own), while no
+/// remote object has been met (a descriptor may then be on a local copy). Inside a mapping
+/// the name is where the kernel finds it; outside, the namespace is the host's. `find`,
+/// `du` and `fts` in general make most of their calls so (`openat(fd, name, O_NOFOLLOW)`,
+/// `fstatat(fd, name, AT_SYMLINK_NOFOLLOW)`).
+pub(crate) fn kernel_resolves_alike(ctx: &Ctx<'_>, dirfd: Option<i64>, path: &[u8]) -> bool {
+    dirfd.is_some_and(|fd| fd >= 0)
+        && !path.is_empty()
+        && path != b"."
+        && path != b".."
+        && !path.contains(&b'/')
+        && !path.iter().all(u8::is_ascii_digit)
+        && !ctx.ns.remote_met()
+        && !ctx.ns.table().names_a_mount(path)
+}
+
 /// The call to make through a remote driver: each path argument with its remote object
 /// (a local one mixed in has failed with EXDEV already).
 fn remote_call(
@@ -186,14 +206,6 @@ fn remote_call(
         )
         .collect();
     crate::decision::RemoteCall { sys, call, args }
-}
-
-/// Two-path calls (rename, link) must stay inside one file system: across drivers roost
-/// answers EXDEV; between local paths the kernel does.
-fn cross_device(ctx: &Ctx<'_>, resolved: &[(PathArg, Resolution)]) -> Option<i32> {
-    let a = ctx.ns.map(resolved[0].1.logical()?);
-    let b = ctx.ns.map(resolved[1].1.logical()?);
-    (!a.may_share_file_system(&b)).then_some(libc::EXDEV)
 }
 
 /// Whether a relative path, read as written, never climbs above where it starts
@@ -335,6 +347,28 @@ mod tests {
     fn paths_on_a_non_local_driver_fail_with_enosys() {
         let d = decide_openat("/net/file", "/");
         assert!(matches!(d.action, Action::Fail(libc::ENOSYS)), "{d:?}");
+    }
+
+    #[test]
+    fn only_plain_names_from_a_descriptor_skip_the_namespace() {
+        let mut table = MountTable::new();
+        table.add(b"/data", Target::local("/usr"));
+        table.add(b"/secret/inner", Target::Deny);
+        let ns = Namespace::new(table);
+        let regs = Regs::zeroed();
+        let fs = Fs {
+            logical: Vec::new(),
+            physical: Vec::new(),
+        };
+        let call = crate::call::Call::decode(Sys::Openat, &regs, 1);
+        let ctx = Ctx::new(1, (Sys::Openat, call, &regs), &ns, &fs, None);
+        let alike = |fd: i64, name: &str| kernel_resolves_alike(&ctx, Some(fd), name.as_bytes());
+        assert!(alike(3, "x") && alike(0, "lib.so"));
+        for name in ["data", "usr", "inner", "1234", "a/b", "..", ".", ""] {
+            assert!(!alike(3, name), "{name}");
+        }
+        assert!(!alike(AT_FDCWD, "x"), "relative to the cwd");
+        assert!(!kernel_resolves_alike(&ctx, None, b"x"));
     }
 
     #[test]

@@ -76,7 +76,14 @@ fn magic_target(ctx: &Ctx<'_>, magic: Magic, only_paths: bool) -> Option<Vec<u8>
     let physical = match magic {
         Magic::Exe(None) if ctx.exe.is_some() => return ctx.exe.map(<[u8]>::to_vec),
         Magic::Cwd(None) => return Some(ctx.fs.logical.clone()),
-        Magic::Exe(p) => kernel_link(p.unwrap_or(me), "exe")?,
+        // Programs are run by their logical names: the name through the mapping.
+        Magic::Exe(p) => {
+            return Some(
+                ctx.ns
+                    .table()
+                    .reverse(&kernel_link(p.unwrap_or(me), "exe")?),
+            )
+        }
         Magic::Cwd(Some(p)) => kernel_link(p, "cwd")?,
         Magic::Root(None) => return Some(b"/".to_vec()),
         Magic::Root(Some(p)) => kernel_link(p, "root")?,
@@ -231,9 +238,10 @@ fn absolute_name(ctx: &Ctx<'_>, dirfd: Option<usize>, path: &[u8]) -> Vec<u8> {
     }
 }
 
-/// getcwd: the logical cwd when it differs from the kernel's.
+/// getcwd: the logical cwd when it differs from the kernel's. A deleted one has no name
+/// (the kernel answers ENOENT).
 pub fn getcwd(ctx: &mut Ctx<'_>) -> Decision {
-    if ctx.fs.logical == ctx.fs.physical {
+    if ctx.fs.logical == ctx.fs.physical || ctx.fs.physical.ends_with(b" (deleted)") {
         return Decision::pass();
     }
     let mut bytes = ctx.fs.logical.clone();
@@ -256,9 +264,11 @@ pub fn chdir(ctx: &mut Ctx<'_>) -> Decision {
         Err(e) => return Decision::fail(e),
     };
     let resolution = resolve_path(ctx, None, &path, true);
-    if let Resolution::Fail(e) = resolution {
-        return Decision::fail(e);
-    }
+    let logical = match &resolution {
+        Resolution::Fail(e) => return Decision::fail(*e),
+        r => r.logical().unwrap_or_default(),
+    };
+    ctx.ns.note_reached(logical);
     let spec = [PathArg {
         dirfd: None,
         path: 0,
@@ -269,6 +279,20 @@ pub fn chdir(ctx: &mut Ctx<'_>) -> Decision {
     let mut d = path::handle(ctx, &spec, false, false);
     d.after = Some(AfterExit::Chdir(resolution.logical().map(<[u8]>::to_vec)));
     d
+}
+
+/// Notes, before a chdir that the kernel makes with the name as given, the name the cwd is
+/// entered by (what the exit stop of a traced chdir notes): the notification thread, which
+/// sees only the kernel's cwd afterwards, then names it so. A relative chdir inside a
+/// mapping is such a call.
+pub fn entering(ns: &roost_vfs::Namespace, logical: &[u8]) {
+    let Some(physical) = ns.kernel_path(logical) else {
+        return;
+    };
+    use std::os::unix::ffi::OsStrExt;
+    if let Ok(physical) = std::fs::canonicalize(std::ffi::OsStr::from_bytes(&physical)) {
+        ns.entered(physical.as_os_str().as_bytes(), logical);
+    }
 }
 
 /// fchdir: the kernel decides; the logical cwd is derived at the exit stop.
@@ -314,7 +338,7 @@ pub fn current_cwd(ns: &roost_vfs::Namespace, pid: i32, fs: &Fs) -> Option<Fs> {
     if physical == fs.physical {
         return None;
     }
-    let logical = logical_of_physical(ns, &physical);
+    let logical = ns.table().reverse(&physical);
     ns.entered(&physical, &logical);
     Some(Fs { logical, physical })
 }

@@ -67,7 +67,7 @@ pub fn answer(
     match d.action {
         Action::Pass => {
             let (Some(exe), Some(physical)) = (d.exe, d.physical) else {
-                // No sys to know the program by (a memfd, a deleted file): the exec event
+                // No name to know the program by (a memfd, a deleted file): the exec event
                 // will tell.
                 return back();
             };

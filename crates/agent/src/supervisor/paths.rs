@@ -113,11 +113,12 @@ fn decide(c: &Trapped<'_>, paths: &[(u64, Vec<u8>)]) -> Decision {
     // The cwd costs a /proc lookup: only relative paths and /proc magic links need it (an
     // empty one, as `fstat` gives with AT_EMPTY_PATH, names its dirfd).
     let names_proc = paths.is_empty() || paths.iter().any(|(_, p)| p.starts_with(b"/proc"));
+    let regs = &c.trap.regs;
     let needs_cwd = names_proc
         || matches!(kind, Kind::Path { args, .. } if args.len() > paths.len())
         || paths
             .iter()
-            .any(|(_, p)| p.first().is_some_and(|&c| c != b'/'));
+            .any(|&(at, ref p)| p.first().is_some_and(|&c| c != b'/') && from_cwd(&kind, regs, at));
     let fs = caller_fs(&shared.ns, tid, needs_cwd);
     // Only `/proc/.../exe` needs the logical executable (a /proc read to find it).
     let exe = match kind {
@@ -126,10 +127,22 @@ fn decide(c: &Trapped<'_>, paths: &[(u64, Vec<u8>)]) -> Decision {
         }
         _ => None,
     };
-    let at = (c.entry.sys, c.call, &c.trap.regs);
+    let at = (c.entry.sys, c.call, regs);
     let mut ctx = Ctx::new(tid, at, &shared.ns, &fs, exe.as_deref());
     ctx.known_paths = paths;
+    ctx.names_recorded = false;
     handlers::decide(&mut ctx, kind)
+}
+
+/// Whether the path argument at address `at` is relative to the cwd (not to a descriptor).
+fn from_cwd(kind: &Kind, regs: &Regs, at: u64) -> bool {
+    let Kind::Path { args, .. } = kind else {
+        return true;
+    };
+    args.iter().filter(|a| regs.arg(a.path) == at).any(|a| {
+        a.dirfd
+            .map_or(true, |i| regs.arg(i) as i32 == libc::AT_FDCWD)
+    })
 }
 
 /// Reads the path arguments of a call: (address, bytes) of each one that could be read.

@@ -14,8 +14,6 @@ use crate::call::Call;
 use crate::handlers::{self, Action, Ctx};
 use crate::syscalls::Kind;
 use crate::task::AfterExit;
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 
 /// Answers a notified call of `kind` that only a ptrace stop could handle before.
 pub(super) fn answer(
@@ -53,11 +51,7 @@ pub(super) fn answer(
     match (decision.action, decision.after) {
         (Action::Pass, None | Some(AfterExit::Record)) => CONTINUE,
         (Action::Pass, Some(AfterExit::Chdir(Some(logical)))) => {
-            // Entered by a sys no mapping covers: that sys is the directory's from now on
-            // (what the exit stop would note), whatever sys it had before.
-            if let Ok(physical) = std::fs::canonicalize(OsStr::from_bytes(&logical)) {
-                ns.entered(physical.as_os_str().as_bytes(), &logical);
-            }
+            handlers::procfs::entering(ns, &logical);
             CONTINUE
         }
         (Action::Fail(e), _) => super::failed(sys, decision.logical.as_deref(), e),
