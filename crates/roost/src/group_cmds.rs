@@ -82,10 +82,14 @@ Examples:
     #[command(after_help = "\
 Examples:
   roost ptail --strip-syslog logs/
-  roost ptail --hosts nodes.txt --interval 500ms --for 10m /var/log/syslog")]
+  roost ptail --hosts nodes.txt --interval 500ms --for 10m /var/log/syslog
+  roost ptail --json logs/ | jq -r .hosts")]
     Ptail {
         #[command(flatten)]
         group: GroupArgs,
+        /// Print each distinct line as one JSON object a line (fields: docs/cli.md).
+        #[arg(long)]
+        json: bool,
         /// Compare syslog lines without their host name and process id.
         #[arg(long)]
         strip_syslog: bool,
@@ -123,10 +127,14 @@ Examples:
     #[command(after_help = "\
 Examples:
   roost ptop --hosts nodes.txt /
-  roost ptop --by-user --sort mem --rows 10 --iterations 1 procs/")]
+  roost ptop --by-user --sort mem --rows 10 --iterations 1 procs/
+  roost ptop --json --iterations 2 --hosts nodes.txt / | jq '.rows[0]'")]
     Ptop {
         #[command(flatten)]
         group: GroupArgs,
+        /// Print each refresh as one JSON object a line (fields: docs/cli.md).
+        #[arg(long)]
+        json: bool,
         /// Group by command and user id instead of by command alone.
         #[arg(long)]
         by_user: bool,
@@ -194,6 +202,7 @@ pub fn main(command: GroupCommand) -> ExitCode {
         } => psync(&group, json, block_size, &source, &target),
         GroupCommand::Ptop {
             group,
+            json,
             by_user,
             rows,
             sort,
@@ -203,6 +212,7 @@ pub fn main(command: GroupCommand) -> ExitCode {
         } => ptop(
             &group,
             &TopView {
+                json,
                 by_user,
                 rows,
                 sort,
@@ -213,11 +223,12 @@ pub fn main(command: GroupCommand) -> ExitCode {
         ),
         GroupCommand::Ptail {
             group,
+            json,
             strip_syslog,
             interval,
             duration,
             target,
-        } => ptail(&group, strip_syslog, interval, duration, &target),
+        } => ptail(&group, (json, strip_syslog), interval, duration, &target),
     };
     match result {
         Ok(code) => code,
@@ -447,7 +458,7 @@ fn print_class(
 /// with their time, that is time order).
 fn ptail(
     args: &GroupArgs,
-    strip_syslog: bool,
+    (json, strip_syslog): (bool, bool),
     interval: Duration,
     duration: Option<Duration>,
     target: &str,
@@ -474,8 +485,13 @@ fn ptail(
         report_new_failures(&mut group, &why, &out.failed, &mut reported);
         if let GroupData::Lines(classes) = out.data {
             for c in classes {
-                print_class(&mut stdout, &group, &c.members, None, &c.text)
-                    .map_err(|e| Failure(format!("standard output: {e}")))?;
+                if json {
+                    let v = summary::line_class(&group, &c.members, None, &c.text);
+                    writeln!(stdout, "{}", v.to_json())
+                } else {
+                    print_class(&mut stdout, &group, &c.members, None, &c.text)
+                }
+                .map_err(|e| Failure(format!("standard output: {e}")))?;
             }
             stdout
                 .flush()
@@ -581,6 +597,8 @@ fn psync(
 
 /// How ptop shows its table.
 struct TopView {
+    /// One JSON object a refresh instead of the table.
+    json: bool,
     by_user: bool,
     rows: usize,
     sort: String,
@@ -598,7 +616,7 @@ fn ptop(
 ) -> Result<ExitCode, Failure> {
     let (mut group, _, why) = open(args, target, libc::O_RDONLY, 0)?;
     let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let clear = unsafe { libc::isatty(1) } == 1;
+    let clear = !view.json && unsafe { libc::isatty(1) } == 1;
     let mut previous: BTreeMap<(String, Option<u32>), (u64, std::time::Instant)> = BTreeMap::new();
     let mut reported = BTreeSet::new();
     let mut shown = 0u64;
@@ -630,38 +648,16 @@ fn ptop(
                     .then(b.0.cpu_ticks.cmp(&a.0.cpu_ticks))
             }),
         }
-        let mut text = String::new();
-        if clear {
-            text.push_str("\x1b[H\x1b[2J");
-        }
-        let processes: u64 = table.iter().map(|r| r.processes).sum();
-        text.push_str(&format!(
-            "ptop: {} hosts, {processes} processes, {} commands\n",
-            group.gsize() - reported.len(),
-            table.len()
-        ));
-        text.push_str(&format!(
-            "{:<16} {:>6} {:>6} {:>7} {:>11} {:>9} {:>9}  HOSTS\n",
-            "COMMAND", "USER", "PROCS", "CPU%", "RSS-TOTAL", "RSS-AVG", "RSS-MAX"
-        ));
-        for (r, cpu) in rows.iter().take(view.rows) {
-            let names: Vec<&str> = r
-                .members
-                .iter()
-                .map(|&i| group.gfiles()[i].as_str())
-                .collect();
-            text.push_str(&format!(
-                "{:<16} {:>6} {:>6} {:>7} {:>10}K {:>8}K {:>8}K  {}\n",
-                r.command,
-                r.uid.map_or("*".to_string(), |u| u.to_string()),
-                r.processes,
-                cpu.map_or("-".to_string(), |c| format!("{c:.1}")),
-                r.rss_kib,
-                r.rss_kib / r.processes.max(1),
-                r.max_rss_kib,
-                hostset::format(&names)
-            ));
-        }
+        let hosts = group.gsize() - reported.len();
+        let text = if view.json {
+            let shown: Vec<_> = rows.iter().take(view.rows).copied().collect();
+            format!(
+                "{}\n",
+                summary::top(&group, hosts, &table, &shown).to_json()
+            )
+        } else {
+            top_table(&group, hosts, (&table, &rows), view.rows, clear)
+        };
         let mut stdout = std::io::stdout().lock();
         stdout
             .write_all(text.as_bytes())
@@ -683,6 +679,53 @@ fn ptop(
     } else {
         ExitCode::from(1)
     })
+}
+
+/// A ptop row: the merged process group and its CPU use since the last refresh (percent of
+/// one CPU; `None` on the first refresh).
+type TopRow<'a> = (&'a roost_group::api::ProcRow, Option<f64>);
+
+/// ptop's table as text: a summary line, a header, then the first `limit` of `rows`
+/// (already sorted) of `table`; `clear` starts with the terminal's clear-screen.
+fn top_table(
+    group: &Group,
+    hosts: usize,
+    (table, rows): (&[roost_group::api::ProcRow], &[TopRow<'_>]),
+    limit: usize,
+    clear: bool,
+) -> String {
+    let mut text = String::new();
+    if clear {
+        text.push_str("\x1b[H\x1b[2J");
+    }
+    let processes: u64 = table.iter().map(|r| r.processes).sum();
+    text.push_str(&format!(
+        "ptop: {hosts} hosts, {processes} processes, {} commands\n",
+        table.len()
+    ));
+    text.push_str(&format!(
+        "{:<16} {:>6} {:>6} {:>7} {:>11} {:>9} {:>9}  HOSTS\n",
+        "COMMAND", "USER", "PROCS", "CPU%", "RSS-TOTAL", "RSS-AVG", "RSS-MAX"
+    ));
+    for (r, cpu) in rows.iter().take(limit) {
+        let names: Vec<&str> = r
+            .members
+            .iter()
+            .map(|&i| group.gfiles()[i].as_str())
+            .collect();
+        text.push_str(&format!(
+            "{:<16} {:>6} {:>6} {:>7} {:>10}K {:>8}K {:>8}K  {}\n",
+            r.command,
+            r.uid.map_or("*".to_string(), |u| u.to_string()),
+            r.processes,
+            cpu.map_or("-".to_string(), |c| format!("{c:.1}")),
+            r.rss_kib,
+            r.rss_kib / r.processes.max(1),
+            r.max_rss_kib,
+            hostset::format(&names)
+        ));
+    }
+    text
 }
 
 fn pcp(args: &GroupArgs, json: bool, source: &PathBuf, target: &str) -> Result<ExitCode, Failure> {

@@ -234,6 +234,128 @@ fn ptail_follows_appended_lines_and_folds_them_across_hosts() {
     );
 }
 
+/// Each line of a `--json` stream, parsed.
+fn json_lines(text: &str) -> Vec<roost_catalog::json::Value> {
+    text.lines()
+        .map(|l| {
+            roost_catalog::json::parse(l.as_bytes())
+                .unwrap_or_else(|e| panic!("not JSON ({e:?}): {l}"))
+        })
+        .collect()
+}
+
+#[test]
+fn ptail_json_streams_each_distinct_line_as_an_object() {
+    let c = Cluster::start(3, "rl");
+    c.write_files("/log", |_| b"old\n".to_vec());
+    let dir = c.link_group("/log");
+    let child = Command::new(env!("CARGO_BIN_EXE_roost"))
+        .args([
+            "ptail",
+            "--key",
+            &c.key_arg(),
+            "--json",
+            "--interval",
+            "50ms",
+        ])
+        .args(["--for", "2s", dir.to_str().unwrap()])
+        .env_remove("ROOST_HMAC_KEY")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    for (i, s) in c.servers.iter().enumerate() {
+        let text = if i == 2 {
+            "new\nonly \"three\"\n"
+        } else {
+            "new\n"
+        };
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(s.root().join("log"))
+            .unwrap();
+        std::io::Write::write_all(&mut log, text.as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let lines = json_lines(&stdout(&out));
+    let fields: Vec<(&str, &str, usize)> = lines
+        .iter()
+        .map(|v| {
+            let members = match v.get("members") {
+                Some(roost_catalog::json::Value::Array(m)) => m.len(),
+                other => panic!("members: {other:?}"),
+            };
+            assert_eq!(v.get("line"), Some(&roost_catalog::json::Value::Null));
+            let text = v.get("text").and_then(|t| t.as_str()).unwrap();
+            (
+                v.get("hosts").and_then(|h| h.as_str()).unwrap(),
+                text,
+                members,
+            )
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [("node[1-3]", "new", 3), ("node3", "only \"three\"", 1)],
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn ptop_json_holds_each_refresh_with_what_the_table_shows() {
+    let c = Cluster::start(3, "rl");
+    for (i, s) in c.servers.iter().enumerate() {
+        fake_process(s.root(), 100, "sshd", 0, 10, 1000);
+        fake_process(s.root(), 102, "worker", 1000, 50, 5000 * (i as u64 + 1));
+    }
+    let dir = c.link_group("/");
+    let key = c.key_arg();
+    let args = ["ptop", "--key", &key, "--json", "--iterations", "2"];
+    let out = roost(
+        &[
+            &args[..],
+            &["--interval", "100ms", "--by-user", dir.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let refreshes = json_lines(&stdout(&out));
+    assert_eq!(refreshes.len(), 2, "{}", stdout(&out));
+    let int = |v: &roost_catalog::json::Value, k: &str| v.get(k).and_then(|x| x.as_i64());
+    for (n, r) in refreshes.iter().enumerate() {
+        assert_eq!(int(r, "hosts"), Some(3));
+        assert_eq!(int(r, "processes"), Some(6));
+        assert_eq!(int(r, "commands"), Some(2));
+        let Some(roost_catalog::json::Value::Array(rows)) = r.get("rows") else {
+            panic!("rows: {}", r.to_json())
+        };
+        let worker = rows
+            .iter()
+            .find(|row| row.get("command").and_then(|c| c.as_str()) == Some("worker"))
+            .unwrap_or_else(|| panic!("no worker row: {}", r.to_json()));
+        assert_eq!(int(worker, "user"), Some(1000));
+        assert_eq!(int(worker, "processes"), Some(3));
+        assert_eq!(int(worker, "rss_total_kib"), Some(30000));
+        assert_eq!(int(worker, "rss_avg_kib"), Some(10000));
+        assert_eq!(int(worker, "rss_max_kib"), Some(15000));
+        assert_eq!(
+            worker.get("hosts").and_then(|h| h.as_str()),
+            Some("node[1-3]")
+        );
+        // CPU use is growth since the last refresh: none to tell on the first, and the
+        // fake processes' CPU time does not move.
+        let cpu = worker.get("cpu_percent").and_then(|c| c.as_f64());
+        assert_eq!(
+            cpu,
+            if n == 0 { None } else { Some(0.0) },
+            "{}",
+            r.to_json()
+        );
+    }
+}
+
 #[test]
 fn psync_sends_only_what_differs_to_each_distinct_copy() {
     let c = Cluster::start(6, "rwl");

@@ -1,5 +1,5 @@
-//! The `--json` forms of the group tools' results (`pgrep`'s line classes, `pcp`'s and
-//! `psync`'s summaries), with the catalog's JSON writer. Field names are documented in
+//! The `--json` forms of the group tools' results (`pgrep`'s and `ptail`'s line classes,
+//! `pcp`'s and `psync`'s summaries, `ptop`'s refreshes), with the catalog's JSON writer. Field names are documented in
 //! docs/cli.md: add fields, never rename them.
 
 use roost_catalog::json::Value;
@@ -56,5 +56,49 @@ pub(super) fn members(group: &Group, failed: &BTreeSet<usize>, skipped: usize) -
         ("ok".into(), names(ok)),
         ("failed".into(), names(bad)),
         ("skipped".into(), Value::Int(skipped as i64)),
+    ])
+}
+
+/// One ptop refresh: `hosts` (members that answered), `processes` and `commands` (in the
+/// whole merged table), and `rows`, the rows shown, in order: `command`, `user` (the uid
+/// with --by-user, else null), `processes`, `cpu_percent` (percent of one CPU since the
+/// previous refresh; null on the first), `rss_total_kib`, `rss_avg_kib`, `rss_max_kib`,
+/// `hosts` (folded as text prints it) and `members` (their names).
+pub(super) fn top(
+    group: &Group,
+    hosts: usize,
+    table: &[roost_group::api::ProcRow],
+    rows: &[(&roost_group::api::ProcRow, Option<f64>)],
+) -> Value {
+    let row = |(r, cpu): &(&roost_group::api::ProcRow, Option<f64>)| {
+        let list: Vec<&str> = r
+            .members
+            .iter()
+            .map(|&i| group.gfiles()[i].as_str())
+            .collect();
+        Value::Object(vec![
+            ("command".into(), Value::String(r.command.clone())),
+            (
+                "user".into(),
+                r.uid.map_or(Value::Null, |u| Value::Int(i64::from(u))),
+            ),
+            ("processes".into(), Value::Int(r.processes as i64)),
+            ("cpu_percent".into(), cpu.map_or(Value::Null, Value::Float)),
+            ("rss_total_kib".into(), Value::Int(r.rss_kib as i64)),
+            (
+                "rss_avg_kib".into(),
+                Value::Int((r.rss_kib / r.processes.max(1)) as i64),
+            ),
+            ("rss_max_kib".into(), Value::Int(r.max_rss_kib as i64)),
+            ("hosts".into(), Value::String(hostset::format(&list))),
+            ("members".into(), names(list.iter().map(|n| n.to_string()))),
+        ])
+    };
+    let processes: u64 = table.iter().map(|r| r.processes).sum();
+    Value::Object(vec![
+        ("hosts".into(), Value::Int(hosts as i64)),
+        ("processes".into(), Value::Int(processes as i64)),
+        ("commands".into(), Value::Int(table.len() as i64)),
+        ("rows".into(), Value::Array(rows.iter().map(row).collect())),
     ])
 }
