@@ -69,6 +69,18 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// As [`Ctx::new`], the call decoded here: for the delivery paths that have not decoded
+    /// it yet (an exec's notification, a call only a ptrace stop could handle before).
+    pub fn decoding(
+        pid: i32,
+        (sys, regs): (Sys, &'a Regs),
+        ns: &'a Namespace,
+        fs: &'a Fs,
+        exe: Option<&'a [u8]>,
+    ) -> Ctx<'a> {
+        Ctx::new(pid, (sys, Call::decode(sys, regs, pid), regs), ns, fs, exe)
+    }
+
     /// A syscall argument read as an `int` (dirfds, flags).
     pub fn int_arg(&self, i: usize) -> i64 {
         self.regs.arg(i) as i32 as i64

@@ -13,7 +13,6 @@ use super::send_back::send_back;
 use super::{Notification, Reply, Shared, CONTINUE};
 use crate::arch::Regs;
 use crate::arch::Sys;
-use crate::call::Call;
 use crate::handlers::{exec, Action, Ctx};
 use crate::memory;
 
@@ -55,13 +54,7 @@ pub fn answer(
     let fs = super::caller_fs(ns, tid, needs_cwd);
     let exe = needs_cwd.then(|| shared.execs.exe(tid, tid)).flatten();
     let known = [(regs.arg(path), given)];
-    let mut ctx = Ctx::new(
-        tid,
-        (sys, Call::decode(sys, regs, tid), regs),
-        ns,
-        &fs,
-        exe.as_deref(),
-    );
+    let mut ctx = Ctx::decoding(tid, (sys, regs), ns, &fs, exe.as_deref());
     ctx.known_paths = &known;
     let d = exec::handle(&mut ctx, dirfd, path, argv, flags);
     match d.action {

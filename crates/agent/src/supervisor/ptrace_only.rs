@@ -10,7 +10,6 @@ use super::send_back::send_back;
 use super::{Notification, Reply, Shared, CONTINUE};
 use crate::arch::Regs;
 use crate::arch::Sys;
-use crate::call::Call;
 use crate::handlers::{self, Action, Ctx};
 use crate::syscalls::Kind;
 use crate::task::AfterExit;
@@ -39,13 +38,7 @@ pub(super) fn answer(
         _ => crate::procinfo::tgid(tid).and_then(|g| shared.execs.exe(g, tid)),
     };
     let decision = {
-        let mut ctx = Ctx::new(
-            tid,
-            (sys, Call::decode(sys, regs, tid), regs),
-            ns,
-            &fs,
-            exe.as_deref(),
-        );
+        let mut ctx = Ctx::decoding(tid, (sys, regs), ns, &fs, exe.as_deref());
         handlers::decide(&mut ctx, kind)
     };
     match (decision.action, decision.after) {
