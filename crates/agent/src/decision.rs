@@ -1,9 +1,11 @@
 //! What a handler decided about a trapped call, for the backend that delivers it: let it
 //! pass, fail it, emulate it (a return value and bytes for the caller's memory), make it on
-//! a driver, or rewrite arguments to point at data placed in the thread's scratch slot.
+//! a driver, perform it locally on physical paths ([`Local`]), or — for the calls only a
+//! ptrace stop can change (an exec's argv, a socket address, clone's flags) — rewrite
+//! arguments to point at data placed in the thread's scratch slot.
 
 use crate::arch::Sys;
-use crate::call::Call;
+use crate::call::{Call, OpenSpelling};
 use crate::task::AfterExit;
 use roost_vfs::{Errno, Remote};
 
@@ -80,7 +82,10 @@ impl Scratch {
 #[derive(Debug)]
 pub enum Action {
     Pass,
-    /// Write `scratch` into the thread's slot and set these arguments.
+    /// Perform the call as the caller on physical paths: the notification backend makes it
+    /// itself, the ptrace backend rewrites the call to them ([`Local::rewrite`]).
+    Local(Local),
+    /// Write `scratch` into the thread's slot and set these arguments (ptrace only).
     Rewrite {
         scratch: Scratch,
         args: Vec<(usize, Arg)>,
@@ -95,6 +100,73 @@ pub enum Action {
     /// Make the call through a remote driver, with no lock held ([`crate::remote::make`]
     /// turns this into one of the others).
     Remote(Box<RemoteCall>),
+}
+
+/// A call to perform locally: the physical path of each path argument that needs one.
+#[derive(Debug, Default, PartialEq)]
+pub struct Local {
+    pub paths: Vec<LocalPath>,
+    /// The open's flags instead of the program's (a remote object's local copy is opened
+    /// without `O_EXCL`: the driver made it), for a rewrite.
+    pub open_flags: Option<(OpenSpelling, u64)>,
+    /// openat2's `open_how` as the kernel must see it (`RESOLVE_BENEATH`/`IN_ROOT`
+    /// checked by roost, then dropped): its argument and words.
+    pub how: Option<(usize, [u64; 3])>,
+}
+
+/// One path argument performed locally.
+#[derive(Debug, PartialEq)]
+pub struct LocalPath {
+    /// The register holding the path, and the one holding its dirfd.
+    pub arg: usize,
+    pub dirfd: Option<usize>,
+    /// The absolute physical path.
+    pub physical: Vec<u8>,
+}
+
+impl Local {
+    /// One path argument, at `arg` (dirfd `dirfd`), to perform at `physical`.
+    pub fn at(arg: usize, dirfd: Option<usize>, physical: Vec<u8>) -> Local {
+        Local {
+            paths: vec![LocalPath {
+                arg,
+                dirfd,
+                physical,
+            }],
+            ..Local::default()
+        }
+    }
+
+    /// The physical path of argument `arg`, if it has one.
+    pub fn physical_of(&self, arg: usize) -> Option<&[u8]> {
+        self.paths
+            .iter()
+            .find(|p| p.arg == arg)
+            .map(|p| p.physical.as_slice())
+    }
+
+    /// The rewrite the ptrace backend makes of it: each path into the scratch slot, its
+    /// dirfd `AT_FDCWD`, the flags and `open_how` as given.
+    pub fn rewrite(self) -> (Scratch, Vec<(usize, Arg)>) {
+        let mut scratch = Scratch::default();
+        let mut args = Vec::new();
+        for p in &self.paths {
+            let at = scratch.push_cstr(&p.physical);
+            args.push((p.arg, Arg::Scratch(at)));
+            if let Some(d) = p.dirfd {
+                args.push((d, Arg::Value(libc::AT_FDCWD as u64)));
+            }
+        }
+        if let Some((OpenSpelling::Register(i), flags)) = self.open_flags {
+            args.push((i, Arg::Value(flags)));
+        }
+        if let Some((i, words)) = self.how {
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            let at = scratch.push_bytes(&bytes);
+            args.push((i, Arg::Scratch(at)));
+        }
+        (scratch, args)
+    }
 }
 
 /// A handler's answer.

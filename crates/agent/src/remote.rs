@@ -12,7 +12,7 @@
 //!   on a real descriptor (`Rewrite`).
 
 use crate::call::{Call, Open, OpenSpelling, StatOut, Times, XattrOp};
-use crate::decision::{Action, Arg, Decision, RemoteCall, Scratch};
+use crate::decision::{Action, Decision, RemoteCall};
 use crate::memory::{self, bytes_of};
 use crate::task::AfterExit;
 use roost_vfs::{Errno, Intent, Namespace};
@@ -130,27 +130,14 @@ fn open(call: &RemoteCall, open: &Open, tid: i32) -> Made {
     }
     crate::copies::note(&remote.driver, &remote.path, &local, intent != Intent::Read);
     let kernel_flags = open.of_copy().how_flags();
-    let mut scratch = Scratch::default();
-    let at = scratch.push_cstr(&local);
     let arg = &call.args[0];
-    let mut args = vec![(arg.path, Arg::Scratch(at))];
-    if let Some(d) = arg.dirfd {
-        args.push((d, Arg::Value(libc::AT_FDCWD as u64)));
-    }
+    let mut to_copy = crate::decision::Local::at(arg.path, arg.dirfd, local.clone());
     match open.spelt {
-        OpenSpelling::Register(i) => args.push((i, Arg::Value(kernel_flags))),
-        OpenSpelling::How(i) => {
-            let bytes: Vec<u8> = [kernel_flags, u64::from(open.mode), 0]
-                .iter()
-                .flat_map(|w| w.to_ne_bytes())
-                .collect();
-            let how_at = scratch.push_bytes(&bytes);
-            args.push((i, Arg::Scratch(how_at)));
-        }
-        OpenSpelling::Implied => {}
+        OpenSpelling::How(i) => to_copy.how = Some((i, [kernel_flags, u64::from(open.mode), 0])),
+        spelt => to_copy.open_flags = Some((spelt, kernel_flags)),
     }
     Made {
-        action: Action::Rewrite { scratch, args },
+        action: Action::Local(to_copy),
         physical: Some(local),
     }
 }
@@ -191,13 +178,12 @@ fn enter(call: &RemoteCall) -> Made {
     match local {
         Ok(local) => {
             crate::copies::note(&remote.driver, &remote.path, &local, false);
-            let mut scratch = Scratch::default();
-            let at = scratch.push_cstr(&local);
             Made {
-                action: Action::Rewrite {
-                    scratch,
-                    args: vec![(call.args[0].path, Arg::Scratch(at))],
-                },
+                action: Action::Local(crate::decision::Local::at(
+                    call.args[0].path,
+                    None,
+                    local.clone(),
+                )),
                 physical: Some(local),
             }
         }

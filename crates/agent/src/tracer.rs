@@ -1172,8 +1172,13 @@ impl Agent {
             }
         }
         let action = std::mem::replace(&mut d.action, Action::Pass);
-        let (immediate, original_args) = match action {
-            Action::Rewrite { scratch, args } => {
+        let rewrite = match action {
+            Action::Local(local) => Ok(local.rewrite()),
+            Action::Rewrite { scratch, args } => Ok((scratch, args)),
+            action => Err(action),
+        };
+        let (immediate, original_args) = match rewrite {
+            Ok((scratch, args)) => {
                 let mm = Rc::clone(&self.tasks[&pid].mm);
                 if mm.borrow().scratch.is_none() {
                     // Map the scratch area first; the call re-executes and traps again.
@@ -1182,7 +1187,7 @@ impl Agent {
                 let restarts = handlers::may_restart(sys, &call, d.physical.as_deref());
                 self.rewrite(pid, (&mut regs, mark), (scratch, args), restarts)?
             }
-            action => (self.answer_at_stop(pid, &mut regs, sys, action, &d)?, None),
+            Err(action) => (self.answer_at_stop(pid, &mut regs, sys, action, &d)?, None),
         };
         let task = self.tasks.get_mut(&pid).expect("task exists after decide");
         if immediate.is_some() {
@@ -1255,7 +1260,7 @@ impl Agent {
         d: &Decision,
     ) -> io::Result<Option<i64>> {
         let ret = match action {
-            Action::Pass | Action::Rewrite { .. } => return Ok(None),
+            Action::Pass | Action::Local(_) | Action::Rewrite { .. } => return Ok(None),
             Action::Remote(_) => unreachable!("remote calls are made before delivery"),
             Action::Fail(e) => {
                 if e == libc::ENOSYS {

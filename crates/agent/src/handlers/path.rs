@@ -1,14 +1,13 @@
 //! The generic path class: every syscall whose spec lists path arguments (open family, stat
 //! family, access, mkdir, unlink, rename, link, symlink, chmod, chown, utime, xattr, statfs,
-//! inotify, fanotify, name_to_handle_at, ...). Each path is resolved; rewritten ones go into
-//! the scratch slot with their dirfd set to AT_FDCWD.
+//! inotify, fanotify, name_to_handle_at, ...). Each path is resolved; a call on mapped
+//! paths is to be performed locally on their physical names ([`Local`]).
 
-use super::{
-    resolve_entry, resolve_path, Action, Arg, Ctx, Decision, Resolution, Scratch, AT_FDCWD,
-};
+use super::{resolve_entry, resolve_path, Action, Ctx, Decision, Resolution};
 use crate::arch::Regs;
 use crate::arch::Sys;
 use crate::call::{Call, Open, OpenSpelling};
+use crate::decision::{Local, LocalPath};
 use crate::syscalls::{Follow, PathArg};
 use crate::task::AfterExit;
 
@@ -123,8 +122,7 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
         )));
         return d;
     }
-    let mut scratch = Scratch::default();
-    let mut new_args = Vec::new();
+    let mut local = Local::default();
     for (arg, r) in &resolved {
         if let Resolution::Rewrite {
             physical,
@@ -132,11 +130,11 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             ..
         } = r
         {
-            let off = scratch.push_cstr(physical);
-            new_args.push((arg.path, Arg::Scratch(off)));
-            if let Some(i) = arg.dirfd {
-                new_args.push((i, Arg::Value(AT_FDCWD as u64)));
-            }
+            local.paths.push(LocalPath {
+                arg: arg.path,
+                dirfd: arg.dirfd,
+                physical: physical.clone(),
+            });
             if let Call::Open(
                 open @ Open {
                     spelt: OpenSpelling::How(how_arg),
@@ -144,19 +142,16 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
                 },
             ) = ctx.call
             {
-                match rewrite_open_how(ctx, &open, *followed_symlink, &mut scratch) {
-                    Ok(Some(off)) => new_args.push((how_arg, Arg::Scratch(off))),
+                match rewrite_open_how(ctx, &open, *followed_symlink) {
+                    Ok(Some(words)) => local.how = Some((how_arg, words)),
                     Ok(None) => {}
                     Err(e) => return Decision::fail(e),
                 }
             }
         }
     }
-    if !new_args.is_empty() {
-        d.action = Action::Rewrite {
-            scratch,
-            args: new_args,
-        };
+    if !local.paths.is_empty() {
+        d.action = Action::Local(local);
     }
     d
 }
@@ -231,8 +226,7 @@ fn rewrite_open_how(
     ctx: &Ctx<'_>,
     open: &Open,
     followed_symlink: bool,
-    scratch: &mut Scratch,
-) -> Result<Option<usize>, i32> {
+) -> Result<Option<[u64; 3]>, i32> {
     let resolve = open.resolve;
     if resolve & RESOLVE_NO_SYMLINKS != 0 && followed_symlink {
         return Err(libc::ELOOP);
@@ -247,17 +241,14 @@ fn rewrite_open_how(
         return Err(libc::EXDEV);
     }
     let resolve = resolve & !(RESOLVE_BENEATH | RESOLVE_IN_ROOT);
-    let bytes: Vec<u8> = [open.how_flags(), u64::from(open.mode), resolve]
-        .iter()
-        .flat_map(|w| w.to_ne_bytes())
-        .collect();
-    Ok(Some(scratch.push_bytes(&bytes)))
+    Ok(Some([open.how_flags(), u64::from(open.mode), resolve]))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::arch::Regs;
+    use crate::handlers::AT_FDCWD;
 
     #[test]
     fn dotdot_stays_beneath_until_it_climbs_above_the_start() {
@@ -312,9 +303,8 @@ mod tests {
 
     fn rewritten(d: &Decision) -> Option<String> {
         match &d.action {
-            Action::Rewrite { scratch, .. } => {
-                let b = &scratch.bytes;
-                Some(String::from_utf8_lossy(&b[..b.iter().position(|&x| x == 0)?]).into())
+            Action::Local(local) => {
+                Some(String::from_utf8_lossy(&local.paths.first()?.physical).into())
             }
             _ => None,
         }

@@ -71,6 +71,8 @@ pub fn answer(
             CONTINUE
         }
         Action::Fail(e) => super::failed(sys, d.logical.as_deref(), e),
-        Action::Rewrite { .. } | Action::Emulate { .. } | Action::Remote(_) => back(),
+        Action::Local(_) | Action::Rewrite { .. } | Action::Emulate { .. } | Action::Remote(_) => {
+            back()
+        }
     }
 }

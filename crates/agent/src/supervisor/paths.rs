@@ -5,12 +5,11 @@
 //! [`super::attrs`], [`super::change`]), or let through (`CONTINUE`).
 
 use super::{
-    attrs, caller_fs, change, direct, emulated, failed, lookup, open, Notification, Reply, Shared,
-    Trapped, CONTINUE,
+    attrs, caller_fs, change, direct, emulated, failed, lookup, open, Reply, Trapped, CONTINUE,
 };
 use crate::arch::Regs;
 use crate::call::Call;
-use crate::decision::{Action, Arg, Decision};
+use crate::decision::{Action, Decision};
 use crate::handlers::{self, Ctx};
 use crate::memory;
 use crate::syscalls::{Kind, PathArg, Performed};
@@ -21,60 +20,43 @@ use std::sync::atomic::Ordering;
 pub(super) fn perform(c: &Trapped<'_>) -> Reply {
     let t = c.trap;
     let (shared, tid, n) = (t.shared, t.tid, t.n);
-    let (sys, kind, call) = (c.entry.sys, c.entry.kind, c.call);
+    let (sys, kind) = (c.entry.sys, c.entry.kind);
     let performed = c.entry.notified.map(|n| n.performed);
-    let regs = t.regs.clone();
-    let paths = read_paths(tid, &regs, &kind);
+    let paths = read_paths(tid, &t.regs, &kind);
     let mut decision = decide(c, &paths);
     let copy = matches!(decision.action, Action::Remote(_));
-    let (decision, regs) = match std::mem::replace(&mut decision.action, Action::Pass) {
-        Action::Remote(remote) => {
-            if n.ensure_waiting().is_err() {
-                return Reply::Answered;
-            }
-            if let (Some(vfds), Some(Performed::Open)) = (&shared.vfds, performed) {
-                let logical = decision.logical.as_deref().unwrap_or_default();
-                if let Some(r) = direct::open(vfds, &remote, tid, logical, n) {
-                    return r;
-                }
-            }
-            make_remote(shared, &remote, tid, regs, decision)
+    if let Action::Remote(remote) = take_remote(&mut decision) {
+        if n.ensure_waiting().is_err() {
+            return Reply::Answered;
         }
-        action => {
-            decision.action = action;
-            (decision, regs)
+        if let (Some(vfds), Some(Performed::Open)) = (&shared.vfds, performed) {
+            let logical = decision.logical.as_deref().unwrap_or_default();
+            if let Some(r) = direct::open(vfds, &remote, tid, logical, n) {
+                return r;
+            }
         }
-    };
+        crate::remote::make_decided(&mut decision, &remote, tid, &shared.ns);
+    }
     let other_identity = shared.credentials_changed.load(Ordering::Relaxed);
-    let physical = match (&decision.action, &decision.physical) {
-        (Action::Rewrite { .. }, Some(p)) => Some(p.clone()),
-        _ => None,
-    };
     // A change on a mapped path is made here, and so is one that may relink names even
     // when it passes (the cache is cleared after it, never between verdict and change).
     let made_here = match decision.action {
         Action::Pass => matches!(kind, Kind::Path { mutates: true, .. }),
-        Action::Rewrite { .. } => performed == Some(Performed::Change),
+        Action::Local(_) => performed == Some(Performed::Change),
         _ => false,
     };
     if made_here {
-        return make_change(
-            shared,
-            (call, &kind),
-            (&regs, tid),
-            &paths,
-            decision,
-            n,
-            other_identity,
-        );
+        return make_change(c, &paths, decision, other_identity);
     }
     match decision.action {
         Action::Pass => CONTINUE,
         Action::Remote(_) => unreachable!("remote calls are made above"),
+        // Only a ptrace stop rewrites a call's memory (an exec's argv, a socket address).
+        Action::Rewrite { .. } => Reply::errno(libc::ENOSYS),
         Action::Fail(e) => failed(sys, decision.logical.as_deref(), e),
         Action::Emulate { ret, writes } => emulated(tid, Some(n), ret, writes),
-        Action::Rewrite { .. } => match physical {
-            Some(p) => perform_locally(c, &p, copy, other_identity),
+        Action::Local(local) => match local.paths.first() {
+            Some(first) => perform_locally(c, &first.physical, copy, other_identity),
             None => Reply::errno(libc::EFAULT),
         },
     }
@@ -102,6 +84,15 @@ fn perform_locally(c: &Trapped<'_>, physical: &[u8], copy: bool, other_identity:
         return Reply::Answered;
     }
     Reply::from(lookup::emulate(&c.call, tid, physical, who.as_ref()))
+}
+
+/// The remote call `decision` holds, taken out of it (`Pass` left in its place); any other
+/// action stays.
+fn take_remote(decision: &mut Decision) -> Action {
+    match decision.action {
+        Action::Remote(_) => std::mem::replace(&mut decision.action, Action::Pass),
+        _ => Action::Pass,
+    }
 }
 
 /// What the handler decides about call `c`, whose path arguments read are `paths`.
@@ -162,55 +153,23 @@ fn read_paths(tid: i32, regs: &Regs, kind: &Kind) -> Vec<(u64, Vec<u8>)> {
         .collect()
 }
 
-/// Makes a call on remote objects (no lock held) and says what is left to do: answer, or
-/// open the local copy with the registers the rewrite gave (an exclusive create was made
-/// by the driver, so the copy is opened without `O_EXCL`).
-fn make_remote(
-    shared: &Shared,
-    call: &crate::decision::RemoteCall,
-    tid: i32,
-    mut regs: Regs,
-    mut decision: Decision,
-) -> (Decision, Regs) {
-    crate::remote::make_decided(&mut decision, call, tid, &shared.ns);
-    if let Action::Rewrite { args, .. } = &decision.action {
-        for (i, a) in args {
-            if let Arg::Value(v) = a {
-                regs.set_arg(*i, *v);
-            }
-        }
-    }
-    (decision, regs)
-}
-
 /// Makes a change here (see [`change`]) and clears the names it touched from the cache.
 fn make_change(
-    shared: &Shared,
-    (call, kind): (Call, &Kind),
-    (regs, tid): (&Regs, i32),
+    c: &Trapped<'_>,
     read: &[(u64, Vec<u8>)],
     decision: Decision,
-    n: Notification,
     other_identity: bool,
 ) -> Reply {
-    let Kind::Path { args, .. } = kind else {
+    let Kind::Path { args, .. } = c.entry.kind else {
         unreachable!("changes are path calls")
     };
-    let rewritten: Vec<(usize, &[u8])> = match &decision.action {
-        Action::Rewrite { scratch, args } => args
-            .iter()
-            .filter_map(|(i, a)| match a {
-                Arg::Scratch(off) => {
-                    let s = &scratch.bytes[*off..];
-                    Some((*i, &s[..s.iter().position(|&b| b == 0)?]))
-                }
-                Arg::Value(_) => None,
-            })
-            .collect(),
-        _ => Vec::new(),
+    let (shared, regs, tid, n, call) = (c.trap.shared, &c.trap.regs, c.trap.tid, c.trap.n, c.call);
+    let local = match &decision.action {
+        Action::Local(local) => Some(local),
+        _ => None,
     };
     let given_of = |arg: &PathArg| {
-        if let Some((_, p)) = rewritten.iter().find(|(i, _)| *i == arg.path) {
+        if let Some(p) = local.and_then(|l| l.physical_of(arg.path)) {
             return change::Given::Physical(p);
         }
         let at = regs.arg(arg.path);
