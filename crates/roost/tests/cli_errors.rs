@@ -6,18 +6,13 @@
 //! silent servers, peers that do not speak Chirp, a missing group directory). The real
 //! `roost` binary against real `roost serve` servers on 127.0.0.1.
 
-mod serve_support;
-
-use serve_support::{code, roost_cli, TestServer};
+use roost_testkit::peer::is_root;
+use roost_testkit::serve::{code, roost_cli, roost_through, TestServer};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn is_root() -> bool {
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// The command prefix that runs a program as an unprivileged user, and that user's name:
 /// `setpriv` to nobody as root; nothing (this user) otherwise.
@@ -67,15 +62,7 @@ fn roost(args: &[&str]) -> Output {
 /// Runs `roost serve DIR ARGS` through `wrapper`, expecting it to refuse to start: its exit
 /// code and standard error. A server that starts instead is stopped and the test fails.
 fn serve_refuses(wrapper: &[&str], dir: &Path, args: &[&str]) -> (i32, String) {
-    let roost = env!("CARGO_BIN_EXE_roost");
-    let mut command = match wrapper.split_first() {
-        Some((program, rest)) => {
-            let mut c = Command::new(program);
-            c.args(rest).arg(roost);
-            c
-        }
-        None => Command::new(roost),
-    };
+    let mut command = roost_through(wrapper);
     let ledger = tempfile::tempdir().unwrap();
     chmod(ledger.path(), 0o777);
     let mut child = command

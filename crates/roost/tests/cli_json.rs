@@ -3,10 +3,8 @@
 //! seconds, and what they say is what the real export holds (compared with the local
 //! directory a real `roost serve` on 127.0.0.1 exports, as this process sees it).
 
-mod serve_support;
-
 use roost_catalog::json::{self, Value};
-use serve_support::{cli_ok, TestServer};
+use roost_testkit::serve::{cli_ok, TestServer};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 

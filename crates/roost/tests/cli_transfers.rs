@@ -4,9 +4,7 @@
 //! `roost pcp` ends with a summary. The real `roost` binary against real `roost serve`
 //! servers on 127.0.0.1.
 
-mod serve_support;
-
-use serve_support::TestServer;
+use roost_testkit::serve::TestServer;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

@@ -5,25 +5,22 @@
 //!
 //! Needs root and `ip` (iproute2); as another user the test says so and does nothing.
 
-mod group_support;
-mod netns_support;
-mod serve_support;
-
-use group_support::{alice_options, USER};
-use netns_support::{can_make_namespaces, ip, Hosts};
 use roost_client::ChirpUrl;
 use roost_group::api::{gopen_members, GroupData, GroupOptions, MemberSpec, O_BESTEFFORT};
+use roost_testkit::group::{alice_options, USER};
+use roost_testkit::netns::{ip, Hosts};
+use roost_testkit::peer;
 use std::time::{Duration, Instant};
 
 #[test]
 fn groups_span_hosts_in_network_namespaces() {
-    if !can_make_namespaces("group_netns") {
+    if !peer::namespaces() {
         return;
     }
     let mut hosts = Hosts::create(4, 0);
     let keys = tempfile::tempdir().unwrap();
     let key = keys.path().join("alice.key");
-    serve_support::write_private(&key, &USER.chars().rev().collect::<String>());
+    roost_testkit::serve::write_private(&key, &USER.chars().rev().collect::<String>());
     let exports: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
     for (k, dir) in exports.iter().enumerate() {
         std::fs::write(dir.path().join("log"), format!("boot ok\nhost {k}\n")).unwrap();

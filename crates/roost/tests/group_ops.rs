@@ -2,15 +2,12 @@
 //! each operation with its default aggregation, bound aggregations, gstatus, partial
 //! failure and best effort.
 
-mod group_support;
-mod serve_support;
-
-use group_support::Cluster;
 use roost_group::aggregate::{DataAggr, StatusAggr};
 use roost_group::api::{
     gopen, gopen_members, FileOp, Group, GroupData, GroupError, E_GROUP, O_BESTEFFORT,
 };
 use roost_group::message::Whence;
+use roost_testkit::group::Cluster;
 use roost_wire::ErrorCode;
 
 fn content(i: usize) -> Vec<u8> {

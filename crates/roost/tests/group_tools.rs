@@ -1,12 +1,7 @@
 //! `roost pgrep` and `roost pcp` against real servers, flat and through relay trees; with
 //! `--catalog`, members on servers the catalog shows down skipped at once.
 
-mod group_support;
-mod pool_support;
-mod run_support;
-mod serve_support;
-
-use group_support::Cluster;
+use roost_testkit::group::Cluster;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -372,8 +367,12 @@ fn ptop_groups_processes_across_hosts_by_command() {
 #[test]
 fn ptop_reads_a_real_proc_served_by_roost() {
     let keys = tempfile::tempdir().unwrap();
-    let mut args = serve_support::TestServer::with_keys(keys.path(), &[group_support::USER]);
-    args.extend(["--acl".into(), format!("hmac:{}=rl", group_support::USER)]);
+    let mut args =
+        roost_testkit::serve::TestServer::with_keys(keys.path(), &[roost_testkit::group::USER]);
+    args.extend([
+        "--acl".into(),
+        format!("hmac:{}=rl", roost_testkit::group::USER),
+    ]);
     let mut server = Command::new(env!("CARGO_BIN_EXE_roost"))
         .args(["serve", "/proc", "--listen", "127.0.0.1", "--port", "0"])
         .args(&args)
@@ -392,7 +391,7 @@ fn ptop_reads_a_real_proc_served_by_roost() {
     std::fs::write(&hosts, format!("127.0.0.1:{port}\n")).unwrap();
     let key = format!(
         "{}={}",
-        group_support::USER,
+        roost_testkit::group::USER,
         keys.path().join("alice.key").display()
     );
     let out = roost(&[
@@ -423,7 +422,7 @@ fn ptop_reads_a_real_proc_served_by_roost() {
 
 #[test]
 fn with_a_catalog_members_on_down_servers_are_skipped_at_once_and_never_relay() {
-    let (_catalog, port) = pool_support::start_catalog(&["--down-after", "1.5"]);
+    let (_catalog, port) = roost_testkit::pool::start_catalog(&["--down-after", "1.5"]);
     let catalog = format!("127.0.0.1:{port}");
     let c = Cluster::reporting(5, "rwl", port);
     c.write_files("/services", services);
@@ -432,13 +431,13 @@ fn with_a_catalog_members_on_down_servers_are_skipped_at_once_and_never_relay() 
         let servers = roost_catalog::servers::Servers::new(&records);
         servers.find(&c.authority(i)).map(|s| s.up)
     };
-    pool_support::wait_for("every server up", Duration::from_secs(10), || {
+    roost_testkit::pool::wait_for("every server up", Duration::from_secs(10), || {
         (0..5).all(|i| state(i) == Some(true))
     });
     // node4's server hangs: the kernel still takes connections, nothing answers them.
     let hung = 3;
     unsafe { libc::kill(c.servers[hung].pid() as i32, libc::SIGSTOP) };
-    pool_support::wait_for("the hung server down", Duration::from_secs(10), || {
+    roost_testkit::pool::wait_for("the hung server down", Duration::from_secs(10), || {
         state(hung) == Some(false)
     });
     let key = c.key_arg();

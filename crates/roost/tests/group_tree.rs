@@ -2,16 +2,13 @@
 //! the flat client's results; dead and stopped relays fail only their subtree, within the
 //! wave timeout; leaves apply the user's ACLs, never the relay's.
 
-mod group_support;
-mod serve_support;
-
-use group_support::{address_options, Cluster};
 use roost_group::aggregate::{DataAggr, StatusAggr};
 use roost_group::api::{
     gopen_members, FileOp, Group, GroupData, GroupError, GroupOptions, Outcome,
 };
 use roost_group::lines::{LineSpec, Pattern};
 use roost_group::message::Whence;
+use roost_testkit::group::{address_options, Cluster};
 use roost_wire::ErrorCode;
 use std::time::{Duration, Instant};
 

@@ -3,16 +3,12 @@
 //! measured), a ledger through `kill -9`, a torn record and a corrupt one, and `roost
 //! accounting` over three servers against hand-computed balances.
 
-mod pool_support;
-mod run_support;
-mod serve_support;
-
-use pool_support::{catalog_records, hmac_client, key_file, keys, start_catalog, wait_for};
 use roost_catalog::json::{self, Value};
 use roost_client::{Client, OpenFlags};
 use roost_server::accounting::ledger;
 use roost_server::accounting::record::Kind;
-use run_support::{announced, roost, Proc};
+use roost_testkit::pool::{catalog_records, hmac_client, key_file, keys, start_catalog, wait_for};
+use roost_testkit::run::{announced, roost, Proc};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};

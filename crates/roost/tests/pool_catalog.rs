@@ -3,18 +3,14 @@
 //! signed reports against forged, replayed and altered ones, and what `roost pool run` makes
 //! of them.
 
-mod bag_support;
-mod pool_support;
-mod run_support;
-mod serve_support;
-
-use bag_support::{array, bag, done_by_host, report, succeeded, JobServer};
-use pool_support::{catalog_key, catalog_records, start_catalog, wait_for};
 use roost_catalog::json::{self, Value};
 use roost_catalog::keys::Key;
-use run_support::{
-    announced, cctools_chirp_server, give_to_nobody, have, is_root, read_port_file, roost,
-    start_announcing, Proc,
+use roost_testkit::bag::{array, bag, done_by_host, report, succeeded};
+use roost_testkit::jobs::JobServer;
+use roost_testkit::peer;
+use roost_testkit::pool::{catalog_key, catalog_records, start_catalog, wait_for};
+use roost_testkit::run::{
+    announced, cctools_chirp_server, give_to_nobody, read_port_file, roost, start_announcing, Proc,
 };
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
@@ -265,8 +261,10 @@ fn malformed_updates_and_queries_never_crash_the_catalog() {
 /// chirp_status lists the pool from it.
 #[test]
 fn cctools_chirp_server_and_chirp_status_work_with_roost_catalog() {
-    if !is_root() || !have("chirp_server") || !have("chirp_status") {
-        eprintln!("skipped: needs root (chirp_server drops to nobody) and coop-computing-tools");
+    let here = peer::root("chirp_server drops to nobody")
+        && peer::program("chirp_server", peer::CCTOOLS)
+        && peer::program("chirp_status", peer::CCTOOLS);
+    if !here {
         return;
     }
     let (_catalog, cport) = start_catalog(&[]);
@@ -335,8 +333,7 @@ fn cctools_chirp_server_and_chirp_status_work_with_roost_catalog() {
 /// signed (`--catalog-key`) are ordinary reports to cctools, with members more.
 #[test]
 fn roost_serve_reports_to_cctools_catalog_server() {
-    if !have("catalog_server") {
-        eprintln!("skipped: no catalog_server (coop-computing-tools)");
+    if !peer::program("catalog_server", peer::CCTOOLS) {
         return;
     }
     let scratch = tempfile::tempdir().unwrap();
@@ -428,7 +425,7 @@ fn forged_replayed_and_altered_reports_get_no_tasks_and_change_no_record() {
 
     // The forger's own job server, which does not report; the forger reports it, unsigned,
     // claiming 64 CPUs, and claiming to be verified too.
-    let fake = JobServer::start(&[]);
+    let fake = JobServer::one_at_a_time(&[]);
     let forger = UdpSocket::bind("127.0.0.1:0").unwrap();
     let forged = |port: u16| {
         format!(
@@ -468,7 +465,7 @@ fn forged_replayed_and_altered_reports_get_no_tasks_and_change_no_record() {
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let caught_at = format!("127.0.0.1:{}", catcher.local_addr().unwrap().port());
-    let real = JobServer::start(&[
+    let real = JobServer::one_at_a_time(&[
         "--catalog",
         &catalog,
         "--catalog",

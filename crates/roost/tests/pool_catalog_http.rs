@@ -2,18 +2,13 @@
 //! in front of `roost catalog`, which re-chunks the answer (`Transfer-Encoding: chunked`),
 //! the same servers are listed as from the catalog itself.
 
-mod pool_support;
-mod run_support;
-mod serve_support;
-mod web_support;
-
-use pool_support::{start_catalog, wait_for};
 use roost_catalog::json::{self, Value};
-use run_support::{roost, start_announcing};
+use roost_testkit::pool::{start_catalog, wait_for};
+use roost_testkit::run::{roost, start_announcing};
+use roost_testkit::web::Web;
 use std::io::{Read, Write};
 use std::process::Stdio;
 use std::time::Duration;
-use web_support::Web;
 
 /// `roost status --json --all` against `catalog` (HOST:PORT), as parsed records.
 fn listed(catalog: &str) -> Result<Vec<Value>, String> {

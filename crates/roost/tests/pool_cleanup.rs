@@ -4,14 +4,9 @@
 //! on, and waits as long as a job runs whatever its `--timeout`; a server restarted after a
 //! run was killed outright reaps the run's job records and directory after `--reap-after`.
 
-mod bag_support;
-mod pool_support;
-mod run_support;
-mod serve_support;
-
-use bag_support::JobServer;
-use pool_support::wait_for;
-use run_support::{announced, processes_with, roost};
+use roost_testkit::jobs::JobServer;
+use roost_testkit::pool::wait_for;
+use roost_testkit::run::{announced, processes_with, roost};
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -79,7 +74,7 @@ fn exits_within(mut child: Child, most: Duration) -> std::process::Output {
 
 #[test]
 fn a_pool_run_stopped_by_sigterm_or_sigint_kills_its_jobs_and_removes_its_files() {
-    let servers = [JobServer::start(&[]), JobServer::start(&[])];
+    let servers = [JobServer::one_at_a_time(&[]), JobServer::one_at_a_time(&[])];
     let ports: Vec<u16> = servers.iter().map(|s| s.server.port).collect();
     for (signal, code, marker) in [
         (libc::SIGTERM, 143, "301.25"),
@@ -127,7 +122,7 @@ fn a_pool_run_stopped_by_sigterm_or_sigint_kills_its_jobs_and_removes_its_files(
 
 #[test]
 fn roost_job_run_waits_past_its_timeout_and_kills_the_job_it_is_stopped_on() {
-    let s = JobServer::start(&[]);
+    let s = JobServer::one_at_a_time(&[]);
     let work = tempfile::tempdir().unwrap();
     let description = |script: &str| {
         let file = work.path().join("job.json");
@@ -196,7 +191,7 @@ fn roost_job_run_waits_past_its_timeout_and_kills_the_job_it_is_stopped_on() {
 
 /// A `roost serve --jobs` on 127.0.0.1 over `export` and `root/jobs`, its log in
 /// `root/serve.log`.
-fn start_server(export: &Path, root: &Path, extra: &[&str]) -> (run_support::Proc, u16) {
+fn start_server(export: &Path, root: &Path, extra: &[&str]) -> (roost_testkit::run::Proc, u16) {
     let mut cmd = roost();
     cmd.arg("serve")
         .arg(export)

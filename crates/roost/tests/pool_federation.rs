@@ -2,9 +2,7 @@
 //! with `roost ln -s`, followed by the client commands and by `roost run`, across two real
 //! `roost serve` processes on 127.0.0.1.
 
-mod serve_support;
-
-use serve_support::{cli_fails, cli_ok, TestServer};
+use roost_testkit::serve::{cli_fails, cli_ok, TestServer};
 use std::fs;
 use std::process::Command;
 

@@ -4,33 +4,20 @@
 //! address ACL granted to the host); leaving processes behind; and one subject filling the
 //! server with jobs. See docs/security.md, "Guest jobs".
 
-mod job_support;
-mod run_support;
-mod serve_support;
-
-use job_support::{
+use roost_client::ErrorCode;
+use roost_testkit::jobs::{
     eventually, field, job_root, run_job, shell_job, text_of, wait_ended, JobServer,
 };
-use roost_client::ErrorCode;
-use run_support::{is_root, processes_with};
-use serve_support::TestServer;
+use roost_testkit::peer;
+use roost_testkit::run::{give_to_nobody, processes_with};
+use roost_testkit::serve::TestServer;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-fn chown_nobody(path: &Path) {
-    let st = Command::new("chown")
-        .args(["-R", "nobody:nogroup"])
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(st.success());
 }
 
 /// The standard output a job left in the export at `/stdout.N`, for job N.
@@ -97,7 +84,7 @@ fn check_reads(s: &JobServer, home_key: &Path, server_key: &Path, owner_of_files
         std::fs::write(&path, text).unwrap();
         chmod(&path, 0o644);
         if owner_of_files.is_some() {
-            chown_nobody(&path);
+            give_to_nobody(&path);
         }
     }
     let mut runner = s.hmac("runner");
@@ -184,8 +171,7 @@ const ROOT_KINDS: [&[&str]; 4] = [
 /// file others may read (the files here are all mode 0644, as most are).
 #[test]
 fn a_job_reads_only_its_sandbox_its_inputs_and_system_files() {
-    if !is_root() {
-        eprintln!("skipped: the attack needs a server run as root (see the unprivileged test)");
+    if !peer::root("the attack needs a server run as root; see the unprivileged test") {
         return;
     }
     for kind in ROOT_KINDS {
@@ -218,8 +204,7 @@ fn a_job_reads_only_its_sandbox_its_inputs_and_system_files() {
 /// with user namespaces (this host allows them) and without.
 #[test]
 fn an_unprivileged_server_s_jobs_read_only_what_they_should() {
-    if !is_root() || !run_support::have("setpriv") {
-        eprintln!("skipped: needs root and setpriv to run the server as nobody");
+    if !(peer::root("to run the server as nobody") && peer::program("setpriv", "util-linux")) {
         return;
     }
     for kind in [&[][..], &["--job-namespaces", "none"]] {
@@ -227,16 +212,16 @@ fn an_unprivileged_server_s_jobs_read_only_what_they_should() {
         let mut extra = TestServer::with_keys(keys.path(), &["runner"]);
         let server_key = keys.path().join("runner.key");
         chmod(&server_key, 0o600);
-        chown_nobody(keys.path());
+        give_to_nobody(keys.path());
         extra.extend(["--acl".to_string(), "hmac:runner=rwlx".into()]);
         extra.extend(kind.iter().map(|s| s.to_string()));
         let (home, home_key) = fake_home(false);
-        chown_nobody(home.path());
+        give_to_nobody(home.path());
         let home_text = home.path().display().to_string();
         let root = job_root();
-        chown_nobody(root.path());
+        give_to_nobody(root.path());
         let export = tempfile::tempdir().unwrap();
-        chown_nobody(export.path());
+        give_to_nobody(export.path());
         let refs: Vec<&str> = extra.iter().map(String::as_str).collect();
         let s = JobServer::launch(
             root,
@@ -317,7 +302,7 @@ print $x ? "unix connected\n" : "unix refused: $!\n";
 
 /// The kinds of namespaces this test process may ask its servers for.
 fn kinds() -> Vec<&'static [&'static str]> {
-    if is_root() {
+    if peer::root("the namespaces only a root server gives jobs") {
         ROOT_KINDS.to_vec()
     } else {
         vec![&[], &["--job-namespaces", "none"]]
@@ -427,7 +412,7 @@ fn processes_a_job_leaves_behind_end_with_it_and_with_a_kill() {
 #[test]
 fn a_job_is_held_to_its_process_and_memory_caps() {
     let mut kinds: Vec<&[&str]> = vec![&[]];
-    if is_root() {
+    if peer::root("jobs in namespaces and uids of their own") {
         kinds.push(&["--job-namespaces", "root", "--job-uids", "200000-200009"]);
     }
     for kind in kinds {
@@ -470,8 +455,7 @@ fn a_job_is_held_to_its_process_and_memory_caps() {
 /// Each job running at once under `--job-uids` has a uid of its own, from the range.
 #[test]
 fn jobs_running_at_once_have_uids_of_their_own() {
-    if !is_root() {
-        eprintln!("skipped: only a root server gives jobs uids");
+    if !peer::root("only a root server gives jobs uids") {
         return;
     }
     let s = JobServer::start(&["--job-uids", "200000-200009"]);
@@ -504,11 +488,11 @@ fn jobs_running_at_once_have_uids_of_their_own() {
 /// A bad `--job-uids` stops the server, saying what is wrong.
 #[test]
 fn uids_that_an_account_has_are_refused() {
-    if !is_root() {
+    if !peer::root("only a root server gives jobs uids") {
         return;
     }
     let root = job_root();
-    let out = run_support::roost()
+    let out = roost_testkit::run::roost()
         .args([
             "serve",
             "/tmp",

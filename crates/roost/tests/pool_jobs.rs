@@ -2,20 +2,17 @@
 //! `roost serve --jobs` driven by roost's client, by `roost job` and by cctools' `chirp`, and
 //! `roost job` driving cctools' own `chirp_server --jobs`.
 
-mod job_support;
-mod run_support;
-mod serve_support;
-
-use job_support::{
-    client, eventually, field, records, shell_job, text_of, wait_ended, whoami, JobServer,
-};
 use roost_catalog::json::Value;
-use roost_client::{Credentials, ErrorCode, HmacKey, Method};
+use roost_client::ErrorCode;
 use roost_group::fuzz_check::Rng;
-use run_support::{
-    cctools_chirp_server, give_to_nobody, have, is_root, processes_with, read_port_file, roost,
+use roost_testkit::jobs::{
+    eventually, field, records, shell_job, text_of, wait_ended, whoami, JobServer,
 };
-use serve_support::TestServer;
+use roost_testkit::peer::{self, is_root};
+use roost_testkit::run::{
+    cctools_chirp_server, give_to_nobody, processes_with, read_port_file, roost,
+};
+use roost_testkit::serve::TestServer;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
@@ -157,14 +154,7 @@ fn jobs_need_x_on_the_root_r_on_inputs_and_w_on_outputs() {
     ]);
     let refs: Vec<&str> = extra.iter().map(String::as_str).collect();
     let s = JobServer::start(&refs);
-    let hmac = |name: &str| {
-        let secret: String = name.chars().rev().collect();
-        client(
-            s.server.port,
-            Credentials::only(&[Method::Hmac])
-                .with_key(HmacKey::new(name, secret.as_bytes()).unwrap()),
-        )
-    };
+    let hmac = |name: &str| s.hmac(name);
     let mut owner = s.client();
     owner.mkdir("/private", 0o755).unwrap();
     owner.setacl("/private", "hmac:runner", "-").unwrap();
@@ -308,8 +298,12 @@ fn a_job_cannot_write_outside_its_sandbox() {
     let landlock = std::fs::read_to_string(&s.server.log)
         .unwrap_or_default()
         .contains("landlock=abi");
-    if !landlock && !is_root() {
-        eprintln!("skipped: no Landlock, and not root: the job runs as this user, unconfined");
+    let confined = peer::needs(
+        landlock || is_root(),
+        "Landlock, nor root (the job would run as this user, unconfined)",
+        "a kernel with Landlock, or run the tests as root, as CI does",
+    );
+    if !confined {
         return;
     }
     let mut c = s.client();
@@ -425,8 +419,7 @@ fn ok_text(out: &Output) -> String {
 /// cctools' `chirp` tool submits, commits, waits for, inspects and reaps a job on roost.
 #[test]
 fn cctools_chirp_client_runs_jobs_on_roost() {
-    if !have("chirp") {
-        eprintln!("skipped: cctools' chirp is not installed");
+    if !peer::program("chirp", peer::CCTOOLS) {
         return;
     }
     let s = JobServer::start(&[]);
@@ -509,8 +502,7 @@ fn roost_job(args: &[&str]) -> Output {
 /// roost's client (`roost job`) runs jobs on cctools' own `chirp_server --jobs`.
 #[test]
 fn roost_job_runs_jobs_on_cctools_chirp_server() {
-    if !have("chirp_server") {
-        eprintln!("skipped: cctools' chirp_server is not installed");
+    if !peer::program("chirp_server", peer::CCTOOLS) {
         return;
     }
     let server = start_cctools();

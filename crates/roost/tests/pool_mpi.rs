@@ -5,11 +5,8 @@
 //! from it and writes its part back, and the ranks exchange a message large enough for Open
 //! MPI's single-copy path between processes. Output and parts must equal a native run's.
 
-mod run_support;
-mod serve_support;
-
-use run_support::*;
-use serve_support::TestServer;
+use roost_testkit::run::*;
+use roost_testkit::serve::TestServer;
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -5,15 +5,11 @@
 //! server restarted by `--supervise` and taking on one that joins; complib's scores against
 //! the scalar reference.
 
-mod bag_support;
-mod netns_support;
-mod pool_support;
-mod run_support;
-mod serve_support;
-
-use bag_support::*;
 use roost_catalog::json::Value;
-use run_support::{roost, start_announcing, Proc};
+use roost_testkit::bag::*;
+use roost_testkit::jobs::JobServer;
+use roost_testkit::peer;
+use roost_testkit::run::{roost, start_announcing, Proc};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -39,7 +35,7 @@ impl Pool {
     fn start_with(extra: &[&[&str]]) -> Pool {
         let count = extra.len();
         let keys = tempfile::tempdir().unwrap();
-        let key = pool_support::catalog_key(keys.path(), "pool");
+        let key = roost_testkit::pool::catalog_key(keys.path(), "pool");
         let mut cmd = roost();
         cmd.args([
             "catalog",
@@ -86,7 +82,7 @@ impl Pool {
             &self.key,
         ];
         args.extend_from_slice(extra);
-        self.servers.push(JobServer::start(&args));
+        self.servers.push(JobServer::one_at_a_time(&args));
     }
 
     /// `roost pool run tasks --json --no-speculate EXTRA...` in `dir`, under way.
@@ -103,7 +99,7 @@ impl Pool {
     /// Waits until server `i` runs (or has run) a task.
     fn wait_busy(&self, i: usize) {
         let sandboxes = self.servers[i].job_root.path().join("jobs/sandboxes");
-        pool_support::wait_for(
+        roost_testkit::pool::wait_for(
             &format!("a task on server {i}"),
             Duration::from_secs(20),
             || std::fs::read_dir(&sandboxes).is_ok_and(|mut d| d.next().is_some()),
@@ -475,7 +471,7 @@ fn a_run_follows_the_catalog_taking_back_a_restarted_server_and_taking_on_a_new_
             .unwrap()
     };
     let victim_port = pool.servers[victim].server.port;
-    let server = pool_support::server_of(pool.servers[victim].server.pid());
+    let server = roost_testkit::pool::server_of(pool.servers[victim].server.pid());
     unsafe { libc::kill(server, libc::SIGKILL) };
     let killed_at = unix_now();
     let reported = reports(victim_port);
@@ -485,7 +481,7 @@ fn a_run_follows_the_catalog_taking_back_a_restarted_server_and_taking_on_a_new_
     pool.wait_busy(joiner);
     // The restarted server reports at once; a few of the run's looks at the catalog later
     // it has been taken back.
-    pool_support::wait_for(
+    roost_testkit::pool::wait_for(
         "the restarted server's report",
         Duration::from_secs(10),
         || reports(victim_port) > reported,
@@ -601,14 +597,14 @@ fn complib_on_the_pool_scores_as_the_scalar_reference() {
 
 #[test]
 fn eight_hosts_in_network_namespaces_and_one_cut_off_mid_run() {
-    if !netns_support::can_make_namespaces("pool_run") {
+    if !peer::namespaces() {
         return;
     }
-    let mut hosts = netns_support::Hosts::create(8, 77);
+    let mut hosts = roost_testkit::netns::Hosts::create(8, 77);
     let outside = hosts.outside();
     // Reports signed in each namespace for its own address, checked by the catalog outside.
     let keys = tempfile::tempdir().unwrap();
-    let key = pool_support::catalog_key(keys.path(), "pool");
+    let key = roost_testkit::pool::catalog_key(keys.path(), "pool");
     let mut cmd = roost();
     cmd.args(["catalog", "--port", "0", "--listen", &outside]);
     cmd.args(["--catalog-key", &key]);
@@ -693,7 +689,7 @@ fn eight_hosts_in_network_namespaces_and_one_cut_off_mid_run() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    netns_support::ip(&["link", "set", &hosts.link(victim), "down"]);
+    roost_testkit::netns::ip(&["link", "set", &hosts.link(victim), "down"]);
     let out = child.wait_with_output().unwrap();
     succeeded(&out);
     check_outputs(work.path(), 24);

@@ -5,15 +5,11 @@
 //! back what roost's own scheduler brings back; failed tasks are submitted again and
 //! reported as the built-in scheduler reports them; Slurm that cannot be used is said so.
 
-mod bag_support;
-mod run_support;
-mod serve_support;
-mod slurm_support;
-
-use bag_support::*;
 use roost_catalog::json::Value;
-use run_support::roost;
-use slurm_support::LocalSlurm;
+use roost_testkit::bag::*;
+use roost_testkit::jobs::JobServer;
+use roost_testkit::run::roost;
+use roost_testkit::slurm::LocalSlurm;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Instant;
@@ -53,7 +49,7 @@ fn leftovers(root: &Path) -> Vec<String> {
 #[test]
 fn a_bag_run_by_slurm_brings_back_what_roosts_own_scheduler_does() {
     let slurm = LocalSlurm::start();
-    let js = JobServer::start(&[]);
+    let js = JobServer::one_at_a_time(&[]);
     let port = js.server.port;
     let n = 8;
 
@@ -136,7 +132,7 @@ fn a_bag_run_by_slurm_brings_back_what_roosts_own_scheduler_does() {
 #[test]
 fn failed_tasks_are_submitted_again_and_reported_and_a_dead_controller_is_named() {
     let mut slurm = LocalSlurm::start();
-    let js = JobServer::start(&[]);
+    let js = JobServer::one_at_a_time(&[]);
     let port = js.server.port;
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
@@ -246,7 +242,7 @@ fn failed_tasks_are_submitted_again_and_reported_and_a_dead_controller_is_named(
 
 #[test]
 fn without_slurms_commands_the_run_says_so_and_options_are_checked() {
-    let js = JobServer::start(&[]);
+    let js = JobServer::one_at_a_time(&[]);
     let work = tempfile::tempdir().unwrap();
     bag(work.path(), 1, "0");
     let server = format!("127.0.0.1:{}", js.server.port);

@@ -4,17 +4,13 @@
 //! run`); a crash loop backs off; SIGTERM stops both; a server that cannot start at all is
 //! not restarted.
 
-mod pool_support;
-mod run_support;
-mod serve_support;
-
-use pool_support::{
-    catalog_records, children, hmac_client, key_file, keys, server_of, start_catalog, wait_for,
-};
 use roost_catalog::json::Value;
 use roost_server::accounting::ledger;
 use roost_server::accounting::record::Kind;
-use run_support::{announced, roost, Proc};
+use roost_testkit::pool::{
+    catalog_records, children, hmac_client, key_file, keys, server_of, start_catalog, wait_for,
+};
+use roost_testkit::run::{announced, roost, Proc};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -3,11 +3,9 @@
 //! Real servers on 127.0.0.1, jobs submitted with `roost job run`; guest CPU is measured from
 //! `/proc` of the job's processes.
 
-mod run_support;
-mod serve_support;
-
-use run_support::{processes_with, roost};
-use serve_support::TestServer;
+use roost_testkit::peer;
+use roost_testkit::run::{processes_with, roost};
+use roost_testkit::serve::TestServer;
 use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -250,13 +248,14 @@ fn the_stop_continue_loop_holds_two_burners_to_the_limit_and_follows_a_change() 
 
 /// Whether this machine has writable cgroup v1 cpu and memory hierarchies (as root).
 fn cgroup1_here() -> bool {
-    let here = unsafe { libc::geteuid() } == 0
-        && std::path::Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists()
+    let mounted = std::path::Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists()
         && std::path::Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists();
-    if !here {
-        eprintln!("skipped: no writable cgroup v1 cpu and memory hierarchies (needs root)");
-    }
-    here
+    peer::root("cgroup v1 groups are root's to make")
+        && peer::needs(
+            mounted,
+            "cgroup v1 cpu and memory hierarchies",
+            "a host that mounts them (systemd.unified_cgroup_hierarchy=0 on the kernel command line)",
+        )
 }
 
 #[test]

@@ -2,8 +2,7 @@
 //! (EBUSY), nor can a directory that holds one, so a program never moves or deletes the
 //! physical data behind a mapping. Each case runs with notifications and with `--no-notify`.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::run::*;
 
 #[test]
 fn mount_points_and_their_parents_are_busy() {

@@ -1,9 +1,7 @@
 //! ACLs of `roost serve`: each right granted and denied, wildcards, inheritance, and the ACL
 //! store kept out of reach of ordinary file RPCs.
 
-mod serve_support;
-
-use serve_support::{code, Raw, TestServer};
+use roost_testkit::serve::{code, Raw, TestServer};
 use std::fs;
 
 /// A server where `admin` holds every right on `/` and `alice` holds `alice_rights`.

@@ -4,9 +4,7 @@
 //! on (it reset the connection before the server read it) is never made, so that a client
 //! retrying it on a new connection cannot have it made twice.
 
-mod serve_support;
-
-use serve_support::{Raw, TestServer};
+use roost_testkit::serve::{Raw, TestServer};
 use std::collections::HashMap;
 use std::time::Duration;
 

@@ -1,8 +1,6 @@
 //! The client commands (`roost ls`, `cat`, `get`, `put`, ...) against a real `roost serve`.
 
-mod serve_support;
-
-use serve_support::{cli_fails, cli_ok, TestServer};
+use roost_testkit::serve::{cli_fails, cli_ok, TestServer};
 use std::fs;
 
 #[test]

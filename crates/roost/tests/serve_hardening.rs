@@ -2,9 +2,7 @@
 //! ACL changes, trees too deep for a thread's stack, memory-filling payloads, borrowed
 //! identities, setuid bits and privileged attributes, FIFOs, and protocol corner cases.
 
-mod serve_support;
-
-use serve_support::{code, Raw, TestServer};
+use roost_testkit::serve::{code, Raw, TestServer};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -181,7 +179,7 @@ fn clients_cannot_set_setuid_bits_or_privileged_attributes() {
 #[test]
 fn whole_file_requests_on_a_fifo_answer_at_once() {
     let server = TestServer::start(ALL);
-    serve_support::mkfifo(&server.root().join("pipe"));
+    roost_testkit::serve::mkfifo(&server.root().join("pipe"));
     let mut c = server.connect();
     for request in [
         "getfile /pipe",

@@ -1,8 +1,6 @@
 //! cctools' own `chirp` client (Debian package coop-computing-tools) against `roost serve`.
 
-mod serve_support;
-
-use serve_support::TestServer;
+use roost_testkit::serve::TestServer;
 use std::fs;
 use std::process::{Command, Output};
 

@@ -2,9 +2,7 @@
 //! socket is still named by its IPv4 address (ACLs, `address:` logins); clients reach a
 //! server by `chirp://[::1]:PORT/`.
 
-mod serve_support;
-
-use serve_support::{cli_ok, serve_as_given};
+use roost_testkit::serve::{cli_ok, serve_as_given};
 use std::process::Child;
 
 /// A `roost serve` with no `--listen`, on a free port; its announced line and the child.

@@ -1,9 +1,7 @@
 //! The export is a jail: `..`, absolute and relative symlinks, chains, `/proc` magic links and
 //! symlinks swapped while a client works never lead outside it.
 
-mod serve_support;
-
-use serve_support::{code, TestServer};
+use roost_testkit::serve::{code, TestServer};
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::sync::atomic::{AtomicBool, Ordering};

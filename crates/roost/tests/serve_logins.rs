@@ -6,9 +6,7 @@
 //! calls change only the calling thread), so its sockets and files are nobody's while the
 //! test, the victim, stays root.
 
-mod serve_support;
-
-use serve_support::{Raw, TestServer};
+use roost_testkit::serve::{Raw, TestServer};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
@@ -164,7 +162,7 @@ fn whoareyou_needs_the_admin_right() {
     let server = TestServer::start(&["--acl", "address:127.0.0.1=rwldp"]);
     let mut c = server.connect();
     let n = c.rpc(&format!("whoareyou 127.0.0.1:{} 100", other.port));
-    assert_eq!(n, serve_support::code(libc::EACCES));
+    assert_eq!(n, roost_testkit::serve::code(libc::EACCES));
     let admin = TestServer::start(&["--acl", "address:127.0.0.1=rwlda"]);
     let mut c = admin.connect();
     let n = c.rpc(&format!("whoareyou 127.0.0.1:{} 100", other.port));

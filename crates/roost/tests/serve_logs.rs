@@ -1,9 +1,7 @@
 //! `roost serve --log-format json`: every line on standard error is one JSON object with the
 //! same fields as the key=value form.
 
-mod serve_support;
-
-use serve_support::{cli_ok, TestServer};
+use roost_testkit::serve::{cli_ok, TestServer};
 
 #[test]
 fn json_log_lines_are_objects_with_the_text_forms_fields() {

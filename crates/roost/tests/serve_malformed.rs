@@ -2,9 +2,7 @@
 //! unknown RPCs, binary garbage, and clients that vanish mid-transfer each get a clear error
 //! (or a closed connection), and the next client is served as usual.
 
-mod serve_support;
-
-use serve_support::{code, Raw, TestServer};
+use roost_testkit::serve::{code, Raw, TestServer};
 use std::io::Write;
 
 const ALL: &[&str] = &["--acl", "address:127.0.0.1=rwldpax"];
@@ -178,7 +176,7 @@ fn connection_limit_and_idle_timeout() {
 #[test]
 fn a_fifo_in_the_export_never_hangs_the_server() {
     let mut server = TestServer::start(ALL);
-    serve_support::mkfifo(&server.root().join("pipe"));
+    roost_testkit::serve::mkfifo(&server.root().join("pipe"));
     let mut c = server.connect();
     let fd = c.rpc("open /pipe r 0");
     assert!(fd >= 0, "a reader may open a FIFO without a writer: {fd}");

@@ -1,9 +1,7 @@
 //! `roost serve --metrics ADDR`: Prometheus text on `GET /metrics`, counting what clients
 //! really did (requests and failures by RPC, file bytes both ways, connections).
 
-mod serve_support;
-
-use serve_support::{cli_fails, cli_ok, TestServer};
+use roost_testkit::serve::{cli_fails, cli_ok, TestServer};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 

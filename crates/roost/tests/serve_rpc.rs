@@ -1,8 +1,7 @@
 //! Every RPC of `roost serve`, spoken byte by byte over a real socket on 127.0.0.1.
 
-mod serve_support;
-
-use serve_support::{code, enc, TestServer};
+use roost_testkit::peer;
+use roost_testkit::serve::{code, enc, TestServer};
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
@@ -270,8 +269,12 @@ fn identity_acls_and_xattrs() {
     assert_eq!(c.rpc("mkdir /m 493"), code(libc::EACCES));
     assert_eq!(c.rpc("setacl / address:127.0.0.1 rwlda"), 0);
     let set = c.rpc_with("setxattr /x user.color 4 0", b"blue");
-    if set == code(libc::EOPNOTSUPP) {
-        eprintln!("file system without user xattrs; skipping the xattr half");
+    let xattrs = peer::needs(
+        set != code(libc::EOPNOTSUPP),
+        "user xattrs on the file system of the temporary directory",
+        "TMPDIR on a file system with user xattrs (ext4, xfs, tmpfs of Linux 6.6 or later)",
+    );
+    if !xattrs {
         return;
     }
     assert_eq!(set, 0);
@@ -342,12 +345,12 @@ fn whoareyou_reports_the_subject_this_server_gets_elsewhere() {
 fn hostname_authentication_is_confirmed_both_ways() {
     // 127.0.0.1 is "localhost" in /etc/hosts, and "localhost" resolves back to 127.0.0.1.
     let server = TestServer::start(&["--acl", "hostname:localhost=rl"]);
-    let mut c = serve_support::Raw::connect(server.port);
+    let mut c = roost_testkit::serve::Raw::connect(server.port);
     assert_eq!(c.auth("hostname").as_deref(), Some("hostname:localhost"));
     assert_eq!(c.rpc("getdir /"), 0);
     c.list();
     let only_unix = TestServer::start(&["--auth", "unix"]);
-    let mut refused = serve_support::Raw::connect(only_unix.port);
+    let mut refused = roost_testkit::serve::Raw::connect(only_unix.port);
     assert_eq!(
         refused.auth("hostname"),
         None,

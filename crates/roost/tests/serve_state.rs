@@ -1,9 +1,7 @@
 //! Where a server keeps its state by default: an explicitly set `XDG_STATE_HOME` wins, even
 //! as root, so test runs (and users who set it) leave nothing in `/var/lib/roost`.
 
-mod serve_support;
-
-use serve_support::serve_as_given;
+use roost_testkit::serve::serve_as_given;
 
 #[test]
 fn the_default_ledger_is_under_an_explicit_xdg_state_home() {

@@ -1,15 +1,12 @@
-//! Test support for the pool: a catalog and its records, hmac keys and clients, waiting,
+//! The pool for the tests: a catalog and its records, hmac key files and clients, waiting,
 //! the server a `roost serve --supervise` runs.
-//! Needs `run_support` (processes that announce where they listen) and `serve_support` (key
-//! files) beside it.
-#![allow(dead_code)]
 
 use roost_catalog::json::{self, Value};
-use roost_client::{Client, Credentials, HmacKey, Method, Options};
+use roost_client::Client;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::run_support::{roost, start_announcing, Proc};
+use crate::run::{roost, start_announcing, Proc};
 
 pub fn start_catalog(extra: &[&str]) -> (Proc, u16) {
     let mut cmd = roost();
@@ -52,9 +49,9 @@ pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) -> 
 }
 
 /// Writes key files for `names` (each secret the name reversed) and returns the `--key
-/// NAME=FILE` arguments: [`TestServer::with_keys`](crate::serve_support::TestServer::with_keys).
+/// NAME=FILE` arguments: [`TestServer::with_keys`](crate::serve::TestServer::with_keys).
 pub fn keys(dir: &Path, names: &[&str]) -> Vec<String> {
-    crate::serve_support::TestServer::with_keys(dir, names)
+    crate::serve::TestServer::with_keys(dir, names)
 }
 
 pub fn key_file(dir: &Path, name: &str) -> std::path::PathBuf {
@@ -63,13 +60,7 @@ pub fn key_file(dir: &Path, name: &str) -> std::path::PathBuf {
 
 /// A client of the server on `port` logged in with the hmac key `name`.
 pub fn hmac_client(port: u16, name: &str) -> Client {
-    let secret: String = name.chars().rev().collect();
-    let options = Options {
-        credentials: Credentials::only(&[Method::Hmac])
-            .with_key(HmacKey::new(name, secret.as_bytes()).unwrap()),
-        ..Options::default()
-    };
-    Client::connect(&format!("127.0.0.1:{port}"), &options).expect("connect")
+    crate::serve::client(port, crate::serve::hmac_credentials(name))
 }
 
 /// The processes whose parent is `parent`.

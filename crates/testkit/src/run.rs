@@ -1,7 +1,6 @@
-//! Shared helpers of the `roost run` integration tests (and of others that want the same):
-//! the real `roost` binary, scratch trees that remove themselves, C test programs compiled
-//! with gcc at test time, and whether the tests run as root and which programs they have.
-#![allow(dead_code)]
+//! Helpers of the `roost run` tests (and of others that want the same): the real `roost`
+//! binary, scratch trees that remove themselves, C test programs compiled with gcc at test
+//! time, processes that announce where they listen.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -52,7 +51,7 @@ pub fn cctools_chirp_server(export: &Path, state: &Path, port_file: &Path) -> Co
 
 /// The `roost` binary under test.
 pub fn roost() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_roost"))
+    Command::new(crate::roost_bin())
 }
 
 /// A temporary directory, removed on drop.
@@ -103,7 +102,8 @@ impl Drop for Tree {
     }
 }
 
-/// Compiles a C file of `run_support/` once per test process; returns the binary.
+/// Compiles a C file of crates/roost/tests/run_support/ once per test process; returns the
+/// binary.
 pub fn compiled(name: &str) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     let dir = DIR.get_or_init(|| {
@@ -115,7 +115,7 @@ pub fn compiled(name: &str) -> PathBuf {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _g = LOCK.lock().unwrap();
     if !out.exists() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/run_support/{name}.c"));
+        let src = crate::tests_dir().join(format!("run_support/{name}.c"));
         let st = Command::new("gcc")
             .args(["-O1", "-Wall", "-pthread", "-o"])
             .arg(&out)
@@ -154,6 +154,11 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Standard output and then standard error.
+pub fn text(o: &Output) -> String {
+    stdout(o) + &stderr(o)
+}
+
 /// Runs `ARGV` under roost (inside `timeout 20`) with the tree at /m, with notifications and
 /// with `--no-notify`; both must give the same output and exit code, which are returned.
 pub fn run_both(t: &Tree, argv: &[&str]) -> (String, i32) {
@@ -185,13 +190,6 @@ pub fn sh_both(t: &Tree, script: &str) -> (String, i32) {
     run_both(t, &["sh", "-c", script])
 }
 
-/// Whether the tests run as root (CI does): only root can hand its tracees another
-/// identity or chroot them, so tests of those print why they check nothing otherwise.
-pub fn is_root() -> bool {
-    // SAFETY: a plain id query.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// `python3 -c PROGRAM` left free to write bytecode, whatever `PYTHONDONTWRITEBYTECODE`
 /// the tests inherit.
 pub fn python3_writing_bytecode(program: &str) -> [&str; 6] {
@@ -205,21 +203,11 @@ pub fn python3_writing_bytecode(program: &str) -> [&str; 6] {
     ]
 }
 
-/// Whether `program` is on the PATH (tests of other implementations, cctools' above all,
-/// print why they check nothing without them).
-pub fn have(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// `chown -R nobody PATH`, for a server that runs as nobody (cctools' `chirp_server -i
-/// nobody` when the tests run as root).
+/// `chown -R nobody:nogroup PATH`, for a server that runs as nobody (cctools' `chirp_server
+/// -i nobody`, `roost serve` under `setpriv`, when the tests run as root).
 pub fn give_to_nobody(path: &Path) {
     let st = Command::new("chown")
-        .args(["-R", "nobody"])
+        .args(["-R", "nobody:nogroup"])
         .arg(path)
         .status()
         .unwrap();
@@ -242,15 +230,16 @@ pub fn read_port_file(path: &Path) -> u16 {
     }
 }
 
-/// The zlib sources bundled in the libz-sys crate (a dev-dependency for this reason): a
-/// real C project with no build system of its own, so `run_support/zlib.mk` builds it.
+/// The zlib sources bundled in the libz-sys crate (a dev-dependency of roost for this
+/// reason): a real C project with no build system of its own, so `run_support/zlib.mk`
+/// builds it.
 ///
 /// Cargo is asked for this platform's packages only: a cargo home that has built roost holds
 /// exactly those, while an unfiltered `cargo metadata --offline` wants every platform's
 /// (Windows crates included) and fails on a machine whose cache never saw them.
 pub fn zlib_sources() -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    let workspace = crate::tests_dir().join("../../../Cargo.toml");
     let out = Command::new(cargo)
         .args(["metadata", "--offline", "--format-version", "1"])
         .args(["--filter-platform", &host_triple()])

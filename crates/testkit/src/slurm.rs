@@ -3,7 +3,6 @@
 //! slurmd in the foreground, all of it (configuration, state, spool, logs) in a temporary
 //! directory, on ports of their own, reached through `SLURM_CONF`. Dropping it cancels its
 //! jobs and stops the daemons, a panicking test included.
-#![allow(dead_code)]
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -11,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::run_support::free_port;
+use crate::run::free_port;
 
 pub struct LocalSlurm {
     dir: tempfile::TempDir,

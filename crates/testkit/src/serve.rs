@@ -1,6 +1,5 @@
-//! Test support for `roost serve`: start the real binary on an ephemeral port and talk the
-//! Chirp protocol to it byte by byte.
-#![allow(dead_code)]
+//! `roost serve` for the tests: the real binary started on an ephemeral port of 127.0.0.1,
+//! and the Chirp protocol talked to it byte by byte.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -40,16 +39,7 @@ impl TestServer {
         // The ledger beside the log, not in the state directory, unless the test names one.
         let ledger = dir.path().with_extension("ledger");
         let own_ledger = !args.contains(&"--ledger");
-        let roost = env!("CARGO_BIN_EXE_roost");
-        let mut command = match wrapper.split_first() {
-            Some((program, rest)) => {
-                let mut c = Command::new(program);
-                c.args(rest).arg(roost);
-                c
-            }
-            None => Command::new(roost),
-        };
-        let mut child = command
+        let mut child = roost_through(wrapper)
             .envs(envs.iter().copied())
             .arg("serve")
             .arg(dir.path())
@@ -133,10 +123,23 @@ impl Drop for TestServer {
     }
 }
 
+/// The `roost` binary run by `wrapper`, a command and its arguments that runs the rest
+/// (such as `setpriv --reuid=65534 ...`; empty: none).
+pub fn roost_through(wrapper: &[&str]) -> Command {
+    match wrapper.split_first() {
+        Some((program, rest)) => {
+            let mut c = Command::new(program);
+            c.args(rest).arg(crate::roost_bin());
+            c
+        }
+        None => Command::new(crate::roost_bin()),
+    }
+}
+
 /// `roost serve DIR ARGS` exactly as given (no `--listen` or ledger added), with `envs`
 /// in its environment: the child and its first line (where it listens).
 pub fn serve_as_given(dir: &Path, args: &[&str], envs: &[(&str, &Path)]) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_roost"))
+    let mut child = Command::new(crate::roost_bin())
         .arg("serve")
         .arg(dir)
         .args(args)
@@ -150,6 +153,23 @@ pub fn serve_as_given(dir: &Path, args: &[&str], envs: &[(&str, &Path)]) -> (Chi
         .read_line(&mut line)
         .expect("first line");
     (child, line)
+}
+
+/// Client credentials of the hmac key `name` only, its secret the name reversed (as
+/// [`TestServer::with_keys`] gives it to servers).
+pub fn hmac_credentials(name: &str) -> roost_client::Credentials {
+    use roost_client::{Credentials, HmacKey, Method};
+    let secret: String = name.chars().rev().collect();
+    Credentials::only(&[Method::Hmac]).with_key(HmacKey::new(name, secret.as_bytes()).unwrap())
+}
+
+/// A client of the server on 127.0.0.1:`port` with `credentials`.
+pub fn client(port: u16, credentials: roost_client::Credentials) -> roost_client::Client {
+    let options = roost_client::Options {
+        credentials,
+        ..roost_client::Options::default()
+    };
+    roost_client::Client::connect(&format!("127.0.0.1:{port}"), &options).expect("connect")
 }
 
 /// Writes a key file only its owner may read, as `--key` requires.
@@ -352,7 +372,7 @@ pub fn code(errno: i32) -> i64 {
 
 /// Runs the `roost` binary with `args`.
 pub fn roost_cli(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_roost"))
+    Command::new(crate::roost_bin())
         .args(args)
         .output()
         .expect("run roost")

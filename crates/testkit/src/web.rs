@@ -2,9 +2,9 @@
 //! `run_http_prefetch.rs`): web servers on 127.0.0.1 (`python3 -m http.server`, nginx as a
 //! server, over TLS, or as a caching proxy) with their access logs, and a served tree with
 //! a private cache to run `roost index` and `roost run` on.
-#![allow(dead_code)]
 
-use crate::run_support::*;
+use crate::peer::is_root;
+use crate::run::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -170,13 +170,19 @@ pub struct Site {
     pub env: Vec<(String, String)>,
 }
 
-impl Site {
-    pub fn new() -> Site {
+impl Default for Site {
+    fn default() -> Site {
         Site {
             served: tempfile::tempdir().unwrap(),
             cache: tempfile::tempdir().unwrap(),
             env: Vec::new(),
         }
+    }
+}
+
+impl Site {
+    pub fn new() -> Site {
+        Site::default()
     }
 
     pub fn root(&self) -> &Path {
@@ -298,10 +304,6 @@ pub const PROXY_VARIABLES: [&str; 6] = [
     "no_proxy",
     "NO_PROXY",
 ];
-
-pub fn text(o: &Output) -> String {
-    stdout(o) + &stderr(o)
-}
 
 /// Replaces the content of `path` with `data` and gives it back its modification time: a
 /// change only the hash can tell (with `data` of the same size).

@@ -1,7 +1,7 @@
 //! Hosts in network namespaces for the tests that need several machines: each host a
 //! namespace with its own address, all joined by one bridge that holds the address of the
-//! world outside (where the test and its client run). Needs root and `ip` (iproute2).
-#![allow(dead_code)]
+//! world outside (where the test and its client run). Needs root and `ip` (iproute2): a test
+//! asks [`peer::namespaces`](crate::peer::namespaces) first.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -9,15 +9,6 @@ use std::process::{Child, Command, Stdio};
 pub fn ip(args: &[&str]) {
     let status = Command::new("ip").args(args).status().expect("run ip");
     assert!(status.success(), "ip {}", args.join(" "));
-}
-
-/// True when the test may make namespaces (it runs as root); else it says why it skips.
-pub fn can_make_namespaces(test: &str) -> bool {
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        eprintln!("{test}: skipped, network namespaces need root");
-    }
-    root
 }
 
 /// Namespaces `roost-TAG-K` with veth links `rgTAGhK` on bridge `rgTAGb`, addresses
@@ -98,7 +89,8 @@ impl Hosts {
     /// say where it listens.
     pub fn start_roost(&mut self, k: usize, args: &[String]) {
         let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.ns(k), env!("CARGO_BIN_EXE_roost")])
+            .args(["netns", "exec", &self.ns(k)])
+            .arg(crate::roost_bin())
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

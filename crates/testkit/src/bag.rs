@@ -1,40 +1,12 @@
 //! A bag of tasks for `roost pool run` tests (inputs, a staged program, a task file, the
 //! outputs it must make) and readers of the run's JSON report; shared by the built-in
-//! scheduler's tests and the Slurm ones; servers that run jobs. Needs `serve_support` beside
-//! it.
-#![allow(dead_code)]
+//! scheduler's tests and the Slurm ones (their servers: [`JobServer::one_at_a_time`]).
+//!
+//! [`JobServer::one_at_a_time`]: crate::jobs::JobServer::one_at_a_time
 
-use crate::serve_support::TestServer;
 use roost_catalog::json::{self, Value};
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Output;
-
-/// A job server with its job directory where the jobs' user can reach it.
-pub struct JobServer {
-    pub server: TestServer,
-    pub job_root: tempfile::TempDir,
-}
-
-impl JobServer {
-    /// A `roost serve --jobs` on 127.0.0.1 that lets 127.0.0.1 do anything, with `extra`
-    /// options.
-    pub fn start(extra: &[&str]) -> JobServer {
-        let job_root = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(job_root.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-        let job_dir = job_root.path().join("jobs").display().to_string();
-        let mut args = vec![
-            "--jobs",
-            "--job-dir",
-            &job_dir,
-            "--acl",
-            "address:127.0.0.1=rwldax",
-        ];
-        args.extend_from_slice(extra);
-        let server = TestServer::start(&args);
-        JobServer { server, job_root }
-    }
-}
 
 pub fn succeeded(out: &Output) {
     assert!(

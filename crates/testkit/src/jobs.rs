@@ -1,12 +1,10 @@
-//! Test support for jobs: a `roost serve --jobs` whose job directory the jobs' user can
-//! reach, clients, job descriptions running a shell script, and reading `job_status` and
+//! Jobs for the tests: a `roost serve --jobs` whose job directory the jobs' user can reach,
+//! clients, job descriptions running a shell script, and reading `job_status` and
 //! `job_wait` answers.
-//! Needs `run_support` and `serve_support` beside it.
-#![allow(dead_code)]
 
-use crate::serve_support::TestServer;
+use crate::serve::{client, hmac_credentials, TestServer};
 use roost_catalog::json::{self, Value};
-use roost_client::{Client, Credentials, HmacKey, Method, Options};
+use roost_client::{Client, Credentials, Method};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
@@ -32,7 +30,8 @@ impl JobServer {
     }
 
     /// A server run by `wrapper` (see [`TestServer::launch`]) with `envs` added to its
-    /// environment, and the options every job server of the tests has before `extra`.
+    /// environment, running two jobs at once and letting this user (`unix:`) do anything
+    /// too, with `extra` after those options.
     pub fn launch(
         job_root: tempfile::TempDir,
         export: tempfile::TempDir,
@@ -40,22 +39,39 @@ impl JobServer {
         wrapper: &[&str],
         envs: &[(&str, &str)],
     ) -> JobServer {
-        let job_dir = job_root.path().join("jobs");
+        let unix = format!("unix:{}=rwldax", whoami());
+        let mut options = vec!["--job-concurrency", "2", "--acl", &unix];
+        options.extend(extra);
+        JobServer::with_options(job_root, export, &options, wrapper, envs)
+    }
+
+    /// A server with only the options every job server has, then `extra`: one job at a
+    /// time, as `roost serve` runs them by default (what the pool's schedulers are tested
+    /// against), and no `unix:` rights.
+    pub fn one_at_a_time(extra: &[&str]) -> JobServer {
+        JobServer::with_options(job_root(), tempfile::tempdir().unwrap(), extra, &[], &[])
+    }
+
+    /// The options every job server of the tests has (jobs in a directory under
+    /// `job_root`, every right for 127.0.0.1), then `extra`.
+    fn with_options(
+        job_root: tempfile::TempDir,
+        export: tempfile::TempDir,
+        extra: &[&str],
+        wrapper: &[&str],
+        envs: &[(&str, &str)],
+    ) -> JobServer {
+        let job_dir = job_root.path().join("jobs").display().to_string();
         let mut args = vec![
-            "--jobs".to_string(),
-            "--job-concurrency".into(),
-            "2".into(),
-            "--job-dir".into(),
-            job_dir.display().to_string(),
-            "--acl".into(),
-            "address:127.0.0.1=rwldax".into(),
-            "--acl".into(),
-            format!("unix:{}=rwldax", whoami()),
+            "--jobs",
+            "--job-dir",
+            &job_dir,
+            "--acl",
+            "address:127.0.0.1=rwldax",
         ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        args.extend(extra);
         JobServer {
-            server: TestServer::launch(export, &refs, wrapper, envs),
+            server: TestServer::launch(export, &args, wrapper, envs),
             job_root,
         }
     }
@@ -66,12 +82,7 @@ impl JobServer {
 
     /// A client logged in with the hmac key `name` (see [`TestServer::with_keys`]).
     pub fn hmac(&self, name: &str) -> Client {
-        let secret: String = name.chars().rev().collect();
-        client(
-            self.server.port,
-            Credentials::only(&[Method::Hmac])
-                .with_key(HmacKey::new(name, secret.as_bytes()).unwrap()),
-        )
+        client(self.server.port, hmac_credentials(name))
     }
 
     pub fn url(&self) -> String {
@@ -93,14 +104,6 @@ pub fn job_root() -> tempfile::TempDir {
     let job_root = tempfile::tempdir().unwrap();
     std::fs::set_permissions(job_root.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
     job_root
-}
-
-pub fn client(port: u16, credentials: Credentials) -> Client {
-    let options = Options {
-        credentials,
-        ..Options::default()
-    };
-    Client::connect(&format!("127.0.0.1:{port}"), &options).expect("connect")
 }
 
 pub fn whoami() -> String {

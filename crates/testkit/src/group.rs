@@ -1,10 +1,9 @@
-//! Test support for group file operations: a cluster of real `roost serve` processes on
+//! Group file operations for the tests: a cluster of real `roost serve` processes on
 //! 127.0.0.1, each exporting member files, and a group directory of links to them.
-#![allow(dead_code)]
 
-use crate::serve_support::TestServer;
+use crate::serve::TestServer;
 use roost_client::ChirpUrl;
-use roost_client::{Credentials, HmacKey, Method, Options};
+use roost_client::{Credentials, Method, Options};
 use roost_group::api::{GroupOptions, MemberSpec};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -124,10 +123,8 @@ impl Cluster {
 
 /// Client options authenticating with `alice`'s key only.
 pub fn alice_options() -> Options {
-    let secret: String = USER.chars().rev().collect();
     Options {
-        credentials: Credentials::only(&[Method::Hmac])
-            .with_key(HmacKey::new(USER, secret.as_bytes()).unwrap()),
+        credentials: crate::serve::hmac_credentials(USER),
         ..Options::default()
     }
 }
