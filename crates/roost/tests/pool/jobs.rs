@@ -86,7 +86,8 @@ fn a_job_reads_an_input_and_writes_outputs_that_roost_cat_shows() {
 fn job_wait_times_out_kill_stops_every_process_and_reap_forgets() {
     let s = JobServer::start(&[]);
     let mut c = s.client();
-    let marker = format!("1000.{}", std::process::id());
+    // Apart from job_confinement's markers (1000.PID...), which run in this process too.
+    let marker = format!("1001.{}", std::process::id());
     let id = c
         .job_create(&shell_job(
             &format!("sleep {marker}1 & sleep {marker}2"),
