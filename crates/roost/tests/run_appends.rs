@@ -4,12 +4,9 @@
 //! Every line must be kept, each writer's in its order, as the same writers give on a local
 //! file (the test runs them there too and compares).
 
-mod netns_support;
-mod run_support;
-mod serve_support;
-
-use run_support::roost;
-use serve_support::TestServer;
+use roost_testkit::peer;
+use roost_testkit::remote::open_server;
+use roost_testkit::run::roost;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -158,11 +155,6 @@ fn same_lines(remote: &str, native: &str, context: &str) {
     assert_eq!(r, n, "{context}");
 }
 
-/// A server exporting a fresh directory to 127.0.0.1.
-fn server() -> TestServer {
-    TestServer::start(&["--auth", "address", "--acl", "address:127.0.0.1=rwldpax"])
-}
-
 /// `roost run --chirp-mode MODE -- sh -c SCRIPT`, started.
 fn start_run(mode: &str, cache: &Path, script: &str) -> Child {
     roost()
@@ -192,7 +184,7 @@ fn wait_all(runs: Vec<Child>) -> String {
 /// file, then the same natively on a local file, and compares.
 fn appends_in_runs(mode: &str, groups: &[&[Writer]]) {
     let scratch = Scratch::new();
-    let server = server();
+    let server = open_server();
     let remote = format!("/chirp/127.0.0.1:{}/log", server.port);
     let runs = groups
         .iter()
@@ -263,12 +255,12 @@ fn two_processes_of_one_run_keep_every_line_in_each_mode() {
 /// append to a file of a server outside both, which sees them come from two addresses.
 #[test]
 fn writers_on_two_hosts_keep_every_line() {
-    if !netns_support::can_make_namespaces("run_appends") {
+    if !peer::namespaces() {
         return;
     }
-    let hosts = netns_support::Hosts::create(2, 7);
+    let hosts = roost_testkit::netns::Hosts::create(2, 7);
     let scratch = Scratch::new();
-    let port = run_support::free_port();
+    let port = roost_testkit::run::free_port();
     let export = scratch.path("export");
     std::fs::create_dir(&export).unwrap();
     let mut serve = roost()

@@ -4,8 +4,7 @@
 //! leaves running stays below roost, which kills it when asked to end. `--attach all`
 //! traces every process.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::run::*;
 
 /// The tracer of this shell, read with builtins only (no child process).
 const TRACER_OF_SHELL: &str =

@@ -3,8 +3,7 @@
 //! not a regular file, tracing and
 //! the summary, and the explanation when ptrace is unavailable.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::run::*;
 use std::os::unix::fs::PermissionsExt;
 
 /// The program's filter is installed with `SECCOMP_FILTER_FLAG_SPEC_ALLOW`, in both

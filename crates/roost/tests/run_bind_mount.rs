@@ -4,8 +4,8 @@
 //! --mount TREE/mp/m=TREE/phys` (with notifications and with `--no-notify`), and the outputs
 //! must be the same.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::peer::is_root;
+use roost_testkit::run::*;
 use std::path::Path;
 use std::process::Command;
 

@@ -6,8 +6,7 @@
 //! the change, not before); one swapped where roost cannot see it, once its cached answer
 //! expires.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::run::*;
 use std::process::Command;
 
 /// Works in its cwd and prints what it saw.

@@ -3,8 +3,7 @@
 //! flag (the filter traps only a `clone` that asks for it) and traces the child as any
 //! other. Both delivery paths.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::run::*;
 
 const UNTRACED_CHILD: &str = r#"
 import ctypes, os

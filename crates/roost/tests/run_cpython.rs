@@ -6,10 +6,8 @@
 //! mode, as on a local directory. About two and a half minutes on two cores, run by the
 //! suite like every other test (`cargo test -p roost --release --test run_cpython` alone).
 
-mod run_support;
-mod serve_support;
-use run_support::*;
-use serve_support::TestServer;
+use roost_testkit::remote::open_server;
+use roost_testkit::run::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Output};
 
@@ -233,7 +231,7 @@ fn cpython_file_tests_on_a_remote_mount_match_a_local_directory() {
     let local = Tree::new("cpython-local");
     let (native, native_left) = run_in(&local.s(), &[]);
     assert!(native.len() > 600, "{native:?}");
-    let server = TestServer::start(&["--auth", "address", "--acl", "address:127.0.0.1=rwldpax"]);
+    let server = open_server();
     let cache = tempfile::tempdir().unwrap();
     for mode in ["direct", "cached"] {
         std::fs::create_dir(server.root().join(mode)).unwrap();

@@ -3,8 +3,7 @@
 //! keeps the mapped name, a renamed cwd follows its directory and a deleted one still
 //! answers relative calls. Each case runs with notifications and with `--no-notify`.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::run::*;
 use std::process::Command;
 
 /// Runs `roost run [--no-notify] OPTIONS -- ARGV` from `cwd` both ways; both must agree.

@@ -4,8 +4,8 @@
 //! notifications and with `--no-notify`. Both need root (chroot, CAP_DAC_READ_SEARCH).
 //! The `/proc` routes are in `run_proc_links.rs`.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::peer;
+use roost_testkit::run::*;
 
 /// `<tree>/x/sec/s` (denied), `<tree>/x/open` and a symlink `<tree>/l -> /x/sec`; the
 /// DENY option.
@@ -51,8 +51,7 @@ for made in ["/x/lnk", "/x/new", "/x/copy"]:
 
 #[test]
 fn inside_a_chroot_denied_files_stay_denied() {
-    if !is_root() {
-        eprintln!("not root: a program cannot chroot, nothing to check");
+    if !peer::root("a program cannot chroot otherwise") {
         return;
     }
     let (t, deny) = tree("deny-chroot");
@@ -99,8 +98,7 @@ else:
 
 #[test]
 fn a_file_handle_does_not_open_a_denied_file() {
-    if !is_root() {
-        eprintln!("not root: open_by_handle_at needs CAP_DAC_READ_SEARCH, nothing to check");
+    if !peer::root("open_by_handle_at needs CAP_DAC_READ_SEARCH") {
         return;
     }
     let (t, deny) = tree("deny-handle");

@@ -5,8 +5,7 @@
 //! `/proc/self/exe`, and the rewritten calls made after an exec roost saw no stop for. Each
 //! case runs with notifications and with `--no-notify`, which must agree.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::run::*;
 
 /// A tree with the helper at `bin/exec_paths` (so `/m/bin/exec_paths` is a mapped program).
 fn tree(tag: &str) -> Tree {

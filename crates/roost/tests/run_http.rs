@@ -4,16 +4,13 @@
 //! `--no-notify`. What they see must be what they see of the same tree locally; a file
 //! that does not match its index must never be shown.
 
-mod run_support;
-mod web_support;
-
 use roost_group::fuzz_check::Rng;
-use run_support::*;
+use roost_testkit::run::*;
+use roost_testkit::web::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
-use web_support::*;
 
 /// Runs `script` with `/m` mapped to `local` and then to `remote` (with `options`), in both
 /// delivery modes: all four must agree.

@@ -7,14 +7,11 @@
 //! by python's http.server and through a caching proxy while unchanged, 200 once changed;
 //! and kept in the cache for later runs, used without a request within their TTL.
 
-mod run_support;
-mod web_support;
-
-use run_support::*;
+use roost_testkit::run::*;
+use roost_testkit::web::*;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime};
-use web_support::*;
 
 /// Modules of the package tree in each subpackage.
 const A: usize = 20;

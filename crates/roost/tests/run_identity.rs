@@ -1,8 +1,7 @@
 //! Identity virtualization: `--uid`, `--gid`, `--user` and `--hostname` change what the id
 //! queries, uname and name lookups report, by notification and by ptrace, and nothing else.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::run::*;
 
 /// `roost run [--no-notify] OPTIONS -- sh -c SCRIPT` both ways; both must agree.
 fn both(options: &[&str], script: &str) -> String {

@@ -3,8 +3,7 @@
 //! (run_support/jobctl.py drives the terminal); a job run under roost from an outer
 //! interactive shell stops and resumes as its program does (run_support/outer_shell.py).
 
-mod run_support;
-use run_support::*;
+use roost_testkit::run::*;
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -4,8 +4,7 @@
 //! physical data behind a mapping. Each case runs with notifications and with `--no-notify`;
 //! run_bind_mount.rs compares the answers with a real bind mount's.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::run::*;
 
 #[test]
 fn mount_points_and_their_parents_are_busy() {

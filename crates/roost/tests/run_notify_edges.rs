@@ -4,8 +4,8 @@
 //! `/proc/self`, a program in a chroot, and a program that dropped root. Each runs with
 //! notifications and with `--no-notify` (plain ptrace), which must agree.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::peer;
+use roost_testkit::run::*;
 
 /// Runs `python3 -c SCRIPT ARGS...` under roost both ways; returns (output, exit code).
 fn python_both(t: &Tree, script: &str, args: &[&str]) -> (String, i32) {
@@ -170,8 +170,7 @@ os.rmdir("/m/dir")
 
 #[test]
 fn a_chrooted_program_changes_names_inside_its_root() {
-    if !is_root() {
-        eprintln!("not root: a program cannot chroot, nothing to check");
+    if !peer::root("a program cannot chroot otherwise") {
         return;
     }
     let t = Tree::new("notify-chroot");
@@ -205,8 +204,7 @@ print(sorted(os.listdir("/")))
 
 #[test]
 fn inside_a_chroot_the_mount_list_no_longer_applies() {
-    if !is_root() {
-        eprintln!("not root: a program cannot chroot, nothing to check");
+    if !peer::root("a program cannot chroot otherwise") {
         return;
     }
     // /data is mounted from elsewhere, but inside the jail "/data/f" is the jail's own file,
@@ -244,8 +242,7 @@ os.wait()
 
 #[test]
 fn a_program_that_drops_root_looks_up_with_its_own_identity() {
-    if !is_root() {
-        eprintln!("not root: a program cannot change identity, nothing to check");
+    if !peer::root("a program cannot change identity otherwise") {
         return;
     }
     use std::os::unix::fs::PermissionsExt;

@@ -4,8 +4,8 @@
 //! behaviour: flags, umask, close-on-exec, FIFOs, leases, errors, limits and dropped
 //! privileges.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::peer;
+use roost_testkit::run::*;
 
 fn mode_of(t: &Tree, rel: &str) -> u32 {
     use std::os::unix::fs::PermissionsExt;
@@ -121,10 +121,7 @@ for flags in (os.O_CREAT | os.O_EXCL, os.O_TRUNC, os.O_CREAT | os.O_TRUNC):
 
 #[test]
 fn a_program_that_drops_root_opens_with_its_own_identity() {
-    // SAFETY: a plain id query.
-    if unsafe { libc::geteuid() } != 0 {
-        // Only root can hand its tracees another identity; CI runs the suite as root.
-        eprintln!("not root: nothing to check");
+    if !peer::root("only root can hand its tracees another identity") {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -162,8 +159,7 @@ print("nobody creates", code(lambda: os.open("/m/new", os.O_WRONLY | os.O_CREAT,
 /// (`setresuid(-1, 0, -1)`, as make makes).
 #[test]
 fn a_program_that_lost_capabilities_by_exec_opens_without_them() {
-    if !is_root() {
-        eprintln!("not root: nothing to check");
+    if !peer::root("only root can hand its tracees another identity") {
         return;
     }
     use std::os::unix::fs::PermissionsExt;

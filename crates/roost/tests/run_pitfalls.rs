@@ -2,8 +2,8 @@
 //! runs under `roost run` with a temporary directory mounted at `/m`, and its observations
 //! must be those of a correct namespace.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::peer;
+use roost_testkit::run::*;
 
 /// A tree mounted at /m: f, sub/g, real/f, an echo binary and the pitfalls binary.
 fn m_tree(tag: &str) -> Tree {
@@ -305,8 +305,7 @@ fn paths_inside_bpf_and_perf_event_structures_go_through_the_mount() {
     // bpf(BPF_OBJ_PIN/GET) names its file in a bpf_attr, a uprobe its binary in the
     // perf_event_attr. Both need root; the BPF file system is mounted in a private mount
     // namespace of the test's own.
-    if !is_root() {
-        eprintln!("not root: BPF maps and uprobes are out of reach, nothing to check");
+    if !peer::root("BPF maps and uprobes") {
         return;
     }
     let t = m_tree("embedded");
@@ -322,8 +321,12 @@ fn paths_inside_bpf_and_perf_event_structures_go_through_the_mount() {
         .args(["-m", "sh", "-c", &script])
         .output()
         .unwrap();
-    if o.status.code() == Some(3) {
-        eprintln!("no BPF file system here, nothing to check: {}", stderr(&o));
+    let bpffs = peer::needs(
+        o.status.code() != Some(3),
+        &format!("BPF file system ({})", stderr(&o).trim()),
+        "a kernel with CONFIG_BPF_SYSCALL",
+    );
+    if !bpffs {
         return;
     }
     assert_eq!(

@@ -4,8 +4,7 @@
 //! them. Each case runs with notifications and with `--no-notify` (plain ptrace), which must
 //! agree. Also: a path argument in unmapped memory is EFAULT, as the kernel says.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::run::*;
 
 /// Trees with a mapped file (`/mm/f` is `<tree>/m/f`) and a denied directory
 /// (`<other>/x/sec`, holding `s`; a tree apart, since the first is also mapped at `/m`), and

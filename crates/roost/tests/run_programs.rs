@@ -3,8 +3,7 @@
 //! built with make and gcc (a small project of its own, and zlib) whose outputs must equal a
 //! native build's.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::run::*;
 use std::path::Path;
 use std::process::Command;
 

@@ -3,56 +3,14 @@
 //! through mounts, with notifications and with `--no-notify`. What they see must be what
 //! they see of the same tree mounted locally; what they change must land on the server.
 
-mod run_support;
-mod serve_support;
-
-use run_support::*;
-use serve_support::TestServer;
+use roost_testkit::peer;
+use roost_testkit::remote::{Remote, CACHED, MODES};
+use roost_testkit::run::*;
+use roost_testkit::serve::TestServer;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A server exporting a fresh directory to 127.0.0.1 (every right), and a private cache.
-struct Remote {
-    server: TestServer,
-    cache: tempfile::TempDir,
-}
-
-impl Remote {
-    fn start() -> Remote {
-        Remote {
-            server: TestServer::start(&["--auth", "address", "--acl", "address:127.0.0.1=rwldpax"]),
-            cache: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn root(&self) -> &Path {
-        self.server.root()
-    }
-
-    /// `/chirp/127.0.0.1:PORT` + `path`.
-    fn url(&self, path: &str) -> String {
-        format!("/chirp/127.0.0.1:{}{path}", self.server.port)
-    }
-
-    /// Writes a file into the export (parents made), dated a minute ago so the cache may
-    /// keep it (files changed in the last seconds are fetched on every open).
-    fn write(&self, rel: &str, data: &[u8]) -> PathBuf {
-        let p = self.root().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, data).unwrap();
-        age(&p);
-        p
-    }
-
-    /// `roost run --cache DIR [mode] OPTIONS -- ARGV`.
-    fn run(&self, mode: &[&str], options: &[&str], argv: &[&str]) -> Output {
-        run_with_cache(self.cache.path(), mode, options, argv)
-            .output()
-            .unwrap()
-    }
-}
 
 /// The calls `--summary` (in `err`) says the run made to `r`'s server, and its line.
 fn calls_to<'a>(r: &Remote, err: &'a str) -> (u64, &'a str) {
@@ -68,26 +26,6 @@ fn calls_to<'a>(r: &Remote, err: &'a str) -> (u64, &'a str) {
         .parse()
         .unwrap();
     (calls, line)
-}
-
-/// Dates a file a minute back.
-fn age(p: &Path) {
-    let then = std::time::SystemTime::now() - Duration::from_secs(60);
-    std::fs::File::options()
-        .write(true)
-        .open(p)
-        .and_then(|f| f.set_modified(then))
-        .unwrap();
-}
-
-/// The ways a test reaches the server: files used in place (direct mode, the default) and
-/// through the cache, with notifications; and with ptrace stops only, where direct-mode
-/// files are used through the cache too.
-const MODES: [&[&str]; 3] = [&[], &["--chirp-mode", "cached"], &["--no-notify"]];
-const CACHED: &[&str] = &["--chirp-mode", "cached"];
-
-fn text(o: &Output) -> String {
-    stdout(o) + &stderr(o)
 }
 
 /// Runs `script` with `/m` mapped to `local` and then to the same tree on the server, in
@@ -1452,8 +1390,9 @@ fn a_server_that_closes_mid_reply_fails_the_call_with_eio_after_the_timeout() {
 
 #[test]
 fn cctools_chirp_server_serves_the_same_tree() {
-    if !is_root() {
-        eprintln!("not root: cctools' chirp_server must drop to nobody; run as root (CI does)");
+    let here = peer::root("cctools' chirp_server must drop to nobody")
+        && peer::program("chirp_server", peer::CCTOOLS);
+    if !here {
         return;
     }
     let scratch = tempfile::tempdir().unwrap();

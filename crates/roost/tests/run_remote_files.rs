@@ -3,69 +3,32 @@
 //! real `roost serve` (direct mode, cached mode, and ptrace stops only); every run must
 //! print the same.
 
-mod run_support;
-mod serve_support;
+use roost_testkit::remote::{Remote, CACHED, DIRECT, PTRACE};
+use roost_testkit::run::*;
 
-use run_support::*;
-use serve_support::TestServer;
-use std::process::Output;
-
-/// A server exporting a fresh directory to 127.0.0.1 with every right, a private cache and
-/// a local directory to compare with.
-struct Remote {
-    server: TestServer,
-    cache: tempfile::TempDir,
-    local: tempfile::TempDir,
-}
-
-const DIRECT: &[&str] = &[];
-const CACHED: &[&str] = &["--chirp-mode", "cached"];
-/// ptrace stops only: direct-mode files are used through local copies there.
-const PTRACE: &[&str] = &["--no-notify"];
-
-impl Remote {
-    fn start() -> Remote {
-        Remote {
-            server: TestServer::start(&["--auth", "address", "--acl", "address:127.0.0.1=rwldpax"]),
-            cache: tempfile::tempdir().unwrap(),
-            local: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    /// Runs `python3 -c program ARGS` in `mode` with `/m` mapped to `target` and a scratch
-    /// local directory as the first argument.
-    fn python(&self, mode: &[&str], target: &str, program: &str, scratch: &str) -> Output {
+/// What `python3 -c PROGRAM SCRATCH` prints with `/m` on a fresh local directory, which
+/// must be what it prints with `/m` on a fresh directory of a server in direct and in
+/// cached mode, and with ptrace stops only (SCRATCH: a local directory of its own).
+fn same_as_local(program: &str) -> String {
+    let remote = Remote::start();
+    let local = tempfile::tempdir().unwrap();
+    let run = |mode: &[&str], target: &str, tag: &str| {
+        let scratch = local.path().join(format!("scratch-{tag}"));
+        std::fs::create_dir(&scratch).unwrap();
         let mount = format!("/m={target}");
-        run_with_cache(
-            self.cache.path(),
-            mode,
-            &["--mount", &mount],
-            &["python3", "-c", program, scratch],
-        )
-        .output()
-        .unwrap()
+        let argv = ["python3", "-c", program, scratch.to_str().unwrap()];
+        let o = remote.run(mode, &["--mount", &mount], &argv);
+        format!("{}{}exit {:?}", stdout(&o), stderr(&o), o.status.code())
+    };
+    let tree = local.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let native = run(DIRECT, tree.to_str().unwrap(), "local");
+    for (mode, tag) in [(DIRECT, "direct"), (CACHED, "cached"), (PTRACE, "ptrace")] {
+        std::fs::create_dir(remote.root().join(tag)).unwrap();
+        let target = remote.url(&format!("/{tag}"));
+        assert_eq!(run(mode, &target, tag), native, "{tag} mode against local");
     }
-
-    /// What `program` prints with `/m` on a fresh local directory, which must be what it
-    /// prints with `/m` on a fresh directory of the server in direct and in cached mode,
-    /// and with ptrace stops only.
-    fn same_as_local(&self, program: &str) -> String {
-        let run = |mode: &[&str], target: &str, tag: &str| {
-            let scratch = self.local.path().join(format!("scratch-{tag}"));
-            std::fs::create_dir(&scratch).unwrap();
-            let o = self.python(mode, target, program, scratch.to_str().unwrap());
-            format!("{}{}exit {:?}", stdout(&o), stderr(&o), o.status.code())
-        };
-        let local = self.local.path().join("tree");
-        std::fs::create_dir(&local).unwrap();
-        let native = run(DIRECT, local.to_str().unwrap(), "local");
-        for (mode, tag) in [(DIRECT, "direct"), (CACHED, "cached"), (PTRACE, "ptrace")] {
-            std::fs::create_dir(self.server.root().join(tag)).unwrap();
-            let target = format!("/chirp/127.0.0.1:{}/{tag}", self.server.port);
-            assert_eq!(run(mode, &target, tag), native, "{tag} mode against local");
-        }
-        native
-    }
+    native
 }
 
 /// sendfile, copy_file_range and splice between a file of the mount and a local file, a
@@ -73,8 +36,7 @@ impl Remote {
 /// and the offsets move as between two local files.
 #[test]
 fn kernel_side_copies_to_and_from_remote_files_work_as_between_local_files() {
-    let r = Remote::start();
-    let out = r.same_as_local(
+    let out = same_as_local(
         r#"
 import errno, os, sys
 data = bytes(range(256)) * 1200 + b"tail"
@@ -132,8 +94,7 @@ for tag, src, dst in pairs:
 /// the server's own umask; chmod sets any permission bits.
 #[test]
 fn new_files_and_directories_take_the_callers_umask_not_the_servers() {
-    let r = Remote::start();
-    let out = r.same_as_local(
+    let out = same_as_local(
         r#"
 import os, stat
 for mask in (0, 0o022, 0o077, 0o002):
@@ -162,8 +123,7 @@ print(oct(os.stat("/m/0/f").st_mode), oct(os.stat("/m/0/d").st_mode))
 /// An exclusive create over an existing directory is EEXIST (and a plain create EISDIR).
 #[test]
 fn an_exclusive_create_over_a_directory_fails_with_eexist() {
-    let r = Remote::start();
-    let out = r.same_as_local(
+    let out = same_as_local(
         r#"
 import errno, os
 os.mkdir("/m/d")
@@ -186,8 +146,7 @@ for path in ("/m/d", "/m/f"):
 /// its own.
 #[test]
 fn the_times_of_a_symlink_itself_are_set_without_following_it() {
-    let r = Remote::start();
-    let out = r.same_as_local(
+    let out = same_as_local(
         r#"
 import os, shutil
 os.mkdir("/m/src")
@@ -213,8 +172,7 @@ for n in ("target", "link", "dangling"):
 /// local directory.
 #[test]
 fn a_fifo_made_on_the_mount_joins_the_processes_of_the_run() {
-    let r = Remote::start();
-    let out = r.same_as_local(
+    let out = same_as_local(
         r#"
 import errno, os, stat, subprocess, sys
 os.mkfifo("/m/p", 0o640)
@@ -253,8 +211,7 @@ print(os.listdir("/m"))
 /// from the kernel, so `closerange` over them closes exactly them.
 #[test]
 fn descriptors_opened_in_a_row_get_consecutive_numbers() {
-    let r = Remote::start();
-    let out = r.same_as_local(
+    let out = same_as_local(
         r#"
 import errno, os
 first = os.open("/m/f", os.O_RDWR | os.O_CREAT, 0o644)
@@ -278,8 +235,7 @@ for fd in (first, second, third):
 /// directory; a file there is no socket, a name bound twice is in use.
 #[test]
 fn a_socket_bound_on_the_mount_is_reached_by_the_processes_of_the_run() {
-    let r = Remote::start();
-    let out = r.same_as_local(
+    let out = same_as_local(
         r#"
 import errno, os, socket, stat, subprocess, sys
 def attempt(what, call):
@@ -325,8 +281,7 @@ print(os.listdir("/m"))
 /// ENOTDIR, and rmtree took the directory for a symlink).
 #[test]
 fn a_file_replaced_by_a_directory_holds_entries() {
-    let r = Remote::start();
-    let out = r.same_as_local(
+    let out = same_as_local(
         r#"
 import os
 os.chdir("/m")
@@ -361,8 +316,7 @@ print(os.listdir("n"), open("m").read())
 /// share the copy being written.
 #[test]
 fn a_file_being_written_shows_its_content_to_other_opens_in_the_run() {
-    let r = Remote::start();
-    let out = r.same_as_local(
+    let out = same_as_local(
         r#"
 import os, subprocess, sys
 w = os.open("/m/f", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)

@@ -4,43 +4,13 @@
 //! Python's shutil) treat a tree on a real `roost serve` on 127.0.0.1 as they treat a
 //! local one. Every check compares with the same program run natively on a local copy.
 
-mod run_support;
-mod serve_support;
-
-use run_support::*;
-use serve_support::TestServer;
+use roost_testkit::peer::have;
+use roost_testkit::remote::{Remote, MODES};
+use roost_testkit::run::*;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
-
-/// Direct mode with notifications (the default), cached mode, and ptrace stops only.
-const MODES: [&[&str]; 3] = [&[], &["--chirp-mode", "cached"], &["--no-notify"]];
-
-/// A server exporting a fresh directory to 127.0.0.1, and a private cache.
-struct Remote {
-    server: TestServer,
-    cache: tempfile::TempDir,
-}
-
-impl Remote {
-    fn start() -> Remote {
-        Remote {
-            server: TestServer::start(&["--auth", "address", "--acl", "address:127.0.0.1=rwldpax"]),
-            cache: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("/chirp/127.0.0.1:{}{path}", self.server.port)
-    }
-
-    fn run(&self, mode: &[&str], argv: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-        let mut c = run_with_cache(self.cache.path(), mode, &[], argv);
-        c.envs(env.iter().copied());
-        c.output().unwrap()
-    }
-}
 
 /// An old, whole-second time (the Chirp protocol carries seconds), the same for both trees.
 const WHEN: i64 = 1_600_000_000;
@@ -190,7 +160,7 @@ ls "$X"
 fn cp_install_mv_tar_rsync_and_shutil_copy_remote_trees_as_local_ones() {
     assert!(have("rsync"), "rsync is needed (scripts/test --install)");
     let r = Remote::start();
-    let root = r.server.root();
+    let root = r.root();
     populate(&root.join("src"));
     let local = tempfile::tempdir().unwrap();
     let lsrc = local.path().join("src");
@@ -251,7 +221,11 @@ fn cp_install_mv_tar_rsync_and_shutil_copy_remote_trees_as_local_ones() {
             };
             let env = script(&s_seen, &d_seen, &x_seen);
             let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-            let o = r.run(mode, &["sh", "-c", TOOLS], &env);
+            let o = r
+                .command(mode, &[], &["sh", "-c", TOOLS])
+                .envs(env)
+                .output()
+                .unwrap();
             let text = (stdout(&o) + &stderr(&o))
                 .replace(&s_seen, &lsrc.display().to_string())
                 .replace(&d_seen, &native_d.display().to_string())
@@ -274,7 +248,7 @@ fn cp_install_mv_tar_rsync_and_shutil_copy_remote_trees_as_local_ones() {
 #[test]
 fn names_descriptors_and_listings_agree_on_every_remote_name() {
     let r = Remote::start();
-    let root = r.server.root();
+    let root = r.root();
     populate(&root.join("t"));
     std::os::unix::fs::symlink("a.txt", root.join("t/link")).unwrap();
     let local = tempfile::tempdir().unwrap();
@@ -314,7 +288,7 @@ fn names_descriptors_and_listings_agree_on_every_remote_name() {
         for round in 0..2 {
             let mut argv = vec![checker, &rbase];
             argv.extend(rnames.iter().map(String::as_str));
-            let o = r.run(mode, &argv, &[]);
+            let o = r.run(mode, &[], &argv);
             let seen = stdout(&o) + &stderr(&o);
             assert_eq!(native, seen, "{mode:?}, round {round}");
         }
@@ -327,7 +301,7 @@ fn names_descriptors_and_listings_agree_on_every_remote_name() {
 #[test]
 fn python_scandir_fstat_and_samefile_agree_with_stat_on_a_remote_tree() {
     let r = Remote::start();
-    let root = r.server.root();
+    let root = r.root();
     populate(&root.join("t"));
     let local = tempfile::tempdir().unwrap();
     populate(&local.path().join("t"));
@@ -354,7 +328,7 @@ print(os.path.samefile('hard1', 'hard2'), os.path.samefile('a.txt', 'hard1'),
     let native = stdout(&o) + &stderr(&o);
     assert!(native.contains("True False True True"), "{native}");
     for mode in MODES {
-        let o = r.run(mode, &["python3", "-c", program, &r.url("/t")], &[]);
+        let o = r.run(mode, &[], &["python3", "-c", program, &r.url("/t")]);
         assert_eq!(native, stdout(&o) + &stderr(&o), "{mode:?}");
     }
 }

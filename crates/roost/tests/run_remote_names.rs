@@ -2,19 +2,12 @@
 //! file as `/chirp/HOST:PORT/...`, and works where the colon form is split in two
 //! (`LD_LIBRARY_PATH`, `PYTHONPATH`); `roost run` warns about a colon form in such a list.
 
-mod run_support;
-mod serve_support;
-
-use run_support::*;
-use serve_support::TestServer;
+use roost_testkit::remote::open_server;
+use roost_testkit::run::*;
 use std::path::Path;
 use std::process::{Command, Output};
 
 const MODES: [&[&str]; 2] = [&[], &["--chirp-mode", "cached"]];
-
-fn server() -> TestServer {
-    TestServer::start(&["--auth", "address", "--acl", "address:127.0.0.1=rwldpax"])
-}
 
 fn gcc(args: &[&str]) {
     let st = Command::new("gcc").args(args).status().expect("gcc");
@@ -35,7 +28,7 @@ fn run_with(cache: &Path, mode: &[&str], var: &str, value: &str, argv: &[&str]) 
 /// roost says which name to write.
 #[test]
 fn ld_library_path_takes_the_colon_free_name() {
-    let s = server();
+    let s = open_server();
     let zd = s.root().join("zd");
     std::fs::create_dir(&zd).unwrap();
     let build = tempfile::tempdir().unwrap();
@@ -89,7 +82,7 @@ fn ld_library_path_takes_the_colon_free_name() {
 /// Python imports a module from the colon-free name in `PYTHONPATH`, and names it so.
 #[test]
 fn pythonpath_takes_the_colon_free_name() {
-    let s = server();
+    let s = open_server();
     std::fs::create_dir(s.root().join("py")).unwrap();
     std::fs::write(s.root().join("py/roostmod.py"), "ANSWER = 42\n").unwrap();
     let colon_free = format!("/chirp/127.0.0.1+{}/py", s.port);
@@ -120,7 +113,7 @@ fn pythonpath_takes_the_colon_free_name() {
 /// and a mount takes either.
 #[test]
 fn both_spellings_name_the_same_files() {
-    let s = server();
+    let s = open_server();
     let cache = tempfile::tempdir().unwrap();
     for mode in MODES {
         let script = format!(

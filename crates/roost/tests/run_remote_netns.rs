@@ -10,20 +10,15 @@
 //!
 //! Needs root and `ip` (iproute2); as another user the test says so and does nothing.
 
-mod run_support;
-
-use run_support::{is_root, roost};
+use roost_testkit::netns::ip;
+use roost_testkit::peer;
+use roost_testkit::run::roost;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-fn ip(args: &[&str]) {
-    let status = Command::new("ip").args(args).status().expect("run ip");
-    assert!(status.success(), "ip {}", args.join(" "));
-}
 
 /// The output of `ip ARGS` (empty if it fails).
 fn ip_text(args: &[&str]) -> String {
@@ -356,8 +351,7 @@ fn records_appended_through_one_descriptor_across_a_cut_arrive_exactly_once() {
 /// Runs the script `script_of(log path)` makes, cuts the network once records flow and
 /// restores it: every record arrives exactly once, in order.
 fn appended_through_a_cut(script_of: impl Fn(&str) -> String) {
-    if !is_root() {
-        eprintln!("run_remote_netns: skipped, network namespaces need root");
+    if !peer::namespaces() {
         return;
     }
     const CUT: Duration = Duration::from_secs(6); // three io-timeouts
@@ -443,8 +437,7 @@ fn appended_through_a_cut(script_of: impl Fn(&str) -> String) {
 /// until STALE_BY = 16 s after the cut.
 #[test]
 fn a_request_cut_off_before_its_answer_never_reaches_the_server_after_its_retry() {
-    if !is_root() {
-        eprintln!("run_remote_netns: skipped, network namespaces need root");
+    if !peer::namespaces() {
         return;
     }
     const CUT: Duration = Duration::from_secs(11);

@@ -2,8 +2,7 @@
 //! logical path, as it bound or connected it; other families pass untouched. Both
 //! delivery paths.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::run::*;
 
 const NAMES: &str = r#"
 import socket, os

@@ -6,8 +6,8 @@
 //! processes give what they give natively; and a roost killed from outside leaves nothing
 //! of the program able to reach the hidden file.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::peer::{self, is_root};
+use roost_testkit::run::*;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -229,8 +229,7 @@ fn assert_repelled(a: &Attack, mode: &[&str]) {
 
 #[test]
 fn a_program_run_by_root_cannot_reach_roost() {
-    if !is_root() {
-        eprintln!("not root: the ordinary user's test covers this run");
+    if !peer::root("a program run by root; the ordinary user's test is the other half") {
         return;
     }
     for mode in MODES {
@@ -257,7 +256,7 @@ fn calls_aimed_at_the_programs_own_processes_answer_as_natively() {
     assert!(native.lines().count() > 30, "{native}");
     for mode in MODES {
         for as_nobody in [false, true] {
-            if as_nobody && !is_root() {
+            if as_nobody && !peer::root("a program run as nobody") {
                 continue;
             }
             let run = roost_run(&t, mode, as_nobody, &[program.to_str().unwrap()])

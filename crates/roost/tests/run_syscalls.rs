@@ -2,8 +2,7 @@
 //! gives the same results under `roost run` as natively on the physical directory. The
 //! logical paths do not exist physically, so an untranslated call would differ.
 
-mod run_support;
-use run_support::*;
+use roost_testkit::run::*;
 use std::process::Command;
 
 fn fixture(tag: &str) -> Tree {
