@@ -172,6 +172,19 @@ fn pcp_names_the_members_it_could_not_write() {
     assert!(!c.servers[1].root().join("etc-copy").exists());
 }
 
+/// `roost ptail` with the cluster's key and `options` on group directory `dir`, started
+/// with its standard output piped.
+fn spawn_ptail(c: &Cluster, options: &[&str], dir: &std::path::Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_roost"))
+        .args(["ptail", "--key", &c.key_arg()])
+        .args(options)
+        .arg(dir)
+        .env_remove("ROOST_HMAC_KEY")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn ptail_follows_appended_lines_and_folds_them_across_hosts() {
     use std::io::Write;
@@ -180,20 +193,11 @@ fn ptail_follows_appended_lines_and_folds_them_across_hosts() {
         format!("Nov 22 07:00:00 node{i} cron[1]: old\n").into_bytes()
     });
     let dir = c.link_group("/syslog");
-    let child = Command::new(env!("CARGO_BIN_EXE_roost"))
-        .args([
-            "ptail",
-            "--key",
-            &c.key_arg(),
-            "--strip-syslog",
-            "--interval",
-            "50",
-        ])
-        .args(["--for", "3", dir.to_str().unwrap()])
-        .env_remove("ROOST_HMAC_KEY")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_ptail(
+        &c,
+        &["--strip-syslog", "--interval", "50", "--for", "3"],
+        &dir,
+    );
     std::thread::sleep(std::time::Duration::from_millis(1000));
     for (i, s) in c.servers.iter().enumerate() {
         let mut log = std::fs::OpenOptions::new()
@@ -244,20 +248,7 @@ fn ptail_json_streams_each_distinct_line_as_an_object() {
     let c = Cluster::start(3, "rl");
     c.write_files("/log", |_| b"old\n".to_vec());
     let dir = c.link_group("/log");
-    let child = Command::new(env!("CARGO_BIN_EXE_roost"))
-        .args([
-            "ptail",
-            "--key",
-            &c.key_arg(),
-            "--json",
-            "--interval",
-            "50ms",
-        ])
-        .args(["--for", "2s", dir.to_str().unwrap()])
-        .env_remove("ROOST_HMAC_KEY")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_ptail(&c, &["--json", "--interval", "50ms", "--for", "2s"], &dir);
     std::thread::sleep(Duration::from_millis(700));
     for (i, s) in c.servers.iter().enumerate() {
         let text = if i == 2 {
