@@ -95,6 +95,43 @@ pub enum Times {
     Timespecs(u64),
 }
 
+impl Times {
+    /// The times as utimensat takes them, read from thread `tid`'s memory (`None`: now,
+    /// as `NULL` is). A `timeval`'s microseconds out of range become a nanosecond count
+    /// the kernel refuses (EINVAL), as utimes refuses them.
+    pub fn read(self, tid: i32) -> Result<Option<[libc::timespec; 2]>, Errno> {
+        let words = |addr: u64, n: usize| -> Result<Vec<i64>, Errno> {
+            Ok(memory::read_words(tid, addr, n)?
+                .into_iter()
+                .map(|w| w as i64)
+                .collect())
+        };
+        let at = |tv_sec: i64, tv_nsec: i64| libc::timespec { tv_sec, tv_nsec };
+        let from_usec = |usec: i64| {
+            if (0..1_000_000).contains(&usec) {
+                usec * 1000
+            } else {
+                -1
+            }
+        };
+        Ok(match self {
+            Times::Now => None,
+            Times::Utimbuf(addr) => {
+                let w = words(addr, 2)?;
+                Some([at(w[0], 0), at(w[1], 0)])
+            }
+            Times::Timevals(addr) => {
+                let w = words(addr, 4)?;
+                Some([at(w[0], from_usec(w[1])), at(w[2], from_usec(w[3]))])
+            }
+            Times::Timespecs(addr) => {
+                let w = words(addr, 4)?;
+                Some([at(w[0], w[1]), at(w[2], w[3])])
+            }
+        })
+    }
+}
+
 /// What an xattr call does, with its buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum XattrOp {
@@ -369,12 +406,8 @@ fn times_at(addr: u64, spelt: fn(u64) -> Times) -> Times {
 
 /// openat2's `struct open_how { flags, mode, resolve }`.
 fn read_open_how(tid: i32, addr: u64) -> Result<[u64; 3], Errno> {
-    let bytes = memory::read(tid, addr, 24).map_err(memory::errno)?;
-    if bytes.len() < 24 {
-        return Err(libc::EFAULT);
-    }
-    let word = |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8"));
-    Ok([word(0), word(1), word(2)])
+    let w = memory::read_words(tid, addr, 3)?;
+    Ok([w[0], w[1], w[2]])
 }
 
 #[cfg(test)]
@@ -435,6 +468,27 @@ mod tests {
                 }
             }
         );
+    }
+
+    #[test]
+    fn times_read_as_utimensat_takes_them() {
+        let pid = std::process::id() as i32;
+        let timevals: [i64; 4] = [10, 5, 20, 1_000_000];
+        let t = Times::Timevals(timevals.as_ptr() as u64)
+            .read(pid)
+            .unwrap()
+            .unwrap();
+        assert_eq!((t[0].tv_sec, t[0].tv_nsec), (10, 5000));
+        // Out of range for a timeval: the kernel must still refuse it.
+        assert_eq!((t[1].tv_sec, t[1].tv_nsec), (20, -1));
+        let utimbuf: [i64; 2] = [7, 8];
+        let t = Times::Utimbuf(utimbuf.as_ptr() as u64)
+            .read(pid)
+            .unwrap()
+            .unwrap();
+        assert_eq!((t[0].tv_sec, t[0].tv_nsec, t[1].tv_sec), (7, 0, 8));
+        assert_eq!(Times::Now.read(pid).unwrap().map(|_| ()), None);
+        assert_eq!(Times::Timespecs(8).read(pid).err(), Some(libc::EFAULT));
     }
 
     #[test]

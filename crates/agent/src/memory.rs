@@ -130,6 +130,25 @@ pub fn read_ptr_array(pid: i32, addr: u64, max: usize) -> io::Result<Vec<u64>> {
     }
 }
 
+/// `n` 64-bit words at `addr` (EFAULT when fewer can be read).
+pub fn read_words(pid: i32, addr: u64, n: usize) -> Result<Vec<u64>, i32> {
+    let bytes = read(pid, addr, n * 8).map_err(errno)?;
+    if bytes.len() < n * 8 {
+        return Err(libc::EFAULT);
+    }
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+        .collect())
+}
+
+/// Writes each `(address, bytes)` of `writes`, stopping at the first that fails.
+pub fn write_all(pid: i32, writes: &[(u64, Vec<u8>)]) -> io::Result<()> {
+    writes
+        .iter()
+        .try_for_each(|(addr, bytes)| write(pid, *addr, bytes))
+}
+
 /// Writes `data` at `addr`.
 pub fn write(pid: i32, addr: u64, data: &[u8]) -> io::Result<()> {
     let local = libc::iovec {

@@ -270,34 +270,14 @@ fn xattr_read(call: &RemoteCall, op: XattrOp, follow: bool, tid: i32) -> Written
 
 /// Times for utime and friends: (atime, mtime) in seconds, `None` to leave one alone.
 pub(crate) fn times(spelt: Times, tid: i32) -> Result<(Option<i64>, Option<i64>), Errno> {
-    let words = |addr: u64, n: usize| -> Result<Vec<i64>, Errno> {
-        let b = memory::read(tid, addr, n * 8).map_err(memory::errno)?;
-        if b.len() < n * 8 {
-            return Err(libc::EFAULT);
-        }
-        Ok(b.chunks_exact(8)
-            .map(|w| i64::from_ne_bytes(w.try_into().expect("8")))
-            .collect())
+    let one = |t: &libc::timespec| match t.tv_nsec {
+        libc::UTIME_OMIT => None,
+        libc::UTIME_NOW => Some(now()),
+        _ => Some(t.tv_sec),
     };
-    Ok(match spelt {
-        Times::Now => (Some(now()), Some(now())),
-        Times::Utimbuf(addr) => {
-            let w = words(addr, 2)?;
-            (Some(w[0]), Some(w[1]))
-        }
-        Times::Timevals(addr) => {
-            let w = words(addr, 4)?;
-            (Some(w[0]), Some(w[2]))
-        }
-        Times::Timespecs(addr) => {
-            let w = words(addr, 4)?;
-            let one = |sec: i64, nsec: i64| match nsec {
-                libc::UTIME_OMIT => None,
-                libc::UTIME_NOW => Some(now()),
-                _ => Some(sec),
-            };
-            (one(w[0], w[1]), one(w[2], w[3]))
-        }
+    Ok(match spelt.read(tid)? {
+        None => (Some(now()), Some(now())),
+        Some([atime, mtime]) => (one(&atime), one(&mtime)),
     })
 }
 

@@ -231,13 +231,9 @@ fn marked(arg: u64) -> u64 {
 
 /// `ret`, once `writes` are in thread `pid`'s memory; EFAULT when one cannot be written.
 fn write_or_fault(pid: i32, ret: i64, writes: &[(u64, Vec<u8>)]) -> i64 {
-    let written = writes
-        .iter()
-        .all(|(addr, bytes)| memory::write(pid, *addr, bytes).is_ok());
-    if written {
-        ret
-    } else {
-        -(libc::EFAULT as i64)
+    match memory::write_all(pid, writes) {
+        Ok(()) => ret,
+        Err(_) => -(libc::EFAULT as i64),
     }
 }
 

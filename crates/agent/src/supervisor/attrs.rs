@@ -5,7 +5,7 @@
 use super::lookup::last_errno;
 use super::Notification;
 use crate::arch::Sys;
-use crate::call::{Call, Times, XattrOp};
+use crate::call::{Call, XattrOp};
 use crate::caller::{as_caller, Identity};
 use crate::memory;
 use std::ffi::CString;
@@ -77,21 +77,7 @@ pub fn emulate(
         Call::Utime { times, flags } => {
             // Every spelling is utimensat on the physical path (futimesat's dirfd was made
             // AT_FDCWD by the rewrite): the times are converted, NULL stays NULL.
-            let times = match times {
-                Times::Now => None,
-                Times::Utimbuf(at) => {
-                    let w = caller_words(tid, at, 2)?;
-                    Some([timespec(w[0], 0), timespec(w[1], 0)])
-                }
-                Times::Timevals(at) => {
-                    let w = caller_words(tid, at, 4)?;
-                    Some([timespec(w[0], w[1] * 1000), timespec(w[2], w[3] * 1000)])
-                }
-                Times::Timespecs(at) => {
-                    let w = caller_words(tid, at, 4)?;
-                    Some([timespec(w[0], w[1]), timespec(w[2], w[3])])
-                }
-            };
+            let times = times.read(tid)?;
             let times_ptr = times.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
             n.ensure_waiting()?;
             // SAFETY: a valid C string and a timespec[2] (or null).
@@ -173,17 +159,4 @@ fn answer_into(tid: i32, len: i64, (buf, value): (u64, &[u8])) -> Result<i64, i3
         memory::write(tid, buf, &value[..len as usize]).map_err(memory::errno)?;
     }
     Ok(len)
-}
-
-/// `n` words of the caller's at `addr`.
-fn caller_words(tid: i32, addr: u64, n: usize) -> Result<Vec<i64>, i32> {
-    let bytes = caller_bytes(tid, addr, n * 8)?.unwrap_or_default();
-    Ok(bytes
-        .chunks_exact(8)
-        .map(|w| i64::from_ne_bytes(w.try_into().expect("8 bytes")))
-        .collect())
-}
-
-fn timespec(tv_sec: i64, tv_nsec: i64) -> libc::timespec {
-    libc::timespec { tv_sec, tv_nsec }
 }

@@ -245,12 +245,10 @@ fn emulated(tid: i32, n: Option<Notification>, ret: i64, writes: Vec<(u64, Vec<u
     if n.is_some_and(|n| n.ensure_waiting().is_err()) {
         return Reply::Answered;
     }
-    for (addr, bytes) in writes {
-        if memory::write(tid, addr, &bytes).is_err() {
-            return Reply::errno(libc::EFAULT);
-        }
+    match memory::write_all(tid, &writes) {
+        Ok(()) => Reply::value(ret),
+        Err(_) => Reply::errno(libc::EFAULT),
     }
-    Reply::value(ret)
 }
 
 /// The caller's working directory, physical (what the kernel holds) and logical, when
