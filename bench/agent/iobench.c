@@ -1,6 +1,6 @@
 /* iobench: times the micro-operations of the Parrot paper's Figure 3 on one file:
- * getpid, stat, open+close, pread 1 B, pread 8 KiB, and the bandwidth of a sequential read
- * in 1 MiB blocks. Usage: iobench FILE [ITERATIONS]. FILE must hold at least 100 MB for the
+ * getpid, stat, open+close, readlink (of FILE.link, a symlink to FILE made when absent),
+ * pread 1 B, pread 8 KiB, and the bandwidth of a sequential read in 1 MiB blocks. Usage: iobench FILE [ITERATIONS]. FILE must hold at least 100 MB for the
  * bandwidth figure (it is created, 100 MB, when absent). Prints one "name value unit" line
  * per figure: microseconds per call, MB/s for the bandwidth. */
 #define _GNU_SOURCE
@@ -47,6 +47,16 @@ int main(int argc, char **argv) {
     t = now();
     for (long i = 0; i < n; i++) close(open(file, O_RDONLY));
     printf("open+close %.3f us\n", (now() - t) / n * 1e6);
+
+    char link[4096], target[4096];
+    snprintf(link, sizeof link, "%s.link", file);
+    if (readlink(link, target, sizeof target) < 0 && symlink("big", link) != 0) {
+        perror(link);
+        return 1;
+    }
+    t = now();
+    for (long i = 0; i < n; i++) readlink(link, target, sizeof target);
+    printf("readlink %.3f us\n", (now() - t) / n * 1e6);
 
     int fd = open(file, O_RDONLY);
     t = now();

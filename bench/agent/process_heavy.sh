@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/agent/process_heavy.sh: process-heavy workloads (many short-lived processes, fork/exec,
 # many small file operations) side by side in one run: native, roost run (a mount list with
-# the workload's tree reached through it at /w), the same with --no-notify (every trapped call
-# a ptrace stop) and proot (-b TREE:/w). Prints medians of RUNS runs (wall-clock seconds) and
+# the workload's tree reached through it at /w; the in-process fast path on, as by default),
+# the same with --strict (every call trapped), with --no-notify (every trapped call a ptrace
+# stop) and proot (-b TREE:/w). Prints medians of RUNS runs (wall-clock seconds) and
 # ratios to native, as a markdown table. Workloads:
 #   configure, make  libffi's autotools build: the sources bundled in the libffi-sys crate
 #                    (fetched by cargo at run time into a throwaway project; they ship a
@@ -12,6 +13,8 @@
 #                    log | wc -l, status, gc, in a fresh tree
 #   storm-seq        3000 sequential fork/execs of /bin/true from sh
 #   storm-xargs-P4   2000 execs of /bin/true from xargs -P4 -n1
+#   python-200       python3 start-up importing 200 small modules (bytecode compiled) from
+#                    the tree
 #   usage: bench/agent/process_heavy.sh [RUNS]      (default 5)
 #   PROOT: the proot to compare with (default: /opt/proot-upstream/proot, upstream with
 #   seccomp, if present, else proot on PATH). ROOST: the agent (default target/release/roost).
@@ -56,10 +59,17 @@ git status
 git gc -q
 EOF
 
-ORDER="native roost roost-ptrace proot"
+ORDER="native roost roost-strict roost-ptrace proot"
+# python-200's tree: 200 modules of a few definitions each, and one that imports them all.
+mkdir -p "$WORK/modules"
+for i in $(seq 0 199); do
+  printf 'import os\nVALUE = %d\ndef f(x):\n    return x + VALUE\nclass C%d:\n    pass\n' "$i" "$i" >"$WORK/modules/mod$i.py"
+  echo "import mod$i" >>"$WORK/modules/all200.py"
+done
+python3 -m compileall -q "$WORK/modules" # the bytecode is there: the imports only look up and read
 if [ -n "${BASE:-}" ]; then
   BASE=$(realpath "$BASE")
-  ORDER="native roost-base roost roost-ptrace proot"
+  ORDER="native roost-base roost roost-strict roost-ptrace proot"
 fi
 # inside CONFIG TREE CMD: run the shell command CMD from inside TREE, which is /w under the agents.
 inside() {
@@ -68,6 +78,7 @@ inside() {
     native) sh -c "cd $tree && $cmd" ;;
     roost) "$ROOST" run --mount "/w=$tree" -- sh -c "cd /w && $cmd" ;;
     roost-base) "$BASE" run --mount "/w=$tree" -- sh -c "cd /w && $cmd" ;;
+    roost-strict) "$ROOST" run --strict --mount "/w=$tree" -- sh -c "cd /w && $cmd" ;;
     roost-ptrace) "$ROOST" run --no-notify --mount "/w=$tree" -- sh -c "cd /w && $cmd" ;;
     proot) "$PROOT" -b "$tree:/w" sh -c "cd /w && $cmd" ;;
   esac
@@ -109,9 +120,13 @@ for run in $(seq "$RUNS"); do
     fresh
     timed storm-xargs-P4 "$c" "$T" "seq 2000 | xargs -P4 -n1 /bin/true"
   done
+  for c in $ORDER; do
+    fresh "$WORK/modules"
+    timed python-200 "$c" "$T" "python3 -c 'import all200'"
+  done
 done
 
 echo "nproc: $(nproc)"
 echo "proot: $PROOT $("$PROOT" --version 2>&1 | grep -o 'v[0-9][^ ]*' | head -n1 || true)"
 echo
-python3 bench/agent/table.py "$WORK/results" "$ORDER" "configure make git storm-seq storm-xargs-P4" native
+python3 bench/agent/table.py "$WORK/results" "$ORDER" "configure make git storm-seq storm-xargs-P4 python-200" native

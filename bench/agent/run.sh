@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/agent/run.sh: the `roost run` micro-benchmarks (Parrot paper, Figure 3) side by side
 # in one run: native, roost run (no mount list; a mount list with the file outside it; the
-# file inside it; the same with --pin and with --no-notify), strace -f and proot. Prints medians of RUNS runs
+# file inside it; the same with --pin, with --no-notify, and with --strict: no in-process
+# fast path, every call trapped), a static build of the benchmark (which loads no fast
+# path) natively and under roost, strace -f and proot. Prints medians of RUNS runs
 # (microseconds per call, MB/s) and ratios to native, as a markdown table.
 #   usage: bench/agent/run.sh [RUNS] [ITERATIONS]      (defaults 5, 20000)
 #   with ZLIB=1: also the zlib make build, a CPU-bound job, and the agent's peak RSS.
@@ -18,6 +20,7 @@ WORK=$(mktemp -d /tmp/roost-bench.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/data"
 gcc -O2 -o "$WORK/iobench" bench/agent/iobench.c
+gcc -O2 -static -o "$WORK/iobench-static" bench/agent/iobench.c
 "$WORK/iobench" "$WORK/data/big" 1 >/dev/null # creates the 100 MB file
 D=$WORK/data
 M="--mount /bench-mnt=$D"
@@ -31,11 +34,15 @@ declare -A CONFIGS=(
   [roost-pin-inside]="$ROOST run --pin $M -- $WORK/iobench /bench-mnt/big $N"
   [roost-ptrace-outside]="$ROOST run --no-notify $M -- $WORK/iobench $D/big $N"
   [roost-ptrace-inside]="$ROOST run --no-notify $M -- $WORK/iobench /bench-mnt/big $N"
+  [roost-strict-outside]="$ROOST run --strict $M -- $WORK/iobench $D/big $N"
+  [roost-strict-inside]="$ROOST run --strict $M -- $WORK/iobench /bench-mnt/big $N"
+  [native-static]="$WORK/iobench-static $D/big $N"
+  [roost-static-inside]="$ROOST run $M -- $WORK/iobench-static /bench-mnt/big $N"
   [strace]="strace -f -o /dev/null $WORK/iobench $D/big $N"
   [proot-outside]="$PROOT $WORK/iobench $D/big $N"
   [proot-inside]="$PROOT -b $D:/bench-mnt $WORK/iobench /bench-mnt/big $N"
 )
-ORDER="native roost-nomounts roost-outside roost-inside roost-pin-outside roost-pin-inside roost-ptrace-outside roost-ptrace-inside strace proot-outside proot-inside"
+ORDER="native roost-nomounts roost-outside roost-inside roost-pin-outside roost-pin-inside roost-ptrace-outside roost-ptrace-inside roost-strict-outside roost-strict-inside native-static roost-static-inside strace proot-outside proot-inside"
 # measure OUT ORDER ARRAY: RUNS rounds, each running every configuration of ORDER (commands
 # in the associative array named ARRAY) once, so drift hits all alike; lines prefixed by
 # the configuration go to OUT.
@@ -51,7 +58,7 @@ measure() {
 }
 measure "$WORK/results" "$ORDER" CONFIGS
 
-python3 bench/agent/table.py "$WORK/results" "$ORDER" "getpid stat open+close pread1 pread8k bandwidth" native
+python3 bench/agent/table.py "$WORK/results" "$ORDER" "getpid stat open+close readlink pread1 pread8k bandwidth" native
 
 # Calls the agent never traps (getpid, a 1-byte read of a local pipe, a futex wake; then
 # kill, tgkill, fcntl, ioctl and getsockopt, whose arguments the filter looks at), each the best

@@ -20,6 +20,8 @@ const NEGATIVE: u32 = 0x8000_0000;
 /// Offsets in `struct seccomp_data`.
 const OFFSET_NR: u32 = 0;
 const OFFSET_ARCH: u32 = 4;
+const OFFSET_IP_LOW: u32 = 8;
+const OFFSET_IP_HIGH: u32 = 12;
 /// The low 32 bits of argument `i` (little-endian), where `int` flags live.
 const fn offset_arg_low(i: usize) -> u32 {
     16 + 8 * i as u32
@@ -73,6 +75,11 @@ pub enum Verdict {
         values: &'static [u32],
     },
     Errno(i32),
+    /// Allowed when made from instruction address `ip` (the in-process fast path's code
+    /// page, [`crate::fastpath`]), whatever later rules for the number say; else on to them.
+    AllowFrom {
+        ip: u64,
+    },
     /// `errno` when each `(argument, value)` holds (the low half), else allowed.
     ErrnoIf {
         args: &'static [(usize, u32)],
@@ -249,6 +256,17 @@ fn aimed(
     b
 }
 
+/// The block of [`Verdict::AllowFrom`] for syscall `nr`.
+fn allow_from(nr: u32, ip: u64) -> Block {
+    let mut b = Block::default();
+    b.jump(BPF_JEQ_K, nr, To::On(0), To::Skip);
+    b.load(OFFSET_IP_LOW);
+    b.jump(BPF_JEQ_K, ip as u32, To::On(0), To::Pass);
+    b.load(OFFSET_IP_HIGH);
+    b.jump(BPF_JEQ_K, (ip >> 32) as u32, To::Ret(RET_ALLOW), To::Pass);
+    b
+}
+
 /// The block of [`Verdict::ErrnoIf`] for syscall `nr`.
 fn errno_if(nr: u32, args: &[(usize, u32)], errno: i32) -> Block {
     let mut b = Block::default();
@@ -286,6 +304,7 @@ fn ret(v: Verdict) -> libc::sock_filter {
             | Verdict::NotifyIfFdFrom { .. }
             | Verdict::NotifyIfOneOf { .. }
             | Verdict::ErrnoIf { .. }
+            | Verdict::AllowFrom { .. }
             | Verdict::Aimed { .. } => {
                 unreachable!("expanded by build")
             }
@@ -330,6 +349,10 @@ pub fn build(rules: &[(u32, Verdict)], foreign: Verdict, own: &[u32]) -> Vec<lib
             }
             Verdict::ErrnoIf { args, errno } => {
                 p.extend(errno_if(nr, args, errno).finish(last));
+                continue;
+            }
+            Verdict::AllowFrom { ip } => {
+                p.extend(allow_from(nr, ip).finish(last));
                 continue;
             }
             _ => {}
@@ -505,6 +528,11 @@ mod tests {
         run_reading(p, arch, nr, args).0
     }
 
+    /// The answer for call `nr` made from instruction address `ip`.
+    fn run_from(p: &[libc::sock_filter], nr: u32, args: [u64; 6], ip: u64) -> u32 {
+        run_reading_from(p, arch::AUDIT_ARCH, nr, args, ip).0
+    }
+
     /// Whether the program looks at an argument of call `nr` (if not, the kernel's action
     /// cache can answer it from the number alone).
     fn reads_arguments(p: &[libc::sock_filter], nr: u32) -> bool {
@@ -513,6 +541,16 @@ mod tests {
 
     /// The program's answer, and whether it loaded an argument on the way.
     fn run_reading(p: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> (u32, bool) {
+        run_reading_from(p, arch, nr, args, 0)
+    }
+
+    fn run_reading_from(
+        p: &[libc::sock_filter],
+        arch: u32,
+        nr: u32,
+        args: [u64; 6],
+        ip: u64,
+    ) -> (u32, bool) {
         let mut acc = 0u32;
         let mut pc = 0usize;
         let mut read = false;
@@ -523,6 +561,8 @@ mod tests {
                     acc = match i.k {
                         OFFSET_NR => nr,
                         OFFSET_ARCH => arch,
+                        OFFSET_IP_LOW => ip as u32,
+                        OFFSET_IP_HIGH => (ip >> 32) as u32,
                         k => {
                             read = true;
                             let arg = args[(k as usize - 16) / 8];
@@ -548,6 +588,32 @@ mod tests {
             }
             pc += 1;
         }
+    }
+
+    #[test]
+    fn calls_from_the_fast_paths_page_alone_pass_untrapped() {
+        let ip = 0x1234_5678_9002;
+        let openat2 = 437;
+        let p = build(
+            &[
+                (openat2, Verdict::AllowFrom { ip }),
+                (openat2, Verdict::Notify),
+                (257, Verdict::Notify),
+            ],
+            Verdict::Errno(libc::ENOSYS),
+            &[],
+        );
+        assert_eq!(run_from(&p, openat2, [0; 6], ip), RET_ALLOW);
+        // Anywhere else, even an address that differs in one half only, the trap.
+        for other in [0, ip + 1, ip ^ (1 << 40), ip & 0xffff_ffff] {
+            assert_eq!(
+                run_from(&p, openat2, [0; 6], other),
+                libc::SECCOMP_RET_USER_NOTIF
+            );
+        }
+        // Other numbers made from the page are trapped as before.
+        assert_eq!(run_from(&p, 257, [0; 6], ip), libc::SECCOMP_RET_USER_NOTIF);
+        assert_eq!(run_from(&p, 39, [0; 6], ip), RET_ALLOW);
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod call_log;
 pub mod caller;
 pub mod copies;
 pub mod decision;
+pub mod fastpath;
 pub mod filter;
 pub mod guard;
 pub mod handlers;

@@ -11,6 +11,7 @@ use crate::call::Call;
 use crate::call_log::{Record, Tracer};
 use crate::copies;
 use crate::decision::{Action, Arg, Decision, Scratch};
+use crate::fastpath::FastPath;
 use crate::filter::{self, Trap, Verdict};
 use crate::guard;
 use crate::handlers::virtual_ids::{self, VirtualIds};
@@ -68,6 +69,8 @@ pub struct Options {
     /// roost's other supervising processes (the front of `roost run`), kept out of the
     /// program's reach with the agent itself ([`guard`]).
     pub supervisors: Vec<i32>,
+    /// The in-process fast path ([`crate::fastpath`]), prepared with the mount table.
+    pub fast: Option<Arc<FastPath>>,
 }
 
 /// What each driver of the mount table did (remote servers, their calls and time, cache
@@ -386,6 +389,17 @@ pub fn run(
     // Local copies of remote objects: their identity calls are answered by roost.
     let copies_range = notify.then(|| copies::range(descriptor_limit()));
     first.extend(identity_rules(copies_range, full));
+    // The fast path's calls from its code page pass before any rule traps them.
+    let fast = options.fast.filter(|_| full);
+    if let Some(fast) = &fast {
+        for (from, _) in vfd_range.iter().chain(copies_range.iter()) {
+            fast.set_descriptor_floor(*from);
+        }
+        fast.publish(&ns);
+        let publisher = Arc::clone(fast);
+        ns.watch(Box::new(move |ns| publisher.publish(ns)));
+        first.splice(0..0, fast.rules());
+    }
     let own = guard::own_ids();
     let trap = if notify { Trap::Notify } else { Trap::Trace };
     first.extend(guard::rules(&table, trap));
@@ -413,7 +427,8 @@ pub fn run(
     let spawned = match spawn::spawn(&cstr(program), &argv, &bpf, notify, lazy) {
         // No notifications here (kernel < 5.6, or the filter flag refused): ptrace only.
         Err(SpawnError::Listener(_)) | Err(SpawnError::Filter(..)) if notify => {
-            let mut rules_then = identity_rules(None, full);
+            let mut rules_then: Vec<_> = fast.iter().flat_map(|f| f.rules()).collect();
+            rules_then.extend(identity_rules(None, full));
             rules_then.extend(guard::rules(&table, Trap::Trace));
             rules_then.extend(rules(&table, full, false, ids, false));
             let bpf = filter::build(&rules_then, Verdict::Errno(libc::ENOSYS), &own);
@@ -461,6 +476,7 @@ pub fn run(
         copies: copies_range
             .filter(|_| notifications)
             .map(|(from, to)| crate::vfd::Slots::new(from, to)),
+        fast,
     });
     if let Some(vfds) = &shared.vfds {
         let vfds = Arc::clone(vfds);
@@ -516,7 +532,13 @@ pub fn run(
     let (hits, misses) = agent.shared.ns.hits_and_misses();
     match agent.tracer.finish() {
         Ok(Some(summary)) => eprintln!(
-            "{summary}{}agent: peak RSS {} KiB, path cache {hits} hits / {misses} misses",
+            "{summary}{}{}agent: peak RSS {} KiB, path cache {hits} hits / {misses} misses",
+            agent
+                .shared
+                .fast
+                .as_ref()
+                .map(|f| f.report())
+                .unwrap_or_default(),
             driver_reports(agent.ns()),
             peak_rss_kib(),
         ),
@@ -1009,6 +1031,10 @@ impl Agent {
                     if Rc::ptr_eq(&t.fs, &fs) {
                         self.shared.rerooted.add(*tid);
                     }
+                }
+                // Names in the new root are no longer what the fast path's table says.
+                if let Some(fast) = &self.shared.fast {
+                    fast.turn_off(&self.shared.ns);
                 }
                 if self.lazy {
                     rerooted = Some((fs, mm));

@@ -91,6 +91,12 @@ pub struct RunArgs {
     /// attribute calls come as cheaper seccomp notifications.
     #[arg(long)]
     pub no_notify: bool,
+    /// Answer every call in roost's supervisor: no in-process fast path. By default a
+    /// dynamically linked program answers its own hot lookups (stat, access, readlink,
+    /// open, getcwd) where the mount list leaves them to the kernel; it is off anyway with
+    /// --trace or when a mapping is DENY or ENOENT (docs/agent.md, docs/security.md).
+    #[arg(long)]
+    pub strict: bool,
     /// When roost traces a process with ptrace. `lazy` (the default): only for the calls
     /// that need a ptrace stop (an exec or chdir roost rewrites, a connect to a mapped
     /// socket), detaching after each, so a process that makes none is never stopped (no stop
@@ -346,6 +352,20 @@ pub fn main(args: RunArgs) -> ExitCode {
     if let Some(files) = &identity_files {
         files.map_into(&mut table);
     }
+    let fast = if args.strict || args.trace.is_some() {
+        None
+    } else {
+        match roost_agent::fastpath::FastPath::prepare(&mut table, args.summary) {
+            Ok(Ok(fast)) => Some(Arc::new(fast)),
+            Ok(Err(_off)) => None,
+            Err(e) => {
+                eprintln!(
+                    "roost run: no in-process fast path this run ({e}); every call is trapped"
+                );
+                None
+            }
+        }
+    };
     let ns = Namespace::new(table);
     let cwd_bytes = cwd.into_os_string().into_encoded_bytes();
     let logical_cwd = ns.logical_cwd(&cwd_bytes);
@@ -381,6 +401,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         ids,
         idle_poll: std::time::Duration::from_micros(args.idle_poll_us),
         supervisors: Vec::new(),
+        fast,
     };
     match background::split(!whole_run) {
         Ok(background::Side::Front(code)) => {

@@ -159,8 +159,10 @@ pub fn text(o: &Output) -> String {
     stdout(o) + &stderr(o)
 }
 
-/// Runs `ARGV` under roost (inside `timeout 20`) with the tree at /m, with notifications and
-/// with `--no-notify`; both must give the same output and exit code, which are returned.
+/// Runs `ARGV` under roost (inside `timeout 20`) with the tree at /m in each delivery mode:
+/// with the in-process fast path (the default), with notifications only (`--strict`) and
+/// with ptrace only (`--strict --no-notify`); all must give the same output and exit code,
+/// which are returned.
 pub fn run_both(t: &Tree, argv: &[&str]) -> (String, i32) {
     run_both_with(t, &[], argv)
 }
@@ -169,7 +171,8 @@ pub fn run_both(t: &Tree, argv: &[&str]) -> (String, i32) {
 pub fn run_both_with(t: &Tree, options: &[&str], argv: &[&str]) -> (String, i32) {
     let mount = format!("/m={}", t.s());
     let mut results = Vec::new();
-    for mode in [&[][..], &["--no-notify"][..]] {
+    // The in-process fast path with notifications, notifications only, ptrace only.
+    for mode in [&[][..], &["--strict"][..], &["--strict", "--no-notify"][..]] {
         let mut args = mode.to_vec();
         args.extend(["--mount", &mount]);
         args.extend(options);
@@ -180,7 +183,11 @@ pub fn run_both_with(t: &Tree, options: &[&str], argv: &[&str]) -> (String, i32)
     }
     assert_eq!(
         results[0], results[1],
-        "notification vs ptrace for {argv:?}"
+        "fast path vs notifications for {argv:?}"
+    );
+    assert_eq!(
+        results[1], results[2],
+        "notifications vs ptrace for {argv:?}"
     );
     results.remove(0)
 }

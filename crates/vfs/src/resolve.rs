@@ -192,7 +192,13 @@ pub struct Namespace {
     /// Logical names of descriptors the kernel knows only as sockets (direct-mode files),
     /// by the socket's inode: set once by whoever hands such descriptors out.
     descriptor_names: std::sync::OnceLock<Box<DescriptorNames>>,
+    /// Told whenever names may have changed, a mapped directory was reached another way,
+    /// or a remote object was met (the agent's in-process fast path republishes its table).
+    watcher: std::sync::OnceLock<Box<Watcher>>,
 }
+
+/// What [`Namespace::watch`] calls.
+pub type Watcher = dyn Fn(&Namespace) + Send + Sync;
 
 /// The logical name of a descriptor the kernel shows as `socket:[INODE]`, by that inode.
 pub type DescriptorNames = dyn Fn(u64) -> Option<Vec<u8>> + Send + Sync;
@@ -212,7 +218,25 @@ impl Namespace {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             descriptor_names: std::sync::OnceLock::new(),
+            watcher: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets what is told of changes (once): see [`Watcher`].
+    pub fn watch(&self, watcher: Box<Watcher>) {
+        let _ = self.watcher.set(watcher);
+    }
+
+    fn tell_watcher(&self) {
+        if let Some(watcher) = self.watcher.get() {
+            watcher(self);
+        }
+    }
+
+    /// The local mapping a local root was last reached through (see
+    /// [`Namespace::note_reached`]); None: by its own physical name, or never.
+    pub fn view_of(&self, root: &[u8]) -> Option<usize> {
+        self.views.lock().expect("views lock").get(root).copied()
     }
 
     /// Says where the logical names of socket-backed descriptors come from (once).
@@ -379,9 +403,12 @@ impl Namespace {
                 let Some(root) = self.table.local_root(i) else {
                     return;
                 };
-                let mut views = self.views.lock().expect("views lock");
-                if views.get(&root) != Some(&i) {
-                    views.insert(root, i);
+                let changed = {
+                    let mut views = self.views.lock().expect("views lock");
+                    views.insert(root, i) != Some(i)
+                };
+                if changed {
+                    self.tell_watcher();
                 }
             }
             None => {
@@ -389,9 +416,14 @@ impl Namespace {
                     return;
                 }
                 let roots = self.table.local_roots_of(logical);
-                let mut views = self.views.lock().expect("views lock");
-                for (root, _) in roots {
-                    views.remove(&root);
+                let changed = {
+                    let mut views = self.views.lock().expect("views lock");
+                    roots
+                        .iter()
+                        .fold(false, |any, (root, _)| views.remove(root).is_some() || any)
+                };
+                if changed {
+                    self.tell_watcher();
                 }
             }
         }
@@ -418,6 +450,7 @@ impl Namespace {
     pub fn invalidate(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
         self.cache.lock().expect("cache lock").clear();
+        self.tell_watcher();
     }
 
     /// Forgets the cached answers for `logical` and every name below it (after a call that
@@ -428,13 +461,16 @@ impl Namespace {
         if let Some(physical) = self.kernel_path(logical) {
             self.table.changed(&physical);
         }
-        let mut cache = self.cache.lock().expect("cache lock");
-        if cache.len() > CACHE_LIMIT / 4 {
-            // Scanning a large cache costs more than rebuilding the few names in use.
-            cache.clear();
-            return;
+        {
+            let mut cache = self.cache.lock().expect("cache lock");
+            if cache.len() > CACHE_LIMIT / 4 {
+                // Scanning a large cache costs more than rebuilding the few names in use.
+                cache.clear();
+            } else {
+                cache.retain(|k, _| crate::path::strip_prefix(k, logical).is_none());
+            }
         }
-        cache.retain(|k, _| crate::path::strip_prefix(k, logical).is_none());
+        self.tell_watcher();
     }
 
     /// Whether `logical` is a symlink (with its target), from the cache while fresh.
@@ -640,7 +676,9 @@ impl Namespace {
                     .and_then(|i| self.table.driver(i))
                     .ok_or(libc::ENOSYS)?;
                 let direct = mount.is_some_and(|i| self.table.is_direct(i));
-                self.remote_met.store(true, Ordering::Relaxed);
+                if !self.remote_met.swap(true, Ordering::Relaxed) {
+                    self.tell_watcher();
+                }
                 (
                     physical,
                     Some(Remote {

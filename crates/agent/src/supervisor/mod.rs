@@ -84,6 +84,8 @@ pub struct Shared {
     /// The descriptor numbers local copies of remote objects are installed at, where their
     /// fstat and getdents are notified (`crate::copies`; None: no notifications).
     pub copies: Option<crate::vfd::Slots>,
+    /// The in-process fast path's table, kept current (None: no fast path this run).
+    pub fast: Option<Arc<crate::fastpath::FastPath>>,
 }
 
 /// `SECCOMP_IOCTL_NOTIF_SET_FLAGS` (Linux 6.6; newer than the libc headers).

@@ -1,0 +1,720 @@
+/* roost's in-process fast path: a shared object that roost run has the dynamic loader put
+ * into every dynamically linked program (through /etc/ld.so.preload, which the agent maps;
+ * docs/agent.md "The in-process fast path"). It answers the hot lookups (the stat family,
+ * access, readlink, open, getcwd) inside the program when the table the agent publishes
+ * (table.h) says the answer is the kernel's own, on the path as given or on its physical
+ * name under a local mapping; it makes those system calls from one code page at an address
+ * the agent chose for the run, which the seccomp filter lets through. Everything else it
+ * makes from its own code, where the filter traps it, and the agent answers as it answers
+ * every program that does not load this object.
+ *
+ * Rules it lives by: no libc call but __errno_location, clock_gettime and (for
+ * getcwd(NULL, 0) only) malloc; no allocation, no locks, no thread-local state, so any call
+ * may come from a signal handler, a vfork child or any thread; when in doubt, the trap. */
+
+#define _GNU_SOURCE
+#include "table.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+extern int *__errno_location(void);
+extern int clock_gettime(clockid_t, struct timespec *);
+extern void *malloc(size_t);
+
+struct statx;
+
+/* ---- configuration, patched into this file's copy by the agent ---------------------- */
+
+/* The agent finds the marker and writes "STUB_HEX TABLE_PATH" after its 32 bytes. */
+EXPORT volatile char roost_fastpath_config[512] = "@@roost-fastpath-config@@v1";
+#define CONFIG_PAYLOAD 32
+
+/* ---- system calls ------------------------------------------------------------------ */
+
+/* From this object's own code: trapped by the filter, answered by the agent. */
+static long trap_syscall(long nr, long a, long b, long c, long d, long e, long f) {
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    register long r9 __asm__("r9") = f;
+    long ret;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "0"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+
+/* The code page the filter lets through: `syscall; ret` at stub. */
+static uintptr_t stub;
+
+/* From the stub: let through. (Built with -mno-red-zone: the call pushes below rsp.) */
+static long fast_syscall(long nr, long a, long b, long c, long d, long e) {
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    long ret;
+    __asm__ volatile("call *%[stub]"
+                     : "=a"(ret)
+                     : "0"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), [stub] "r"(stub)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+
+#define TRAP(nr, a, b, c, d) trap_syscall(nr, (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+#define FAST(nr, a, b, c, d) fast_syscall(nr, (long)(a), (long)(b), (long)(c), (long)(d), 0)
+
+static long set_errno(long ret) {
+    if (ret < 0 && ret > -4096) {
+        *__errno_location() = (int)-ret;
+        return -1;
+    }
+    return ret;
+}
+
+/* ---- start-up ---------------------------------------------------------------------- */
+
+enum { UNREADY, STARTING, READY, OFF };
+static int state;
+static const struct rf_table *table;
+static uint64_t *answered;
+
+static int parse_hex(const volatile char *s, uintptr_t *out, int *used) {
+    uintptr_t v = 0;
+    int i = 0;
+    for (;; i++) {
+        char c = s[i];
+        int d;
+        if (c >= '0' && c <= '9') d = c - '0';
+        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+        else break;
+        v = v * 16 + (uintptr_t)d;
+    }
+    *out = v;
+    *used = i;
+    return i > 0;
+}
+
+static int is_error(long ret) { return ret < 0 && ret > -4096; }
+
+static int start(void) {
+    const volatile char *cfg = roost_fastpath_config + CONFIG_PAYLOAD;
+    uintptr_t at;
+    int used;
+    if (!parse_hex(cfg, &at, &used) || cfg[used] != ' ' || (at & 4095) != 0) return OFF;
+    char path[256];
+    int n = 0;
+    for (const volatile char *p = cfg + used + 1; *p && n < 255; p++) path[n++] = *p;
+    path[n] = 0;
+    long page = trap_syscall(SYS_mmap, (long)at, 4096, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (page != (long)at) {
+        /* Taken (a second copy of this object, dlmopen): this copy uses the trap only. */
+        if (!is_error(page)) trap_syscall(SYS_munmap, page, 4096, 0, 0, 0, 0);
+        return OFF;
+    }
+    unsigned char *code = (unsigned char *)at;
+    code[0] = 0x0f; /* syscall */
+    code[1] = 0x05;
+    code[2] = 0xc3; /* ret */
+    if (TRAP(SYS_mprotect, at, 4096, PROT_READ | PROT_EXEC, 0) != 0) return OFF;
+    long fd = TRAP(SYS_openat, AT_FDCWD, path, O_RDWR | O_CLOEXEC, 0);
+    if (is_error(fd)) return OFF;
+    long t = trap_syscall(SYS_mmap, 0, RF_COUNTERS_OFFSET, PROT_READ, MAP_SHARED, fd, 0);
+    long c = trap_syscall(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                          RF_COUNTERS_OFFSET);
+    TRAP(SYS_close, fd, 0, 0, 0);
+    if (is_error(t) || is_error(c)) return OFF;
+    const struct rf_table *tb = (const struct rf_table *)t;
+    if (tb->magic != RF_MAGIC || tb->version != RF_VERSION) return OFF;
+    table = tb;
+    answered = (uint64_t *)c;
+    stub = at;
+    return READY;
+}
+
+/* Whether the fast path may be tried now (starting it on the first call). */
+static int ready(void) {
+    int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+    if (s == READY) return 1;
+    if (s != UNREADY) return 0;
+    int expected = UNREADY;
+    if (!__atomic_compare_exchange_n(&state, &expected, STARTING, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        return 0; /* another thread, or this one from a signal handler, is starting it */
+    int now = start();
+    __atomic_store_n(&state, now, __ATOMIC_RELEASE);
+    return now == READY;
+}
+
+/* Started when the loader runs the object's constructors, or by the first call that comes
+ * before them (another library's constructor). */
+__attribute__((constructor)) static void start_early(void) { (void)ready(); }
+
+/* ---- where a path leads ------------------------------------------------------------ */
+
+/* Room for a path the fast path rewrites or joins to the working directory: longer ones go
+ * to the agent (the buffers live on the caller's stack, perhaps a small signal stack). */
+#define PATHBUF 1024
+
+static size_t length(const char *s, size_t limit) {
+    size_t n = 0;
+    while (n < limit && s[n]) n++;
+    return n;
+}
+
+static int same_bytes(const char *a, const char *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+/* Whether `path` (`n` bytes, normalized) is `prefix` or lies below it. */
+static int under(const char *path, size_t n, const char *prefix, size_t pn) {
+    if (pn == 1 && prefix[0] == '/') return 1;
+    return n >= pn && same_bytes(path, prefix, pn) && (n == pn || path[pn] == '/');
+}
+
+/* Whether `prefix` lies strictly below `path`: `path` holds a mount point. */
+static int above(const char *path, size_t n, const char *prefix, size_t pn) {
+    if (n == 1 && path[0] == '/') return pn > 1;
+    return pn > n && same_bytes(path, prefix, n) && prefix[n] == '/';
+}
+
+/* Appends `src` (`n` bytes) to `out` (holding `*len`) as normalized components: repeated
+ * slashes fold, a trailing slash is dropped and reported. A `.` or `..` component fails
+ * (where it leads depends on symlinks and mappings: the agent's to walk). */
+static int append_components(char *out, size_t *len, const char *src, size_t n, int *slash) {
+    size_t i = 0;
+    *slash = n > 0 && src[n - 1] == '/';
+    while (i < n) {
+        while (i < n && src[i] == '/') i++;
+        if (i == n) break;
+        size_t j = i;
+        while (j < n && src[j] != '/') j++;
+        size_t c = j - i;
+        if ((c == 1 && src[i] == '.') || (c == 2 && src[i] == '.' && src[i + 1] == '.'))
+            return 0;
+        if (*len + 1 + c + 1 > PATHBUF) return 0;
+        if (!(*len == 1 && out[0] == '/')) out[(*len)++] = '/';
+        for (size_t k = 0; k < c; k++) out[(*len)++] = src[i + k];
+        i = j;
+    }
+    out[*len] = 0;
+    return 1;
+}
+
+/* Pages a path was read from before: a path is read here only where the kernel has read
+ * one (natively, a path in unmapped memory is EFAULT, not a crash). A page the program
+ * unmaps afterwards and then passes a path in is read anyway: a use after unmap. */
+#define GOOD_SLOTS 64
+static uint64_t good_pages[GOOD_SLOTS];
+
+static int page_good(uintptr_t page) {
+    return __atomic_load_n(&good_pages[page % GOOD_SLOTS], __ATOMIC_RELAXED) == page;
+}
+
+/* Whether every page the string at `p` spans (up to PATHBUF bytes) was read before. */
+static int known_readable(const char *p) {
+    uintptr_t page = (uintptr_t)p >> 12;
+    if (!page_good(page)) return 0;
+    for (size_t n = 0; n < PATHBUF; n++, p++) {
+        if (((uintptr_t)p >> 12) != page) {
+            page = (uintptr_t)p >> 12;
+            if (!page_good(page)) return 0;
+        }
+        if (!*p) return 1;
+    }
+    return 1;
+}
+
+/* Whether the path at `path` can be read: known, or the kernel read it without a fault. */
+static int path_readable(const char *path) {
+    if ((uintptr_t)path < 4096) return 0;
+    if (known_readable(path)) return 1;
+    if (FAST(SYS_faccessat, AT_FDCWD, path, F_OK, 0) == -EFAULT) return 0;
+    size_t n = length(path, PATHBUF);
+    for (uintptr_t page = (uintptr_t)path >> 12; page <= ((uintptr_t)path + n) >> 12; page++)
+        __atomic_store_n(&good_pages[page % GOOD_SLOTS], page, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* How a call the fast path takes is made. */
+enum how {
+    TRAP_IT,    /* by the agent */
+    AS_GIVEN,   /* the caller's own directory and path: the kernel finds what roost would */
+    PHYSICALLY, /* on `path`, the absolute physical name under a local mapping */
+};
+
+struct where {
+    enum how how;
+    /* The absolute kernel path of the object (PHYSICALLY: the one to use; AS_GIVEN from
+     * a name relative to a directory descriptor: empty, nothing to prove). */
+    char path[PATHBUF];
+    size_t len;
+    /* The path ended in a slash. */
+    int slash;
+    /* An open here needs no note by the agent (which way a mapped directory was reached). */
+    int opens_ok;
+    uint64_t names_gen;
+};
+
+static int read_begin(uint64_t *seq) {
+    *seq = __atomic_load_n(&table->seq, __ATOMIC_ACQUIRE);
+    return (*seq & 1) == 0 && (table->flags & RF_ENABLED);
+}
+
+static int read_still(uint64_t seq) {
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&table->seq, __ATOMIC_RELAXED) == seq;
+}
+
+/* A name relative to a directory descriptor that the kernel resolves as the agent would
+ * (the agent's `kernel_resolves_alike`): one plain name, not a number (a /proc entry), not
+ * the last name of a mount point or of a mapped directory, while no remote object was met. */
+static int plain_name_alike(const char *name) {
+    size_t n = length(name, PATHBUF);
+    if (n == 0 || n == PATHBUF) return 0;
+    if ((n == 1 && name[0] == '.') || (n == 2 && name[0] == '.' && name[1] == '.')) return 0;
+    int digits = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (name[i] == '/') return 0;
+        if (name[i] < '0' || name[i] > '9') digits = 0;
+    }
+    if (digits) return 0;
+    uint32_t count = table->n_names;
+    if (count > RF_MAX_NAMES) return 0;
+    for (uint32_t i = 0; i < count; i++) {
+        const struct rf_name *m = &table->names[i];
+        if (m->len == n && same_bytes(m->name, name, n)) return 0;
+    }
+    return 1;
+}
+
+/* Maps the absolute normalized path in w->path through the table. */
+static enum how map_absolute(struct where *w) {
+    uint32_t count = table->n_entries;
+    if (count > RF_MAX_ENTRIES) return TRAP_IT;
+    const struct rf_entry *hit = 0;
+    w->opens_ok = 1;
+    for (uint32_t i = 0; i < count; i++) {
+        const struct rf_entry *e = &table->entries[i];
+        size_t ln = e->logical_len, pn = e->physical_len;
+        if (ln > RF_PATH_MAX || pn > RF_PATH_MAX) return TRAP_IT;
+        if (e->kind == RF_PHYS) {
+            if ((e->flags & RF_VIEWED) && under(w->path, w->len, e->physical, pn))
+                w->opens_ok = 0;
+            continue;
+        }
+        if (above(w->path, w->len, e->logical, ln)) return TRAP_IT;
+        /* Entries come longest first: the first that holds the path is its mapping. */
+        if (!hit && under(w->path, w->len, e->logical, ln)) hit = e;
+    }
+    if (!hit) return AS_GIVEN;
+    if (hit->kind != RF_LOCAL) return TRAP_IT;
+    size_t ln = hit->logical_len, pn = hit->physical_len;
+    /* What lies below the mapping's logical name, from its slash ("" for the name itself). */
+    const char *rest = ln == 1 ? w->path : w->path + ln;
+    size_t rn = ln == 1 ? w->len : w->len - ln;
+    if (rn == 1) rn = 0; /* "/" itself under a mapping of "/" */
+    if (pn + rn + 2 > PATHBUF) return TRAP_IT;
+    char moved[PATHBUF];
+    for (size_t i = 0; i < rn; i++) moved[i] = rest[i];
+    size_t n = 0;
+    if (!(pn == 1 && rn > 0))
+        for (size_t i = 0; i < pn; i++) w->path[n++] = hit->physical[i];
+    for (size_t i = 0; i < rn; i++) w->path[n++] = moved[i];
+    if (w->slash && !(n == 1 && w->path[0] == '/')) w->path[n++] = '/';
+    w->path[n] = 0;
+    w->len = n;
+    w->opens_ok = (hit->flags & RF_VIEWED) != 0;
+    return PHYSICALLY;
+}
+
+/* Whether the kernel's working directory names itself: not under a mapped directory's
+ * physical name or a mirror, nor under a name a mapping hides. */
+static int cwd_is_plain(const char *cwd, size_t n) {
+    uint32_t count = table->n_entries;
+    if (count > RF_MAX_ENTRIES) return 0;
+    for (uint32_t i = 0; i < count; i++) {
+        const struct rf_entry *e = &table->entries[i];
+        size_t ln = e->logical_len, pn = e->physical_len;
+        if (ln > RF_PATH_MAX || pn > RF_PATH_MAX) return 0;
+        if (e->kind == RF_PHYS ? under(cwd, n, e->physical, pn) : under(cwd, n, e->logical, ln))
+            return 0;
+    }
+    return 1;
+}
+
+/* Where (`dirfd`, `path`) leads, for a call that opens (`opening`) or only looks. */
+static enum how locate(int dirfd, const char *path, int opening, struct where *w) {
+    uint64_t seq;
+    if (!read_begin(&seq)) return TRAP_IT;
+    w->names_gen = table->names_gen;
+    w->len = 0;
+    w->slash = 0;
+    w->opens_ok = 1;
+    enum how how = TRAP_IT;
+    size_t n = length(path, PATHBUF);
+    if (n == PATHBUF) return TRAP_IT;
+    if (path[0] == '/') {
+        w->path[0] = '/';
+        w->len = 1;
+        if (append_components(w->path, &w->len, path, n, &w->slash)) how = map_absolute(w);
+    } else if (dirfd == AT_FDCWD) {
+        long r = FAST(SYS_getcwd, w->path, PATHBUF, 0, 0);
+        if (r > 1 && w->path[0] == '/') {
+            w->len = (size_t)r - 1;
+            if (cwd_is_plain(w->path, w->len) &&
+                append_components(w->path, &w->len, path, n, &w->slash))
+                how = map_absolute(w);
+        }
+    } else if (dirfd >= 0 && (uint32_t)dirfd < table->fd_from &&
+               !(table->flags & RF_REMOTE_MET) && plain_name_alike(path)) {
+        how = AS_GIVEN; /* w->len stays 0: the descriptor's directory is resolved */
+    }
+    if (how != TRAP_IT && opening && !w->opens_ok) how = TRAP_IT;
+    w->how = read_still(seq) ? how : TRAP_IT;
+    return w->how;
+}
+
+/* ---- proofs that a directory path crosses no symlink ------------------------------- */
+
+/* A symlink on the way might lead into a mapping, where the kernel would not follow it as
+ * the agent does: a lookup that does not open is taken only under a directory proved free
+ * of them. Proofs last as long as the agent's own answers about names (one second) or
+ * until a traced call changes names; each slot is one word: 40 bits of the path's hash,
+ * 24 of its expiry in 1/64 s. */
+#define PROOF_SLOTS 256
+#define PROOF_TICKS 64
+static uint64_t proofs[PROOF_SLOTS];
+
+static uint64_t now_ticks(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 64 + (uint64_t)ts.tv_nsec / (1000000000 / 64);
+}
+
+static uint64_t hash_dir(const char *p, size_t n, uint64_t gen) {
+    uint64_t h = 0xcbf29ce484222325ULL ^ (gen * 0x9e3779b97f4a7c15ULL);
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+/* Whether the directory part of w->path is free of symlinks (proved now, or lately). */
+static int dir_proved(struct where *w) {
+    size_t d = w->len;
+    while (d > 0 && w->path[d - 1] != '/') d--;
+    if (d <= 1) return 1; /* "/NAME": the root is no symlink */
+    d--;                  /* without the slash */
+    uint64_t h = hash_dir(w->path, d, w->names_gen);
+    uint64_t *slot = &proofs[h % PROOF_SLOTS];
+    uint64_t tag = h >> 24, now = now_ticks() & 0xffffff;
+    uint64_t seen = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    if (seen >> 24 == tag) {
+        uint64_t left = ((seen & 0xffffff) - now) & 0xffffff;
+        if (left > 0 && left <= PROOF_TICKS) return 1;
+    }
+    char saved = w->path[d];
+    w->path[d] = 0;
+    struct open_how how = {
+        .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+        .resolve = RESOLVE_NO_SYMLINKS,
+    };
+    long fd = FAST(SYS_openat2, AT_FDCWD, w->path, &how, sizeof how);
+    w->path[d] = saved;
+    if (fd < 0) return 0;
+    TRAP(SYS_close, fd, 0, 0, 0);
+    __atomic_store_n(slot, (tag << 24) | ((now + PROOF_TICKS) & 0xffffff), __ATOMIC_RELAXED);
+    return 1;
+}
+
+static void count(enum rf_call call) {
+    if (table->flags & RF_COUNT) __atomic_fetch_add(&answered[call], 1, __ATOMIC_RELAXED);
+}
+
+/* The directory and path a call is made on: the caller's, or the physical name. */
+static int at_dirfd(const struct where *w, int dirfd) {
+    return w->how == PHYSICALLY ? AT_FDCWD : dirfd;
+}
+static const char *at_path(const struct where *w, const char *path) {
+    return w->how == PHYSICALLY ? w->path : path;
+}
+
+/* ---- the calls --------------------------------------------------------------------- */
+
+/* A descriptor the kernel alone knows (not one of roost's), while none may stand for a
+ * remote object's local copy. */
+static int plain_descriptor(int fd) {
+    uint64_t seq;
+    if (!read_begin(&seq)) return 0;
+    int plain = fd >= 0 && (uint32_t)fd < table->fd_from && !(table->flags & RF_REMOTE_MET);
+    return read_still(seq) && plain;
+}
+
+/* A lookup by name that does not open: located, its directory proved, and not ending in a
+ * slash (which makes the kernel follow a final symlink even when told not to). */
+static int lookup_located(int dirfd, const char *path, struct where *w) {
+    if (locate(dirfd, path, 0, w) == TRAP_IT || w->slash) return 0;
+    return w->len == 0 || dir_proved(w);
+}
+
+static long stat_at(int dirfd, const char *path, struct stat *buf, int flags) {
+    const int known = AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT;
+    struct where w;
+    if (!ready() || !path_readable(path) || (flags & ~known)) goto trap;
+    if (!path[0]) {
+        if ((flags & AT_EMPTY_PATH) && plain_descriptor(dirfd)) {
+            long r = FAST(SYS_newfstatat, dirfd, "", buf, flags);
+            count(RF_CALL_FSTAT);
+            return r;
+        }
+        goto trap;
+    }
+    if (!lookup_located(dirfd, path, &w)) goto trap;
+    long r = FAST(SYS_newfstatat, at_dirfd(&w, dirfd), at_path(&w, path), buf,
+                  flags | AT_SYMLINK_NOFOLLOW);
+    if (r == 0 && !(flags & AT_SYMLINK_NOFOLLOW) && S_ISLNK(buf->st_mode)) goto trap;
+    count(flags & AT_SYMLINK_NOFOLLOW ? RF_CALL_LSTAT : RF_CALL_STAT);
+    return r;
+trap:
+    return TRAP(SYS_newfstatat, dirfd, path, buf, flags);
+}
+
+static long statx_at(int dirfd, const char *path, int flags, unsigned mask, void *buf) {
+    const int known = AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT | AT_STATX_SYNC_TYPE;
+    struct where w;
+    if (!ready() || !path_readable(path) || (flags & ~known)) goto trap;
+    if (!path[0]) {
+        if ((flags & AT_EMPTY_PATH) && plain_descriptor(dirfd)) {
+            long r = fast_syscall(SYS_statx, dirfd, (long)"", flags, mask, (long)buf);
+            count(RF_CALL_FSTAT);
+            return r;
+        }
+        goto trap;
+    }
+    if (!lookup_located(dirfd, path, &w)) goto trap;
+    /* The type, to see a final symlink; local file systems fill it whatever is asked. */
+    long r = fast_syscall(SYS_statx, at_dirfd(&w, dirfd), (long)at_path(&w, path),
+                          flags | AT_SYMLINK_NOFOLLOW, mask | STATX_TYPE, (long)buf);
+    if (r == 0 && !(flags & AT_SYMLINK_NOFOLLOW) &&
+        S_ISLNK(((struct statx *)buf)->stx_mode))
+        goto trap;
+    count(RF_CALL_STATX);
+    return r;
+trap:
+    return trap_syscall(SYS_statx, dirfd, (long)path, flags, mask, (long)buf, 0);
+}
+
+static long access_at(int dirfd, const char *path, int mode, int flags, long trap_nr) {
+    const int known = AT_SYMLINK_NOFOLLOW | AT_EACCESS | AT_EMPTY_PATH;
+    struct where w;
+    struct stat st;
+    if (!ready() || !path_readable(path) || !path[0] || (flags & ~known)) goto trap;
+    if (!lookup_located(dirfd, path, &w)) goto trap;
+    int at = at_dirfd(&w, dirfd);
+    const char *name = at_path(&w, path);
+    long r = FAST(SYS_newfstatat, at, name, &st, AT_SYMLINK_NOFOLLOW);
+    if (r == 0 && S_ISLNK(st.st_mode) && !(flags & AT_SYMLINK_NOFOLLOW)) goto trap;
+    if (r == 0)
+        r = flags ? FAST(SYS_faccessat2, at, name, mode, flags) : FAST(SYS_faccessat, at, name, mode, 0);
+    if (r == -ENOSYS) goto trap;
+    count(RF_CALL_ACCESS);
+    return r;
+trap:
+    if (trap_nr == SYS_access) return TRAP(SYS_access, path, mode, 0, 0);
+    if (trap_nr == SYS_faccessat) return TRAP(SYS_faccessat, dirfd, path, mode, 0);
+    return TRAP(SYS_faccessat2, dirfd, path, mode, flags);
+}
+
+static long readlink_at(int dirfd, const char *path, char *buf, size_t size, long trap_nr) {
+    struct where w;
+    if (!ready() || !path_readable(path) || !path[0]) goto trap;
+    if (!lookup_located(dirfd, path, &w)) goto trap;
+    long r = FAST(SYS_readlinkat, at_dirfd(&w, dirfd), at_path(&w, path), buf, size);
+    count(RF_CALL_READLINK);
+    return r;
+trap:
+    if (trap_nr == SYS_readlink) return TRAP(SYS_readlink, path, buf, size, 0);
+    return TRAP(SYS_readlinkat, dirfd, path, buf, size);
+}
+
+/* The flags openat2 takes (it refuses others, where openat ignores them). */
+#define OPEN_FLAGS                                                                          \
+    (O_ACCMODE | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_APPEND | O_NONBLOCK | O_DSYNC |  \
+     FASYNC | O_DIRECT | O_LARGEFILE | O_DIRECTORY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC |   \
+     O_PATH | O_TMPFILE | O_SYNC)
+#define O_PATH_KEEPS (O_PATH | O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW)
+
+static int creates(int flags) {
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
+}
+
+static long open_at(int dirfd, const char *path, int flags, unsigned mode) {
+    struct where w;
+    if (!ready() || (flags & ~OPEN_FLAGS) || !path_readable(path) || !path[0]) goto trap;
+    if (locate(dirfd, path, 1, &w) == TRAP_IT) goto trap;
+    /* By a descriptor, only what changes nothing (as the agent lets pass). */
+    if (w.len == 0 && (creates(flags) || (flags & O_TRUNC))) goto trap;
+    /* openat ignores what openat2 refuses: the mode without a create, most flags with
+     * O_PATH; a symlink anywhere on the way (ELOOP) is the agent's to follow. */
+    struct open_how how = {
+        .flags = (unsigned)((flags & O_PATH) ? flags & O_PATH_KEEPS : flags),
+        .mode = creates(flags) ? (mode & 07777) : 0,
+        .resolve = RESOLVE_NO_SYMLINKS,
+    };
+    long r = FAST(SYS_openat2, at_dirfd(&w, dirfd), at_path(&w, path), &how, sizeof how);
+    if (r == -ELOOP || r == -EXDEV || r == -EAGAIN || r == -ENOSYS || r == -E2BIG ||
+        r == -EINVAL)
+        goto trap;
+    count(RF_CALL_OPEN);
+    return r;
+trap:
+    return TRAP(SYS_openat, dirfd, path, flags, mode);
+}
+
+/* getcwd(2) into `buf`: the kernel's answer when it names itself, else the agent's. */
+static long cwd_into(char *buf, size_t size) {
+    if (!ready()) goto trap;
+    uint64_t seq;
+    long r = FAST(SYS_getcwd, buf, size, 0, 0);
+    if (r <= 1 || buf[0] != '/' || !read_begin(&seq)) goto trap;
+    int plain = cwd_is_plain(buf, (size_t)r - 1);
+    if (!read_still(seq) || !plain) goto trap;
+    count(RF_CALL_GETCWD);
+    return r;
+trap:
+    return TRAP(SYS_getcwd, buf, size, 0, 0);
+}
+
+/* The 64 forms are the same calls on x86_64 (struct stat64 is struct stat): aliases. */
+#pragma GCC diagnostic ignored "-Wattribute-alias"
+#pragma GCC diagnostic ignored "-Wmissing-attributes"
+
+/* ---- the C library's names ---------------------------------------------------------- */
+
+/* glibc's stat version numbers for x86_64 (_STAT_VER_KERNEL, _STAT_VER_LINUX). */
+static int stat_version_ok(int ver) { return ver == 0 || ver == 1; }
+
+EXPORT int fstatat(int dirfd, const char *path, struct stat *buf, int flags) {
+    return (int)set_errno(stat_at(dirfd, path, buf, flags));
+}
+EXPORT int stat(const char *path, struct stat *buf) {
+    return (int)set_errno(stat_at(AT_FDCWD, path, buf, 0));
+}
+EXPORT int lstat(const char *path, struct stat *buf) {
+    return (int)set_errno(stat_at(AT_FDCWD, path, buf, AT_SYMLINK_NOFOLLOW));
+}
+EXPORT int fstat(int fd, struct stat *buf) {
+    return (int)set_errno(stat_at(fd, "", buf, AT_EMPTY_PATH));
+}
+EXPORT int fstatat64(int, const char *, struct stat64 *, int) __attribute__((alias("fstatat")));
+EXPORT int stat64(const char *, struct stat64 *) __attribute__((alias("stat")));
+EXPORT int lstat64(const char *, struct stat64 *) __attribute__((alias("lstat")));
+EXPORT int fstat64(int, struct stat64 *) __attribute__((alias("fstat")));
+
+EXPORT int __fxstatat(int ver, int dirfd, const char *path, struct stat *buf, int flags) {
+    if (!stat_version_ok(ver)) return (int)set_errno(-EINVAL);
+    return fstatat(dirfd, path, buf, flags);
+}
+EXPORT int __xstat(int ver, const char *path, struct stat *buf) {
+    return __fxstatat(ver, AT_FDCWD, path, buf, 0);
+}
+EXPORT int __lxstat(int ver, const char *path, struct stat *buf) {
+    return __fxstatat(ver, AT_FDCWD, path, buf, AT_SYMLINK_NOFOLLOW);
+}
+EXPORT int __fxstat(int ver, int fd, struct stat *buf) {
+    if (!stat_version_ok(ver)) return (int)set_errno(-EINVAL);
+    return fstat(fd, buf);
+}
+EXPORT int __fxstatat64(int, int, const char *, struct stat *, int)
+    __attribute__((alias("__fxstatat")));
+EXPORT int __xstat64(int, const char *, struct stat *) __attribute__((alias("__xstat")));
+EXPORT int __lxstat64(int, const char *, struct stat *) __attribute__((alias("__lxstat")));
+EXPORT int __fxstat64(int, int, struct stat *) __attribute__((alias("__fxstat")));
+
+EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *buf) {
+    return (int)set_errno(statx_at(dirfd, path, flags, mask, buf));
+}
+
+EXPORT int access(const char *path, int mode) {
+    return (int)set_errno(access_at(AT_FDCWD, path, mode, 0, SYS_access));
+}
+EXPORT int faccessat(int dirfd, const char *path, int mode, int flags) {
+    return (int)set_errno(access_at(dirfd, path, mode, flags, flags ? SYS_faccessat2 : SYS_faccessat));
+}
+
+EXPORT ssize_t readlink(const char *path, char *buf, size_t size) {
+    return set_errno(readlink_at(AT_FDCWD, path, buf, size, SYS_readlink));
+}
+EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t size) {
+    return set_errno(readlink_at(dirfd, path, buf, size, SYS_readlinkat));
+}
+
+static unsigned mode_arg(int flags, va_list ap) {
+    return creates(flags) ? va_arg(ap, unsigned) : 0;
+}
+EXPORT int openat(int dirfd, const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    unsigned mode = mode_arg(flags, ap);
+    va_end(ap);
+    return (int)set_errno(open_at(dirfd, path, flags, mode));
+}
+EXPORT int open(const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    unsigned mode = mode_arg(flags, ap);
+    va_end(ap);
+    return (int)set_errno(open_at(AT_FDCWD, path, flags, mode));
+}
+EXPORT int openat64(int, const char *, int, ...) __attribute__((alias("openat")));
+EXPORT int open64(const char *, int, ...) __attribute__((alias("open")));
+/* _FORTIFY_SOURCE's checked forms, for flags that take no mode. */
+EXPORT int __open_2(const char *path, int flags) {
+    return (int)set_errno(open_at(AT_FDCWD, path, flags, 0));
+}
+EXPORT int __openat_2(int dirfd, const char *path, int flags) {
+    return (int)set_errno(open_at(dirfd, path, flags, 0));
+}
+EXPORT int __open64_2(const char *, int) __attribute__((alias("__open_2")));
+EXPORT int __openat64_2(int, const char *, int) __attribute__((alias("__openat_2")));
+EXPORT int creat(const char *path, unsigned mode) {
+    return (int)set_errno(open_at(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode));
+}
+EXPORT int creat64(const char *, unsigned) __attribute__((alias("creat")));
+
+EXPORT char *getcwd(char *buf, size_t size) {
+    if (buf) {
+        if (size == 0) {
+            set_errno(-EINVAL);
+            return 0;
+        }
+        return set_errno(cwd_into(buf, size)) < 0 ? 0 : buf;
+    }
+    /* glibc's extension: a buffer of its own (of `size` bytes, or as long as needed). */
+    char here[4096];
+    long r = set_errno(cwd_into(here, sizeof here));
+    if (r < 0) return 0;
+    if (size != 0 && (size_t)r > size) {
+        set_errno(-ERANGE);
+        return 0;
+    }
+    char *out = malloc(size ? size : (size_t)r);
+    if (!out) {
+        set_errno(-ENOMEM);
+        return 0;
+    }
+    for (long i = 0; i < r; i++) out[i] = here[i];
+    return out;
+}

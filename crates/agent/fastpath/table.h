@@ -1,0 +1,88 @@
+/* The table roost run shares with its in-process fast path (roost_fastpath.c), read-only
+ * there. Its Rust writer is crates/agent/src/fastpath/table.rs: the two must agree on every
+ * offset below, which a unit test there checks against this file.
+ *
+ * The agent decides what may be answered in the program's process; this table only says
+ * where: which logical prefixes map to which physical directories, which must be left to
+ * the trap, and which physical directories make a working directory ambiguous. */
+#ifndef ROOST_FASTPATH_TABLE_H
+#define ROOST_FASTPATH_TABLE_H
+
+#include <stdint.h>
+
+#define RF_MAGIC 0x31504654534f4f52ULL /* "ROOSTFP1" */
+#define RF_VERSION 1u
+
+#define RF_MAX_ENTRIES 64
+#define RF_MAX_NAMES 32
+#define RF_PATH_MAX 252
+#define RF_NAME_MAX 60
+
+/* table.flags */
+#define RF_ENABLED 1u    /* answer calls in-process at all */
+#define RF_COUNT 2u      /* count the calls answered (--summary) */
+#define RF_REMOTE_MET 4u /* a remote object was met: descriptors may stand for one */
+
+/* entry.kind */
+#define RF_LOCAL 1u /* logical prefix -> physical directory */
+#define RF_TRAP 2u  /* anything at or below the logical prefix goes to the agent */
+#define RF_PHYS 3u  /* a physical directory a mapping names (a local root, a mirror) */
+
+/* entry.flags */
+#define RF_VIEWED 1u /* RF_LOCAL: opens through it need no note; RF_PHYS: opens by the
+                        physical name do (the agent must see them) */
+
+struct rf_entry {
+    uint32_t kind;
+    uint32_t flags;
+    uint16_t logical_len;
+    uint16_t physical_len;
+    uint32_t pad;
+    char logical[RF_PATH_MAX];
+    char physical[RF_PATH_MAX];
+};
+
+struct rf_name {
+    uint32_t len;
+    char name[RF_NAME_MAX];
+};
+
+/* The calls the fast path answers, as the counters index them. */
+enum rf_call {
+    RF_CALL_STAT,
+    RF_CALL_LSTAT,
+    RF_CALL_FSTAT,
+    RF_CALL_STATX,
+    RF_CALL_ACCESS,
+    RF_CALL_READLINK,
+    RF_CALL_OPEN,
+    RF_CALL_GETCWD,
+    RF_CALLS
+};
+
+struct rf_table {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t flags;
+    /* Odd while the agent rewrites the table; readers retry or take the trap. */
+    uint64_t seq;
+    /* Bumped whenever a traced call may have changed names (a rename, a new symlink): the
+     * fast path's cached proofs of symlink-free directories are dropped. */
+    uint64_t names_gen;
+    /* Descriptors from here up are roost's (virtual descriptors, local copies). */
+    uint32_t fd_from;
+    uint32_t n_entries;
+    uint32_t n_names;
+    uint32_t pad;
+    struct rf_entry entries[RF_MAX_ENTRIES];
+    /* Last names of mount points and of local mappings' directories: a name relative to a
+     * directory descriptor that is one of these goes to the agent. */
+    struct rf_name names[RF_MAX_NAMES];
+};
+
+/* The counters of calls answered in-process, by enum rf_call: a page of their own, the only
+ * part of the file the programs map writable. */
+#define RF_COUNTERS_OFFSET 40960
+#define RF_FILE_SIZE (RF_COUNTERS_OFFSET + 4096)
+
+#endif

@@ -1,0 +1,386 @@
+//! The in-process fast path (docs/agent.md, "The in-process fast path"): roost's shared
+//! object `fastpath/roost_fastpath.c`, which the dynamic loader of every dynamically linked
+//! program puts in place because the agent maps `/etc/ld.so.preload` to a list naming it,
+//! answers the hot lookups in the program's own process whenever the table published here
+//! says the kernel would answer as the agent does. It makes those calls from a code page at
+//! an address chosen for the run, which the seccomp filter lets through ([`FastPath::rules`]);
+//! everything else is trapped as before. This module writes the run's files, keeps the table
+//! current as the namespace changes, and turns it off where the agent alone can answer.
+
+pub mod table;
+
+use crate::arch::Sys;
+use crate::filter::Verdict;
+use roost_vfs::{MountTable, Namespace, Target};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use table::{Contents, Entry, Table};
+
+/// The shared object, built by `build.rs`.
+static INTERPOSER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/roost_fastpath.so"));
+/// Where the object keeps its configuration: the agent writes `STUB_HEX TABLE_PATH` after
+/// the marker's 32 bytes, in at most `CONFIG_ROOM` bytes with the terminating NUL.
+const CONFIG_MARKER: &[u8] = b"@@roost-fastpath-config@@v1\0";
+const CONFIG_PAYLOAD: usize = 32;
+const CONFIG_ROOM: usize = 512 - CONFIG_PAYLOAD;
+/// The list the dynamic loader reads before any program starts.
+const PRELOAD_LIST: &[u8] = b"/etc/ld.so.preload";
+
+/// The calls the fast path makes from its code page: the only ones the filter lets through
+/// from there.
+pub const CALLS: &[Sys] = &[
+    Sys::Newfstatat,
+    Sys::Statx,
+    Sys::Faccessat,
+    Sys::Faccessat2,
+    Sys::Readlinkat,
+    Sys::Openat2,
+    Sys::Getcwd,
+];
+
+/// Why a run has no fast path.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Off {
+    /// `--strict`, or `--trace` (which records every call the agent sees).
+    Asked,
+    /// The mount list hides names (`DENY`, `ENOENT`): a program could reach them from the
+    /// code page the filter lets through, so no call is answered in-process.
+    Hiding,
+}
+
+/// A run's fast path: its files, and the table the programs read.
+pub struct FastPath {
+    dir: PathBuf,
+    /// Where the code page goes in every process of the run.
+    stub: u64,
+    count: bool,
+    state: Mutex<State>,
+}
+
+struct State {
+    table: Table,
+    /// Turned off for the rest of the run (a chroot).
+    off: bool,
+    /// Descriptors from here up are roost's.
+    fd_from: u32,
+    /// Each local root's canonical name, found once.
+    canonical: HashMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl FastPath {
+    /// Writes the run's fast-path files and adds the mappings they need to `mounts`: the
+    /// loader's preload list, and the directory holding them (reachable however `/` is
+    /// mapped). `count`: the programs count what they answer (`--summary`).
+    pub fn prepare(mounts: &mut MountTable, count: bool) -> io::Result<Result<FastPath, Off>> {
+        if mounts.hides_any() {
+            return Ok(Err(Off::Hiding));
+        }
+        let dir = make_run_dir()?;
+        let stub = random_page()?;
+        match Self::write_files(&dir, stub, mounts, count) {
+            Ok(fast) => Ok(Ok(fast)),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(e)
+            }
+        }
+    }
+
+    fn write_files(
+        dir: &Path,
+        stub: u64,
+        mounts: &mut MountTable,
+        count: bool,
+    ) -> io::Result<FastPath> {
+        let table_path = dir.join("table");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&table_path)?;
+        let table = Table::create(&file)?;
+        let object = dir.join("roost_fastpath.so");
+        write_file(&object, &configured(stub, &table_path)?, 0o755)?;
+        let mut list = object.as_os_str().as_bytes().to_vec();
+        list.push(b'\n');
+        // The machine's own preloads still load, after roost's.
+        if let Ok(own) = std::fs::read(OsStr::from_bytes(PRELOAD_LIST)) {
+            list.extend_from_slice(&own);
+        }
+        let list_path = dir.join("ld.so.preload");
+        write_file(&list_path, &list, 0o644)?;
+        mounts.add(
+            PRELOAD_LIST,
+            Target::local(list_path.as_os_str().as_bytes()),
+        );
+        let dir_bytes = dir.as_os_str().as_bytes();
+        mounts.add(dir_bytes, Target::local(dir_bytes));
+        Ok(FastPath {
+            dir: dir.to_path_buf(),
+            stub,
+            count,
+            state: Mutex::new(State {
+                table,
+                off: false,
+                fd_from: u32::MAX,
+                canonical: HashMap::new(),
+            }),
+        })
+    }
+
+    /// The filter's rules: each call of [`CALLS`] made from the code page is allowed, before
+    /// any other rule for its number is looked at.
+    pub fn rules(&self) -> Vec<(u32, Verdict)> {
+        // The kernel reports the address after the `syscall` instruction, the page's first.
+        let ip = self.stub + 2;
+        CALLS
+            .iter()
+            .map(|sys| (sys.nr() as u32, Verdict::AllowFrom { ip }))
+            .collect()
+    }
+
+    /// Descriptors from `from` up are roost's (virtual descriptors, local copies).
+    pub fn set_descriptor_floor(&self, from: u32) {
+        let mut state = self.state.lock().expect("fast path lock");
+        state.fd_from = state.fd_from.min(from);
+    }
+
+    /// Writes the table for `ns` as it is now.
+    pub fn publish(&self, ns: &Namespace) {
+        let mut state = self.state.lock().expect("fast path lock");
+        let state = &mut *state;
+        let (entries, names) = describe(ns, &mut state.canonical);
+        let contents = Contents {
+            enabled: !state.off,
+            count: self.count,
+            remote_met: ns.remote_met(),
+            fd_from: state.fd_from,
+            entries,
+            names,
+        };
+        state.table.write(&contents);
+    }
+
+    /// Turns the fast path off for the rest of the run (a process changed its root: its
+    /// names no longer mean what the table says).
+    pub fn turn_off(&self, ns: &Namespace) {
+        self.state.lock().expect("fast path lock").off = true;
+        self.publish(ns);
+    }
+
+    /// What the programs answered in-process, for `--summary`: one line per call.
+    pub fn report(&self) -> String {
+        let answered = self.state.lock().expect("fast path lock").table.answered();
+        let total: u64 = answered.iter().sum();
+        let mut out = format!("in-process (fast path): {total} calls\n");
+        for (name, n) in table::CALLS.iter().zip(answered) {
+            if n > 0 {
+                out.push_str(&format!("  {name:<10} {n:>10}\n"));
+            }
+        }
+        out
+    }
+}
+
+impl Drop for FastPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The table's entries and names for `ns`: what each mapping lets the fast path do.
+fn describe(
+    ns: &Namespace,
+    canonical: &mut HashMap<Vec<u8>, Option<Vec<u8>>>,
+) -> (Vec<Entry>, Vec<Vec<u8>>) {
+    let mounts = ns.table().mounts();
+    let mut by_name = vec![Entry::Trap {
+        logical: b"/proc".to_vec(),
+    }];
+    let mut physical = Vec::new();
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    let mut name = |path: &[u8]| {
+        let last = path.rsplit(|&b| b == b'/').next().unwrap_or_default();
+        if !last.is_empty() && !names.iter().any(|n| n == last) {
+            names.push(last.to_vec());
+        }
+    };
+    for (i, m) in mounts.iter().enumerate() {
+        name(&m.logical);
+        let trap = Entry::Trap {
+            logical: m.logical.clone(),
+        };
+        let Target::Driver { driver, .. } = &m.target else {
+            by_name.push(trap);
+            continue;
+        };
+        if !driver.is_local() {
+            by_name.push(trap);
+            if let Some(mirror) = driver.mirror() {
+                physical.push(Entry::Physical {
+                    physical: canonical_dir(canonical, mirror).unwrap_or_else(|| mirror.to_vec()),
+                    viewed: true,
+                });
+            }
+            continue;
+        }
+        let Some(root) = m.target.root_now() else {
+            by_name.push(trap);
+            continue;
+        };
+        name(&root);
+        let view = ns.view_of(&root);
+        let nested = mounts.iter().any(|o| {
+            o.logical != m.logical
+                && roost_vfs::path::strip_prefix(&o.logical, &m.logical).is_some()
+        });
+        match canonical_dir(canonical, &root) {
+            Some(real) => {
+                if nested {
+                    by_name.push(trap);
+                } else {
+                    by_name.push(Entry::Local {
+                        logical: m.logical.clone(),
+                        physical: real.clone(),
+                        viewed: view == Some(i),
+                    });
+                }
+                physical.push(Entry::Physical {
+                    physical: real,
+                    viewed: nested || view.is_some(),
+                });
+            }
+            // A file, or a directory gone: the agent's.
+            None => by_name.push(trap),
+        }
+    }
+    // The first entry holding a path is its mapping: longest names first.
+    by_name.sort_by_key(|e| match e {
+        Entry::Local { logical, .. } | Entry::Trap { logical } => std::cmp::Reverse(logical.len()),
+        Entry::Physical { .. } => std::cmp::Reverse(0),
+    });
+    by_name.extend(physical);
+    (by_name, names)
+}
+
+/// The canonical name of directory `root` (no symlink in it), remembered; None for a file or
+/// a name that no longer leads anywhere.
+fn canonical_dir(known: &mut HashMap<Vec<u8>, Option<Vec<u8>>>, root: &[u8]) -> Option<Vec<u8>> {
+    known
+        .entry(root.to_vec())
+        .or_insert_with(|| {
+            let real = std::fs::canonicalize(OsStr::from_bytes(root)).ok()?;
+            real.is_dir()
+                .then(|| real.into_os_string().into_encoded_bytes())
+        })
+        .clone()
+}
+
+/// The object with its configuration written in: the code page's address and the table.
+fn configured(stub: u64, table: &Path) -> io::Result<Vec<u8>> {
+    let mut object = INTERPOSER.to_vec();
+    let at = object
+        .windows(CONFIG_MARKER.len())
+        .position(|w| w == CONFIG_MARKER)
+        .ok_or_else(|| io::Error::other("the fast path's object has no configuration marker"))?;
+    let mut payload = format!("{stub:x} ").into_bytes();
+    payload.extend_from_slice(table.as_os_str().as_bytes());
+    payload.push(0);
+    if payload.len() > CONFIG_ROOM || table.as_os_str().len() > 255 {
+        return Err(io::Error::other(
+            "the fast path's table has too long a name",
+        ));
+    }
+    object[at + CONFIG_PAYLOAD..at + CONFIG_PAYLOAD + payload.len()].copy_from_slice(&payload);
+    Ok(object)
+}
+
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)?;
+    f.write_all(bytes)?;
+    // The umask may have taken bits the programs need (any user the program becomes must
+    // load the object).
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+}
+
+/// A directory of the run's own, readable by whatever user a program becomes.
+fn make_run_dir() -> io::Result<PathBuf> {
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_dir())
+        .unwrap_or_else(std::env::temp_dir);
+    let base = std::fs::canonicalize(base)?;
+    let dir = base.join(format!(
+        "roost-fastpath-{}-{:08x}",
+        std::process::id(),
+        random_u64()? as u32
+    ));
+    std::fs::create_dir(&dir)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    Ok(dir)
+}
+
+/// A page address for the code page, picked at random in a part of the address space that
+/// neither the program's image, its heap, its libraries nor its stack take (x86_64 places
+/// those near 0x5555_5555_0000 and below 0x7fff_ffff_f000).
+fn random_page() -> io::Result<u64> {
+    const FROM: u64 = 0x1000_0000_0000;
+    const SPAN: u64 = 0x3000_0000_0000;
+    Ok(FROM + ((random_u64()? % SPAN) & !0xfff))
+}
+
+fn random_u64() -> io::Result<u64> {
+    let mut bytes = [0u8; 8];
+    // SAFETY: the kernel fills the 8-byte buffer.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n != bytes.len() as isize {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::from_ne_bytes(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configuration_lands_after_the_marker() {
+        let object = configured(0x1234_5000, Path::new("/run/x/table")).unwrap();
+        let at = object
+            .windows(CONFIG_MARKER.len())
+            .position(|w| w == CONFIG_MARKER)
+            .unwrap();
+        let payload = &object[at + CONFIG_PAYLOAD..];
+        assert!(payload.starts_with(b"12345000 /run/x/table\0"));
+        assert_eq!(object.len(), INTERPOSER.len());
+    }
+
+    #[test]
+    fn the_code_page_is_page_aligned_and_clear_of_the_usual_places() {
+        for _ in 0..100 {
+            let page = random_page().unwrap();
+            assert_eq!(page % 4096, 0);
+            assert!((0x1000_0000_0000..0x4000_0000_0000).contains(&page));
+        }
+    }
+
+    #[test]
+    fn hiding_mappings_turn_it_off() {
+        let mut mounts = MountTable::new();
+        mounts.add(b"/secret", Target::Deny);
+        assert_eq!(
+            FastPath::prepare(&mut mounts, false).unwrap().err(),
+            Some(Off::Hiding)
+        );
+    }
+}

@@ -1,0 +1,313 @@
+//! The table the agent shares with the in-process fast path: a file of `FILE_SIZE` bytes,
+//! laid out as `fastpath/table.h` says (the test below holds the two together), that the
+//! agent keeps mapped writable and every program maps read-only. Rewrites go under a
+//! sequence lock: the count is odd while one is under way, and a reader that sees it odd,
+//! or changed by the time it is done, leaves its call to the trap.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+pub const MAGIC: u64 = 0x3150_4654_534f_4f52; // "ROOSTFP1"
+pub const VERSION: u32 = 1;
+pub const MAX_ENTRIES: usize = 64;
+pub const MAX_NAMES: usize = 32;
+/// The longest path an entry holds (the C side's `RF_PATH_MAX`, less its terminating NUL).
+pub const PATH_MAX: usize = 251;
+pub const NAME_MAX: usize = 60;
+
+pub const ENABLED: u32 = 1;
+pub const COUNT: u32 = 2;
+pub const REMOTE_MET: u32 = 4;
+
+pub const VIEWED: u32 = 1;
+
+/// Offsets in `struct rf_table` and its parts.
+const FLAGS: usize = 12;
+const SEQ: usize = 16;
+const NAMES_GEN: usize = 24;
+const FD_FROM: usize = 32;
+const N_ENTRIES: usize = 36;
+const N_NAMES: usize = 40;
+const ENTRIES: usize = 48;
+const ENTRY_SIZE: usize = 520;
+const ENTRY_PHYSICAL: usize = 268;
+const NAMES: usize = ENTRIES + MAX_ENTRIES * ENTRY_SIZE;
+const NAME_SIZE: usize = 64;
+pub const COUNTERS: usize = 40960;
+pub const FILE_SIZE: usize = COUNTERS + 4096;
+/// The calls the counters hold, in `enum rf_call`'s order.
+pub const CALLS: [&str; 8] = [
+    "stat", "lstat", "fstat", "statx", "access", "readlink", "open", "getcwd",
+];
+
+/// What one entry says of a prefix.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Entry {
+    /// Paths at or below `logical` are the same paths below `physical` (a directory); with
+    /// `viewed`, descriptors opened there need no note.
+    Local {
+        logical: Vec<u8>,
+        physical: Vec<u8>,
+        viewed: bool,
+    },
+    /// Paths at or below `logical` are the agent's.
+    Trap { logical: Vec<u8> },
+    /// A directory a mapping names: a working directory under it is the agent's to name;
+    /// with `viewed`, opens by names under it are the agent's to note.
+    Physical { physical: Vec<u8>, viewed: bool },
+}
+
+/// What the table holds at one time.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Contents {
+    pub enabled: bool,
+    pub count: bool,
+    pub remote_met: bool,
+    pub fd_from: u32,
+    pub entries: Vec<Entry>,
+    pub names: Vec<Vec<u8>>,
+}
+
+impl Contents {
+    /// Whether everything fits the table's fixed room.
+    pub fn fits(&self) -> bool {
+        let path_fits = |p: &[u8]| p.len() <= PATH_MAX;
+        self.entries.len() <= MAX_ENTRIES
+            && self.names.len() <= MAX_NAMES
+            && self.names.iter().all(|n| n.len() <= NAME_MAX)
+            && self.entries.iter().all(|e| match e {
+                Entry::Local {
+                    logical, physical, ..
+                } => path_fits(logical) && path_fits(physical),
+                Entry::Trap { logical } => path_fits(logical),
+                Entry::Physical { physical, .. } => path_fits(physical),
+            })
+    }
+}
+
+/// The agent's writable mapping of the table file.
+pub struct Table {
+    base: *mut u8,
+    names_gen: u64,
+}
+
+// SAFETY: the mapping is process-wide memory; writes are serialized by the owner's lock
+// (`FastPath` keeps the table in a Mutex), and readers elsewhere only read.
+unsafe impl Send for Table {}
+
+impl Table {
+    /// Maps `file` (sized here) and writes an empty, disabled table into it.
+    pub fn create(file: &File) -> io::Result<Table> {
+        file.set_len(FILE_SIZE as u64)?;
+        // SAFETY: a fresh shared mapping of a file of FILE_SIZE bytes.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                FILE_SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let mut table = Table {
+            base: base.cast(),
+            names_gen: 0,
+        };
+        table.put(0, &MAGIC.to_ne_bytes());
+        table.put(8, &VERSION.to_ne_bytes());
+        Ok(table)
+    }
+
+    fn put(&mut self, offset: usize, bytes: &[u8]) {
+        assert!(offset + bytes.len() <= FILE_SIZE);
+        // SAFETY: in bounds of the mapping (checked above).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(offset), bytes.len()) }
+    }
+
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        // SAFETY: an aligned u64 inside the mapping, which lives as long as `self`.
+        unsafe { &*(self.base.add(offset) as *const AtomicU64) }
+    }
+
+    /// Writes `contents` (which must fit) under the sequence lock; the proofs programs keep
+    /// of symlink-free directories are dropped with it.
+    pub fn write(&mut self, contents: &Contents) {
+        let seq = self.word(SEQ).load(Ordering::Relaxed);
+        self.word(SEQ).store(seq + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let fits = contents.fits();
+        let flags = (if contents.enabled && fits { ENABLED } else { 0 })
+            | (if contents.count { COUNT } else { 0 })
+            | (if contents.remote_met { REMOTE_MET } else { 0 });
+        self.names_gen += 1;
+        self.put(FLAGS, &flags.to_ne_bytes());
+        self.put(NAMES_GEN, &self.names_gen.to_ne_bytes());
+        self.put(FD_FROM, &contents.fd_from.to_ne_bytes());
+        if fits {
+            for (i, e) in contents.entries.iter().enumerate() {
+                let (kind, flags, logical, physical): (u32, bool, &[u8], &[u8]) = match e {
+                    Entry::Local {
+                        logical,
+                        physical,
+                        viewed,
+                    } => (1, *viewed, logical, physical),
+                    Entry::Trap { logical } => (2, false, logical, b""),
+                    Entry::Physical { physical, viewed } => (3, *viewed, b"", physical),
+                };
+                let at = ENTRIES + i * ENTRY_SIZE;
+                self.put(at, &kind.to_ne_bytes());
+                self.put(at + 4, &u32::from(flags).to_ne_bytes());
+                self.put(at + 8, &(logical.len() as u16).to_ne_bytes());
+                self.put(at + 10, &(physical.len() as u16).to_ne_bytes());
+                self.put(at + 16, logical);
+                self.put(at + 16 + logical.len(), &[0]);
+                self.put(at + ENTRY_PHYSICAL, physical);
+                self.put(at + ENTRY_PHYSICAL + physical.len(), &[0]);
+            }
+            for (i, name) in contents.names.iter().enumerate() {
+                let at = NAMES + i * NAME_SIZE;
+                self.put(at, &(name.len() as u32).to_ne_bytes());
+                self.put(at + 4, name);
+            }
+            self.put(N_ENTRIES, &(contents.entries.len() as u32).to_ne_bytes());
+            self.put(N_NAMES, &(contents.names.len() as u32).to_ne_bytes());
+        }
+        fence(Ordering::Release);
+        self.word(SEQ).store(seq + 2, Ordering::Release);
+    }
+
+    /// The calls the programs answered in-process so far, by [`CALLS`].
+    pub fn answered(&self) -> Vec<u64> {
+        (0..CALLS.len())
+            .map(|i| self.word(COUNTERS + 8 * i).load(Ordering::Relaxed))
+            .collect()
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `create`, used by nothing after this.
+        unsafe { libc::munmap(self.base.cast(), FILE_SIZE) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The C side's offsets, as the C compiler lays `table.h` out.
+    fn c_layout() -> Vec<(String, usize)> {
+        let dir =
+            std::env::temp_dir().join(format!("roost-fastpath-layout-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let header = concat!(env!("CARGO_MANIFEST_DIR"), "/fastpath/table.h");
+        let program = format!(
+            r#"#include "{header}"
+#include <stddef.h>
+#include <stdio.h>
+#define SHOW(name, value) printf("%s %zu\n", name, (size_t)(value))
+int main(void) {{
+    SHOW("flags", offsetof(struct rf_table, flags));
+    SHOW("seq", offsetof(struct rf_table, seq));
+    SHOW("names_gen", offsetof(struct rf_table, names_gen));
+    SHOW("fd_from", offsetof(struct rf_table, fd_from));
+    SHOW("n_entries", offsetof(struct rf_table, n_entries));
+    SHOW("n_names", offsetof(struct rf_table, n_names));
+    SHOW("entries", offsetof(struct rf_table, entries));
+    SHOW("entry_size", sizeof(struct rf_entry));
+    SHOW("entry_physical", offsetof(struct rf_entry, physical));
+    SHOW("entry_logical", offsetof(struct rf_entry, logical));
+    SHOW("names", offsetof(struct rf_table, names));
+    SHOW("name_size", sizeof(struct rf_name));
+    SHOW("table_size", sizeof(struct rf_table));
+    SHOW("counters", RF_COUNTERS_OFFSET);
+    SHOW("file_size", RF_FILE_SIZE);
+    SHOW("calls", RF_CALLS);
+    return 0;
+}}
+"#
+        );
+        let source = dir.join("layout.c");
+        std::fs::write(&source, program).unwrap();
+        let exe = dir.join("layout");
+        let built = std::process::Command::new("cc")
+            .arg("-o")
+            .arg(&exe)
+            .arg(&source)
+            .status()
+            .expect("a C compiler");
+        assert!(built.success());
+        let out = std::process::Command::new(&exe).output().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let (name, value) = l.split_once(' ').unwrap();
+                (name.to_string(), value.parse().unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_layout_is_the_c_sides() {
+        let c = c_layout();
+        let at = |name: &str| c.iter().find(|(n, _)| n == name).unwrap().1;
+        assert_eq!(at("flags"), FLAGS);
+        assert_eq!(at("seq"), SEQ);
+        assert_eq!(at("names_gen"), NAMES_GEN);
+        assert_eq!(at("fd_from"), FD_FROM);
+        assert_eq!(at("n_entries"), N_ENTRIES);
+        assert_eq!(at("n_names"), N_NAMES);
+        assert_eq!(at("entries"), ENTRIES);
+        assert_eq!(at("entry_size"), ENTRY_SIZE);
+        assert_eq!(at("entry_logical"), 16);
+        assert_eq!(at("entry_physical"), ENTRY_PHYSICAL);
+        assert_eq!(at("names"), NAMES);
+        assert_eq!(at("name_size"), NAME_SIZE);
+        assert!(at("table_size") <= COUNTERS);
+        assert_eq!(at("counters"), COUNTERS);
+        assert_eq!(at("file_size"), FILE_SIZE);
+        assert_eq!(at("calls"), CALLS.len());
+    }
+
+    #[test]
+    fn a_table_that_does_not_fit_is_written_disabled() {
+        let path = std::env::temp_dir().join(format!("roost-fastpath-fit-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        let mut table = Table::create(&file).unwrap();
+        let long = Contents {
+            enabled: true,
+            entries: vec![Entry::Trap {
+                logical: vec![b'a'; PATH_MAX + 1],
+            }],
+            ..Contents::default()
+        };
+        table.write(&long);
+        let bytes = std::fs::read(&path).unwrap();
+        let flags = u32::from_ne_bytes(bytes[FLAGS..FLAGS + 4].try_into().unwrap());
+        assert_eq!(flags & ENABLED, 0);
+        let seq = u64::from_ne_bytes(bytes[SEQ..SEQ + 8].try_into().unwrap());
+        assert_eq!(seq % 2, 0, "the lock is released");
+        table.write(&Contents {
+            enabled: true,
+            ..Contents::default()
+        });
+        let bytes = std::fs::read(&path).unwrap();
+        let flags = u32::from_ne_bytes(bytes[FLAGS..FLAGS + 4].try_into().unwrap());
+        assert_eq!(flags & ENABLED, ENABLED);
+        std::fs::remove_file(&path).unwrap();
+    }
+}

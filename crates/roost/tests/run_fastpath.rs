@@ -1,0 +1,278 @@
+//! The in-process fast path (docs/agent.md, "The in-process fast path"): what a program
+//! answers in its own process must be what the agent answers, every call the library does
+//! not see must still be translated, and no code page may exist for a hostile program to
+//! use while a mapping hides names.
+
+use roost_testkit::run::*;
+
+/// A tree for /m with the cases that decide between the fast path and the trap: plain files
+/// and directories, symlinks inside the mapping (relative, absolute into the mapping,
+/// absolute into a second mapping /n), a symlink outside any mapping that points into one,
+/// and a FIFO.
+fn trees(tag: &str) -> (Tree, Tree, Tree) {
+    let m = Tree::new(&format!("{tag}-m"));
+    let n = Tree::new(&format!("{tag}-n"));
+    let outside = Tree::new(&format!("{tag}-out"));
+    m.write("f", "mapped f\n");
+    m.write("sub/f", "mapped sub/f\n");
+    m.write("sub/deeper/g", "g\n");
+    std::fs::set_permissions(
+        m.path("sub/f"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    n.write("x", "second mapping x\n");
+    n.write("f", "second mapping f\n");
+    outside.write("f", "outside f\n");
+    let link =
+        |target: &str, at: std::path::PathBuf| std::os::unix::fs::symlink(target, at).unwrap();
+    link("sub/f", m.path("rel"));
+    link("/m/sub", m.path("abs"));
+    link("/n", m.path("cross"));
+    link("/m/sub", outside.path("into"));
+    link("missing", m.path("dangling"));
+    let fifo = std::ffi::CString::new(m.s() + "/fifo").unwrap();
+    // SAFETY: a plain mkfifo of a path in the test's own tree.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    (m, n, outside)
+}
+
+/// The paths `lookups` is asked about, absolute ones first.
+fn probes(outside: &Tree) -> Vec<String> {
+    let o = outside.s();
+    let mut v: Vec<String> = [
+        "/m",
+        "/m/f",
+        "/m/sub",
+        "/m/sub/f",
+        "/m/sub/deeper/g",
+        "/m/rel",
+        "/m/abs",
+        "/m/abs/f",
+        "/m/cross",
+        "/m/cross/x",
+        "/m/dangling",
+        "/m/missing",
+        "/m/sub/",
+        "/m/f/",
+        "/m/./f",
+        "/m/sub/../f",
+        "/m//sub///f",
+        "/n/x",
+        "/",
+        "/proc/self/exe",
+        "/dev/null",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.extend([
+        format!("{o}/f"),
+        format!("{o}/into"),
+        format!("{o}/into/f"),
+        format!("{o}/nothing"),
+    ]);
+    // Relative names, from the working directory the script enters.
+    v.extend(["f", "sub/f", "rel", "abs/f", "cross/x", "../m/f", "missing"].map(String::from));
+    v
+}
+
+/// `roost run MODE --mount /m=.. --mount /n=.. -- sh -c 'cd DIR && fastpath lookups ...'`.
+fn lookups_in(mode: &[&str], trees: &(Tree, Tree, Tree), cwd: &str) -> (String, i32) {
+    let (m, n, outside) = trees;
+    let program = compiled("fastpath");
+    let probes = probes(outside).join(" ");
+    let script = format!("cd {cwd} && {} lookups {probes}", program.display());
+    let (mm, nn) = (format!("/m={}", m.s()), format!("/n={}", n.s()));
+    let mut args = mode.to_vec();
+    args.extend(["--mount", &mm, "--mount", &nn, "--", "sh", "-c", &script]);
+    let o = run(&args);
+    (stdout(&o) + &stderr(&o), o.status.code().unwrap_or(-1))
+}
+
+#[test]
+fn the_fast_path_answers_every_lookup_as_the_trap_does() {
+    let t = trees("fastpath-lookups");
+    for cwd in ["/m", "/m/sub", t.2.s().as_str(), "/"] {
+        let fast = lookups_in(&[], &t, cwd);
+        let notified = lookups_in(&["--strict"], &t, cwd);
+        let ptraced = lookups_in(&["--strict", "--no-notify"], &t, cwd);
+        assert_eq!(fast.1, 0, "{}", fast.0);
+        assert_eq!(fast, notified, "fast path vs notifications, cwd {cwd}");
+        assert_eq!(fast, ptraced, "fast path vs ptrace, cwd {cwd}");
+        assert!(
+            fast.0.contains("open /m/f: 9 bytes: mapped f"),
+            "{}",
+            fast.0
+        );
+        assert!(
+            fast.0
+                .contains("open /m/cross/x: 17 bytes: second mapping x"),
+            "{}",
+            fast.0
+        );
+    }
+}
+
+#[test]
+fn the_fast_path_takes_calls_and_summary_says_which() {
+    let t = Tree::new("fastpath-summary");
+    t.write("f", "x\n");
+    let program = compiled("fastpath");
+    let mount = format!("/m={}", t.s());
+    let o = run(&[
+        "--summary",
+        "--mount",
+        &mount,
+        "--",
+        program.to_str().unwrap(),
+        "lookups",
+        "/m/f",
+        "/m/f",
+        "/usr/bin",
+    ]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("in-process (fast path): "))
+        .unwrap_or_else(|| panic!("no in-process line: {err}"));
+    let calls: u64 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+    // stat, lstat, fstatat, statx, access x4 and faccessat of three paths at least.
+    assert!(calls >= 20, "{line}");
+    for call in ["stat", "lstat", "statx", "access", "getcwd"] {
+        assert!(
+            err.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{call} "))),
+            "{call} not answered in-process: {err}"
+        );
+    }
+    // With --strict nothing is.
+    let o = run(&[
+        "--strict",
+        "--summary",
+        "--mount",
+        &mount,
+        "--",
+        program.to_str().unwrap(),
+        "lookups",
+        "/m/f",
+    ]);
+    assert!(!stderr(&o).contains("in-process"), "{}", stderr(&o));
+}
+
+#[test]
+fn calls_the_library_does_not_see_are_still_translated() {
+    let t = Tree::new("fastpath-unseen");
+    t.write("f", "hello\n");
+    let mount = format!("/m={}", t.s());
+    let program = compiled("fastpath");
+    // A `syscall` instruction of the program's own.
+    let o = run(&[
+        "--mount",
+        &mount,
+        "--",
+        program.to_str().unwrap(),
+        "raw",
+        "/m/f",
+    ]);
+    assert_eq!(stdout(&o), "raw /m/f: size 6\n", "{}", stderr(&o));
+    // A static program loads no library at all.
+    let source = roost_testkit::tests_dir().join("run_support/fastpath.c");
+    let static_program = t.path("fastpath-static");
+    let built = std::process::Command::new("gcc")
+        .args(["-O1", "-static", "-pthread", "-o"])
+        .arg(&static_program)
+        .arg(&source)
+        .status()
+        .expect("gcc");
+    assert!(built.success());
+    let lookups = |program: &str| {
+        let o = run(&[
+            "--mount",
+            &mount,
+            "--",
+            program,
+            "lookups",
+            "/m/f",
+            "/m/missing",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let dynamic = lookups(program.to_str().unwrap());
+    assert!(dynamic.contains("open /m/f: 6 bytes: hello"), "{dynamic}");
+    assert_eq!(lookups(static_program.to_str().unwrap()), dynamic);
+}
+
+#[test]
+fn no_code_page_exists_while_a_mapping_hides_names() {
+    let t = Tree::new("fastpath-deny");
+    t.write("f", "hello\n");
+    t.write("secret/key", "s3cret\n");
+    let program = compiled("fastpath");
+    let p = program.to_str().unwrap();
+    let mount = format!("/m={}", t.s());
+    let secret = format!("{}/secret/key", t.s());
+    // Without a hiding mapping the page exists, and a call made from it is the kernel's,
+    // untranslated (/m does not exist outside roost): the page is real, and usable by
+    // anyone who finds it, which is why nothing may be hidden while it exists.
+    let o = run(&["--mount", &mount, "--", p, "stub", "/m/f"]);
+    assert_eq!(
+        stdout(&o),
+        "from the code page /m/f: No such file or directory\n",
+        "{}",
+        stderr(&o)
+    );
+    // With a DENY or ENOENT mapping, or --strict, there is none to call, and the hidden
+    // file stays hidden by every route.
+    let deny = "/m/secret=DENY".to_string();
+    let enoent = format!("{}/secret=ENOENT", t.s());
+    for extra in [
+        &["--mount", &deny][..],
+        &["--mount", &enoent][..],
+        &["--strict"][..],
+    ] {
+        let mut args = vec!["--mount", &mount];
+        args.extend_from_slice(extra);
+        args.extend(["--", p, "stub", &secret]);
+        let o = run(&args);
+        assert_eq!(stdout(&o), "no code page\n", "{extra:?}: {}", stderr(&o));
+        let preload = std::fs::read_to_string("/etc/ld.so.preload").unwrap_or_default();
+        let mut args = vec!["--mount", &mount];
+        args.extend_from_slice(extra);
+        args.extend(["--", "cat", "/etc/ld.so.preload"]);
+        let o = run(&args);
+        assert_eq!(stdout(&o), preload, "{extra:?}: the machine's own list");
+    }
+    let o = run(&[
+        "--mount",
+        &mount,
+        "--mount",
+        &deny,
+        "--",
+        p,
+        "raw",
+        "/m/secret/key",
+    ]);
+    assert_eq!(stdout(&o), "raw /m/secret/key: Permission denied\n");
+}
+
+#[test]
+fn signal_handlers_threads_and_vfork_children_get_right_answers() {
+    let t = Tree::new("fastpath-stress");
+    t.write("sub/f", "x\n");
+    let mount = format!("/m={}", t.s());
+    let program = compiled("fastpath");
+    let o = run(&[
+        "--mount",
+        &mount,
+        "--",
+        program.to_str().unwrap(),
+        "stress",
+        "/m/sub/f",
+        "20000",
+    ]);
+    assert_eq!(stdout(&o), "wrong answers: 0\n", "{}", stderr(&o));
+    assert!(o.status.success());
+}
