@@ -195,6 +195,7 @@ static int above(const char *path, size_t n, const char *prefix, size_t pn) {
  * slashes fold, a trailing slash is dropped and reported. A `.` or `..` component fails
  * (where it leads depends on symlinks and mappings: the agent's to walk). */
 static int append_components(char *out, size_t *len, const char *src, size_t n, int *slash) {
+    size_t at = *len; /* kept local: `out` may alias `*len` as far as the compiler knows */
     size_t i = 0;
     *slash = n > 0 && src[n - 1] == '/';
     while (i < n) {
@@ -205,12 +206,14 @@ static int append_components(char *out, size_t *len, const char *src, size_t n, 
         size_t c = j - i;
         if ((c == 1 && src[i] == '.') || (c == 2 && src[i] == '.' && src[i + 1] == '.'))
             return 0;
-        if (*len + 1 + c + 1 > PATHBUF) return 0;
-        if (!(*len == 1 && out[0] == '/')) out[(*len)++] = '/';
-        for (size_t k = 0; k < c; k++) out[(*len)++] = src[i + k];
+        if (at + 1 + c + 1 > PATHBUF) return 0;
+        if (!(at == 1 && out[0] == '/')) out[at++] = '/';
+        for (size_t k = 0; k < c; k++) out[at + k] = src[i + k];
+        at += c;
         i = j;
     }
-    out[*len] = 0;
+    out[at] = 0;
+    *len = at;
     return 1;
 }
 
@@ -405,10 +408,22 @@ static uint64_t now_ticks(void) {
     return (uint64_t)ts.tv_sec * 64 + (uint64_t)ts.tv_nsec / (1000000000 / 64);
 }
 
+typedef uint64_t __attribute__((may_alias, aligned(1))) unaligned_u64;
+
+/* A hash of the `n` bytes at `p` (a word at a time: the byte-serial multiply chain of FNV
+ * costs more than the lookup it guards), mixed with the table's names generation. */
 static uint64_t hash_dir(const char *p, size_t n, uint64_t gen) {
-    uint64_t h = 0xcbf29ce484222325ULL ^ (gen * 0x9e3779b97f4a7c15ULL);
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
-    return h;
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (gen * 0xff51afd7ed558ccdULL) ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        h ^= *(const unaligned_u64 *)(p + i);
+        h = (h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ULL;
+    }
+    uint64_t last = 0;
+    for (size_t k = 0; i + k < n; k++) last |= (uint64_t)(unsigned char)p[i + k] << (8 * k);
+    h ^= last;
+    h = (h ^ (h >> 32)) * 0x94d049bb133111ebULL;
+    return h ^ (h >> 29);
 }
 
 /* Whether the directory part of w->path is free of symlinks (proved now, or lately). */
