@@ -128,7 +128,10 @@ static int start(void) {
     code[1] = 0x05;
     code[2] = 0xc3; /* ret */
     if (TRAP(SYS_mprotect, at, 4096, PROT_READ | PROT_EXEC, 0) != 0) return OFF;
-    long fd = TRAP(SYS_openat, AT_FDCWD, path, O_RDWR | O_CLOEXEC, 0);
+    /* From the page already: one trapped call fewer for every program started. */
+    stub = at;
+    struct open_how how = {.flags = O_RDWR | O_CLOEXEC};
+    long fd = FAST(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
     if (is_error(fd)) return OFF;
     long t = trap_syscall(SYS_mmap, 0, RF_COUNTERS_OFFSET, PROT_READ, MAP_SHARED, fd, 0);
     long c = trap_syscall(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
@@ -139,7 +142,6 @@ static int start(void) {
     if (tb->magic != RF_MAGIC || tb->version != RF_VERSION) return OFF;
     table = tb;
     answered = (uint64_t *)c;
-    stub = at;
     return READY;
 }
 

@@ -74,8 +74,7 @@ struct State {
 
 impl FastPath {
     /// Writes the run's fast-path files and adds the mappings they need to `mounts`: the
-    /// loader's preload list, and the directory holding them (reachable however `/` is
-    /// mapped). `count`: the programs count what they answer (`--summary`).
+    /// loader's preload list, and, when a mapping would hide it, the directory holding them. `count`: the programs count what they answer (`--summary`).
     pub fn prepare(mounts: &mut MountTable, count: bool) -> io::Result<Result<FastPath, Off>> {
         if mounts.hides_any() {
             return Ok(Err(Off::Hiding));
@@ -115,12 +114,17 @@ impl FastPath {
         }
         let list_path = dir.join("ld.so.preload");
         write_file(&list_path, &list, 0o644)?;
+        // The directory must be reachable by its own name: mapped to itself when a mapping
+        // would hide it (`/` or `/tmp` remapped), else left to the kernel (a mapping costs
+        // each program's loader a trapped open the agent makes).
+        let dir_bytes = dir.as_os_str().as_bytes();
+        if mounts.covers(dir_bytes) {
+            mounts.add(dir_bytes, Target::local(dir_bytes));
+        }
         mounts.add(
             PRELOAD_LIST,
             Target::local(list_path.as_os_str().as_bytes()),
         );
-        let dir_bytes = dir.as_os_str().as_bytes();
-        mounts.add(dir_bytes, Target::local(dir_bytes));
         Ok(FastPath {
             dir: dir.to_path_buf(),
             stub,
