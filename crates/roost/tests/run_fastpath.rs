@@ -114,23 +114,34 @@ fn the_fast_path_answers_every_lookup_as_the_trap_does() {
     }
 }
 
+/// A tree with `f` ("hello") mapped at /m, and the `--mount` argument for it.
+fn hello_tree(tag: &str) -> (Tree, String) {
+    let t = Tree::new(tag);
+    t.write("f", "hello\n");
+    let mount = format!("/m={}", t.s());
+    (t, mount)
+}
+
+/// `roost run OPTIONS... -- PROGRAM ARGS...`.
+fn roost_run(options: &[&str], program: &str, args: &[&str]) -> std::process::Output {
+    let mut all = options.to_vec();
+    all.push("--");
+    all.push(program);
+    all.extend_from_slice(args);
+    run(&all)
+}
+
+/// The probe program, as a string for the command line.
+fn probe() -> String {
+    compiled("fastpath").display().to_string()
+}
+
 #[test]
 fn the_fast_path_takes_calls_and_summary_says_which() {
-    let t = Tree::new("fastpath-summary");
-    t.write("f", "x\n");
-    let program = compiled("fastpath");
-    let mount = format!("/m={}", t.s());
-    let o = run(&[
-        "--summary",
-        "--mount",
-        &mount,
-        "--",
-        program.to_str().unwrap(),
-        "lookups",
-        "/m/f",
-        "/m/f",
-        "/usr/bin",
-    ]);
+    let (_t, mount) = hello_tree("fastpath-summary");
+    let p = probe();
+    let lookups = ["lookups", "/m/f", "/m/f", "/usr/bin"];
+    let o = roost_run(&["--summary", "--mount", &mount], &p, &lookups);
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");
     let line = err
@@ -148,34 +159,16 @@ fn the_fast_path_takes_calls_and_summary_says_which() {
         );
     }
     // With --strict nothing is.
-    let o = run(&[
-        "--strict",
-        "--summary",
-        "--mount",
-        &mount,
-        "--",
-        program.to_str().unwrap(),
-        "lookups",
-        "/m/f",
-    ]);
+    let o = roost_run(&["--strict", "--summary", "--mount", &mount], &p, &lookups);
     assert!(!stderr(&o).contains("in-process"), "{}", stderr(&o));
 }
 
 #[test]
 fn calls_the_library_does_not_see_are_still_translated() {
-    let t = Tree::new("fastpath-unseen");
-    t.write("f", "hello\n");
-    let mount = format!("/m={}", t.s());
-    let program = compiled("fastpath");
+    let (t, mount) = hello_tree("fastpath-unseen");
+    let p = probe();
     // A `syscall` instruction of the program's own.
-    let o = run(&[
-        "--mount",
-        &mount,
-        "--",
-        program.to_str().unwrap(),
-        "raw",
-        "/m/f",
-    ]);
+    let o = roost_run(&["--mount", &mount], &p, &["raw", "/m/f"]);
     assert_eq!(stdout(&o), "raw /m/f: size 6\n", "{}", stderr(&o));
     // A static program loads no library at all.
     let source = roost_testkit::tests_dir().join("run_support/fastpath.c");
@@ -188,36 +181,29 @@ fn calls_the_library_does_not_see_are_still_translated() {
         .expect("gcc");
     assert!(built.success());
     let lookups = |program: &str| {
-        let o = run(&[
-            "--mount",
-            &mount,
-            "--",
+        let o = roost_run(
+            &["--mount", &mount],
             program,
-            "lookups",
-            "/m/f",
-            "/m/missing",
-        ]);
+            &["lookups", "/m/f", "/m/missing"],
+        );
         assert!(o.status.success(), "{}", stderr(&o));
         stdout(&o)
     };
-    let dynamic = lookups(program.to_str().unwrap());
+    let dynamic = lookups(&p);
     assert!(dynamic.contains("open /m/f: 6 bytes: hello"), "{dynamic}");
     assert_eq!(lookups(static_program.to_str().unwrap()), dynamic);
 }
 
 #[test]
 fn no_code_page_exists_while_a_mapping_hides_names() {
-    let t = Tree::new("fastpath-deny");
-    t.write("f", "hello\n");
+    let (t, mount) = hello_tree("fastpath-deny");
     t.write("secret/key", "s3cret\n");
-    let program = compiled("fastpath");
-    let p = program.to_str().unwrap();
-    let mount = format!("/m={}", t.s());
+    let p = probe();
     let secret = format!("{}/secret/key", t.s());
     // Without a hiding mapping the page exists, and a call made from it is the kernel's,
     // untranslated (/m does not exist outside roost): the page is real, and usable by
     // anyone who finds it, which is why nothing may be hidden while it exists.
-    let o = run(&["--mount", &mount, "--", p, "stub", "/m/f"]);
+    let o = roost_run(&["--mount", &mount], &p, &["stub", "/m/f"]);
     assert_eq!(
         stdout(&o),
         "from the code page /m/f: No such file or directory\n",
@@ -228,51 +214,35 @@ fn no_code_page_exists_while_a_mapping_hides_names() {
     // file stays hidden by every route.
     let deny = "/m/secret=DENY".to_string();
     let enoent = format!("{}/secret=ENOENT", t.s());
+    let preload = std::fs::read_to_string("/etc/ld.so.preload").unwrap_or_default();
     for extra in [
         &["--mount", &deny][..],
         &["--mount", &enoent][..],
         &["--strict"][..],
     ] {
-        let mut args = vec!["--mount", &mount];
-        args.extend_from_slice(extra);
-        args.extend(["--", p, "stub", &secret]);
-        let o = run(&args);
+        let options = [&["--mount", &mount][..], extra].concat();
+        let o = roost_run(&options, &p, &["stub", &secret]);
         assert_eq!(stdout(&o), "no code page\n", "{extra:?}: {}", stderr(&o));
-        let preload = std::fs::read_to_string("/etc/ld.so.preload").unwrap_or_default();
-        let mut args = vec!["--mount", &mount];
-        args.extend_from_slice(extra);
-        args.extend(["--", "cat", "/etc/ld.so.preload"]);
-        let o = run(&args);
+        let o = roost_run(&options, "cat", &["/etc/ld.so.preload"]);
         assert_eq!(stdout(&o), preload, "{extra:?}: the machine's own list");
     }
-    let o = run(&[
-        "--mount",
-        &mount,
-        "--mount",
-        &deny,
-        "--",
-        p,
-        "raw",
-        "/m/secret/key",
-    ]);
+    let o = roost_run(
+        &["--mount", &mount, "--mount", &deny],
+        &p,
+        &["raw", "/m/secret/key"],
+    );
     assert_eq!(stdout(&o), "raw /m/secret/key: Permission denied\n");
 }
 
 #[test]
 fn signal_handlers_threads_and_vfork_children_get_right_answers() {
-    let t = Tree::new("fastpath-stress");
+    let (t, mount) = hello_tree("fastpath-stress");
     t.write("sub/f", "x\n");
-    let mount = format!("/m={}", t.s());
-    let program = compiled("fastpath");
-    let o = run(&[
-        "--mount",
-        &mount,
-        "--",
-        program.to_str().unwrap(),
-        "stress",
-        "/m/sub/f",
-        "20000",
-    ]);
+    let o = roost_run(
+        &["--mount", &mount],
+        &probe(),
+        &["stress", "/m/sub/f", "20000"],
+    );
     assert_eq!(stdout(&o), "wrong answers: 0\n", "{}", stderr(&o));
     assert!(o.status.success());
 }
