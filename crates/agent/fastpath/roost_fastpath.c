@@ -8,8 +8,8 @@
  * makes from its own code, where the filter traps it, and the agent answers as it answers
  * every program that does not load this object.
  *
- * Rules it lives by: no libc call but __errno_location, clock_gettime and (for
- * getcwd(NULL, 0) only) malloc; no allocation, no locks, no thread-local state, so any call
+ * Rules it lives by: no libc call but __errno_location and (for getcwd(NULL, 0) only)
+ * malloc; no allocation, no locks, no thread-local state, so any call
  * may come from a signal handler, a vfork child or any thread; when in doubt, the trap. */
 
 #define _GNU_SOURCE
@@ -30,7 +30,6 @@
 #define EXPORT __attribute__((visibility("default")))
 
 extern int *__errno_location(void);
-extern int clock_gettime(clockid_t, struct timespec *);
 extern void *malloc(size_t);
 
 struct statx;
@@ -229,29 +228,32 @@ static int page_good(uintptr_t page) {
     return __atomic_load_n(&good_pages[page % GOOD_SLOTS], __ATOMIC_RELAXED) == page;
 }
 
-/* Whether every page the string at `p` spans (up to PATHBUF bytes) was read before. */
-static int known_readable(const char *p) {
+/* The length of the string at `p` (at most PATHBUF) when every page it spans was read
+ * before; -1 when one was not. */
+static long known_length(const char *p) {
     uintptr_t page = (uintptr_t)p >> 12;
-    if (!page_good(page)) return 0;
-    for (size_t n = 0; n < PATHBUF; n++, p++) {
-        if (((uintptr_t)p >> 12) != page) {
-            page = (uintptr_t)p >> 12;
-            if (!page_good(page)) return 0;
+    if (!page_good(page)) return -1;
+    for (long n = 0; n < PATHBUF; n++) {
+        if (((uintptr_t)(p + n) >> 12) != page) {
+            page = (uintptr_t)(p + n) >> 12;
+            if (!page_good(page)) return -1;
         }
-        if (!*p) return 1;
+        if (!p[n]) return n;
     }
-    return 1;
+    return PATHBUF;
 }
 
-/* Whether the path at `path` can be read: known, or the kernel read it without a fault. */
-static int path_readable(const char *path) {
-    if ((uintptr_t)path < 4096) return 0;
-    if (known_readable(path)) return 1;
-    if (FAST(SYS_faccessat, AT_FDCWD, path, F_OK, 0) == -EFAULT) return 0;
-    size_t n = length(path, PATHBUF);
+/* The length of the path at `path` (at most PATHBUF), once it is known to be readable: its
+ * pages known, or the kernel read it without a fault; -1 when it cannot be read. */
+static long readable_length(const char *path) {
+    if ((uintptr_t)path < 4096) return -1;
+    long n = known_length(path);
+    if (n >= 0) return n;
+    if (FAST(SYS_faccessat, AT_FDCWD, path, F_OK, 0) == -EFAULT) return -1;
+    n = (long)length(path, PATHBUF);
     for (uintptr_t page = (uintptr_t)path >> 12; page <= ((uintptr_t)path + n) >> 12; page++)
         __atomic_store_n(&good_pages[page % GOOD_SLOTS], page, __ATOMIC_RELAXED);
-    return 1;
+    return n;
 }
 
 /* How a call the fast path takes is made. */
@@ -287,9 +289,8 @@ static int read_still(uint64_t seq) {
 /* A name relative to a directory descriptor that the kernel resolves as the agent would
  * (the agent's `kernel_resolves_alike`): one plain name, not a number (a /proc entry), not
  * the last name of a mount point or of a mapped directory, while no remote object was met. */
-static int plain_name_alike(const char *name) {
-    size_t n = length(name, PATHBUF);
-    if (n == 0 || n == PATHBUF) return 0;
+static int plain_name_alike(const char *name, size_t n) {
+    if (n == 0 || n >= PATHBUF) return 0;
     if ((n == 1 && name[0] == '.') || (n == 2 && name[0] == '.' && name[1] == '.')) return 0;
     int digits = 1;
     for (size_t i = 0; i < n; i++) {
@@ -306,8 +307,9 @@ static int plain_name_alike(const char *name) {
     return 1;
 }
 
-/* Maps the absolute normalized path in w->path through the table. */
-static enum how map_absolute(struct where *w) {
+/* Maps the absolute normalized path in w->path through the table, for a call that opens
+ * (`opening`: the physical directories matter too) or only looks. */
+static enum how map_absolute(struct where *w, int opening) {
     uint32_t count = table->n_entries;
     if (count > RF_MAX_ENTRIES) return TRAP_IT;
     const struct rf_entry *hit = 0;
@@ -317,7 +319,7 @@ static enum how map_absolute(struct where *w) {
         size_t ln = e->logical_len, pn = e->physical_len;
         if (ln > RF_PATH_MAX || pn > RF_PATH_MAX) return TRAP_IT;
         if (e->kind == RF_PHYS) {
-            if ((e->flags & RF_VIEWED) && under(w->path, w->len, e->physical, pn))
+            if (opening && (e->flags & RF_VIEWED) && under(w->path, w->len, e->physical, pn))
                 w->opens_ok = 0;
             continue;
         }
@@ -361,8 +363,9 @@ static int cwd_is_plain(const char *cwd, size_t n) {
     return 1;
 }
 
-/* Where (`dirfd`, `path`) leads, for a call that opens (`opening`) or only looks. */
-static enum how locate(int dirfd, const char *path, int opening, struct where *w) {
+/* Where (`dirfd`, `path` of `n` bytes) leads, for a call that opens (`opening`) or only
+ * looks. */
+static enum how locate(int dirfd, const char *path, size_t n, int opening, struct where *w) {
     uint64_t seq;
     if (!read_begin(&seq)) return TRAP_IT;
     w->names_gen = table->names_gen;
@@ -370,22 +373,21 @@ static enum how locate(int dirfd, const char *path, int opening, struct where *w
     w->slash = 0;
     w->opens_ok = 1;
     enum how how = TRAP_IT;
-    size_t n = length(path, PATHBUF);
-    if (n == PATHBUF) return TRAP_IT;
+    if (n >= PATHBUF) return TRAP_IT;
     if (path[0] == '/') {
         w->path[0] = '/';
         w->len = 1;
-        if (append_components(w->path, &w->len, path, n, &w->slash)) how = map_absolute(w);
+        if (append_components(w->path, &w->len, path, n, &w->slash)) how = map_absolute(w, opening);
     } else if (dirfd == AT_FDCWD) {
         long r = FAST(SYS_getcwd, w->path, PATHBUF, 0, 0);
         if (r > 1 && w->path[0] == '/') {
             w->len = (size_t)r - 1;
             if (cwd_is_plain(w->path, w->len) &&
                 append_components(w->path, &w->len, path, n, &w->slash))
-                how = map_absolute(w);
+                how = map_absolute(w, opening);
         }
     } else if (dirfd >= 0 && (uint32_t)dirfd < table->fd_from &&
-               !(table->flags & RF_REMOTE_MET) && plain_name_alike(path)) {
+               !(table->flags & RF_REMOTE_MET) && plain_name_alike(path, n)) {
         how = AS_GIVEN; /* w->len stays 0: the descriptor's directory is resolved */
     }
     if (how != TRAP_IT && opening && !w->opens_ok) how = TRAP_IT;
@@ -397,18 +399,12 @@ static enum how locate(int dirfd, const char *path, int opening, struct where *w
 
 /* A symlink on the way might lead into a mapping, where the kernel would not follow it as
  * the agent does: a lookup that does not open is taken only under a directory proved free
- * of them. Proofs last as long as the agent's own answers about names (one second) or
- * until a traced call changes names; each slot is one word: 40 bits of the path's hash,
- * 24 of its expiry in 1/64 s. */
+ * of them. A proof holds while the table's names generation stays: the agent bumps it
+ * whenever a traced call may have changed names, and once a second (the life of its own
+ * answers about names, so a change by a process roost does not trace is seen as soon). Each
+ * slot holds the hash of a proved directory with the generation mixed in. */
 #define PROOF_SLOTS 256
-#define PROOF_TICKS 64
 static uint64_t proofs[PROOF_SLOTS];
-
-static uint64_t now_ticks(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * 64 + (uint64_t)ts.tv_nsec / (1000000000 / 64);
-}
 
 typedef uint64_t __attribute__((may_alias, aligned(1))) unaligned_u64;
 
@@ -436,12 +432,7 @@ static int dir_proved(struct where *w) {
     d--;                  /* without the slash */
     uint64_t h = hash_dir(w->path, d, w->names_gen);
     uint64_t *slot = &proofs[h % PROOF_SLOTS];
-    uint64_t tag = h >> 24, now = now_ticks() & 0xffffff;
-    uint64_t seen = __atomic_load_n(slot, __ATOMIC_RELAXED);
-    if (seen >> 24 == tag) {
-        uint64_t left = ((seen & 0xffffff) - now) & 0xffffff;
-        if (left > 0 && left <= PROOF_TICKS) return 1;
-    }
+    if (__atomic_load_n(slot, __ATOMIC_RELAXED) == h) return 1;
     char saved = w->path[d];
     w->path[d] = 0;
     struct open_how how = {
@@ -452,7 +443,7 @@ static int dir_proved(struct where *w) {
     w->path[d] = saved;
     if (fd < 0) return 0;
     TRAP(SYS_close, fd, 0, 0, 0);
-    __atomic_store_n(slot, (tag << 24) | ((now + PROOF_TICKS) & 0xffffff), __ATOMIC_RELAXED);
+    __atomic_store_n(slot, h, __ATOMIC_RELAXED);
     return 1;
 }
 
@@ -481,16 +472,17 @@ static int plain_descriptor(int fd) {
 
 /* A lookup by name that does not open: located, its directory proved, and not ending in a
  * slash (which makes the kernel follow a final symlink even when told not to). */
-static int lookup_located(int dirfd, const char *path, struct where *w) {
-    if (locate(dirfd, path, 0, w) == TRAP_IT || w->slash) return 0;
+static int lookup_located(int dirfd, const char *path, size_t n, struct where *w) {
+    if (locate(dirfd, path, n, 0, w) == TRAP_IT || w->slash) return 0;
     return w->len == 0 || dir_proved(w);
 }
 
 static long stat_at(int dirfd, const char *path, struct stat *buf, int flags) {
     const int known = AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT;
     struct where w;
-    if (!ready() || !path_readable(path) || (flags & ~known)) goto trap;
-    if (!path[0]) {
+    long n;
+    if (!ready() || (flags & ~known) || (n = readable_length(path)) < 0) goto trap;
+    if (n == 0) {
         if ((flags & AT_EMPTY_PATH) && plain_descriptor(dirfd)) {
             long r = FAST(SYS_newfstatat, dirfd, "", buf, flags);
             count(RF_CALL_FSTAT);
@@ -498,7 +490,7 @@ static long stat_at(int dirfd, const char *path, struct stat *buf, int flags) {
         }
         goto trap;
     }
-    if (!lookup_located(dirfd, path, &w)) goto trap;
+    if (!lookup_located(dirfd, path, (size_t)n, &w)) goto trap;
     long r = FAST(SYS_newfstatat, at_dirfd(&w, dirfd), at_path(&w, path), buf,
                   flags | AT_SYMLINK_NOFOLLOW);
     if (r == 0 && !(flags & AT_SYMLINK_NOFOLLOW) && S_ISLNK(buf->st_mode)) goto trap;
@@ -511,8 +503,9 @@ trap:
 static long statx_at(int dirfd, const char *path, int flags, unsigned mask, void *buf) {
     const int known = AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT | AT_STATX_SYNC_TYPE;
     struct where w;
-    if (!ready() || !path_readable(path) || (flags & ~known)) goto trap;
-    if (!path[0]) {
+    long n;
+    if (!ready() || (flags & ~known) || (n = readable_length(path)) < 0) goto trap;
+    if (n == 0) {
         if ((flags & AT_EMPTY_PATH) && plain_descriptor(dirfd)) {
             long r = fast_syscall(SYS_statx, dirfd, (long)"", flags, mask, (long)buf);
             count(RF_CALL_FSTAT);
@@ -520,7 +513,7 @@ static long statx_at(int dirfd, const char *path, int flags, unsigned mask, void
         }
         goto trap;
     }
-    if (!lookup_located(dirfd, path, &w)) goto trap;
+    if (!lookup_located(dirfd, path, (size_t)n, &w)) goto trap;
     /* The type, to see a final symlink; local file systems fill it whatever is asked. */
     long r = fast_syscall(SYS_statx, at_dirfd(&w, dirfd), (long)at_path(&w, path),
                           flags | AT_SYMLINK_NOFOLLOW, mask | STATX_TYPE, (long)buf);
@@ -537,8 +530,9 @@ static long access_at(int dirfd, const char *path, int mode, int flags, long tra
     const int known = AT_SYMLINK_NOFOLLOW | AT_EACCESS | AT_EMPTY_PATH;
     struct where w;
     struct stat st;
-    if (!ready() || !path_readable(path) || !path[0] || (flags & ~known)) goto trap;
-    if (!lookup_located(dirfd, path, &w)) goto trap;
+    long n;
+    if (!ready() || (flags & ~known) || (n = readable_length(path)) <= 0) goto trap;
+    if (!lookup_located(dirfd, path, (size_t)n, &w)) goto trap;
     int at = at_dirfd(&w, dirfd);
     const char *name = at_path(&w, path);
     long r = FAST(SYS_newfstatat, at, name, &st, AT_SYMLINK_NOFOLLOW);
@@ -556,8 +550,9 @@ trap:
 
 static long readlink_at(int dirfd, const char *path, char *buf, size_t size, long trap_nr) {
     struct where w;
-    if (!ready() || !path_readable(path) || !path[0]) goto trap;
-    if (!lookup_located(dirfd, path, &w)) goto trap;
+    long n;
+    if (!ready() || (n = readable_length(path)) <= 0) goto trap;
+    if (!lookup_located(dirfd, path, (size_t)n, &w)) goto trap;
     long r = FAST(SYS_readlinkat, at_dirfd(&w, dirfd), at_path(&w, path), buf, size);
     count(RF_CALL_READLINK);
     return r;
@@ -579,8 +574,9 @@ static int creates(int flags) {
 
 static long open_at(int dirfd, const char *path, int flags, unsigned mode) {
     struct where w;
-    if (!ready() || (flags & ~OPEN_FLAGS) || !path_readable(path) || !path[0]) goto trap;
-    if (locate(dirfd, path, 1, &w) == TRAP_IT) goto trap;
+    long n;
+    if (!ready() || (flags & ~OPEN_FLAGS) || (n = readable_length(path)) <= 0) goto trap;
+    if (locate(dirfd, path, (size_t)n, 1, &w) == TRAP_IT) goto trap;
     /* By a descriptor, only what changes nothing (as the agent lets pass). */
     if (w.len == 0 && (creates(flags) || (flags & O_TRUNC))) goto trap;
     /* openat ignores what openat2 refuses: the mode without a create, most flags with

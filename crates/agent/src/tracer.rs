@@ -395,6 +395,7 @@ pub fn run(
         for (from, _) in vfd_range.iter().chain(copies_range.iter()) {
             fast.set_descriptor_floor(*from);
         }
+        FastPath::keep_proofs_fresh(fast);
         fast.publish(&ns);
         let publisher = Arc::clone(fast);
         ns.watch(Box::new(move |ns| publisher.publish(ns)));

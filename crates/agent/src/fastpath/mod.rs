@@ -18,7 +18,7 @@ use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use table::{Contents, Entry, Table};
 
 /// The shared object, built by `build.rs`.
@@ -169,6 +169,31 @@ impl FastPath {
             names,
         };
         state.table.write(&contents);
+    }
+
+    /// Ends the programs' proofs of symlink-free directories once a second while the fast
+    /// path lives, so that none outlasts the namespace's own answers about names
+    /// ([`roost_vfs::resolve::TTL`]): a symlink made by a process roost does not trace is
+    /// seen as soon by both.
+    /// (Call it before the first [`FastPath::publish`]: without a thread for it, the fast
+    /// path is off.)
+    pub fn keep_proofs_fresh(fast: &Arc<FastPath>) {
+        let weak = Arc::downgrade(fast);
+        let ticking = std::thread::Builder::new()
+            .name("roost-fastpath-clock".into())
+            .spawn(move || loop {
+                std::thread::sleep(roost_vfs::resolve::TTL);
+                let Some(fast) = weak.upgrade() else { return };
+                fast.state
+                    .lock()
+                    .expect("fast path lock")
+                    .table
+                    .bump_names();
+            });
+        if let Err(e) = ticking {
+            eprintln!("roost: no in-process fast path this run (no thread for its clock: {e})");
+            fast.state.lock().expect("fast path lock").off = true;
+        }
     }
 
     /// Turns the fast path off for the rest of the run (a process changed its root: its
