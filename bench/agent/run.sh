@@ -8,7 +8,9 @@
 #   usage: bench/agent/run.sh [RUNS] [ITERATIONS]      (defaults 5, 20000)
 #   with ZLIB=1: also the zlib make build, a CPU-bound job, and the agent's peak RSS.
 #   PROOT: the proot to compare with (default: proot on PATH; upstream with seccomp is the
-#   strongest peer, e.g. PROOT=/opt/proot-upstream/proot).
+#   strongest peer, e.g. PROOT=/opt/proot-upstream/proot). PEERS=0: roost against native
+#   only (no strace or proot rows, no untrapped-calls table: a proot without seccomp takes
+#   minutes there).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${1:-5}
@@ -56,6 +58,7 @@ measure() {
     done
   done
 }
+[ "${PEERS:-1}" = 1 ] || ORDER=$(echo "$ORDER" | sed 's/ strace.*//')
 measure "$WORK/results" "$ORDER" CONFIGS
 
 python3 bench/agent/table.py "$WORK/results" "$ORDER" "getpid stat open+close readlink pread1 pread8k bandwidth" native
@@ -64,6 +67,7 @@ python3 bench/agent/table.py "$WORK/results" "$ORDER" "getpid stat open+close re
 # kill, tgkill, fcntl, ioctl and getsockopt, whose arguments the filter looks at), each the best
 # of 5 rounds inside a run, against the floor: the same program under a one-instruction
 # allow-all seccomp filter, which any seccomp-based agent pays.
+[ "${PEERS:-1}" = 1 ] || [ "${ZLIB:-0}" = 1 ] || exit 0
 gcc -O2 -o "$WORK/untrapped" bench/agent/untrapped.c
 U="$WORK/untrapped 1000000"
 declare -A UNTRAPPED=(
