@@ -56,6 +56,8 @@ pub enum Off {
 /// A run's fast path: its files, and the table the programs read.
 pub struct FastPath {
     dir: PathBuf,
+    /// The loader's preload list (physical).
+    list: Vec<u8>,
     /// Where the code page goes in every process of the run.
     stub: u64,
     count: bool,
@@ -126,6 +128,7 @@ impl FastPath {
             Target::local(list_path.as_os_str().as_bytes()),
         );
         Ok(FastPath {
+            list: list_path.as_os_str().as_bytes().to_vec(),
             dir: dir.to_path_buf(),
             stub,
             count,
@@ -136,6 +139,12 @@ impl FastPath {
                 canonical: HashMap::new(),
             }),
         })
+    }
+
+    /// Whether `physical` is the run's preload list, which the loader of every program
+    /// started reads once.
+    pub fn is_loader_list(&self, physical: &[u8]) -> bool {
+        physical == self.list.as_slice()
     }
 
     /// The filter's rules: each call of [`CALLS`] made from the code page is allowed, before

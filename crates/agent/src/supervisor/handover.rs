@@ -13,6 +13,9 @@ pub struct Request {
     pub flags: i32,
     pub mode: u32,
     pub who: Option<Identity>,
+    /// Keep a CPU awake after installing ([`super::keep_awake`]): not for a lone open that
+    /// no loop of others follows (the loader's read of its preload list, once per exec).
+    pub poll_after: bool,
 }
 
 impl Request {
@@ -62,7 +65,9 @@ impl Request {
                 libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, status & !libc::O_NONBLOCK);
             }
         }
-        super::keep_awake::installing();
+        if self.poll_after {
+            super::keep_awake::installing();
+        }
         hand_over(n, fd, self.flags & libc::O_CLOEXEC != 0, at)
     }
 }

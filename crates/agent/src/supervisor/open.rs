@@ -53,11 +53,12 @@ pub fn is_fifo(fd: &OwnedFd) -> bool {
 /// Performs `open` for thread `tid` on `physical` and answers notification `n`.
 /// `into`: the range the descriptor goes to (a remote object's local copy), when it has
 /// room. `other_identity`: the caller may not share roost's credentials. `stops`: the
-/// processes now stopping, which an open that waits must let stop.
+/// processes now stopping, which an open that waits must let stop. `poll_after`: see
+/// [`Request::poll_after`].
 pub fn emulate(
     open: &Open,
     (tid, into): (i32, Option<&crate::vfd::Slots>),
-    physical: &[u8],
+    (physical, poll_after): (&[u8], bool),
     other_identity: bool,
     n: Notification,
     stops: &Arc<GroupStops>,
@@ -75,6 +76,7 @@ pub fn emulate(
         flags: open.flags,
         mode: open.mode,
         who,
+        poll_after,
     };
     if request.changes_the_file() && !has_room(tid) {
         return Reply::errno(libc::EMFILE);

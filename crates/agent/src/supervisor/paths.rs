@@ -70,7 +70,12 @@ fn perform_locally(c: &Trapped<'_>, physical: &[u8], copy: bool, other_identity:
         // A remote object's local copy goes to the copies' range.
         let open = if copy { open.of_copy() } else { open };
         let at = (tid, shared.copies.as_ref().filter(|_| copy));
-        return open::emulate(&open, at, physical, other_identity, n, &shared.stops);
+        let poll_after = !shared
+            .fast
+            .as_ref()
+            .is_some_and(|f| f.is_loader_list(physical));
+        let target = (physical, poll_after);
+        return open::emulate(&open, at, target, other_identity, n, &shared.stops);
     }
     let who = match crate::caller::prepare(tid, false, other_identity) {
         Ok(who) => who,
