@@ -129,22 +129,32 @@ static int start(void) {
     if (TRAP(SYS_mprotect, at, 4096, PROT_READ | PROT_EXEC, 0) != 0) return OFF;
     /* From the page already: one trapped call fewer for every program started. */
     stub = at;
+    /* Writable for the counters; a process that became another user reads it only, and
+     * counts nothing. */
     struct open_how how = {.flags = O_RDWR | O_CLOEXEC};
     long fd = FAST(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+    int counting = !is_error(fd);
+    if (!counting) {
+        how.flags = O_RDONLY | O_CLOEXEC;
+        fd = FAST(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+    }
     if (is_error(fd)) return OFF;
     long t = trap_syscall(SYS_mmap, 0, RF_COUNTERS_OFFSET, PROT_READ, MAP_SHARED, fd, 0);
-    long c = trap_syscall(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                          RF_COUNTERS_OFFSET);
+    long c = counting ? trap_syscall(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                                     RF_COUNTERS_OFFSET)
+                      : 0;
     TRAP(SYS_close, fd, 0, 0, 0);
-    if (is_error(t) || is_error(c)) return OFF;
+    if (is_error(t)) return OFF;
     const struct rf_table *tb = (const struct rf_table *)t;
     if (tb->magic != RF_MAGIC || tb->version != RF_VERSION) return OFF;
     table = tb;
-    answered = (uint64_t *)c;
+    answered = is_error(c) ? 0 : (uint64_t *)c;
     return READY;
 }
 
-/* Whether the fast path may be tried now (starting it on the first call). */
+/* Whether the fast path may be tried now, starting it on the first call: a program that
+ * makes none (most of a build's short-lived processes make few) pays nothing more than the
+ * object's loading. */
 static int ready(void) {
     int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
     if (s == READY) return 1;
@@ -157,10 +167,6 @@ static int ready(void) {
     __atomic_store_n(&state, now, __ATOMIC_RELEASE);
     return now == READY;
 }
-
-/* Started when the loader runs the object's constructors, or by the first call that comes
- * before them (another library's constructor). */
-__attribute__((constructor)) static void start_early(void) { (void)ready(); }
 
 /* ---- where a path leads ------------------------------------------------------------ */
 
@@ -313,34 +319,41 @@ static enum how map_absolute(struct where *w, int opening) {
     uint32_t count = table->n_entries;
     if (count > RF_MAX_ENTRIES) return TRAP_IT;
     const struct rf_entry *hit = 0;
+    size_t ln = 0, pn = 0; /* the hit's lengths, as checked (the table may change under us) */
     w->opens_ok = 1;
     for (uint32_t i = 0; i < count; i++) {
         const struct rf_entry *e = &table->entries[i];
-        size_t ln = e->logical_len, pn = e->physical_len;
-        if (ln > RF_PATH_MAX || pn > RF_PATH_MAX) return TRAP_IT;
+        size_t l = e->logical_len, p = e->physical_len;
+        if (l > RF_PATH_MAX - 1 || p > RF_PATH_MAX - 1) return TRAP_IT;
         if (e->kind == RF_PHYS) {
-            if (opening && (e->flags & RF_VIEWED) && under(w->path, w->len, e->physical, pn))
+            if (opening && (e->flags & RF_VIEWED) && under(w->path, w->len, e->physical, p))
                 w->opens_ok = 0;
             continue;
         }
-        if (above(w->path, w->len, e->logical, ln)) return TRAP_IT;
+        if (l == 0) return TRAP_IT; /* no name: not a table the agent wrote */
+        if (above(w->path, w->len, e->logical, l)) return TRAP_IT;
         /* Entries come longest first: the first that holds the path is its mapping. */
-        if (!hit && under(w->path, w->len, e->logical, ln)) hit = e;
+        if (!hit && under(w->path, w->len, e->logical, l)) {
+            hit = e;
+            ln = l;
+            pn = p;
+        }
     }
     if (!hit) return AS_GIVEN;
-    if (hit->kind != RF_LOCAL) return TRAP_IT;
-    size_t ln = hit->logical_len, pn = hit->physical_len;
-    /* What lies below the mapping's logical name, from its slash ("" for the name itself). */
-    const char *rest = ln == 1 ? w->path : w->path + ln;
-    size_t rn = ln == 1 ? w->len : w->len - ln;
+    if (hit->kind != RF_LOCAL || pn == 0) return TRAP_IT;
+    /* What lies below the mapping's logical name, from its slash ("" for the name itself),
+     * moved in place to follow the physical root. */
+    size_t from = ln == 1 ? 0 : ln;
+    size_t rn = w->len - from;
     if (rn == 1) rn = 0; /* "/" itself under a mapping of "/" */
-    if (pn + rn + 2 > PATHBUF) return TRAP_IT;
-    char moved[PATHBUF];
-    for (size_t i = 0; i < rn; i++) moved[i] = rest[i];
-    size_t n = 0;
-    if (!(pn == 1 && rn > 0))
-        for (size_t i = 0; i < pn; i++) w->path[n++] = hit->physical[i];
-    for (size_t i = 0; i < rn; i++) w->path[n++] = moved[i];
+    size_t root = (pn == 1 && rn > 0) ? 0 : pn; /* a physical "/" adds nothing before a rest */
+    if (root + rn + 2 > PATHBUF) return TRAP_IT;
+    if (root > from)
+        for (size_t i = rn; i-- > 0;) w->path[root + i] = w->path[from + i];
+    else
+        for (size_t i = 0; i < rn; i++) w->path[root + i] = w->path[from + i];
+    for (size_t i = 0; i < root; i++) w->path[i] = hit->physical[i];
+    size_t n = root + rn;
     if (w->slash && !(n == 1 && w->path[0] == '/')) w->path[n++] = '/';
     w->path[n] = 0;
     w->len = n;
@@ -448,7 +461,8 @@ static int dir_proved(struct where *w) {
 }
 
 static void count(enum rf_call call) {
-    if (table->flags & RF_COUNT) __atomic_fetch_add(&answered[call], 1, __ATOMIC_RELAXED);
+    if (answered && (table->flags & RF_COUNT))
+        __atomic_fetch_add(&answered[call], 1, __ATOMIC_RELAXED);
 }
 
 /* The directory and path a call is made on: the caller's, or the physical name. */
@@ -537,6 +551,9 @@ static long access_at(int dirfd, const char *path, int mode, int flags, long tra
     const char *name = at_path(&w, path);
     long r = FAST(SYS_newfstatat, at, name, &st, AT_SYMLINK_NOFOLLOW);
     if (r == 0 && S_ISLNK(st.st_mode) && !(flags & AT_SYMLINK_NOFOLLOW)) goto trap;
+    /* The look-up ran with the effective ids, access judges with the real ones: a refusal
+     * may not be access's. */
+    if (r == -EACCES) goto trap;
     if (r == 0)
         r = flags ? FAST(SYS_faccessat2, at, name, mode, flags) : FAST(SYS_faccessat, at, name, mode, 0);
     if (r == -ENOSYS) goto trap;

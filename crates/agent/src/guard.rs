@@ -291,7 +291,7 @@ fn proc_id(path: &[u8]) -> Option<i32> {
 }
 
 /// Every mount point of procfs in this mount namespace, `/proc` always among them.
-fn proc_mounts() -> Vec<Vec<u8>> {
+pub(crate) fn proc_mounts() -> Vec<Vec<u8>> {
     let mut mounts = vec![b"/proc".to_vec()];
     let table = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
     for line in table.split(|&b| b == b'\n') {

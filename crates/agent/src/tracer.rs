@@ -395,7 +395,6 @@ pub fn run(
         for (from, _) in vfd_range.iter().chain(copies_range.iter()) {
             fast.set_descriptor_floor(*from);
         }
-        FastPath::keep_proofs_fresh(fast);
         fast.publish(&ns);
         let publisher = Arc::clone(fast);
         ns.watch(Box::new(move |ns| publisher.publish(ns)));
@@ -479,6 +478,19 @@ pub fn run(
             .map(|(from, to)| crate::vfd::Slots::new(from, to)),
         fast,
     });
+    if let Some(fast) = &shared.fast {
+        let run = Arc::downgrade(&shared);
+        FastPath::keep_fresh(fast, move || {
+            let Some(shared) = run.upgrade() else {
+                return false;
+            };
+            if let Some(fast) = &shared.fast {
+                fast.refresh(&shared.ns);
+            }
+            true
+        });
+        fast.publish(&shared.ns);
+    }
     if let Some(vfds) = &shared.vfds {
         let vfds = Arc::clone(vfds);
         shared

@@ -80,13 +80,12 @@ fn probes(outside: &Tree) -> Vec<String> {
 /// `roost run MODE --mount /m=.. --mount /n=.. -- sh -c 'cd DIR && fastpath lookups ...'`.
 fn lookups_in(mode: &[&str], trees: &(Tree, Tree, Tree), cwd: &str) -> (String, i32) {
     let (m, n, outside) = trees;
-    let program = compiled("fastpath");
     let probes = probes(outside).join(" ");
-    let script = format!("cd {cwd} && {} lookups {probes}", program.display());
+    let script = format!("cd {cwd} && {} lookups {probes}", probe());
     let (mm, nn) = (format!("/m={}", m.s()), format!("/n={}", n.s()));
-    let mut args = mode.to_vec();
-    args.extend(["--mount", &mm, "--mount", &nn, "--", "sh", "-c", &script]);
-    let o = run(&args);
+    let mut options = mode.to_vec();
+    options.extend(["--mount", &mm, "--mount", &nn]);
+    let o = roost_run(&options, "sh", &["-c", &script]);
     (stdout(&o) + &stderr(&o), o.status.code().unwrap_or(-1))
 }
 
@@ -122,13 +121,32 @@ fn hello_tree(tag: &str) -> (Tree, String) {
     (t, mount)
 }
 
-/// `roost run OPTIONS... -- PROGRAM ARGS...`.
+/// Whether the tests run as root.
+fn root() -> bool {
+    // SAFETY: a plain id query.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `roost run OPTIONS... -- PROGRAM ARGS...` as an ordinary user: as root, under `setpriv`
+/// as nobody (a program that may hold `CAP_SYS_PTRACE` over roost gets no fast path), with
+/// a cache it may write.
 fn roost_run(options: &[&str], program: &str, args: &[&str]) -> std::process::Output {
-    let mut all = options.to_vec();
-    all.push("--");
-    all.push(program);
-    all.extend_from_slice(args);
-    run(&all)
+    let mut c = if root() {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+        c.arg(roost_testkit::roost_bin());
+        c
+    } else {
+        roost()
+    };
+    let cache =
+        std::env::temp_dir().join(format!("roost-test-fastpath-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::set_permissions(&cache, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    c.env("XDG_CACHE_HOME", &cache)
+        .env_remove("XDG_RUNTIME_DIR");
+    c.arg("run").args(options).arg("--").arg(program).args(args);
+    c.output().expect("run roost")
 }
 
 /// The probe program, as a string for the command line.
@@ -245,4 +263,45 @@ fn signal_handlers_threads_and_vfork_children_get_right_answers() {
     );
     assert_eq!(stdout(&o), "wrong answers: 0\n", "{}", stderr(&o));
     assert!(o.status.success());
+}
+
+#[test]
+fn a_program_that_may_hold_cap_sys_ptrace_over_roost_gets_no_code_page() {
+    if !root() {
+        println!("SKIP TEST: needs root (roost holding CAP_SYS_PTRACE)");
+        return;
+    }
+    let (_t, mount) = hello_tree("fastpath-root");
+    // From the page, openat2 of roost's own /proc/PID/mem would pass the agent's check of
+    // paths, the only barrier for such a program.
+    let o = run(&[
+        "--summary",
+        "--mount",
+        &mount,
+        "--",
+        &probe(),
+        "stub",
+        "/m/f",
+    ]);
+    assert_eq!(stdout(&o), "no code page\n", "{}", stderr(&o));
+    assert!(!stderr(&o).contains("in-process"), "{}", stderr(&o));
+}
+
+#[test]
+fn procfs_reached_through_a_mapping_and_mappings_behind_host_symlinks_stay_the_agents() {
+    let t = Tree::new("fastpath-procfs");
+    t.write("f", "behind\n");
+    let behind = format!("/var/run/roost-fastpath-{}={}", std::process::id(), t.s());
+    let name = format!("/var/run/roost-fastpath-{}/f", std::process::id());
+    let script = format!(
+        "readlink /host/proc/self/exe; stat -c %s /host/proc/self/status >/dev/null && echo status; \
+         stat -c %s {name}; test -r {name} && echo readable; cat {name}; echo $?"
+    );
+    let mut outputs = Vec::new();
+    for mode in [&[][..], &["--strict"][..]] {
+        let options = [mode, &["--mount", "/host=/", "--mount", &behind][..]].concat();
+        let o = roost_run(&options, "sh", &["-c", &script]);
+        outputs.push(text(&o));
+    }
+    assert_eq!(outputs[0], outputs[1], "fast path vs notifications");
 }

@@ -18,7 +18,7 @@ use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use table::{Contents, Entry, Table};
 
 /// The shared object, built by `build.rs`.
@@ -51,6 +51,10 @@ pub enum Off {
     /// The mount list hides names (`DENY`, `ENOENT`): a program could reach them from the
     /// code page the filter lets through, so no call is answered in-process.
     Hiding,
+    /// The program may hold `CAP_SYS_PTRACE` over roost (roost runs as root): from the code
+    /// page it could open roost's own `/proc/PID/mem`, which only the agent's check of
+    /// paths keeps from such a program (docs/security.md).
+    Privileged,
 }
 
 /// A run's fast path: its files, and the table the programs read.
@@ -80,6 +84,9 @@ impl FastPath {
     pub fn prepare(mounts: &mut MountTable, count: bool) -> io::Result<Result<FastPath, Off>> {
         if mounts.hides_any() {
             return Ok(Err(Off::Hiding));
+        }
+        if crate::guard::may_hold_ptrace_capability() {
+            return Ok(Err(Off::Privileged));
         }
         let dir = make_run_dir()?;
         let stub = random_page()?;
@@ -180,29 +187,32 @@ impl FastPath {
         state.table.write(&contents);
     }
 
-    /// Ends the programs' proofs of symlink-free directories once a second while the fast
-    /// path lives, so that none outlasts the namespace's own answers about names
-    /// ([`roost_vfs::resolve::TTL`]): a symlink made by a process roost does not trace is
-    /// seen as soon by both.
-    /// (Call it before the first [`FastPath::publish`]: without a thread for it, the fast
-    /// path is off.)
-    pub fn keep_proofs_fresh(fast: &Arc<FastPath>) {
-        let weak = Arc::downgrade(fast);
+    /// Republishes the table once a second while `republish` says the run goes on (it
+    /// calls [`FastPath::publish`] with the namespace), so that no proof of a symlink-free
+    /// directory a program holds outlives the namespace's own answers about names
+    /// ([`roost_vfs::resolve::TTL`]), and a mapped directory an untraced process renamed is
+    /// followed as soon. Without a thread for it the fast path is off (call it before the
+    /// first publish).
+    pub fn keep_fresh(fast: &FastPath, republish: impl Fn() -> bool + Send + 'static) {
         let ticking = std::thread::Builder::new()
             .name("roost-fastpath-clock".into())
             .spawn(move || loop {
                 std::thread::sleep(roost_vfs::resolve::TTL);
-                let Some(fast) = weak.upgrade() else { return };
-                fast.state
-                    .lock()
-                    .expect("fast path lock")
-                    .table
-                    .bump_names();
+                if !republish() {
+                    return;
+                }
             });
         if let Err(e) = ticking {
             eprintln!("roost: no in-process fast path this run (no thread for its clock: {e})");
             fast.state.lock().expect("fast path lock").off = true;
         }
+    }
+
+    /// [`FastPath::publish`], with every local root's canonical name found afresh (an
+    /// untraced process may have renamed an ancestor of one): once a second.
+    pub fn refresh(&self, ns: &Namespace) {
+        self.state.lock().expect("fast path lock").canonical.clear();
+        self.publish(ns);
     }
 
     /// Turns the fast path off for the rest of the run (a process changed its root: its
@@ -238,9 +248,12 @@ fn describe(
     canonical: &mut HashMap<Vec<u8>, Option<Vec<u8>>>,
 ) -> (Vec<Entry>, Vec<Vec<u8>>) {
     let mounts = ns.table().mounts();
-    let mut by_name = vec![Entry::Trap {
-        logical: b"/proc".to_vec(),
-    }];
+    // Every procfs mount point is the agent's: roost's own `/proc/PID` is refused there.
+    let procfs = crate::guard::proc_mounts();
+    let mut by_name: Vec<Entry> = procfs
+        .iter()
+        .map(|m| Entry::Trap { logical: m.clone() })
+        .collect();
     let mut physical = Vec::new();
     let mut names: Vec<Vec<u8>> = Vec::new();
     let mut name = |path: &[u8]| {
@@ -272,6 +285,19 @@ fn describe(
             by_name.push(trap);
             continue;
         };
+        // A mapping whose name the namespace reaches through a symlink of the host's (the
+        // agent follows it, and may never reach the mapping), or that holds procfs or lies
+        // in it, is the agent's.
+        let in_procfs = |p: &[u8]| {
+            procfs.iter().any(|m| {
+                roost_vfs::path::strip_prefix(p, m).is_some()
+                    || roost_vfs::path::strip_prefix(m, p).is_some()
+            })
+        };
+        if !reached_plainly(&m.logical) || in_procfs(&root) {
+            by_name.push(trap);
+            continue;
+        }
         name(&root);
         let view = ns.view_of(&root);
         let nested = mounts.iter().any(|o| {
@@ -305,6 +331,19 @@ fn describe(
     });
     by_name.extend(physical);
     (by_name, names)
+}
+
+/// Whether the kernel reaches the parent of logical name `logical` by that name, with no
+/// symlink on the way: the nearest ancestor that exists is its own canonical name.
+fn reached_plainly(logical: &[u8]) -> bool {
+    let mut at = std::path::Path::new(OsStr::from_bytes(logical));
+    while let Some(parent) = at.parent() {
+        if parent.exists() {
+            return std::fs::canonicalize(parent).is_ok_and(|real| real == parent);
+        }
+        at = parent;
+    }
+    true
 }
 
 /// The canonical name of directory `root` (no symlink in it), remembered; None for a file or
@@ -351,21 +390,33 @@ fn write_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     f.set_permissions(std::fs::Permissions::from_mode(mode))
 }
 
-/// A directory of the run's own, readable by whatever user a program becomes.
+/// A directory of the run's own, readable by whatever user a program becomes: in
+/// `$XDG_RUNTIME_DIR`, or the temporary directory when that is unset or not ours to write.
 fn make_run_dir() -> io::Result<PathBuf> {
-    let base = std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|d| d.is_dir())
-        .unwrap_or_else(std::env::temp_dir);
-    let base = std::fs::canonicalize(base)?;
-    let dir = base.join(format!(
+    let name = format!(
         "roost-fastpath-{}-{:08x}",
         std::process::id(),
         random_u64()? as u32
-    ));
-    std::fs::create_dir(&dir)?;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
-    Ok(dir)
+    );
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    let mut last = io::Error::other("no directory for the run's files");
+    for base in runtime.into_iter().chain([std::env::temp_dir()]) {
+        let dir = match std::fs::canonicalize(&base) {
+            Ok(base) => base.join(&name),
+            Err(e) => {
+                last = e;
+                continue;
+            }
+        };
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+                return Ok(dir);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// A page address for the code page, picked at random in a part of the address space that

@@ -182,18 +182,6 @@ impl Table {
         self.word(SEQ).store(seq + 2, Ordering::Release);
     }
 
-    /// Ends every proof of a symlink-free directory the programs hold (see
-    /// [`super::FastPath::keep_proofs_fresh`]).
-    pub fn bump_names(&mut self) {
-        let seq = self.word(SEQ).load(Ordering::Relaxed);
-        self.word(SEQ).store(seq + 1, Ordering::Relaxed);
-        fence(Ordering::Release);
-        self.names_gen += 1;
-        self.put(NAMES_GEN, &self.names_gen.to_ne_bytes());
-        fence(Ordering::Release);
-        self.word(SEQ).store(seq + 2, Ordering::Release);
-    }
-
     /// The calls the programs answered in-process so far, by [`CALLS`].
     pub fn answered(&self) -> Vec<u64> {
         (0..CALLS.len())

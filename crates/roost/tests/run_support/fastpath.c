@@ -1,8 +1,9 @@
 /* Probes of roost's in-process fast path (run_fastpath.rs). Modes:
  *   lookups PATH...  each way of looking a name up, one line per path and call
  *   raw PATH         stat by a `syscall` instruction of this program's own
- *   stub PATH        find roost's code page (an anonymous r-x page starting with
- *                    `syscall; ret`) and stat PATH from it, as a hostile program would
+ *   stub PATH        make one call the fast path answers, then find roost's code page (an
+ *                    anonymous r-x page starting with `syscall; ret`) and stat PATH from
+ *                    it, as a hostile program would
  *   stress PATH N    stat PATH from the main thread, a second thread, a signal handler and
  *                    vfork children at once; says how many answers were wrong */
 #define _GNU_SOURCE
@@ -194,6 +195,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc == 3 && !strcmp(argv[1], "stub")) {
+        struct stat any;
+        stat("/", &any); /* the fast path starts on its first call */
         uintptr_t page = find_code_page();
         if (!page) {
             printf("no code page\n");
