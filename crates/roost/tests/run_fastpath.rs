@@ -305,3 +305,37 @@ fn procfs_reached_through_a_mapping_and_mappings_behind_host_symlinks_stay_the_a
     }
     assert_eq!(outputs[0], outputs[1], "fast path vs notifications");
 }
+
+/// What a shell session of everyday programs shows of a mapped tree it builds.
+const EVERYDAY: &str = r#"
+set -e
+cd /m
+mkdir -p src/a/b && printf 'x\n' > src/a/f && ln -s a/f src/link && ln -s /m/src/a src/abs
+cp -r src copy && mv copy moved && cp -a src kept
+find . | sort
+find . -type f -printf '%p %s %m\n' | sort
+ls -la src/a | awk '{print $1, $5, $NF}'
+tar cf - src | tar tf - | sort
+du -a src | awk '{print $2}' | sort
+python3 -c 'import os, shutil; print(sorted(os.listdir("/m/src")), os.path.samefile("/m/src/link", "/m/src/a/f"), shutil.which("sh"), os.getcwd(), os.path.realpath("src/abs/f"))'
+cd src/a && pwd && cd .. && pwd -P
+rm -rf moved kept && ls
+"#;
+
+#[test]
+fn everyday_programs_see_the_same_tree_with_and_without_the_fast_path() {
+    let mut outputs = Vec::new();
+    for mode in [&[][..], &["--strict"][..], &["--strict", "--no-notify"][..]] {
+        let t = Tree::new(&format!("fastpath-everyday-{}", outputs.len()));
+        if root() {
+            give_to_nobody(&t.root);
+        }
+        let mount = format!("/m={}", t.s());
+        let options = [mode, &["--mount", &mount][..]].concat();
+        let o = roost_run(&options, "sh", &["-c", EVERYDAY]);
+        assert!(o.status.success(), "{mode:?}: {}", text(&o));
+        outputs.push(text(&o));
+    }
+    assert_eq!(outputs[0], outputs[1], "fast path vs notifications");
+    assert_eq!(outputs[1], outputs[2], "notifications vs ptrace");
+}
