@@ -16,6 +16,8 @@
 #   python-200       python3 start-up importing 200 small modules (bytecode compiled) from
 #                    the tree
 #   usage: bench/agent/process_heavy.sh [RUNS]      (default 5)
+#   As root, roost run has no in-process fast path (docs/security.md): run this as an
+#   ordinary user to measure it.
 #   PROOT: the proot to compare with (default: /opt/proot-upstream/proot, upstream with
 #   seccomp, if present, else proot on PATH). ROOST: the agent (default target/release/roost).
 #   BASE: another roost binary (an earlier commit's build) to add as `roost-base`, so a
