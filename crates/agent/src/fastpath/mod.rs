@@ -43,11 +43,9 @@ pub const CALLS: &[Sys] = &[
     Sys::Getcwd,
 ];
 
-/// Why a run has no fast path.
+/// Why a run has no fast path, though asked for one (`--strict` and `--trace` never ask).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Off {
-    /// `--strict`, or `--trace` (which records every call the agent sees).
-    Asked,
     /// The mount list hides names (`DENY`, `ENOENT`): a program could reach them from the
     /// code page the filter lets through, so no call is answered in-process.
     Hiding,
