@@ -198,6 +198,11 @@ static int above(const char *path, size_t n, const char *prefix, size_t pn) {
     return pn > n && same_bytes(path, prefix, n) && prefix[n] == '/';
 }
 
+/* Whether the `n` bytes at `p` are the component `.` or `..`. */
+static int is_dot_or_dotdot(const char *p, size_t n) {
+    return (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.');
+}
+
 /* Appends `src` (`n` bytes) to `out` (holding `*len`) as normalized components: repeated
  * slashes fold, a trailing slash is dropped and reported. A `.` or `..` component fails
  * (where it leads depends on symlinks and mappings: the agent's to walk). */
@@ -211,8 +216,7 @@ static int append_components(char *out, size_t *len, const char *src, size_t n, 
         size_t j = i;
         while (j < n && src[j] != '/') j++;
         size_t c = j - i;
-        if ((c == 1 && src[i] == '.') || (c == 2 && src[i] == '.' && src[i + 1] == '.'))
-            return 0;
+        if (is_dot_or_dotdot(src + i, c)) return 0;
         if (at + 1 + c + 1 > PATHBUF) return 0;
         if (!(at == 1 && out[0] == '/')) out[at++] = '/';
         for (size_t k = 0; k < c; k++) out[at + k] = src[i + k];
@@ -297,7 +301,7 @@ static int read_still(uint64_t seq) {
  * the last name of a mount point or of a mapped directory, while no remote object was met. */
 static int plain_name_alike(const char *name, size_t n) {
     if (n == 0 || n >= PATHBUF) return 0;
-    if ((n == 1 && name[0] == '.') || (n == 2 && name[0] == '.' && name[1] == '.')) return 0;
+    if (is_dot_or_dotdot(name, n)) return 0;
     int digits = 1;
     for (size_t i = 0; i < n; i++) {
         if (name[i] == '/') return 0;
@@ -313,6 +317,14 @@ static int plain_name_alike(const char *name, size_t n) {
     return 1;
 }
 
+/* Entry `e`'s name lengths, read once (the table may change under a reader); 0 when one
+ * is past what an entry holds: not a table the agent wrote. */
+static int entry_lengths(const struct rf_entry *e, size_t *logical, size_t *physical) {
+    *logical = e->logical_len;
+    *physical = e->physical_len;
+    return *logical <= RF_PATH_MAX - 1 && *physical <= RF_PATH_MAX - 1;
+}
+
 /* Maps the absolute normalized path in w->path through the table, for a call that opens
  * (`opening`: the physical directories matter too) or only looks. */
 static enum how map_absolute(struct where *w, int opening) {
@@ -323,8 +335,8 @@ static enum how map_absolute(struct where *w, int opening) {
     w->opens_ok = 1;
     for (uint32_t i = 0; i < count; i++) {
         const struct rf_entry *e = &table->entries[i];
-        size_t l = e->logical_len, p = e->physical_len;
-        if (l > RF_PATH_MAX - 1 || p > RF_PATH_MAX - 1) return TRAP_IT;
+        size_t l, p;
+        if (!entry_lengths(e, &l, &p)) return TRAP_IT;
         if (e->kind == RF_PHYS) {
             if (opening && (e->flags & RF_VIEWED) && under(w->path, w->len, e->physical, p))
                 w->opens_ok = 0;
@@ -368,8 +380,8 @@ static int cwd_is_plain(const char *cwd, size_t n) {
     if (count > RF_MAX_ENTRIES) return 0;
     for (uint32_t i = 0; i < count; i++) {
         const struct rf_entry *e = &table->entries[i];
-        size_t ln = e->logical_len, pn = e->physical_len;
-        if (ln > RF_PATH_MAX || pn > RF_PATH_MAX) return 0;
+        size_t ln, pn;
+        if (!entry_lengths(e, &ln, &pn)) return 0;
         if (e->kind == RF_PHYS ? under(cwd, n, e->physical, pn) : under(cwd, n, e->logical, ln))
             return 0;
     }

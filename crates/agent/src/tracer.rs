@@ -480,7 +480,7 @@ pub fn run(
     });
     if let Some(fast) = &shared.fast {
         let run = Arc::downgrade(&shared);
-        FastPath::keep_fresh(fast, move || {
+        let ticking = FastPath::keep_fresh(move || {
             let Some(shared) = run.upgrade() else {
                 return false;
             };
@@ -489,7 +489,10 @@ pub fn run(
             }
             true
         });
-        fast.publish(&shared.ns);
+        if let Err(e) = ticking {
+            eprintln!("roost: no in-process fast path this run (no thread for its clock: {e})");
+            fast.turn_off(&shared.ns);
+        }
     }
     if let Some(vfds) = &shared.vfds {
         let vfds = Arc::clone(vfds);

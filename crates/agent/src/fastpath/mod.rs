@@ -121,6 +121,7 @@ impl FastPath {
         }
         let list_path = dir.join("ld.so.preload");
         write_file(&list_path, &list, 0o644)?;
+        let list_path = list_path.into_os_string().into_encoded_bytes();
         // The directory must be reachable by its own name: mapped to itself when a mapping
         // would hide it (`/` or `/tmp` remapped), else left to the kernel (a mapping costs
         // each program's loader a trapped open the agent makes).
@@ -128,12 +129,9 @@ impl FastPath {
         if mounts.covers(dir_bytes) {
             mounts.add(dir_bytes, Target::local(dir_bytes));
         }
-        mounts.add(
-            PRELOAD_LIST,
-            Target::local(list_path.as_os_str().as_bytes()),
-        );
+        mounts.add(PRELOAD_LIST, Target::local(list_path.clone()));
         Ok(FastPath {
-            list: list_path.as_os_str().as_bytes().to_vec(),
+            list: list_path,
             dir: dir.to_path_buf(),
             stub,
             count,
@@ -186,24 +184,21 @@ impl FastPath {
     }
 
     /// Republishes the table once a second while `republish` says the run goes on (it
-    /// calls [`FastPath::publish`] with the namespace), so that no proof of a symlink-free
+    /// calls [`FastPath::refresh`] with the namespace), so that no proof of a symlink-free
     /// directory a program holds outlives the namespace's own answers about names
     /// ([`roost_vfs::resolve::TTL`]), and a mapped directory an untraced process renamed is
-    /// followed as soon. Without a thread for it the fast path is off (call it before the
-    /// first publish).
-    pub fn keep_fresh(fast: &FastPath, republish: impl Fn() -> bool + Send + 'static) {
-        let ticking = std::thread::Builder::new()
+    /// followed as soon. Without a thread for it the fast path must be turned off
+    /// ([`FastPath::turn_off`]): the error says so.
+    pub fn keep_fresh(republish: impl Fn() -> bool + Send + 'static) -> io::Result<()> {
+        std::thread::Builder::new()
             .name("roost-fastpath-clock".into())
             .spawn(move || loop {
                 std::thread::sleep(roost_vfs::resolve::TTL);
                 if !republish() {
                     return;
                 }
-            });
-        if let Err(e) = ticking {
-            eprintln!("roost: no in-process fast path this run (no thread for its clock: {e})");
-            fast.state.lock().expect("fast path lock").off = true;
-        }
+            })
+            .map(drop)
     }
 
     /// [`FastPath::publish`], with every local root's canonical name found afresh (an
@@ -214,7 +209,7 @@ impl FastPath {
     }
 
     /// Turns the fast path off for the rest of the run (a process changed its root: its
-    /// names no longer mean what the table says).
+    /// names no longer mean what the table says; no clock for the table).
     pub fn turn_off(&self, ns: &Namespace) {
         self.state.lock().expect("fast path lock").off = true;
         self.publish(ns);
@@ -252,6 +247,12 @@ fn describe(
         .iter()
         .map(|m| Entry::Trap { logical: m.clone() })
         .collect();
+    let in_procfs = |p: &[u8]| {
+        procfs.iter().any(|m| {
+            roost_vfs::path::strip_prefix(p, m).is_some()
+                || roost_vfs::path::strip_prefix(m, p).is_some()
+        })
+    };
     let mut physical = Vec::new();
     let mut names: Vec<Vec<u8>> = Vec::new();
     let mut name = |path: &[u8]| {
@@ -286,12 +287,6 @@ fn describe(
         // A mapping whose name the namespace reaches through a symlink of the host's (the
         // agent follows it, and may never reach the mapping), or that holds procfs or lies
         // in it, is the agent's.
-        let in_procfs = |p: &[u8]| {
-            procfs.iter().any(|m| {
-                roost_vfs::path::strip_prefix(p, m).is_some()
-                    || roost_vfs::path::strip_prefix(m, p).is_some()
-            })
-        };
         if !reached_plainly(&m.logical) || in_procfs(&root) {
             by_name.push(trap);
             continue;

@@ -21,7 +21,12 @@ pub const ENABLED: u32 = 1;
 pub const COUNT: u32 = 2;
 pub const REMOTE_MET: u32 = 4;
 
-pub const VIEWED: u32 = 1;
+/// An entry's kind (`RF_LOCAL`, `RF_TRAP`, `RF_PHYS`).
+const KIND_LOCAL: u32 = 1;
+const KIND_TRAP: u32 = 2;
+const KIND_PHYSICAL: u32 = 3;
+/// An entry's flag (`RF_VIEWED`).
+const VIEWED: u32 = 1;
 
 /// Offsets in `struct rf_table` and its parts.
 const FLAGS: usize = 12;
@@ -151,18 +156,19 @@ impl Table {
         self.put(FD_FROM, &contents.fd_from.to_ne_bytes());
         if fits {
             for (i, e) in contents.entries.iter().enumerate() {
-                let (kind, flags, logical, physical): (u32, bool, &[u8], &[u8]) = match e {
+                let (kind, viewed, logical, physical): (u32, bool, &[u8], &[u8]) = match e {
                     Entry::Local {
                         logical,
                         physical,
                         viewed,
-                    } => (1, *viewed, logical, physical),
-                    Entry::Trap { logical } => (2, false, logical, b""),
-                    Entry::Physical { physical, viewed } => (3, *viewed, b"", physical),
+                    } => (KIND_LOCAL, *viewed, logical, physical),
+                    Entry::Trap { logical } => (KIND_TRAP, false, logical, b""),
+                    Entry::Physical { physical, viewed } => (KIND_PHYSICAL, *viewed, b"", physical),
                 };
+                let flags = if viewed { VIEWED } else { 0 };
                 let at = ENTRIES + i * ENTRY_SIZE;
                 self.put(at, &kind.to_ne_bytes());
-                self.put(at + 4, &u32::from(flags).to_ne_bytes());
+                self.put(at + 4, &flags.to_ne_bytes());
                 self.put(at + 8, &(logical.len() as u16).to_ne_bytes());
                 self.put(at + 10, &(physical.len() as u16).to_ne_bytes());
                 self.put(at + 16, logical);
