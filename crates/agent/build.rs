@@ -1,7 +1,7 @@
-//! Builds the in-process fast path (`fastpath/roost_fastpath.c`) into a shared object that
-//! the agent carries in its own binary and writes out for each run (`src/fastpath`). It is
-//! C built without the C library's start files: it must load into any dynamically linked
-//! program, use no allocator, and run from signal handlers.
+//! Builds the in-process fast path (`fastpath/roost_fastpath.c` and `fastpath/realpath.c`)
+//! into a shared object that the agent carries in its own binary and writes out for each run
+//! (`src/fastpath`). It is C built without the C library's start files: it must load into
+//! any dynamically linked program and run from signal handlers.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -9,9 +9,13 @@ use std::process::Command;
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let so = out.join("roost_fastpath.so");
-    let source = "fastpath/roost_fastpath.c";
-    println!("cargo:rerun-if-changed={source}");
-    println!("cargo:rerun-if-changed=fastpath/table.h");
+    let sources = ["fastpath/roost_fastpath.c", "fastpath/realpath.c"];
+    for file in sources
+        .iter()
+        .chain(&["fastpath/table.h", "fastpath/calls.h"])
+    {
+        println!("cargo:rerun-if-changed={file}");
+    }
     println!("cargo:rerun-if-env-changed=CC");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     let status = Command::new(&cc)
@@ -35,8 +39,8 @@ fn main() {
             "-o",
         ])
         .arg(&so)
-        .arg(source)
+        .args(sources)
         .status()
         .unwrap_or_else(|e| panic!("roost-agent needs a C compiler ({cc}): {e}"));
-    assert!(status.success(), "{cc} could not build {source}");
+    assert!(status.success(), "{cc} could not build {sources:?}");
 }

@@ -13,6 +13,7 @@
  * may come from a signal handler, a vfork child or any thread; when in doubt, the trap. */
 
 #define _GNU_SOURCE
+#include "calls.h"
 #include "table.h"
 
 #include <errno.h>
@@ -73,7 +74,7 @@ static long fast_syscall(long nr, long a, long b, long c, long d, long e) {
 #define TRAP(nr, a, b, c, d) trap_syscall(nr, (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
 #define FAST(nr, a, b, c, d) fast_syscall(nr, (long)(a), (long)(b), (long)(c), (long)(d), 0)
 
-static long set_errno(long ret) {
+long fp_set_errno(long ret) {
     if (ret < 0 && ret > -4096) {
         *__errno_location() = (int)-ret;
         return -1;
@@ -204,8 +205,10 @@ static int is_dot_or_dotdot(const char *p, size_t n) {
 }
 
 /* Appends `src` (`n` bytes) to `out` (holding `*len`) as normalized components: repeated
- * slashes fold, a trailing slash is dropped and reported. A `.` or `..` component fails
- * (where it leads depends on symlinks and mappings: the agent's to walk). */
+ * slashes fold, a trailing slash is dropped and reported. A `.` asks only that what comes
+ * before it be a directory: within the name it goes, at its end it counts as a trailing
+ * slash. A `..` component fails (where it leads depends on symlinks and mappings: the
+ * agent's to walk). */
 static int append_components(char *out, size_t *len, const char *src, size_t n, int *slash) {
     size_t at = *len; /* kept local: `out` may alias `*len` as far as the compiler knows */
     size_t i = 0;
@@ -216,7 +219,13 @@ static int append_components(char *out, size_t *len, const char *src, size_t n, 
         size_t j = i;
         while (j < n && src[j] != '/') j++;
         size_t c = j - i;
+        if (c == 1 && src[i] == '.') {
+            *slash = 1; /* until a component follows */
+            i = j;
+            continue;
+        }
         if (is_dot_or_dotdot(src + i, c)) return 0;
+        *slash = n > 0 && src[n - 1] == '/';
         if (at + 1 + c + 1 > PATHBUF) return 0;
         if (!(at == 1 && out[0] == '/')) out[at++] = '/';
         for (size_t k = 0; k < c; k++) out[at + k] = src[i + k];
@@ -449,12 +458,10 @@ static uint64_t hash_dir(const char *p, size_t n, uint64_t gen) {
     return h ^ (h >> 29);
 }
 
-/* Whether the directory part of w->path is free of symlinks (proved now, or lately). */
-static int dir_proved(struct where *w) {
-    size_t d = w->len;
-    while (d > 0 && w->path[d - 1] != '/') d--;
-    if (d <= 1) return 1; /* "/NAME": the root is no symlink */
-    d--;                  /* without the slash */
+/* Whether the first `d` bytes of w->path name a directory reached through no symlink,
+ * itself none (proved now, or lately). */
+static int proved(struct where *w, size_t d) {
+    if (d <= 1) return 1; /* the root is no symlink */
     uint64_t h = hash_dir(w->path, d, w->names_gen);
     uint64_t *slot = &proofs[h % PROOF_SLOTS];
     if (__atomic_load_n(slot, __ATOMIC_RELAXED) == h) return 1;
@@ -470,6 +477,22 @@ static int dir_proved(struct where *w) {
     TRAP(SYS_close, fd, 0, 0, 0);
     __atomic_store_n(slot, h, __ATOMIC_RELAXED);
     return 1;
+}
+
+/* Whether the directory part of w->path is free of symlinks. */
+static int dir_proved(struct where *w) {
+    size_t d = w->len;
+    while (d > 0 && w->path[d - 1] != '/') d--;
+    return d <= 1 || proved(w, d - 1); /* "/NAME": the root is no symlink */
+}
+
+/* Whether w->path, which ended in a slash, is a directory the kernel reaches through no
+ * symlink: then the slash, which makes the kernel follow a final symlink even when told
+ * not to, changes nothing. */
+static int slashed_proved(struct where *w) {
+    size_t d = w->len;
+    if (d > 1 && w->path[d - 1] == '/') d--;
+    return proved(w, d);
 }
 
 static void count(enum rf_call call) {
@@ -496,11 +519,12 @@ static int plain_descriptor(int fd) {
     return read_still(seq) && plain;
 }
 
-/* A lookup by name that does not open: located, its directory proved, and not ending in a
- * slash (which makes the kernel follow a final symlink even when told not to). */
+/* A lookup by name that does not open: located, and its directory proved (the whole name,
+ * when it ends in a slash). */
 static int lookup_located(int dirfd, const char *path, size_t n, struct where *w) {
-    if (locate(dirfd, path, n, 0, w) == TRAP_IT || w->slash) return 0;
-    return w->len == 0 || dir_proved(w);
+    if (locate(dirfd, path, n, 0, w) == TRAP_IT) return 0;
+    if (w->len == 0) return 1;
+    return w->slash ? slashed_proved(w) : dir_proved(w);
 }
 
 static long stat_at(int dirfd, const char *path, struct stat *buf, int flags) {
@@ -639,6 +663,16 @@ trap:
     return TRAP(SYS_getcwd, buf, size, 0, 0);
 }
 
+/* ---- the calls for the object's other parts (calls.h) -------------------------------- */
+
+long fp_readlink(const char *path, char *buf, size_t size) {
+    return readlink_at(AT_FDCWD, path, buf, size, SYS_readlink);
+}
+long fp_faccessat(const char *path, int mode, int flags) {
+    return access_at(AT_FDCWD, path, mode, flags, flags ? SYS_faccessat2 : SYS_faccessat);
+}
+long fp_getcwd(char *buf, size_t size) { return cwd_into(buf, size); }
+
 /* The 64 forms are the same calls on x86_64 (struct stat64 is struct stat): aliases. */
 #pragma GCC diagnostic ignored "-Wattribute-alias"
 #pragma GCC diagnostic ignored "-Wmissing-attributes"
@@ -649,16 +683,16 @@ trap:
 static int stat_version_ok(int ver) { return ver == 0 || ver == 1; }
 
 EXPORT int fstatat(int dirfd, const char *path, struct stat *buf, int flags) {
-    return (int)set_errno(stat_at(dirfd, path, buf, flags));
+    return (int)fp_set_errno(stat_at(dirfd, path, buf, flags));
 }
 EXPORT int stat(const char *path, struct stat *buf) {
-    return (int)set_errno(stat_at(AT_FDCWD, path, buf, 0));
+    return (int)fp_set_errno(stat_at(AT_FDCWD, path, buf, 0));
 }
 EXPORT int lstat(const char *path, struct stat *buf) {
-    return (int)set_errno(stat_at(AT_FDCWD, path, buf, AT_SYMLINK_NOFOLLOW));
+    return (int)fp_set_errno(stat_at(AT_FDCWD, path, buf, AT_SYMLINK_NOFOLLOW));
 }
 EXPORT int fstat(int fd, struct stat *buf) {
-    return (int)set_errno(stat_at(fd, "", buf, AT_EMPTY_PATH));
+    return (int)fp_set_errno(stat_at(fd, "", buf, AT_EMPTY_PATH));
 }
 EXPORT int fstatat64(int, const char *, struct stat64 *, int) __attribute__((alias("fstatat")));
 EXPORT int stat64(const char *, struct stat64 *) __attribute__((alias("stat")));
@@ -666,7 +700,7 @@ EXPORT int lstat64(const char *, struct stat64 *) __attribute__((alias("lstat"))
 EXPORT int fstat64(int, struct stat64 *) __attribute__((alias("fstat")));
 
 EXPORT int __fxstatat(int ver, int dirfd, const char *path, struct stat *buf, int flags) {
-    if (!stat_version_ok(ver)) return (int)set_errno(-EINVAL);
+    if (!stat_version_ok(ver)) return (int)fp_set_errno(-EINVAL);
     return fstatat(dirfd, path, buf, flags);
 }
 EXPORT int __xstat(int ver, const char *path, struct stat *buf) {
@@ -676,7 +710,7 @@ EXPORT int __lxstat(int ver, const char *path, struct stat *buf) {
     return __fxstatat(ver, AT_FDCWD, path, buf, AT_SYMLINK_NOFOLLOW);
 }
 EXPORT int __fxstat(int ver, int fd, struct stat *buf) {
-    if (!stat_version_ok(ver)) return (int)set_errno(-EINVAL);
+    if (!stat_version_ok(ver)) return (int)fp_set_errno(-EINVAL);
     return fstat(fd, buf);
 }
 EXPORT int __fxstatat64(int, int, const char *, struct stat *, int)
@@ -686,21 +720,21 @@ EXPORT int __lxstat64(int, const char *, struct stat *) __attribute__((alias("__
 EXPORT int __fxstat64(int, int, struct stat *) __attribute__((alias("__fxstat")));
 
 EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *buf) {
-    return (int)set_errno(statx_at(dirfd, path, flags, mask, buf));
+    return (int)fp_set_errno(statx_at(dirfd, path, flags, mask, buf));
 }
 
 EXPORT int access(const char *path, int mode) {
-    return (int)set_errno(access_at(AT_FDCWD, path, mode, 0, SYS_access));
+    return (int)fp_set_errno(access_at(AT_FDCWD, path, mode, 0, SYS_access));
 }
 EXPORT int faccessat(int dirfd, const char *path, int mode, int flags) {
-    return (int)set_errno(access_at(dirfd, path, mode, flags, flags ? SYS_faccessat2 : SYS_faccessat));
+    return (int)fp_set_errno(access_at(dirfd, path, mode, flags, flags ? SYS_faccessat2 : SYS_faccessat));
 }
 
 EXPORT ssize_t readlink(const char *path, char *buf, size_t size) {
-    return set_errno(readlink_at(AT_FDCWD, path, buf, size, SYS_readlink));
+    return fp_set_errno(readlink_at(AT_FDCWD, path, buf, size, SYS_readlink));
 }
 EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t size) {
-    return set_errno(readlink_at(dirfd, path, buf, size, SYS_readlinkat));
+    return fp_set_errno(readlink_at(dirfd, path, buf, size, SYS_readlinkat));
 }
 
 static unsigned mode_arg(int flags, va_list ap) {
@@ -711,50 +745,50 @@ EXPORT int openat(int dirfd, const char *path, int flags, ...) {
     va_start(ap, flags);
     unsigned mode = mode_arg(flags, ap);
     va_end(ap);
-    return (int)set_errno(open_at(dirfd, path, flags, mode));
+    return (int)fp_set_errno(open_at(dirfd, path, flags, mode));
 }
 EXPORT int open(const char *path, int flags, ...) {
     va_list ap;
     va_start(ap, flags);
     unsigned mode = mode_arg(flags, ap);
     va_end(ap);
-    return (int)set_errno(open_at(AT_FDCWD, path, flags, mode));
+    return (int)fp_set_errno(open_at(AT_FDCWD, path, flags, mode));
 }
 EXPORT int openat64(int, const char *, int, ...) __attribute__((alias("openat")));
 EXPORT int open64(const char *, int, ...) __attribute__((alias("open")));
 /* _FORTIFY_SOURCE's checked forms, for flags that take no mode. */
 EXPORT int __open_2(const char *path, int flags) {
-    return (int)set_errno(open_at(AT_FDCWD, path, flags, 0));
+    return (int)fp_set_errno(open_at(AT_FDCWD, path, flags, 0));
 }
 EXPORT int __openat_2(int dirfd, const char *path, int flags) {
-    return (int)set_errno(open_at(dirfd, path, flags, 0));
+    return (int)fp_set_errno(open_at(dirfd, path, flags, 0));
 }
 EXPORT int __open64_2(const char *, int) __attribute__((alias("__open_2")));
 EXPORT int __openat64_2(int, const char *, int) __attribute__((alias("__openat_2")));
 EXPORT int creat(const char *path, unsigned mode) {
-    return (int)set_errno(open_at(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode));
+    return (int)fp_set_errno(open_at(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode));
 }
 EXPORT int creat64(const char *, unsigned) __attribute__((alias("creat")));
 
 EXPORT char *getcwd(char *buf, size_t size) {
     if (buf) {
         if (size == 0) {
-            set_errno(-EINVAL);
+            fp_set_errno(-EINVAL);
             return 0;
         }
-        return set_errno(cwd_into(buf, size)) < 0 ? 0 : buf;
+        return fp_set_errno(cwd_into(buf, size)) < 0 ? 0 : buf;
     }
     /* glibc's extension: a buffer of its own (of `size` bytes, or as long as needed). */
     char here[4096];
-    long r = set_errno(cwd_into(here, sizeof here));
+    long r = fp_set_errno(cwd_into(here, sizeof here));
     if (r < 0) return 0;
     if (size != 0 && (size_t)r > size) {
-        set_errno(-ERANGE);
+        fp_set_errno(-ERANGE);
         return 0;
     }
     char *out = malloc(size ? size : (size_t)r);
     if (!out) {
-        set_errno(-ENOMEM);
+        fp_set_errno(-ENOMEM);
         return 0;
     }
     for (long i = 0; i < r; i++) out[i] = here[i];

@@ -31,6 +31,16 @@ fn trees(tag: &str) -> (Tree, Tree, Tree) {
     link("/n", m.path("cross"));
     link("/m/sub", outside.path("into"));
     link("missing", m.path("dangling"));
+    link("loop", m.path("loop"));
+    link("../f", m.path("sub/up"));
+    link("/m/sub/deeper/..", m.path("back"));
+    // Out of reach for the ordinary user the tests run roost as, when they run as root.
+    m.write("locked/in", "in\n");
+    std::fs::set_permissions(
+        m.path("locked"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
     let fifo = std::ffi::CString::new(m.s() + "/fifo").unwrap();
     // SAFETY: a plain mkfifo of a path in the test's own tree.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
@@ -58,6 +68,24 @@ fn probes(outside: &Tree) -> Vec<String> {
         "/m/./f",
         "/m/sub/../f",
         "/m//sub///f",
+        "/m/sub/.",
+        "/m/sub/./deeper/",
+        "/m/f/.",
+        "/m/f/..",
+        "/m/f/x",
+        "/m/rel/",
+        "/m/abs/../f",
+        "/m/sub/deeper/../../f",
+        "/m/sub/up",
+        "/m/back/f",
+        "/m/loop",
+        "/m/loop/x",
+        "/m/dangling/x",
+        "/m/cross/../m/f",
+        "/usr/bin/.",
+        "/usr/./bin/",
+        "/m/locked/in",
+        "/m/locked/",
         "/n/x",
         "/",
         "/proc/self/exe",
@@ -72,8 +100,16 @@ fn probes(outside: &Tree) -> Vec<String> {
         format!("{o}/into/f"),
         format!("{o}/nothing"),
     ]);
+    // Names longer than the fast path's buffers, and than PATH_MAX.
+    v.push(format!("/m/sub/{}f", "./".repeat(600)));
+    v.push(format!("/m/{}", "x".repeat(5000)));
     // Relative names, from the working directory the script enters.
-    v.extend(["f", "sub/f", "rel", "abs/f", "cross/x", "../m/f", "missing"].map(String::from));
+    v.extend(
+        [
+            "f", "sub/f", "rel", "abs/f", "cross/x", "../m/f", "missing", ".", "..", "sub/", "./f",
+        ]
+        .map(String::from),
+    );
     v
 }
 
@@ -97,8 +133,12 @@ fn the_fast_path_answers_every_lookup_as_the_trap_does() {
         let notified = lookups_in(&["--strict"], &t, cwd);
         let ptraced = lookups_in(&["--strict", "--no-notify"], &t, cwd);
         assert_eq!(fast.1, 0, "{}", fast.0);
-        assert_eq!(fast, notified, "fast path vs notifications, cwd {cwd}");
-        assert_eq!(fast, ptraced, "fast path vs ptrace, cwd {cwd}");
+        same_lines(
+            &fast,
+            &notified,
+            &format!("fast path vs notifications, cwd {cwd}"),
+        );
+        same_lines(&fast, &ptraced, &format!("fast path vs ptrace, cwd {cwd}"));
         assert!(
             fast.0.contains("open /m/f: 9 bytes: mapped f"),
             "{}",
@@ -111,6 +151,13 @@ fn the_fast_path_answers_every_lookup_as_the_trap_does() {
             fast.0
         );
     }
+}
+
+/// Asserts two runs' outputs and exit codes are the same, naming the first line that is not.
+fn same_lines(a: &(String, i32), b: &(String, i32), what: &str) {
+    let first = a.0.lines().zip(b.0.lines()).find(|(x, y)| x != y);
+    assert!(first.is_none(), "{what}: first difference {first:?}");
+    assert_eq!(a, b, "{what}");
 }
 
 /// A tree with `f` ("hello") mapped at /m, and the `--mount` argument for it.

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -82,6 +83,14 @@ static void lookups(const char *path) {
     char *own = getcwd(NULL, 0);
     printf("getcwd(NULL): %s\n", own ? own : strerror(errno));
     free(own);
+    /* realpath into a buffer (what a failure leaves there too), and allocated. */
+    char resolved[PATH_MAX];
+    strcpy(resolved, "(untouched)");
+    char *canonical = realpath(path, resolved);
+    printf("realpath %s: %s [%s]\n", path, canonical ? canonical : strerror(errno), resolved);
+    char *fresh = canonicalize_file_name(path);
+    printf("canonicalize %s: %s\n", path, fresh ? fresh : strerror(errno));
+    free(fresh);
 }
 
 static long raw_newfstatat(const char *path, struct stat *st) {
