@@ -204,12 +204,17 @@ static int is_dot_or_dotdot(const char *p, size_t n) {
     return (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.');
 }
 
+static int unmapped(const char *path, size_t n);
+
 /* Appends `src` (`n` bytes) to `out` (holding `*len`) as normalized components: repeated
  * slashes fold, a trailing slash is dropped and reported. A `.` asks only that what comes
  * before it be a directory: within the name it goes, at its end it counts as a trailing
- * slash. A `..` component fails (where it leads depends on symlinks and mappings: the
- * agent's to walk). */
-static int append_components(char *out, size_t *len, const char *src, size_t n, int *slash) {
+ * slash. A `..` goes up a component, as the kernel goes up from where it is, when that lies
+ * under no mapping (else the kernel would stand somewhere else than roost: the agent's to
+ * walk); it is reported, since a symlink before it would lead the kernel elsewhere too, and
+ * the caller must prove there is none. */
+static int append_components(char *out, size_t *len, const char *src, size_t n, int *slash,
+                             int *dotdot) {
     size_t at = *len; /* kept local: `out` may alias `*len` as far as the compiler knows */
     size_t i = 0;
     *slash = n > 0 && src[n - 1] == '/';
@@ -219,12 +224,17 @@ static int append_components(char *out, size_t *len, const char *src, size_t n, 
         size_t j = i;
         while (j < n && src[j] != '/') j++;
         size_t c = j - i;
-        if (c == 1 && src[i] == '.') {
-            *slash = 1; /* until a component follows */
+        if (is_dot_or_dotdot(src + i, c)) {
+            if (c == 2) {
+                if (!unmapped(out, at)) return 0;
+                while (at > 1 && out[at - 1] != '/') at--;
+                if (at > 1) at--;
+                *dotdot = 1;
+            }
+            *slash = 1; /* a directory, until a component follows */
             i = j;
             continue;
         }
-        if (is_dot_or_dotdot(src + i, c)) return 0;
         *slash = n > 0 && src[n - 1] == '/';
         if (at + 1 + c + 1 > PATHBUF) return 0;
         if (!(at == 1 && out[0] == '/')) out[at++] = '/';
@@ -288,8 +298,10 @@ struct where {
      * a name relative to a directory descriptor: empty, nothing to prove). */
     char path[PATHBUF];
     size_t len;
-    /* The path ended in a slash. */
+    /* The path ended in a slash (or a `.` or `..`). */
     int slash;
+    /* The path went up with `..`: made only as given, once the walk is proved. */
+    int dotdot;
     /* An open here needs no note by the agent (which way a mapped directory was reached). */
     int opens_ok;
     uint64_t names_gen;
@@ -332,6 +344,20 @@ static int entry_lengths(const struct rf_entry *e, size_t *logical, size_t *phys
     *logical = e->logical_len;
     *physical = e->physical_len;
     return *logical <= RF_PATH_MAX - 1 && *physical <= RF_PATH_MAX - 1;
+}
+
+/* Whether the absolute normalized `path` (`n` bytes) lies under no mapping, where the kernel
+ * finds what roost finds. */
+static int unmapped(const char *path, size_t n) {
+    uint32_t count = table->n_entries;
+    if (count > RF_MAX_ENTRIES) return 0;
+    for (uint32_t i = 0; i < count; i++) {
+        const struct rf_entry *e = &table->entries[i];
+        size_t l, p;
+        if (!entry_lengths(e, &l, &p)) return 0;
+        if (e->kind != RF_PHYS && (l == 0 || under(path, n, e->logical, l))) return 0;
+    }
+    return 1;
 }
 
 /* Maps the absolute normalized path in w->path through the table, for a call that opens
@@ -405,19 +431,21 @@ static enum how locate(int dirfd, const char *path, size_t n, int opening, struc
     w->names_gen = table->names_gen;
     w->len = 0;
     w->slash = 0;
+    w->dotdot = 0;
     w->opens_ok = 1;
     enum how how = TRAP_IT;
     if (n >= PATHBUF) return TRAP_IT;
     if (path[0] == '/') {
         w->path[0] = '/';
         w->len = 1;
-        if (append_components(w->path, &w->len, path, n, &w->slash)) how = map_absolute(w, opening);
+        if (append_components(w->path, &w->len, path, n, &w->slash, &w->dotdot))
+            how = map_absolute(w, opening);
     } else if (dirfd == AT_FDCWD) {
         long r = FAST(SYS_getcwd, w->path, PATHBUF, 0, 0);
         if (r > 1 && w->path[0] == '/') {
             w->len = (size_t)r - 1;
             if (cwd_is_plain(w->path, w->len) &&
-                append_components(w->path, &w->len, path, n, &w->slash))
+                append_components(w->path, &w->len, path, n, &w->slash, &w->dotdot))
                 how = map_absolute(w, opening);
         }
     } else if (dirfd >= 0 && (uint32_t)dirfd < table->fd_from &&
@@ -425,6 +453,7 @@ static enum how locate(int dirfd, const char *path, size_t n, int opening, struc
         how = AS_GIVEN; /* w->len stays 0: the descriptor's directory is resolved */
     }
     if (how != TRAP_IT && opening && !w->opens_ok) how = TRAP_IT;
+    if (w->dotdot && how != AS_GIVEN) how = TRAP_IT;
     w->how = read_still(seq) ? how : TRAP_IT;
     return w->how;
 }
@@ -519,11 +548,29 @@ static int plain_descriptor(int fd) {
     return read_still(seq) && plain;
 }
 
+/* Puts `path` (`n` bytes) as given, made absolute, in w->path: the walk the kernel makes,
+ * `..` and all, to be proved. 0 when it does not fit. */
+static int as_given_absolute(struct where *w, const char *path, size_t n) {
+    size_t at = 0;
+    if (path[0] != '/') {
+        long r = FAST(SYS_getcwd, w->path, PATHBUF, 0, 0);
+        if (r <= 1 || w->path[0] != '/') return 0;
+        at = (size_t)r - 1;
+        w->path[at++] = '/';
+    }
+    if (at + n + 1 > PATHBUF) return 0;
+    for (size_t i = 0; i < n; i++) w->path[at + i] = path[i];
+    w->len = at + n;
+    w->path[w->len] = 0;
+    return 1;
+}
+
 /* A lookup by name that does not open: located, and its directory proved (the whole name,
- * when it ends in a slash). */
+ * when it ends in a slash; the name as given, when it goes up with `..`). */
 static int lookup_located(int dirfd, const char *path, size_t n, struct where *w) {
     if (locate(dirfd, path, n, 0, w) == TRAP_IT) return 0;
     if (w->len == 0) return 1;
+    if (w->dotdot && !as_given_absolute(w, path, n)) return 0;
     return w->slash ? slashed_proved(w) : dir_proved(w);
 }
 

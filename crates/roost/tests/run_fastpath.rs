@@ -99,6 +99,16 @@ fn probes(outside: &Tree) -> Vec<String> {
         format!("{o}/into"),
         format!("{o}/into/f"),
         format!("{o}/nothing"),
+        // Up with `..` outside the mappings, through a symlink into one, and back into one.
+        format!("{o}/../{}/f", o.rsplit('/').next().unwrap()),
+        format!("{o}/into/../f"),
+        format!("{o}/into/.."),
+        format!("{o}/f/.."),
+        format!("{o}/nothing/../f"),
+        "/usr/bin/../lib".to_string(),
+        "/usr/../usr/bin/..".to_string(),
+        "/usr/../m/f".to_string(),
+        "/usr/bin/../../m/sub/../f".to_string(),
     ]);
     // Names longer than the fast path's buffers, and than PATH_MAX.
     v.push(format!("/m/sub/{}f", "./".repeat(600)));
