@@ -377,6 +377,9 @@ du -a src | awk '{print $2}' | sort
 python3 -c 'import os, shutil; print(sorted(os.listdir("/m/src")), os.path.samefile("/m/src/link", "/m/src/a/f"), shutil.which("sh"), os.getcwd(), os.path.realpath("src/abs/f"))'
 cd src/a && pwd && cd .. && pwd -P
 rm -rf moved kept && ls
+printf '#define H 3\n' > /m/src/a/h.h && printf '#include "../h.h"\nint main(void) { return H; }\n' > /m/src/a/b/m.c
+cd /m/src/a/b && gcc -o m m.c -I../.. && { ./m || echo "m exits $?"; } && rm m && cd /m
+readlink -f src/abs/../link && realpath src/a/b/../../abs /usr/bin/../lib/../bin && realpath -m src/nothing/../a
 "#;
 
 #[test]
@@ -393,6 +396,7 @@ fn everyday_programs_see_the_same_tree_with_and_without_the_fast_path() {
         assert!(o.status.success(), "{mode:?}: {}", text(&o));
         outputs.push(text(&o));
     }
+    assert!(outputs[0].contains("m exits 3"), "{}", outputs[0]);
     assert_eq!(outputs[0], outputs[1], "fast path vs notifications");
     assert_eq!(outputs[1], outputs[2], "notifications vs ptrace");
 }
