@@ -20,7 +20,8 @@
 #   ordinary user to measure it.
 #   PROOT: the proot to compare with (default: /opt/proot-upstream/proot, upstream with
 #   seccomp, if present, else proot on PATH). ROOST: the agent (default target/release/roost).
-#   BASE: another roost binary (an earlier commit's build) to add as `roost-base`, so a
+#   FFISRC: a libffi source tree to use instead of fetching one (an ordinary user may have
+#   no cargo). BASE: another roost binary (an earlier commit's build) to add as `roost-base`, so a
 #   change is measured against its base in the same rounds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,7 +37,7 @@ trap 'rm -rf "$WORK"' EXIT
 
 # libffi's sources from the libffi-sys crate (its bundled `libffi` directory holds a ready
 # `configure`, so no autotools are needed).
-FFISRC=$(bench/agent/crate_source.sh libffi-sys 2)/libffi
+FFISRC=${FFISRC:-$(bench/agent/crate_source.sh libffi-sys 2)/libffi}
 [ -x "$FFISRC/configure" ] || { echo "no configure in $FFISRC" >&2; exit 1; }
 
 # The git workload, one script run inside the tree; no global or system configuration counts.
