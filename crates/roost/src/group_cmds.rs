@@ -16,7 +16,7 @@ use roost_client::{ChirpUrl, ErrorCode};
 use roost_group::aggregate::{DataAggr, StatusAggr};
 use roost_group::api::{
     gopen_members, merge_line_classes, read_group_dir, FileOp, Group, GroupData, GroupError,
-    GroupOptions, MemberSpec, Outcome, O_BESTEFFORT,
+    GroupOptions, MemberSpec, Outcome, O_BESTEFFORT, O_REPLACE,
 };
 use roost_group::hostset;
 use roost_group::lines::{LineSpec, Pattern};
@@ -735,17 +735,68 @@ fn pcp(args: &GroupArgs, json: bool, source: &PathBuf, target: &str) -> Result<E
         .metadata()
         .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
         .unwrap_or(0o644);
-    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
     let size = file.metadata().map(|m| m.len()).ok();
     let started = std::time::Instant::now();
-    let (mut group, skipped, why) = open(args, target, flags, mode)?;
+    let (mut group, skipped, why) = open(args, target, REPLACE_FLAGS, mode)?;
+    let mut progress = crate::progress::Progress::new("pcp", size);
+    let (sent, failed) = write_whole(&mut group, &mut file, source, &mut progress)?;
+    if !failed.is_empty() {
+        report_failures(&mut group, &why, &failed);
+    }
+    // Every member is settled by the commit: a close that fails changes nothing.
+    let _ = group.close();
+    let open_failed = group.open_failures().len();
+    let secs = started.elapsed().as_secs_f64();
+    let mut summary = format!(
+        "roost pcp: {} members, {sent} bytes each in {secs:.1} s ({:.1} MB/s to each)",
+        group.gsize() + open_failed,
+        sent as f64 / secs.max(1e-3) / 1e6
+    );
+    if failed.len() + open_failed + skipped > 0 {
+        summary.push_str(&format!(
+            "; {open_failed} failed to open, {} failed while writing (they keep their old \
+             files), {skipped} skipped (down)",
+            failed.len()
+        ));
+    }
+    if json {
+        let mut v = summary::members(&group, &failed, skipped);
+        v.set("bytes", Value::Int(sent as i64));
+        v.set("seconds", Value::Float((secs * 1000.0).round() / 1000.0));
+        println!("{}", v.to_json());
+    } else {
+        eprintln!("{summary}");
+    }
+    let ok = failed.is_empty() && open_failed == 0 && skipped == 0;
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// How pcp (and psync, for members without the file) open a group: each member is replaced
+/// whole, under a temporary name on its server until [`write_whole`] commits it.
+const REPLACE_FLAGS: i32 = libc::O_WRONLY | libc::O_CREAT | O_REPLACE;
+
+/// Writes all of `source` to every member of `group` (opened with [`REPLACE_FLAGS`]) by
+/// group writes of 1 MiB, each sent once per child of each relay, then renames every member
+/// that took each write over its old file. Returns the bytes sent and the members that
+/// failed (group indices): they keep their old files, and their temporaries are removed.
+/// An interruption anywhere (a signal ending this process, an error returned from here)
+/// ends the group before the commit, and the servers remove every temporary.
+fn write_whole(
+    group: &mut Group,
+    source: &mut impl Read,
+    name: &std::path::Path,
+    progress: &mut crate::progress::Progress,
+) -> Result<(u64, BTreeSet<usize>), Failure> {
     let mut failed = BTreeSet::new();
     let mut block = vec![0u8; WRITE_BLOCK];
-    let mut progress = crate::progress::Progress::new("pcp", size);
     let mut sent = 0u64;
     loop {
-        let n = read_full(&mut file, &mut block)
-            .map_err(|e| Failure(format!("{}: {e}", source.display())))?;
+        let n = read_full(source, &mut block)
+            .map_err(|e| Failure(format!("{}: {e}", name.display())))?;
         if n == 0 {
             break;
         }
@@ -758,57 +809,16 @@ fn pcp(args: &GroupArgs, json: bool, source: &PathBuf, target: &str) -> Result<E
         }
     }
     progress.finish();
-    if !failed.is_empty() {
-        report_failures(&mut group, &why, &failed);
+    if failed.len() < group.gsize() {
+        // Members that missed a write refuse the commit themselves: they fail again here.
+        let committed = outcome_of(group.commit())?;
+        failed.extend(committed.failed.iter().copied());
     }
-    let closed = outcome_of(group.close())?;
-    for &i in closed.failed.iter().filter(|i| !failed.contains(i)) {
-        eprintln!(
-            "roost: {}: closing the file failed: the copy there may be incomplete",
-            why.locate(&group.gfiles()[i])
-        );
-    }
-    let bad = failed
-        .union(&closed.failed.iter().copied().collect())
-        .count();
-    let open_failed = group.open_failures().len();
-    let secs = started.elapsed().as_secs_f64();
-    let mut summary = format!(
-        "roost pcp: {} members, {sent} bytes each in {secs:.1} s ({:.1} MB/s to each)",
-        group.gsize() + open_failed,
-        sent as f64 / secs.max(1e-3) / 1e6
-    );
-    if bad + open_failed + skipped > 0 {
-        summary.push_str(&format!(
-            "; {} failed to open, {bad} failed while writing, {skipped} skipped (down)",
-            open_failed
-        ));
-    }
-    if json {
-        let all_failed = failed
-            .union(&closed.failed.iter().copied().collect())
-            .copied()
-            .collect();
-        let mut v = summary::members(&group, &all_failed, skipped);
-        v.set("bytes", Value::Int(sent as i64));
-        v.set("seconds", Value::Float((secs * 1000.0).round() / 1000.0));
-        println!("{}", v.to_json());
-    } else {
-        eprintln!("{summary}");
-    }
-    let ok = failed.is_empty()
-        && closed.failed.is_empty()
-        && group.open_failures().is_empty()
-        && skipped == 0;
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok((sent, failed))
 }
 
-/// Reads until `buf` is full or the file ends.
-fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+/// Reads until `buf` is full or the source ends.
+fn read_full(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         match file.read(&mut buf[done..]) {
