@@ -39,6 +39,11 @@ impl Members {
         }
     }
 
+    /// Every member's name, in name order.
+    pub fn names(&self) -> Vec<String> {
+        self.by_name.keys().cloned().collect()
+    }
+
     /// `NAME (chirp://HOST:PORT/PATH)` for member `name`.
     pub fn locate(&self, name: &str) -> String {
         match self.by_name.get(name) {

@@ -539,6 +539,7 @@ fn psync_sends_only_what_differs_to_each_distinct_copy() {
         |i| if i < 2 { new.clone() } else { old.clone() },
     );
     std::fs::remove_file(c.servers[5].root().join("etc.conf")).unwrap();
+    let old_file = std::fs::File::open(c.servers[2].root().join("etc.conf")).unwrap();
     let source = c.keys.path().join("etc.conf");
     std::fs::write(&source, &new).unwrap();
     let dir = c.link_group("/etc.conf");
@@ -558,9 +559,17 @@ fn psync_sends_only_what_differs_to_each_distinct_copy() {
     for s in &c.servers {
         assert_eq!(std::fs::read(s.root().join("etc.conf")).unwrap(), new);
     }
+    // A patched member is a new file renamed over the old one, which is left whole (so a
+    // full disk or a killed server never leaves a mix); no temporary stays behind.
+    let mut kept = Vec::new();
+    std::io::Read::read_to_end(&mut &old_file, &mut kept).unwrap();
+    assert_eq!(kept, old);
+    for names in exports(&c) {
+        assert_eq!(names.keys().collect::<Vec<_>>(), ["etc.conf"]);
+    }
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("6 members, 3 distinct contents, 2 already current"),
+        err.contains("6 members, 2 distinct contents, 2 already current, 1 created"),
         "{err}"
     );
     // The old copies cost a block or two plus copy instructions; the missing one all of it.
@@ -572,6 +581,47 @@ fn psync_sends_only_what_differs_to_each_distinct_copy() {
         .unwrap();
     assert!(sent < new.len() + 2048 + 4 * 200, "{err}");
     assert!(sent >= new.len(), "{err}");
+}
+
+#[test]
+fn psync_creates_members_that_have_no_file_as_pcp_does() {
+    let c = Cluster::start(3, "rwl");
+    let source = c.keys.path().join("app.conf");
+    std::fs::write(&source, b"setting = 1\n").unwrap();
+    std::fs::set_permissions(&source, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    let dir = c.link_group("/app.conf");
+    let run = || {
+        let out = roost(&[
+            "psync",
+            "--key",
+            &c.key_arg(),
+            "--relay",
+            &c.authority(0),
+            source.to_str().unwrap(),
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // No member has the file: none opens for patching, and all are created whole.
+    let err = run();
+    assert!(
+        err.contains("3 members, 0 distinct contents, 0 already current, 3 created"),
+        "{err}"
+    );
+    for s in &c.servers {
+        let path = s.root().join("app.conf");
+        assert_eq!(std::fs::read(&path).unwrap(), b"setting = 1\n");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o640);
+    }
+    let err = run();
+    assert!(
+        err.contains("3 members, 1 distinct contents, 3 already current, 0 created"),
+        "{err}"
+    );
 }
 
 /// A fake process directory: `stat` and `status` as Linux writes them.
