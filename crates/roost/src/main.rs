@@ -304,6 +304,50 @@ mod cli_rules {
         assert!(problems.is_empty(), "\n{}", problems.join("\n"));
     }
 
+    /// Commands with -v and no -q: `catalog`, whose log lines (arrivals, departures,
+    /// refusals) are what it is run for.
+    const VERBOSE_ONLY: [&str; 1] = ["catalog"];
+
+    #[test]
+    fn every_command_with_v_takes_q_and_not_both() {
+        let mut cli = Cli::command();
+        cli.build();
+        let mut commands = Vec::new();
+        leaves(&cli, "", &mut commands);
+        let mut problems = Vec::new();
+        let mut with_both = Vec::new();
+        for (path, cmd, _) in &commands {
+            let has = |long: &str| cmd.get_arguments().any(|a| a.get_long() == Some(long));
+            match (has("verbose"), has("quiet")) {
+                (true, false) if !VERBOSE_ONLY.contains(&path.as_str()) => {
+                    problems.push(format!("{path}: -v without -q"))
+                }
+                (true, true) => with_both.push(path.clone()),
+                _ => {}
+            }
+        }
+        assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+        for command in ["run", "index", "serve"] {
+            assert!(with_both.iter().any(|p| p == command), "{with_both:?}");
+        }
+        // Both at once is an error, each alone is accepted.
+        for path in &with_both {
+            let mut words: Vec<&str> = vec!["roost"];
+            words.extend(path.split(' '));
+            let required: &[&str] = match path.as_str() {
+                "run" => &["true"],
+                "index" | "serve" => &["/srv"],
+                _ => &[],
+            };
+            let parse = |flags: &[&str]| {
+                Cli::try_parse_from([words.as_slice(), flags, required].concat()).map(|_| ())
+            };
+            assert!(parse(&["-v"]).is_ok(), "{path} -v");
+            assert!(parse(&["-q"]).is_ok(), "{path} -q");
+            assert!(parse(&["-v", "-q"]).is_err(), "{path} -v -q");
+        }
+    }
+
     #[test]
     fn serve_takes_v_and_q_for_its_log_level() {
         let level = |extra: &[&str]| {
