@@ -79,11 +79,33 @@ enum Command {
     Man(manual::ManArgs),
 }
 
+impl Command {
+    /// The command's -v and -q, for the libraries' messages; `None` for `serve`, which
+    /// forwards them at its log level, and for the commands that only print text.
+    fn verbosity(&self) -> Option<(bool, bool)> {
+        match self {
+            Command::Serve(_) | Command::Completions(_) | Command::Man(_) => None,
+            Command::Run(args) => Some((args.verbose, args.quiet)),
+            Command::Index(args) => Some((args.verbose, args.quiet)),
+            Command::Catalog(args) => Some((args.verbose, false)),
+            Command::Pool(args) => Some((false, args.quiet())),
+            _ => Some((false, false)),
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // `roost serve --jobs` starts each job's first process as roost itself, under another
     // name; it never gets here.
     roost_server::jobs::keeper::run_if_called();
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    // What rustls and ureq log comes out on standard error as roost serve's
+    // `event=library` lines: their warnings and errors (errors only with -q, down to
+    // debug with -v).
+    if let Some((verbose, quiet)) = cli.command.verbosity() {
+        roost_server::log::forward_library_logs_for_command(verbose, quiet);
+    }
+    match cli.command {
         Command::Run(args) => run::main(args),
         Command::Serve(args) => serve::main(*args),
         Command::Index(args) => index::main(args),
