@@ -311,6 +311,14 @@ fn roost_index_rewrites_only_what_changed() {
         .collect();
     assert_eq!(changed, [&s.root().join("t/sub/deep/.roostindex")]);
     assert_eq!(dir_time("t/sub"), sub_time);
+    // -q prints nothing but errors, and indexes all the same.
+    s.write("t/sub/g.txt", b"changed again\n");
+    let quiet = s.index_with("t", &["-q"]);
+    assert_eq!(
+        (stdout(&quiet), stderr(&quiet)),
+        (String::new(), String::new())
+    );
+    assert_ne!(index_times(&s.root().join("t")), after);
 }
 
 #[test]
