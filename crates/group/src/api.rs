@@ -35,6 +35,13 @@ use std::time::Duration;
 /// `gopen` flag: succeed if any member opens (keeping those that did).
 pub const O_BESTEFFORT: i32 = 0x4000_0000;
 
+/// `gopen` flag: replace each member whole. Its server creates an empty file under a hidden
+/// temporary name beside it, which the group's writes fill and [`Group::commit`] renames
+/// over the member; until then the member is untouched, and a group closed (or a connection
+/// lost) before the commit leaves it so and removes the temporary. Needs write access;
+/// other open flags are ignored, and `mode` is the new file's permission bits.
+pub const O_REPLACE: i32 = 0x2000_0000;
+
 /// The errno of a group operation in which some member failed (outside the system's range).
 pub const E_GROUP: i32 = 512;
 
@@ -333,6 +340,13 @@ pub fn gopen_members(
         return Err(GroupError::Usage("too many members".into()));
     }
     let best_effort = flags & O_BESTEFFORT != 0;
+    let replace = flags & O_REPLACE != 0;
+    let open_flags = OpenFlags::from_libc(flags & !(O_BESTEFFORT | O_REPLACE));
+    if replace && !open_flags.write {
+        return Err(GroupError::Usage(
+            "replacing members (O_REPLACE) needs O_WRONLY or O_RDWR".into(),
+        ));
+    }
     let wire_members: Vec<Member> = members
         .iter()
         .enumerate()
@@ -350,10 +364,11 @@ pub fn gopen_members(
         local: String::new(),
         fanout: options.fanout.max(1),
         timeout_ms: options.timeout.as_millis() as u64,
-        flags: OpenFlags::from_libc(flags & !O_BESTEFFORT),
+        flags: open_flags,
         mode,
         token,
         members: wire_members.clone(),
+        replace,
     };
     let plan = match &options.relay {
         Some(root) => Plan {
@@ -491,7 +506,15 @@ impl Group {
         self.run(FileOp::Ftruncate, Op::Ftruncate { length })
     }
 
-    /// Closes every member and drops the tree's connections.
+    /// Renames every member's replacement over it (groups opened with [`O_REPLACE`]); each
+    /// member is then the old file or the complete new one. A member that fails (or failed
+    /// a write before) keeps its old file and loses its temporary.
+    pub fn commit(&mut self) -> Result<Outcome, GroupError> {
+        self.run_with(Op::Commit, StatusAggr::Zero, DataAggr::None, None)
+    }
+
+    /// Closes every member and drops the tree's connections (a replacement not committed
+    /// is discarded).
     pub fn close(&mut self) -> Result<Outcome, GroupError> {
         let outcome = self.run(FileOp::Close, Op::Close);
         self.closed = true;

@@ -177,6 +177,11 @@ impl<'a> Decoder<'a> {
         Ok(set)
     }
 
+    /// Whether every byte has been read (optional trailing fields are absent).
+    pub fn at_end(&self) -> bool {
+        self.rest.is_empty()
+    }
+
     /// Fails unless every byte has been read.
     pub fn end(&self) -> Result<(), DecodeError> {
         if self.rest.is_empty() {

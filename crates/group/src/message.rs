@@ -2,7 +2,8 @@
 //! and `group_op` RPCs (see `docs/group.md`).
 //!
 //! - [`OpenRequest`]: the members (index, server, path) of a subtree, who the recipient is,
-//!   the fan-out, the wave timeout, open flags and the delegation token.
+//!   the fan-out, the wave timeout, open flags, the delegation token and whether the
+//!   members are written whole under temporary names ([`OpenRequest::replace`]).
 //! - [`OpRequest`]: one file operation with its status and data aggregations.
 //! - [`Reply`]: the merged partials of a subtree, the members that failed (by error code),
 //!   the members whose relay did not answer, and the subtree's depth.
@@ -38,7 +39,16 @@ pub struct OpenRequest {
     pub mode: u32,
     pub token: Option<Token>,
     pub members: Vec<Member>,
+    /// Each member is written whole: a new empty file under a hidden temporary name beside
+    /// it takes its place for the group's writes, and only [`Op::Commit`] renames it over
+    /// the member (pcp). Encoded only when set, as a trailing `1`, so servers that predate
+    /// it refuse such an open as malformed instead of truncating members in place, and
+    /// still accept every other open.
+    pub replace: bool,
 }
+
+/// The trailing option bit of an [`OpenRequest`] that sets [`OpenRequest::replace`].
+const OPEN_REPLACE: u64 = 1;
 
 impl OpenRequest {
     pub fn encode(&self) -> Vec<u8> {
@@ -60,6 +70,9 @@ impl OpenRequest {
         e.uint(self.members.len() as u64);
         for m in &self.members {
             e.uint(m.index.into()).text(&m.server).text(&m.path);
+        }
+        if self.replace {
+            e.uint(OPEN_REPLACE);
         }
         e.finish()
     }
@@ -92,7 +105,19 @@ impl OpenRequest {
                 path: d.text()?,
             });
         }
+        // Options follow only when some are set (0 would be a second spelling of none).
+        let replace = if d.at_end() {
+            false
+        } else {
+            match d.uint()? {
+                OPEN_REPLACE => true,
+                _ => return Err(DecodeError("unknown open options")),
+            }
+        };
         d.end()?;
+        if replace && !flags.write {
+            return Err(DecodeError("replacing members needs write access"));
+        }
         Ok(OpenRequest {
             local,
             fanout,
@@ -101,6 +126,7 @@ impl OpenRequest {
             mode,
             token,
             members,
+            replace,
         })
     }
 }
@@ -155,6 +181,10 @@ pub enum Op<'a> {
     /// Read the process table under each member directory (`ptop`, see [`crate::procs`]);
     /// the result is the number of processes.
     ProcTable,
+    /// Rename each member's temporary over the member (groups opened with
+    /// [`OpenRequest::replace`]): a member that fails keeps its old file, and its temporary
+    /// is removed.
+    Commit,
 }
 
 impl Op<'_> {
@@ -172,7 +202,21 @@ impl Op<'_> {
             Op::Status => "status",
             Op::Patch { .. } => "patch",
             Op::ProcTable => "proctable",
+            Op::Commit => "commit",
         }
+    }
+
+    /// Whether the operation changes a member's bytes: a member being replaced that fails
+    /// one is given up (see [`Op::Commit`]).
+    pub fn changes_data(&self) -> bool {
+        matches!(
+            self,
+            Op::Write { .. }
+                | Op::Pwrite { .. }
+                | Op::Ftruncate { .. }
+                | Op::Fsync
+                | Op::Patch { .. }
+        )
     }
 
     fn encode(&self, e: &mut Encoder) {
@@ -201,7 +245,7 @@ impl Op<'_> {
             Op::Ftruncate { length } => {
                 e.uint(*length);
             }
-            Op::Fstat | Op::Fsync | Op::Close | Op::Status | Op::ProcTable => {}
+            Op::Fstat | Op::Fsync | Op::Close | Op::Status | Op::ProcTable | Op::Commit => {}
             Op::Patch { block_size, pieces } => {
                 e.uint((*block_size).into());
                 crate::blocks::encode_pieces(e, pieces);
@@ -238,6 +282,7 @@ impl Op<'_> {
             "close" => Op::Close,
             "status" => Op::Status,
             "proctable" => Op::ProcTable,
+            "commit" => Op::Commit,
             "patch" => Op::Patch {
                 block_size: match d.u32()? {
                     0 => return Err(DecodeError("block size 0")),
@@ -431,11 +476,30 @@ mod tests {
                     path: "/x".into(),
                 },
             ],
+            replace: false,
         };
         assert_eq!(OpenRequest::decode(&req.encode()).unwrap(), req);
         let mut bad = req.encode();
-        bad.extend_from_slice(b"1 ");
+        bad.extend_from_slice(b"2 ");
         assert!(OpenRequest::decode(&bad).is_err());
+        // Replacing is a trailing option, absent from every other open (which servers
+        // that predate it therefore still accept) and refused without write access.
+        let plain = req.encode();
+        let replacing = OpenRequest {
+            replace: true,
+            ..req.clone()
+        };
+        let bytes = replacing.encode();
+        assert_eq!(bytes, [plain.as_slice(), b"1 "].concat());
+        assert_eq!(OpenRequest::decode(&bytes).unwrap(), replacing);
+        let mut zero = plain.clone();
+        zero.extend_from_slice(b"0 ");
+        assert!(OpenRequest::decode(&zero).is_err());
+        let read_only = OpenRequest {
+            flags: OpenFlags::from_letters(b"r").unwrap(),
+            ..replacing
+        };
+        assert!(OpenRequest::decode(&read_only.encode()).is_err());
     }
 
     #[test]
@@ -463,6 +527,7 @@ mod tests {
             Op::Close,
             Op::Status,
             Op::ProcTable,
+            Op::Commit,
             Op::Patch {
                 block_size: 8,
                 pieces: vec![Piece::Copy(3), Piece::Literal(b"new".to_vec())],

@@ -8,6 +8,11 @@
 //! fails to answer in time, or whose connection breaks, is dropped for the rest of the
 //! group's life: its members fail with `TIMED_OUT` or `DISCONNECTED` and are listed as
 //! silent in every later reply.
+//!
+//! A group opened to replace its members ([`OpenRequest::replace`], pcp) writes each local
+//! member under a temporary name ([`LocalOpener::replace`]) that only [`Op::Commit`] renames
+//! over it; whatever ends the group first (close, a failed write, the connection dropping)
+//! removes the temporary and leaves the member as it was.
 
 use crate::aggregate::{status_classes, DataAggr, DataPartial, StatusAggr};
 use crate::delegation::Token;
@@ -91,6 +96,26 @@ fn fan_out<J: Send, T: Send, M>(
 pub trait LocalOpener {
     /// Opens `path` (a path in this server's export) as the group's subject, under its ACLs.
     fn open(&self, path: &str, flags: OpenFlags, mode: u32) -> Result<File, ErrorCode>;
+
+    /// Starts replacing `path` whole, as the group's subject and if its ACLs let it replace
+    /// (or create) `path`: an empty file with permission bits `mode` under a temporary name
+    /// beside it. Openers without files of their own do not support it.
+    fn replace(&self, path: &str, mode: u32) -> Result<Box<dyn Replacement>, ErrorCode> {
+        let _ = (path, mode);
+        Err(ErrorCode::NotSupported)
+    }
+}
+
+/// A file written under a temporary name to replace a member (see [`LocalOpener::replace`]).
+pub trait Replacement: Send {
+    /// The file, readable and writable: the temporary, and after [`Replacement::commit`]
+    /// the member itself.
+    fn file(&self) -> &File;
+
+    /// Renames the temporary over the member (atomically: the member is the old file or
+    /// the new one, never a mix). Dropped without a successful commit, a replacement
+    /// removes its temporary.
+    fn commit(&mut self) -> Result<(), ErrorCode>;
 }
 
 /// An opener for nodes that have no local files (the client process).
@@ -160,13 +185,70 @@ pub fn plan(members: &[Member], local: &str, fanout: u32) -> Plan {
 
 struct LocalMember {
     index: u32,
-    file: File,
+    /// The member's path in this server's export, as the open named it.
+    path: String,
+    handle: Handle,
     offset: u64,
     /// Newlines before `offset` as far as this node has read or written sequentially (line
     /// numbers of line aggregations count from here; a seek restarts the count at 0).
     lines_before: u64,
     /// The result of the last operation: a count or offset, or a negative Chirp code.
     last: i64,
+}
+
+/// What a local member's operations work on.
+enum Handle {
+    /// The member's file.
+    Open(File),
+    /// A replacement not yet committed (a group opened to replace its members).
+    Pending(Box<dyn Replacement>),
+    /// A replacement renamed over the member: the member's file now.
+    Committed(Box<dyn Replacement>),
+    /// A replacement given up after this failure (its temporary is removed): every later
+    /// operation fails with it, so a member that missed a write is never committed.
+    Spoiled(ErrorCode),
+}
+
+impl Handle {
+    fn file(&self) -> Result<&File, ErrorCode> {
+        match self {
+            Handle::Open(file) => Ok(file),
+            Handle::Pending(r) | Handle::Committed(r) => Ok(r.file()),
+            Handle::Spoiled(code) => Err(*code),
+        }
+    }
+
+    /// Gives up a pending replacement after `code`, removing its temporary.
+    fn spoil(&mut self, code: ErrorCode) {
+        if matches!(self, Handle::Pending(_)) {
+            *self = Handle::Spoiled(code);
+        }
+    }
+
+    /// Renames a pending replacement over the member; one that fails is given up.
+    fn commit(&mut self) -> Result<(), ErrorCode> {
+        match std::mem::replace(self, Handle::Spoiled(ErrorCode::Unknown)) {
+            Handle::Pending(mut r) => match r.commit() {
+                Ok(()) => {
+                    *self = Handle::Committed(r);
+                    Ok(())
+                }
+                Err(code) => {
+                    *self = Handle::Spoiled(code);
+                    Err(code)
+                }
+            },
+            Handle::Spoiled(code) => {
+                *self = Handle::Spoiled(code);
+                Err(code)
+            }
+            // Nothing to commit: not opened to replace, or committed already.
+            other => {
+                *self = other;
+                Err(ErrorCode::InvalidRequest)
+            }
+        }
+    }
 }
 
 enum Link {
@@ -263,6 +345,7 @@ impl Node {
                     mode: req.mode,
                     token: access.token.clone(),
                     members: members.clone(),
+                    replace: req.replace,
                 };
                 (server, child_req)
             })
@@ -271,10 +354,16 @@ impl Node {
             |(server, child_req): (&String, OpenRequest)| open_child(server, &child_req, &options);
         let ((), outcomes) = fan_out(jobs, open, || {
             for m in &plan.local {
-                match opener.open(&m.path, req.flags, req.mode) {
-                    Ok(file) => node.local.push(LocalMember {
+                let handle = if req.replace {
+                    opener.replace(&m.path, req.mode).map(Handle::Pending)
+                } else {
+                    opener.open(&m.path, req.flags, req.mode).map(Handle::Open)
+                };
+                match handle {
+                    Ok(handle) => node.local.push(LocalMember {
                         index: m.index,
-                        file,
+                        path: m.path.clone(),
+                        handle,
                         offset: 0,
                         lines_before: 0,
                         last: 0,
@@ -313,14 +402,21 @@ impl Node {
         (node, reply)
     }
 
-    /// Applies one operation to every member of the subtree and merges the results.
+    /// Applies one operation to every member of the subtree and merges the results (in a
+    /// node without local members: the client's).
     pub fn apply(&mut self, req: &OpRequest) -> Reply {
-        self.apply_encoded(req, &req.encode())
+        self.apply_encoded(req, &req.encode(), &NoLocalFiles)
     }
 
     /// [`Node::apply`] for a request that arrived encoded as `payload` (a relay's): the
     /// children get those bytes as they are, without a second copy of the request's data.
-    pub fn apply_encoded(&mut self, req: &OpRequest, payload: &[u8]) -> Reply {
+    /// `opener` is the one the group was opened with: a patch replaces members through it.
+    pub fn apply_encoded(
+        &mut self,
+        req: &OpRequest,
+        payload: &[u8],
+        opener: &dyn LocalOpener,
+    ) -> Reply {
         let collecting = req.op == Op::Status;
         let mut reply = Reply::empty(req.status, &req.data);
         if collecting {
@@ -347,7 +443,7 @@ impl Node {
             })
             .collect();
         let call = |(client, gid): (&mut Client, i64)| call_child(client, gid, payload);
-        let (local_reply, answers) = fan_out(jobs, call, || apply_local(local, req));
+        let (local_reply, answers) = fan_out(jobs, call, || apply_local(local, req, opener));
         let mut answers: Vec<_> = answers.into_iter().map(Some).collect();
         let waves: Vec<_> = waves
             .into_iter()
@@ -450,7 +546,7 @@ fn call_child(client: &mut Client, gid: i64, payload: &[u8]) -> Result<Reply, Li
 }
 
 /// Applies the operation to the local members and merges their results.
-fn apply_local(local: &mut [LocalMember], req: &OpRequest) -> Reply {
+fn apply_local(local: &mut [LocalMember], req: &OpRequest, opener: &dyn LocalOpener) -> Reply {
     let mut reply = Reply::empty(req.status, &req.data);
     let taking_part = |m: &LocalMember| req.only.as_ref().map_or(true, |o| o.contains(m.index));
     if req.op == Op::Status {
@@ -468,7 +564,7 @@ fn apply_local(local: &mut [LocalMember], req: &OpRequest) -> Reply {
             Op::Read { .. } => m.lines_before,
             _ => 0,
         };
-        match apply_one(m, &req.op, cut) {
+        match apply_one(m, &req.op, cut, opener) {
             Ok((value, produced)) => {
                 m.last = value;
                 let data = match (produced, &req.data) {
@@ -487,6 +583,9 @@ fn apply_local(local: &mut [LocalMember], req: &OpRequest) -> Reply {
             }
             Err(code) => {
                 m.last = code.as_i64();
+                if req.op.changes_data() {
+                    m.handle.spoil(code);
+                }
                 reply.fail(code.as_i64(), &IndexSet::single(m.index));
             }
         }
@@ -566,33 +665,40 @@ fn read_at(file: &File, length: u64, offset: u64, cut: Cut) -> io::Result<Vec<u8
     Ok(buf)
 }
 
-fn apply_one(m: &mut LocalMember, op: &Op, cut: Cut) -> Applied {
+fn apply_one(m: &mut LocalMember, op: &Op, cut: Cut, opener: &dyn LocalOpener) -> Applied {
+    match op {
+        Op::Close => return Ok((0, Produced::Nothing)),
+        Op::Status => return Ok((m.last, Produced::Nothing)),
+        Op::Commit => return m.handle.commit().map(|()| (0, Produced::Nothing)),
+        _ => {}
+    }
+    let file = m.handle.file()?;
     match op {
         Op::Read { length } => {
-            let data = read_at(&m.file, *length, m.offset, cut).map_err(io_code)?;
+            let data = read_at(file, *length, m.offset, cut).map_err(io_code)?;
             m.offset += data.len() as u64;
             m.lines_before += newlines(&data);
             Ok((data.len() as i64, Produced::Bytes(data)))
         }
         Op::Pread { length, offset } => {
-            let data = read_at(&m.file, *length, *offset, cut).map_err(io_code)?;
+            let data = read_at(file, *length, *offset, cut).map_err(io_code)?;
             Ok((data.len() as i64, Produced::Bytes(data)))
         }
         Op::Write { data } => {
-            m.file.write_all_at(data, m.offset).map_err(io_code)?;
+            file.write_all_at(data, m.offset).map_err(io_code)?;
             m.offset += data.len() as u64;
             m.lines_before += newlines(data);
             Ok((data.len() as i64, Produced::Nothing))
         }
         Op::Pwrite { data, offset } => {
-            m.file.write_all_at(data, *offset).map_err(io_code)?;
+            file.write_all_at(data, *offset).map_err(io_code)?;
             Ok((data.len() as i64, Produced::Nothing))
         }
         Op::Lseek { offset, whence } => {
             let base = match whence {
                 Whence::Set => 0,
                 Whence::Current => m.offset as i64,
-                Whence::End => m.file.metadata().map_err(io_code)?.len() as i64,
+                Whence::End => file.metadata().map_err(io_code)?.len() as i64,
             };
             let at = base
                 .checked_add(*offset)
@@ -604,45 +710,55 @@ fn apply_one(m: &mut LocalMember, op: &Op, cut: Cut) -> Applied {
         }
         Op::Fstat => {
             let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            if unsafe { libc::fstat(m.file.as_raw_fd(), &mut st) } != 0 {
+            if unsafe { libc::fstat(file.as_raw_fd(), &mut st) } != 0 {
                 return Err(io_code(io::Error::last_os_error()));
             }
             Ok((0, Produced::Bytes(Stat::from(&st).to_line())))
         }
-        Op::Fsync => m
-            .file
+        Op::Fsync => file
             .sync_all()
             .map(|_| (0, Produced::Nothing))
             .map_err(io_code),
-        Op::Ftruncate { length } => m
-            .file
+        Op::Ftruncate { length } => file
             .set_len(*length)
             .map(|_| (0, Produced::Nothing))
             .map_err(io_code),
-        Op::Close => Ok((0, Produced::Nothing)),
-        Op::Status => Ok((m.last, Produced::Nothing)),
         Op::ProcTable => {
-            let list = crate::procs::scan(&m.file).map_err(io_code)?;
+            let list = crate::procs::scan(file).map_err(io_code)?;
             Ok((list.len() as i64, Produced::Processes(list)))
         }
         Op::Patch { block_size, pieces } => {
-            let size = m.file.metadata().map_err(io_code)?.len();
-            if size > roost_wire::MAX_BLOCK {
+            let meta = file.metadata().map_err(io_code)?;
+            if meta.len() > roost_wire::MAX_BLOCK {
                 return Err(ErrorCode::TooBig);
             }
-            let old = read_at(&m.file, size, 0, Cut::Anywhere).map_err(io_code)?;
+            let old = read_at(file, meta.len(), 0, Cut::Anywhere).map_err(io_code)?;
             let new =
                 crate::blocks::apply(&old, *block_size, pieces).ok_or(ErrorCode::InvalidRequest)?;
-            m.file.write_all_at(&new, 0).map_err(io_code)?;
-            m.file.set_len(new.len() as u64).map_err(io_code)?;
+            if let Handle::Pending(_) = m.handle {
+                // A temporary nobody sees yet: rewritten where it is.
+                file.write_all_at(&new, 0).map_err(io_code)?;
+                file.set_len(new.len() as u64).map_err(io_code)?;
+            } else {
+                // The member itself: the new content goes to a temporary renamed over it,
+                // so a full disk or a killed server leaves the old content, never a mix.
+                let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions());
+                let mut replacement = opener.replace(&m.path, mode & 0o7777)?;
+                replacement.file().write_all_at(&new, 0).map_err(io_code)?;
+                replacement.commit()?;
+                m.handle = Handle::Committed(replacement);
+            }
             Ok((new.len() as i64, Produced::Nothing))
         }
+        // Answered above, without the file.
+        Op::Close | Op::Status | Op::Commit => Err(ErrorCode::InvalidRequest),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn members(servers: &[&str]) -> Vec<Member> {
         servers
@@ -748,6 +864,257 @@ mod tests {
             assert_eq!(newlines(&data[..len]), slow, "{len}");
         }
         assert_eq!(newlines(&[b'\n'; 10_000]), 10_000);
+    }
+
+    /// Members in a local directory; replacements are `.NAME.new` beside them, and a
+    /// commit fails for names containing "stuck".
+    struct DirOpener(std::path::PathBuf);
+
+    struct DirReplacement {
+        file: File,
+        tmp: std::path::PathBuf,
+        target: std::path::PathBuf,
+        committed: bool,
+    }
+
+    impl LocalOpener for DirOpener {
+        fn open(&self, path: &str, flags: OpenFlags, _: u32) -> Result<File, ErrorCode> {
+            std::fs::OpenOptions::new()
+                .read(flags.read)
+                .write(flags.write)
+                .create(flags.create)
+                .open(self.0.join(path.trim_start_matches('/')))
+                .map_err(|e| ErrorCode::from_io(&e))
+        }
+
+        fn replace(&self, path: &str, _: u32) -> Result<Box<dyn Replacement>, ErrorCode> {
+            let target = self.0.join(path.trim_start_matches('/'));
+            let name = target.file_name().unwrap().to_string_lossy();
+            let tmp = target.with_file_name(format!(".{name}.new"));
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .map_err(|e| ErrorCode::from_io(&e))?;
+            Ok(Box::new(DirReplacement {
+                file,
+                tmp,
+                target,
+                committed: false,
+            }))
+        }
+    }
+
+    impl Replacement for DirReplacement {
+        fn file(&self) -> &File {
+            &self.file
+        }
+
+        fn commit(&mut self) -> Result<(), ErrorCode> {
+            if self.target.to_string_lossy().contains("stuck") {
+                return Err(ErrorCode::NotAuthorized);
+            }
+            std::fs::rename(&self.tmp, &self.target).map_err(|e| ErrorCode::from_io(&e))?;
+            self.committed = true;
+            Ok(())
+        }
+    }
+
+    impl Drop for DirReplacement {
+        fn drop(&mut self) {
+            if !self.committed {
+                let _ = std::fs::remove_file(&self.tmp);
+            }
+        }
+    }
+
+    fn local_group(dir: &std::path::Path, names: &[&str], flags: &[u8], replace: bool) -> Node {
+        let req = OpenRequest {
+            local: "me".into(),
+            fanout: 4,
+            timeout_ms: 1000,
+            flags: OpenFlags::from_letters(flags).unwrap(),
+            mode: 0o644,
+            token: None,
+            members: names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| Member {
+                    index: i as u32,
+                    server: "me".into(),
+                    path: format!("/{n}"),
+                })
+                .collect(),
+            replace,
+        };
+        let access = ChildAccess {
+            options: Options::default(),
+            token: None,
+            as_user: false,
+        };
+        let (node, reply) = Node::open(&req, &DirOpener(dir.to_path_buf()), &access);
+        assert!(reply.failures.is_empty(), "{:?}", reply.failures);
+        node
+    }
+
+    fn run(node: &mut Node, dir: &std::path::Path, op: Op) -> Reply {
+        let req = OpRequest {
+            op,
+            status: StatusAggr::Zero,
+            data: DataAggr::None,
+            only: None,
+        };
+        node.apply_encoded(&req, &req.encode(), &DirOpener(dir.to_path_buf()))
+    }
+
+    fn listing(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+        let mut all: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name, std::fs::read(e.path()).unwrap())
+            })
+            .collect();
+        all.sort();
+        all
+    }
+
+    fn files(entries: &[(&str, &[u8])]) -> Vec<(String, Vec<u8>)> {
+        entries
+            .iter()
+            .map(|(n, c)| (n.to_string(), c.to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn replaced_members_change_only_when_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), b"old a").unwrap();
+        let mut node = local_group(dir.path(), &["a", "b"], b"wct", true);
+        let data = Op::Write {
+            data: b"new".to_vec().into(),
+        };
+        assert!(run(&mut node, dir.path(), data).failures.is_empty());
+        // Written, not committed: the members are as they were.
+        assert_eq!(std::fs::read(dir.path().join("a")).unwrap(), b"old a");
+        assert!(!dir.path().join("b").exists());
+        assert!(run(&mut node, dir.path(), Op::Commit).failures.is_empty());
+        run(&mut node, dir.path(), Op::Close);
+        assert_eq!(listing(dir.path()), files(&[("a", b"new"), ("b", b"new")]));
+    }
+
+    #[test]
+    fn replacements_not_committed_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), b"old a").unwrap();
+        // Closed before the commit.
+        let mut node = local_group(dir.path(), &["a", "b"], b"w", true);
+        let half = Op::Write {
+            data: b"ha".to_vec().into(),
+        };
+        run(&mut node, dir.path(), half.clone());
+        run(&mut node, dir.path(), Op::Close);
+        assert_eq!(listing(dir.path()), files(&[("a", b"old a")]));
+        // Dropped (the connection ended) before the commit.
+        let mut node = local_group(dir.path(), &["a"], b"w", true);
+        run(&mut node, dir.path(), half);
+        drop(node);
+        assert_eq!(listing(dir.path()), files(&[("a", b"old a")]));
+    }
+
+    #[test]
+    fn a_member_whose_commit_fails_keeps_its_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("stuck"), b"old").unwrap();
+        let mut node = local_group(dir.path(), &["stuck", "fine"], b"w", true);
+        let data = Op::Write {
+            data: b"new".to_vec().into(),
+        };
+        run(&mut node, dir.path(), data);
+        let reply = run(&mut node, dir.path(), Op::Commit);
+        assert_eq!(
+            reply.failures,
+            BTreeMap::from([(ErrorCode::NotAuthorized.as_i64(), IndexSet::single(0))])
+        );
+        // Its temporary went with the failure, before the group closed.
+        assert_eq!(
+            listing(dir.path()),
+            files(&[("fine", b"new"), ("stuck", b"old")])
+        );
+        // Committed once: a second commit has nothing to rename.
+        let again = run(&mut node, dir.path(), Op::Commit);
+        assert_eq!(again.failed().len(), 2);
+    }
+
+    #[test]
+    fn a_member_that_missed_a_write_is_never_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut node = local_group(dir.path(), &["a", "b"], b"w", true);
+        // A write the member refuses (at an offset no file can reach) spoils it.
+        let far = Op::Pwrite {
+            data: b"x".to_vec().into(),
+            offset: i64::MAX as u64,
+        };
+        let only_a = OpRequest {
+            op: far,
+            status: StatusAggr::Zero,
+            data: DataAggr::None,
+            only: Some(IndexSet::single(0)),
+        };
+        let reply = node.apply_encoded(
+            &only_a,
+            &only_a.encode(),
+            &DirOpener(dir.path().to_path_buf()),
+        );
+        assert_eq!(reply.failed(), IndexSet::single(0));
+        assert_eq!(listing(dir.path()), files(&[(".b.new", b"")]));
+        let reply = run(&mut node, dir.path(), Op::Commit);
+        assert_eq!(reply.failed(), IndexSet::single(0));
+        assert_eq!(listing(dir.path()), files(&[("b", b"")]));
+    }
+
+    #[test]
+    fn a_patch_replaces_the_member_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m");
+        std::fs::write(&path, b"old content").unwrap();
+        let old = File::open(&path).unwrap();
+        let mut node = local_group(dir.path(), &["m"], b"rw", false);
+        let patch = Op::Patch {
+            block_size: 64,
+            pieces: vec![crate::blocks::Piece::Literal(b"new".to_vec())],
+        };
+        assert!(run(&mut node, dir.path(), patch).failures.is_empty());
+        assert_eq!(listing(dir.path()), files(&[("m", b"new")]));
+        // A new file took the name: whoever held the old one still reads it whole.
+        let mut kept = Vec::new();
+        std::io::Read::read_to_end(&mut &old, &mut kept).unwrap();
+        assert_eq!(kept, b"old content");
+        // The member is the new file from now on.
+        let read = OpRequest {
+            op: Op::Pread {
+                length: 100,
+                offset: 0,
+            },
+            status: StatusAggr::Sum,
+            data: DataAggr::None,
+            only: None,
+        };
+        let reply = node.apply_encoded(&read, &read.encode(), &DirOpener(dir.path().into()));
+        assert_eq!(reply.status.finish(), Some(3));
+        // A member whose replacement cannot be made keeps its content.
+        let stuck = dir.path().join("stuck");
+        std::fs::write(&stuck, b"kept").unwrap();
+        std::fs::write(dir.path().join(".stuck.new"), b"in the way").unwrap();
+        let mut node = local_group(dir.path(), &["stuck"], b"rw", false);
+        let patch = Op::Patch {
+            block_size: 64,
+            pieces: vec![crate::blocks::Piece::Literal(b"new".to_vec())],
+        };
+        assert_eq!(run(&mut node, dir.path(), patch).failed().len(), 1);
+        assert_eq!(std::fs::read(&stuck).unwrap(), b"kept");
     }
 
     #[test]

@@ -36,6 +36,7 @@ fn seeds() -> Vec<Vec<u8>> {
         Op::Fstat,
         Op::Close,
         Op::ProcTable,
+        Op::Commit,
         Op::Patch {
             block_size: 8,
             pieces: vec![Piece::Copy(3), Piece::Literal(b"new".to_vec())],
@@ -84,8 +85,16 @@ fn seeds() -> Vec<Vec<u8>> {
                 path: "/x".into(),
             },
         ],
+        replace: false,
     };
     out.push(open.encode());
+    // An open that replaces its members (pcp), with its trailing option.
+    let replacing = OpenRequest {
+        flags: OpenFlags::from_letters(b"wct").unwrap(),
+        replace: true,
+        ..open
+    };
+    out.push(replacing.encode());
     out.push(Signature::of(&[7u8; 5000], 1024).encode());
     out
 }

@@ -16,7 +16,7 @@ use roost_client::{ChirpUrl, ErrorCode};
 use roost_group::aggregate::{DataAggr, StatusAggr};
 use roost_group::api::{
     gopen_members, merge_line_classes, read_group_dir, FileOp, Group, GroupData, GroupError,
-    GroupOptions, MemberSpec, Outcome, O_BESTEFFORT,
+    GroupOptions, MemberSpec, Outcome, O_BESTEFFORT, O_REPLACE,
 };
 use roost_group::hostset;
 use roost_group::lines::{LineSpec, Pattern};
@@ -103,7 +103,8 @@ Examples:
         target: String,
     },
     /// Bring every member up to date with a local file, sending only what differs (rsync's
-    /// algorithm, run once for each distinct content among the members).
+    /// algorithm, run once for each distinct content among the members); each member is
+    /// replaced by a whole new file on its server, or left as it was.
     #[command(after_help = "\
 Examples:
   roost psync hosts.conf etc-hosts/
@@ -153,7 +154,8 @@ Examples:
         /// A group directory, or with --hosts the path on each host (usually /).
         target: String,
     },
-    /// Copy a local file to every member of a group by group writes.
+    /// Copy a local file to every member of a group by group writes; each member is written
+    /// under a temporary name and renamed over the old file only when complete.
     #[command(after_help = "\
 Examples:
   roost pcp input.tar copies/
@@ -281,6 +283,36 @@ fn open(
     flags: i32,
     mode: u32,
 ) -> Result<(Group, usize, Members), Failure> {
+    let opened = open_some(args, target, flags, mode, false)?;
+    let group = opened
+        .group
+        .ok_or_else(|| Failure(format!("{target}: no member could be opened")))?;
+    Ok((group, opened.skipped, opened.why))
+}
+
+/// What [`open_some`] opened.
+struct Opened {
+    /// `None` when no member opened (and some were missing).
+    group: Option<Group>,
+    /// Members left out as down in the catalog.
+    skipped: usize,
+    why: Members,
+    /// Members without the file (when asked for): not reported, not in the group.
+    missing: Vec<MemberSpec>,
+    /// Members that did not open for another reason (reported).
+    refused: Vec<String>,
+    options: GroupOptions,
+}
+
+/// [`open`], and with `missing_ok`, members that fail because their file does not exist are
+/// neither reported nor an error: they are returned, for psync to create.
+fn open_some(
+    args: &GroupArgs,
+    target: &str,
+    flags: i32,
+    mode: u32,
+    missing_ok: bool,
+) -> Result<Opened, Failure> {
     let options = group_options(args)?;
     if options.relay.is_some() && options.connect.credentials.hmac_key.is_none() {
         eprintln!(
@@ -307,13 +339,40 @@ fn open(
         }
     }
     let why = Members::new(&members, &options.connect);
-    let group =
-        gopen_members(members, flags, mode, &options).map_err(|e| why.open_failure(target, e))?;
-    why.prepare(group.open_failures().iter().map(|(n, c)| (n.as_str(), *c)));
-    for (name, code) in group.open_failures() {
+    let is_missing = |code: &ErrorCode| missing_ok && *code == ErrorCode::DoesntExist;
+    let (group, failures) = match gopen_members(members.clone(), flags, mode, &options) {
+        Ok(group) => {
+            let failures = group.open_failures().to_vec();
+            (Some(group), failures)
+        }
+        Err(GroupError::Group { failed, .. }) if failed.iter().any(|(_, c)| is_missing(c)) => {
+            (None, failed)
+        }
+        Err(e) => return Err(why.open_failure(target, e)),
+    };
+    let (missing, refused): (Vec<_>, Vec<_>) =
+        failures.into_iter().partition(|(_, c)| is_missing(c));
+    report_open_failures(&why, &refused);
+    let missing: BTreeSet<String> = missing.into_iter().map(|(name, _)| name).collect();
+    Ok(Opened {
+        group,
+        skipped,
+        why,
+        missing: members
+            .into_iter()
+            .filter(|m| missing.contains(&m.name))
+            .collect(),
+        refused: refused.into_iter().map(|(name, _)| name).collect(),
+        options,
+    })
+}
+
+/// Names on standard error each member that did not open, with the cause and the fix.
+fn report_open_failures(why: &Members, failures: &[(String, ErrorCode)]) {
+    why.prepare(failures.iter().map(|(n, c)| (n.as_str(), *c)));
+    for (name, code) in failures {
         eprintln!("roost: {}", why.describe(name, *code));
     }
-    Ok((group, skipped, why))
 }
 
 /// Reports members that failed (by their status of the last operation).
@@ -515,8 +574,10 @@ fn ptail(
     })
 }
 
-/// Updates members to `source`: one signature read groups the members by content, then
-/// each group gets the patch that turns its content into the source.
+/// Updates members to `source`: one signature read groups the members that hold a file by
+/// content, then each content gets the patch that turns it into the source; members without
+/// the file get it whole, as pcp writes it. Either way a member is replaced by a complete
+/// new file on its server, or left as it was.
 fn psync(
     args: &GroupArgs,
     json: bool,
@@ -539,7 +600,66 @@ fn psync(
     let mode = std::fs::metadata(source)
         .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
         .unwrap_or(0o644);
-    let (mut group, skipped, why) = open(args, target, libc::O_RDWR | libc::O_CREAT, mode)?;
+    let mut opened = open_some(args, target, libc::O_RDWR, 0, true)?;
+    let existing = opened.group.take();
+    let why = &opened.why;
+    let mut failed: BTreeSet<String> = opened.refused.iter().cloned().collect();
+    let mut patched = Patched::default();
+    if let Some(mut group) = existing {
+        patched = patch_all(&mut group, &data, block_size as u32, target)?;
+        if !patched.failed.is_empty() {
+            report_failures(&mut group, why, &patched.failed);
+        }
+        failed.extend(patched.failed.iter().map(|&i| group.gfiles()[i].clone()));
+        let _ = group.close();
+    }
+    let mut created = 0;
+    if !opened.missing.is_empty() {
+        let flags = REPLACE_FLAGS | O_BESTEFFORT;
+        let mut group = match gopen_members(opened.missing.clone(), flags, mode, &opened.options) {
+            Ok(group) => group,
+            Err(GroupError::Group { failed: none, .. }) => {
+                report_open_failures(why, &none);
+                failed.extend(none.into_iter().map(|(name, _)| name));
+                return psync_summary(json, &opened, &patched, (&failed, 0), &data);
+            }
+            Err(e) => return Err(Failure(format!("{target}: {e}"))),
+        };
+        report_open_failures(why, group.open_failures());
+        failed.extend(group.open_failures().iter().map(|(name, _)| name.clone()));
+        let mut progress = crate::progress::Progress::new("psync", Some(data.len() as u64));
+        let (sent, bad) = write_whole(&mut group, &mut data.as_slice(), source, &mut progress)?;
+        if !bad.is_empty() {
+            report_failures(&mut group, why, &bad);
+        }
+        failed.extend(bad.iter().map(|&i| group.gfiles()[i].clone()));
+        created = group.gsize() - bad.len();
+        patched.sent += sent as usize;
+        let _ = group.close();
+    }
+    psync_summary(json, &opened, &patched, (&failed, created), &data)
+}
+
+/// What [`patch_all`] did.
+#[derive(Default)]
+struct Patched {
+    /// Distinct contents among the members.
+    contents: usize,
+    /// Members already equal to the source.
+    current: usize,
+    /// Bytes of patches sent.
+    sent: usize,
+    /// Members that failed (group indices).
+    failed: BTreeSet<usize>,
+}
+
+/// Brings every member of `group` (each holding a file) up to date with `data`.
+fn patch_all(
+    group: &mut Group,
+    data: &[u8],
+    block_size: u32,
+    target: &str,
+) -> Result<Patched, Failure> {
     group.gbindaggr(FileOp::Lseek, Some(StatusAggr::Max), None);
     let largest = outcome_of(group.lseek(0, Whence::End))?.status.unwrap_or(0);
     if largest as u64 > roost_wire::MAX_BLOCK {
@@ -547,48 +667,59 @@ fn psync(
             "{target}: psync handles files up to 16 MiB"
         )));
     }
-    let out = outcome_of(group.signatures(block_size as u32))?;
-    let mut failed: BTreeSet<usize> = out.failed.iter().copied().collect();
+    let out = outcome_of(group.signatures(block_size))?;
+    let mut done = Patched {
+        failed: out.failed.iter().copied().collect(),
+        ..Patched::default()
+    };
     let GroupData::Signatures(contents) = out.data else {
         return Err(Failure("no signatures in the reply".into()));
     };
-    let (mut sent, mut current) = (0usize, 0usize);
+    done.contents = contents.len();
     for (signature, members) in &contents {
-        if *signature == roost_group::blocks::Signature::of(&data, signature.block_size) {
-            current += members.len();
+        if *signature == roost_group::blocks::Signature::of(data, signature.block_size) {
+            done.current += members.len();
             continue;
         }
-        let pieces = roost_group::blocks::delta(&data, signature);
-        sent += roost_group::blocks::cost(&pieces);
-        let patched = outcome_of(group.patch(members, signature.block_size, pieces))?;
-        failed.extend(patched.failed.iter().copied());
+        let pieces = roost_group::blocks::delta(data, signature);
+        done.sent += roost_group::blocks::cost(&pieces);
+        let out = outcome_of(group.patch(members, signature.block_size, pieces))?;
+        done.failed.extend(out.failed.iter().copied());
     }
-    if !failed.is_empty() {
-        report_failures(&mut group, &why, &failed);
-    }
-    let members = group.gsize();
-    let closed = outcome_of(group.close())?;
+    Ok(done)
+}
+
+/// psync's summary (on standard error, or as JSON on standard output) and exit status;
+/// `failed` names the members that failed, of which `created` got the file whole.
+fn psync_summary(
+    json: bool,
+    opened: &Opened,
+    patched: &Patched,
+    (failed, created): (&BTreeSet<String>, usize),
+    data: &[u8],
+) -> Result<ExitCode, Failure> {
+    let names = opened.why.names();
     if json {
-        failed.extend(closed.failed.iter().copied());
-        let mut v = summary::members(&group, &failed, skipped);
-        v.set("contents", Value::Int(contents.len() as i64));
-        v.set("current", Value::Int(current as i64));
-        v.set("sent_bytes", Value::Int(sent as i64));
+        let ok = names.iter().filter(|n| !failed.contains(*n)).cloned();
+        let mut v = summary::named(ok, failed.iter().cloned(), names.len(), opened.skipped);
+        v.set("contents", Value::Int(patched.contents as i64));
+        v.set("current", Value::Int(patched.current as i64));
+        v.set("created", Value::Int(created as i64));
+        v.set("sent_bytes", Value::Int(patched.sent as i64));
         v.set("file_bytes", Value::Int(data.len() as i64));
         println!("{}", v.to_json());
     } else {
         eprintln!(
-            "roost psync: {members} members, {} distinct contents, {current} already current; \
-             sent {sent} bytes for a {}-byte file",
-            contents.len(),
+            "roost psync: {} members, {} distinct contents, {} already current, {created} \
+             created; sent {} bytes for a {}-byte file",
+            names.len() + opened.skipped,
+            patched.contents,
+            patched.current,
+            patched.sent,
             data.len()
         );
     }
-    let ok = failed.is_empty()
-        && closed.failed.is_empty()
-        && group.open_failures().is_empty()
-        && skipped == 0;
-    Ok(if ok {
+    Ok(if failed.is_empty() && opened.skipped == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -735,17 +866,68 @@ fn pcp(args: &GroupArgs, json: bool, source: &PathBuf, target: &str) -> Result<E
         .metadata()
         .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
         .unwrap_or(0o644);
-    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
     let size = file.metadata().map(|m| m.len()).ok();
     let started = std::time::Instant::now();
-    let (mut group, skipped, why) = open(args, target, flags, mode)?;
+    let (mut group, skipped, why) = open(args, target, REPLACE_FLAGS, mode)?;
+    let mut progress = crate::progress::Progress::new("pcp", size);
+    let (sent, failed) = write_whole(&mut group, &mut file, source, &mut progress)?;
+    if !failed.is_empty() {
+        report_failures(&mut group, &why, &failed);
+    }
+    // Every member is settled by the commit: a close that fails changes nothing.
+    let _ = group.close();
+    let open_failed = group.open_failures().len();
+    let secs = started.elapsed().as_secs_f64();
+    let mut summary = format!(
+        "roost pcp: {} members, {sent} bytes each in {secs:.1} s ({:.1} MB/s to each)",
+        group.gsize() + open_failed,
+        sent as f64 / secs.max(1e-3) / 1e6
+    );
+    if failed.len() + open_failed + skipped > 0 {
+        summary.push_str(&format!(
+            "; {open_failed} failed to open, {} failed while writing (they keep their old \
+             files), {skipped} skipped (down)",
+            failed.len()
+        ));
+    }
+    if json {
+        let mut v = summary::members(&group, &failed, skipped);
+        v.set("bytes", Value::Int(sent as i64));
+        v.set("seconds", Value::Float((secs * 1000.0).round() / 1000.0));
+        println!("{}", v.to_json());
+    } else {
+        eprintln!("{summary}");
+    }
+    let ok = failed.is_empty() && open_failed == 0 && skipped == 0;
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// How pcp (and psync, for members without the file) open a group: each member is replaced
+/// whole, under a temporary name on its server until [`write_whole`] commits it.
+const REPLACE_FLAGS: i32 = libc::O_WRONLY | libc::O_CREAT | O_REPLACE;
+
+/// Writes all of `source` to every member of `group` (opened with [`REPLACE_FLAGS`]) by
+/// group writes of 1 MiB, each sent once per child of each relay, then renames every member
+/// that took each write over its old file. Returns the bytes sent and the members that
+/// failed (group indices): they keep their old files, and their temporaries are removed.
+/// An interruption anywhere (a signal ending this process, an error returned from here)
+/// ends the group before the commit, and the servers remove every temporary.
+fn write_whole(
+    group: &mut Group,
+    source: &mut impl Read,
+    name: &std::path::Path,
+    progress: &mut crate::progress::Progress,
+) -> Result<(u64, BTreeSet<usize>), Failure> {
     let mut failed = BTreeSet::new();
     let mut block = vec![0u8; WRITE_BLOCK];
-    let mut progress = crate::progress::Progress::new("pcp", size);
     let mut sent = 0u64;
     loop {
-        let n = read_full(&mut file, &mut block)
-            .map_err(|e| Failure(format!("{}: {e}", source.display())))?;
+        let n = read_full(source, &mut block)
+            .map_err(|e| Failure(format!("{}: {e}", name.display())))?;
         if n == 0 {
             break;
         }
@@ -758,57 +940,16 @@ fn pcp(args: &GroupArgs, json: bool, source: &PathBuf, target: &str) -> Result<E
         }
     }
     progress.finish();
-    if !failed.is_empty() {
-        report_failures(&mut group, &why, &failed);
+    if failed.len() < group.gsize() {
+        // Members that missed a write refuse the commit themselves: they fail again here.
+        let committed = outcome_of(group.commit())?;
+        failed.extend(committed.failed.iter().copied());
     }
-    let closed = outcome_of(group.close())?;
-    for &i in closed.failed.iter().filter(|i| !failed.contains(i)) {
-        eprintln!(
-            "roost: {}: closing the file failed: the copy there may be incomplete",
-            why.locate(&group.gfiles()[i])
-        );
-    }
-    let bad = failed
-        .union(&closed.failed.iter().copied().collect())
-        .count();
-    let open_failed = group.open_failures().len();
-    let secs = started.elapsed().as_secs_f64();
-    let mut summary = format!(
-        "roost pcp: {} members, {sent} bytes each in {secs:.1} s ({:.1} MB/s to each)",
-        group.gsize() + open_failed,
-        sent as f64 / secs.max(1e-3) / 1e6
-    );
-    if bad + open_failed + skipped > 0 {
-        summary.push_str(&format!(
-            "; {} failed to open, {bad} failed while writing, {skipped} skipped (down)",
-            open_failed
-        ));
-    }
-    if json {
-        let all_failed = failed
-            .union(&closed.failed.iter().copied().collect())
-            .copied()
-            .collect();
-        let mut v = summary::members(&group, &all_failed, skipped);
-        v.set("bytes", Value::Int(sent as i64));
-        v.set("seconds", Value::Float((secs * 1000.0).round() / 1000.0));
-        println!("{}", v.to_json());
-    } else {
-        eprintln!("{summary}");
-    }
-    let ok = failed.is_empty()
-        && closed.failed.is_empty()
-        && group.open_failures().is_empty()
-        && skipped == 0;
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok((sent, failed))
 }
 
-/// Reads until `buf` is full or the file ends.
-fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+/// Reads until `buf` is full or the source ends.
+fn read_full(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         match file.read(&mut buf[done..]) {

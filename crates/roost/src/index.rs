@@ -95,6 +95,9 @@ pub struct IndexArgs {
     /// Name each index and signature written.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Print nothing but errors: no summary line, no progress bar.
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
 }
 
 /// What a run did.
@@ -373,7 +376,11 @@ pub fn main(args: IndexArgs) -> ExitCode {
         resign: args.resign,
         blocks,
         verbose: args.verbose,
-        progress: Progress::new("hashing", None),
+        progress: if args.quiet {
+            Progress::hidden()
+        } else {
+            Progress::new("hashing", None)
+        },
         tally: Tally::default(),
     };
     indexer.tree(&dir);
@@ -386,15 +393,17 @@ pub fn main(args: IndexArgs) -> ExitCode {
     if t.unsigned > 0 {
         signatures += &format!(", {} signatures removed", t.unsigned);
     }
-    println!(
-        "roost index: {}: {} directories, {} entries, {} indexes written{signatures}, {} bytes \
-         hashed",
-        dir.display(),
-        t.dirs,
-        t.files,
-        t.written,
-        t.hashed_bytes
-    );
+    if !args.quiet {
+        println!(
+            "roost index: {}: {} directories, {} entries, {} indexes written{signatures}, {} \
+             bytes hashed",
+            dir.display(),
+            t.dirs,
+            t.files,
+            t.written,
+            t.hashed_bytes
+        );
+    }
     if t.failed > 0 {
         ExitCode::from(1)
     } else {

@@ -79,11 +79,33 @@ enum Command {
     Man(manual::ManArgs),
 }
 
+impl Command {
+    /// The command's -v and -q, for the libraries' messages; `None` for `serve`, which
+    /// forwards them at its log level, and for the commands that only print text.
+    fn verbosity(&self) -> Option<(bool, bool)> {
+        match self {
+            Command::Serve(_) | Command::Completions(_) | Command::Man(_) => None,
+            Command::Run(args) => Some((args.verbose, args.quiet)),
+            Command::Index(args) => Some((args.verbose, args.quiet)),
+            Command::Catalog(args) => Some((args.verbose, false)),
+            Command::Pool(args) => Some((false, args.quiet())),
+            _ => Some((false, false)),
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // `roost serve --jobs` starts each job's first process as roost itself, under another
     // name; it never gets here.
     roost_server::jobs::keeper::run_if_called();
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    // What rustls and ureq log comes out on standard error as roost serve's
+    // `event=library` lines: their warnings and errors (errors only with -q, down to
+    // debug with -v).
+    if let Some((verbose, quiet)) = cli.command.verbosity() {
+        roost_server::log::forward_library_logs_for_command(verbose, quiet);
+    }
+    match cli.command {
         Command::Run(args) => run::main(args),
         Command::Serve(args) => serve::main(*args),
         Command::Index(args) => index::main(args),
@@ -302,6 +324,50 @@ mod cli_rules {
             commands.len()
         );
         assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+    }
+
+    /// Commands with -v and no -q: `catalog`, whose log lines (arrivals, departures,
+    /// refusals) are what it is run for.
+    const VERBOSE_ONLY: [&str; 1] = ["catalog"];
+
+    #[test]
+    fn every_command_with_v_takes_q_and_not_both() {
+        let mut cli = Cli::command();
+        cli.build();
+        let mut commands = Vec::new();
+        leaves(&cli, "", &mut commands);
+        let mut problems = Vec::new();
+        let mut with_both = Vec::new();
+        for (path, cmd, _) in &commands {
+            let has = |long: &str| cmd.get_arguments().any(|a| a.get_long() == Some(long));
+            match (has("verbose"), has("quiet")) {
+                (true, false) if !VERBOSE_ONLY.contains(&path.as_str()) => {
+                    problems.push(format!("{path}: -v without -q"))
+                }
+                (true, true) => with_both.push(path.clone()),
+                _ => {}
+            }
+        }
+        assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+        for command in ["run", "index", "serve"] {
+            assert!(with_both.iter().any(|p| p == command), "{with_both:?}");
+        }
+        // Both at once is an error, each alone is accepted.
+        for path in &with_both {
+            let mut words: Vec<&str> = vec!["roost"];
+            words.extend(path.split(' '));
+            let required: &[&str] = match path.as_str() {
+                "run" => &["true"],
+                "index" | "serve" => &["/srv"],
+                _ => &[],
+            };
+            let parse = |flags: &[&str]| {
+                Cli::try_parse_from([words.as_slice(), flags, required].concat()).map(|_| ())
+            };
+            assert!(parse(&["-v"]).is_ok(), "{path} -v");
+            assert!(parse(&["-q"]).is_ok(), "{path} -q");
+            assert!(parse(&["-v", "-q"]).is_err(), "{path} -v -q");
+        }
     }
 
     #[test]

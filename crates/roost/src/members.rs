@@ -39,6 +39,11 @@ impl Members {
         }
     }
 
+    /// Every member's name, in name order.
+    pub fn names(&self) -> Vec<String> {
+        self.by_name.keys().cloned().collect()
+    }
+
     /// `NAME (chirp://HOST:PORT/PATH)` for member `name`.
     pub fn locate(&self, name: &str) -> String {
         match self.by_name.get(name) {
@@ -84,6 +89,16 @@ impl Members {
                 }
             }
             ErrorCode::DoesntExist => "no such file or directory on that server".into(),
+            // A member is replaced with the w right, or created with p alone.
+            ErrorCode::AlreadyExists => "a file is there already, and you may only create files \
+                                         there, not replace them (ask the server's owner for \
+                                         the w right)"
+                .into(),
+            // A replacing open (pcp, psync) is malformed to a server that predates it.
+            ErrorCode::InvalidRequest => "the server refused the request as malformed (a roost \
+                                          serve older than this roost cannot replace files \
+                                          whole, as pcp and psync do now: upgrade it)"
+                .into(),
             other => other.message().to_string(),
         };
         format!("{whole}: {why}")

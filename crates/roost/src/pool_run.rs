@@ -22,6 +22,16 @@ pub struct PoolArgs {
     command: PoolCommand,
 }
 
+impl PoolArgs {
+    /// `-q`.
+    pub fn quiet(&self) -> bool {
+        match &self.command {
+            PoolCommand::Run(args) => args.pool.quiet,
+            PoolCommand::Complib(args) => args.pool.quiet,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum PoolCommand {
     /// Run a bag of tasks across the pool: from a task file, or a command template over

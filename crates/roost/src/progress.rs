@@ -36,6 +36,11 @@ impl Progress {
         Progress { bar: Some(bar) }
     }
 
+    /// A display that shows nothing (`-q`).
+    pub fn hidden() -> Progress {
+        Progress { bar: None }
+    }
+
     /// Records `n` more bytes moved.
     pub fn advance(&mut self, n: u64) {
         if let Some(bar) = &self.bar {

@@ -187,9 +187,15 @@ pub struct RunArgs {
     /// used files go first.
     #[arg(long, default_value = "4G", value_name = "SIZE")]
     pub cache_size: String,
-    /// Say connections, reconnects, cache use and write-backs on stderr.
+    /// Say connections, reconnects, cache use and write-backs on stderr, and what the
+    /// libraries (rustls, ureq) log down to debug.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Say only errors: no warnings at start (colon-separated lists, SSL_CERT_FILE,
+    /// proxies, --http-insecure, the fast path), and of the libraries' (rustls, ureq)
+    /// messages only their errors.
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
     /// The user id getuid, geteuid and getresuid report [default: NAME's in /etc/passwd
     /// with --user, else the real one].
     #[arg(long, value_name = "UID")]
@@ -319,7 +325,10 @@ pub fn main(args: RunArgs) -> ExitCode {
     }
     let utf8_vars = std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)));
-    for warning in colon_lists::warnings(utf8_vars) {
+    for warning in colon_lists::warnings(utf8_vars)
+        .into_iter()
+        .filter(|_| !args.quiet)
+    {
         eprintln!("{warning}");
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
@@ -360,9 +369,12 @@ pub fn main(args: RunArgs) -> ExitCode {
             Ok(Ok(fast)) => Some(Arc::new(fast)),
             Ok(Err(_off)) => None,
             Err(e) => {
-                eprintln!(
-                    "roost run: no in-process fast path this run ({e}); every call is trapped"
-                );
+                if !args.quiet {
+                    eprintln!(
+                        "roost run: no in-process fast path this run ({e}); every call is \
+                         trapped"
+                    );
+                }
                 None
             }
         }

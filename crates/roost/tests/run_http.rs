@@ -311,6 +311,14 @@ fn roost_index_rewrites_only_what_changed() {
         .collect();
     assert_eq!(changed, [&s.root().join("t/sub/deep/.roostindex")]);
     assert_eq!(dir_time("t/sub"), sub_time);
+    // -q prints nothing but errors, and indexes all the same.
+    s.write("t/sub/g.txt", b"changed again\n");
+    let quiet = s.index_with("t", &["-q"]);
+    assert_eq!(
+        (stdout(&quiet), stderr(&quiet)),
+        (String::new(), String::new())
+    );
+    assert_ne!(index_times(&s.root().join("t")), after);
 }
 
 #[test]
@@ -358,6 +366,56 @@ fn https_to_a_server_that_speaks_no_tls_fails_with_one_line() {
     assert_eq!(err.matches("roost: https://127.0.0.1").count(), 1, "{err}");
     assert!(err.contains("tls"), "{err}");
     assert!(err.contains("Input/output error"), "{err}");
+}
+
+/// A TLS server that answers every ClientHello with a warning alert (unrecognized_name),
+/// which rustls logs as a warning through the `log` crate, and then hangs up. Serves until
+/// the test process ends.
+fn warning_alert_server() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut header = [0u8; 5];
+            if stream.read_exact(&mut header).is_err() {
+                continue;
+            }
+            let mut hello = vec![0u8; usize::from(u16::from_be_bytes([header[3], header[4]]))];
+            let _ = stream.read_exact(&mut hello);
+            // An alert record (21), TLS 1.2, 2 bytes: level warning (1), unrecognized_name (112).
+            let _ = stream.write_all(&[21, 3, 3, 0, 2, 1, 112]);
+        }
+    });
+    port
+}
+
+#[test]
+fn library_warnings_reach_stderr_unless_quiet() {
+    // rustls logs what it receives through the `log` crate: roost run passes it on as
+    // roost serve does, as an event=library line.
+    let s = Site::new();
+    let port = warning_alert_server();
+    let url = format!("/https/127.0.0.1:{port}/t/f");
+    let o = s.run(&[], &[], &["cat", &url]);
+    let err = stderr(&o);
+    let line = err
+        .lines()
+        .find(|l| l.contains("event=library"))
+        .unwrap_or_else(|| panic!("no library line: {err}"));
+    assert!(
+        line.contains("level=error")
+            && line.contains("target=rustls::")
+            && line.contains("TLS alert warning received")
+            && line.contains("UnrecognisedName"),
+        "{line}"
+    );
+    // With -q only the libraries' errors come out; roost's own error about the file stays.
+    let o = s.run(&[], &["-q"], &["cat", &url]);
+    let err = stderr(&o);
+    assert!(!err.contains("event=library"), "{err}");
+    assert!(err.contains(&format!("https://127.0.0.1:{port}")), "{err}");
 }
 
 /// A throwaway CA made by the openssl command (nothing committed): `ca.pem` (its

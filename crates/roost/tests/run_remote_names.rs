@@ -142,3 +142,18 @@ fn both_spellings_name_the_same_files() {
         );
     }
 }
+
+/// `roost run -q` says only errors: not the warning about a colon form.
+#[test]
+fn quiet_runs_keep_the_warning_to_themselves() {
+    let cache = tempfile::tempdir().unwrap();
+    let colon = "/chirp/127.0.0.1:9094/py";
+    let loud = run_with(cache.path(), &[], "PYTHONPATH", colon, &["true"]);
+    assert!(
+        String::from_utf8_lossy(&loud.stderr).contains("roost run: warning: PYTHONPATH"),
+        "{loud:?}"
+    );
+    let quiet = run_with(cache.path(), &["-q"], "PYTHONPATH", colon, &["true"]);
+    assert!(quiet.status.success(), "{quiet:?}");
+    assert_eq!(String::from_utf8_lossy(&quiet.stderr), "");
+}

@@ -790,9 +790,25 @@ impl Export {
         Ok((obj.reopen(libc::O_RDONLY)?, obj.stat))
     }
 
+    /// [`Export::begin_put`] for a group member replaced whole (pcp, psync): a member that
+    /// is a symbolic link has its target replaced, as writing through an open would have
+    /// done, and only regular files are replaced (EINVAL for a FIFO or device, EISDIR for
+    /// a directory).
+    pub fn begin_replace(&self, subject: &str, path: &JailPath, mode: u32) -> OpResult<Upload> {
+        let target = match self.object(path, true) {
+            Ok(obj) => {
+                obj.require_regular()?;
+                obj.real
+            }
+            Err(_) => path.clone(),
+        };
+        self.begin_put(subject, &target, mode)
+    }
+
     /// Starts replacing (or creating) a whole file: data goes to a hidden temporary file that
     /// [`Upload::commit`] renames into place, so a transfer cut short never destroys the old
-    /// contents.
+    /// contents. The temporary is open for reading too (a group member replaced by a
+    /// patch is read again through it).
     pub fn begin_put(&self, subject: &str, path: &JailPath, mode: u32) -> OpResult<Upload> {
         let _names = self.reading();
         let name = self.name(path)?;
@@ -818,7 +834,7 @@ impl Export {
             libc::openat(
                 name.dir_fd.as_raw_fd(),
                 tmp.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
                 mode & PERMISSION_BITS,
             )
         })?;
@@ -970,8 +986,12 @@ pub struct Upload {
 
 impl Upload {
     /// Moves the finished file into place. A subject with only the put right never replaces
-    /// a file that appeared meanwhile (EEXIST).
-    pub fn commit(mut self, export: &Export) -> OpResult<()> {
+    /// a file that appeared meanwhile (EEXIST). After a failure, dropping the upload
+    /// removes the temporary.
+    pub fn commit(&mut self, export: &Export) -> OpResult<()> {
+        if self.committed {
+            return Err(OpError::errno(libc::ENOENT));
+        }
         let _names = export.changing();
         let dir = self.dir_fd.as_raw_fd();
         let flags = if self.may_replace {

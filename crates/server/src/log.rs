@@ -2,7 +2,8 @@
 //! `key=value` pairs or (`--log-format json`) one JSON object. Connections and errors log
 //! at `info`; every RPC logs at `debug`. The libraries' own messages (rustls, ureq, which
 //! log through the `log` crate) come out the same way, as `event=library` lines
-//! ([`forward_library_logs`]).
+//! ([`forward_library_logs`]), in `roost serve` and in every other command
+//! ([`forward_library_logs_for_command`]).
 
 use roost_base::date::Utc;
 use std::fmt::Write as _;
@@ -72,19 +73,22 @@ pub fn set_format(format: Format) {
 
 /// Sends what libraries log through the `log` crate (rustls' TLS alerts, ureq) to these
 /// lines, as `event=library target=... message=...`: warnings and errors at `error`, their
-/// info at `info`, their debug at `debug`. Once per process; later calls do nothing.
+/// info at `info`, their debug at `debug`, as far as the log level ([`set_level`]) lets
+/// through. Once per process; later calls do nothing.
 pub fn forward_library_logs() {
     struct Forward;
     impl log::Log for Forward {
         fn enabled(&self, metadata: &log::Metadata) -> bool {
-            enabled(level_of(metadata.level()))
+            metadata.level() <= log::max_level()
         }
         fn log(&self, record: &log::Record) {
-            event(
-                level_of(record.level()),
-                "library",
-                &[("target", &record.target()), ("message", record.args())],
-            );
+            if self.enabled(record.metadata()) {
+                write_event(
+                    level_of(record.level()),
+                    "library",
+                    &[("target", &record.target()), ("message", record.args())],
+                );
+            }
         }
         fn flush(&self) {}
     }
@@ -101,15 +105,31 @@ pub fn forward_library_logs() {
     }
 }
 
+/// [`forward_library_logs`] for a command that is not a server (the client commands, `roost
+/// run`), whose own messages are not these lines: the libraries' errors only (`quiet`), also
+/// their warnings (by default), or everything down to their debug messages (`verbose`).
+pub fn forward_library_logs_for_command(verbose: bool, quiet: bool) {
+    forward_library_logs();
+    log::set_max_level(match (verbose, quiet) {
+        (true, _) => log::LevelFilter::Debug,
+        (false, true) => log::LevelFilter::Error,
+        (false, false) => log::LevelFilter::Warn,
+    });
+}
+
 pub fn enabled(level: Level) -> bool {
     level as u8 <= LEVEL.load(Ordering::Relaxed)
 }
 
 /// Writes one event; values with spaces or quotes are quoted.
 pub fn event(level: Level, name: &str, fields: &[(&str, &dyn std::fmt::Display)]) {
-    if !enabled(level) {
-        return;
+    if enabled(level) {
+        write_event(level, name, fields);
     }
+}
+
+/// Writes one event, whatever the level.
+fn write_event(level: Level, name: &str, fields: &[(&str, &dyn std::fmt::Display)]) {
     let line = if JSON.load(Ordering::Relaxed) {
         json_line(level, name, fields)
     } else {

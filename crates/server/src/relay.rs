@@ -7,18 +7,22 @@
 //! else the connection's own subject, in which case nothing is relayed: children would see
 //! this server's identity instead of the user's. Groups belong to the connection; when it
 //! ends, their files close and their child connections drop, which closes the subtree.
+//! Members a group replaces whole are written as uploads are (`Export::begin_replace`):
+//! under a hidden temporary that `commit` renames into place, and that the group's end
+//! removes otherwise (and a restarted server sweeps, if this one was killed).
 
 use crate::auth::Method;
-use crate::export::Export;
+use crate::export::{Export, Upload};
 use crate::jail::JailPath;
 use crate::listener::Shared;
 use crate::log::{self, Level};
 use roost_client::{Credentials, Options};
 use roost_group::message::{Op, OpRequest, OpenRequest};
-use roost_group::node::{encode_open_reply, ChildAccess, LocalOpener, Node};
+use roost_group::node::{encode_open_reply, ChildAccess, LocalOpener, Node, Replacement};
 use roost_wire::{ErrorCode, OpenFlags};
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::sync::Arc;
 
 /// Most groups one connection may hold open.
 const MAX_GROUPS: usize = 64;
@@ -29,12 +33,18 @@ const MAX_LOCAL_MEMBERS: usize = 4096;
 /// The groups open on one connection.
 #[derive(Default)]
 pub struct Groups {
-    open: BTreeMap<i64, Node>,
+    open: BTreeMap<i64, OpenGroup>,
+}
+
+/// A group open on this connection, and whose rights its members are used with.
+struct OpenGroup {
+    node: Node,
+    subject: String,
 }
 
 /// Opens members in the export as the group's subject.
 struct ExportOpener<'a> {
-    export: &'a Export,
+    export: &'a Arc<Export>,
     subject: &'a str,
 }
 
@@ -43,6 +53,36 @@ impl LocalOpener for ExportOpener<'_> {
         let path = JailPath::new(path.as_bytes()).map_err(|e| ErrorCode::from_io(&e))?;
         self.export
             .open(self.subject, &path, flags.to_libc(), mode)
+            .map_err(|e| ErrorCode::from_errno(e.errno))
+    }
+
+    fn replace(&self, path: &str, mode: u32) -> Result<Box<dyn Replacement>, ErrorCode> {
+        let path = JailPath::new(path.as_bytes()).map_err(|e| ErrorCode::from_io(&e))?;
+        let upload = self
+            .export
+            .begin_replace(self.subject, &path, mode)
+            .map_err(|e| ErrorCode::from_errno(e.errno))?;
+        Ok(Box::new(MemberUpload {
+            upload,
+            export: Arc::clone(self.export),
+        }))
+    }
+}
+
+/// A member being replaced: an upload, committed like `putfile`'s.
+struct MemberUpload {
+    upload: Upload,
+    export: Arc<Export>,
+}
+
+impl Replacement for MemberUpload {
+    fn file(&self) -> &File {
+        &self.upload.file
+    }
+
+    fn commit(&mut self) -> Result<(), ErrorCode> {
+        self.upload
+            .commit(&self.export)
             .map_err(|e| ErrorCode::from_errno(e.errno))
     }
 }
@@ -119,17 +159,22 @@ impl Groups {
                 ("members", &req.members.len()),
                 ("local", &node.local_count()),
                 ("failed", &reply.failed().len()),
+                ("replace", &req.replace),
             ],
         );
-        self.open.insert(gid, node);
+        self.open.insert(gid, OpenGroup { node, subject });
         Ok(encode_open_reply(gid, &reply))
     }
 
     /// Answers `group_op` on group `gid`; `close` forgets the group.
-    pub fn op(&mut self, gid: i64, payload: &[u8]) -> Result<Vec<u8>, ErrorCode> {
+    pub fn op(&mut self, shared: &Shared, gid: i64, payload: &[u8]) -> Result<Vec<u8>, ErrorCode> {
         let req = OpRequest::decode(payload).map_err(|_| ErrorCode::InvalidRequest)?;
-        let node = self.open.get_mut(&gid).ok_or(ErrorCode::BadFd)?;
-        let reply = node.apply_encoded(&req, payload);
+        let group = self.open.get_mut(&gid).ok_or(ErrorCode::BadFd)?;
+        let opener = ExportOpener {
+            export: &shared.export,
+            subject: &group.subject,
+        };
+        let reply = group.node.apply_encoded(&req, payload, &opener);
         if req.op == Op::Close {
             self.open.remove(&gid);
         }

@@ -51,10 +51,20 @@ pub(super) fn members(group: &Group, failed: &BTreeSet<usize>, skipped: usize) -
         .map(|&i| files[i].clone())
         .chain(group.open_failures().iter().map(|(n, _)| n.clone()));
     let opened = files.len() + group.open_failures().len();
+    named(ok, bad, opened, skipped)
+}
+
+/// [`members`] from the names: `named` members were tried (not counting `skipped`).
+pub(super) fn named(
+    ok: impl IntoIterator<Item = String>,
+    failed: impl IntoIterator<Item = String>,
+    tried: usize,
+    skipped: usize,
+) -> Value {
     Value::Object(vec![
-        ("members".into(), Value::Int((opened + skipped) as i64)),
+        ("members".into(), Value::Int((tried + skipped) as i64)),
         ("ok".into(), names(ok)),
-        ("failed".into(), names(bad)),
+        ("failed".into(), names(failed)),
         ("skipped".into(), Value::Int(skipped as i64)),
     ])
 }

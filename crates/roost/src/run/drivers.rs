@@ -111,12 +111,10 @@ fn web(args: &RunArgs) -> Result<Vec<Scheme>, String> {
         .collect::<Result<Vec<_>, _>>()?;
     // rustls-native-certs reads SSL_CERT_FILE (and SSL_CERT_DIR) instead of the system's
     // CAs, and a file it cannot read, with no SSL_CERT_DIR, leaves no CA trusted, silently:
-    // said here.
-    let cert_vars = (
-        std::env::var_os("SSL_CERT_FILE"),
-        std::env::var_os("SSL_CERT_DIR"),
-    );
-    if let (Some(file), None) = cert_vars {
+    // said here (unless --quiet).
+    let lone_cert_file = std::env::var_os("SSL_CERT_FILE")
+        .filter(|_| std::env::var_os("SSL_CERT_DIR").is_none() && !args.quiet);
+    if let Some(file) = lone_cert_file {
         let shown = std::path::Path::new(&file).display().to_string();
         match std::fs::read(&file) {
             Ok(pem) if pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") => {}
@@ -129,7 +127,7 @@ fn web(args: &RunArgs) -> Result<Vec<Scheme>, String> {
             }
         }
     }
-    if args.http_insecure {
+    if args.http_insecure && !args.quiet {
         eprintln!(
             "roost run: --http-insecure: the certificates of https servers are not checked \
              (anyone on the path can pose as a server)"
@@ -155,7 +153,11 @@ fn web(args: &RunArgs) -> Result<Vec<Scheme>, String> {
             Err(e) if !args.http_proxies.is_empty() => return Err(format!("--http-proxy: {e}")),
             // A variable set for other programs need not stop this one: said, and ignored.
             Err(e) => {
-                eprintln!("roost run: {scheme}_proxy: {e}; {scheme} servers are reached directly");
+                if !args.quiet {
+                    eprintln!(
+                        "roost run: {scheme}_proxy: {e}; {scheme} servers are reached directly"
+                    );
+                }
                 options.proxies = ProxyList::default();
                 HttpNet::new(scheme, cache_of(args)?, options)?
             }

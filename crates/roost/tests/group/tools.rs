@@ -120,6 +120,8 @@ fn pcp_copies_a_file_to_every_member_flat_and_through_a_tree() {
     let src = source.to_str().unwrap();
     let key = c.key_arg();
     let dir = c.link_group("/copy");
+    // An old copy longer than the new one is replaced, not written over.
+    std::fs::write(c.servers[3].root().join("copy"), vec![7u8; 3 << 20]).unwrap();
     let out = roost(&["pcp", "--key", &key, src, dir.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     for s in &c.servers {
@@ -147,6 +149,11 @@ fn pcp_copies_a_file_to_every_member_flat_and_through_a_tree() {
     for s in &c.servers {
         assert_eq!(std::fs::read(s.root().join("tree-copy")).unwrap(), data);
     }
+    // Nothing but the copies is left in the exports.
+    for names in exports(&c) {
+        let names: Vec<&str> = names.keys().map(String::as_str).collect();
+        assert_eq!(names, ["copy", "tree-copy"]);
+    }
 }
 
 #[test]
@@ -170,6 +177,181 @@ fn pcp_names_the_members_it_could_not_write() {
         b"config\n"
     );
     assert!(!c.servers[1].root().join("etc-copy").exists());
+}
+
+/// Every file directly in each server's export, by name, with its content.
+fn exports(c: &Cluster) -> Vec<std::collections::BTreeMap<String, Vec<u8>>> {
+    c.servers
+        .iter()
+        .map(|s| {
+            std::fs::read_dir(s.root())
+                .unwrap()
+                .filter_map(|e| {
+                    let e = e.ok()?;
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    Some((name, std::fs::read(e.path()).ok()?))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Bytes in all the servers' exports.
+fn exported_bytes(c: &Cluster) -> u64 {
+    c.servers
+        .iter()
+        .flat_map(|s| std::fs::read_dir(s.root()).unwrap())
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// A `roost pcp` caught mid-copy, stopped (SIGSTOP), and what the exports held before it.
+struct StoppedPcp {
+    child: std::process::Child,
+    before: Vec<std::collections::BTreeMap<String, Vec<u8>>>,
+}
+
+/// Starts `roost pcp` with `options` copying `data` to `target`, and stops it once a MiB
+/// has reached the servers, checking that it was caught mid-copy.
+fn stop_pcp_midway(c: &Cluster, options: &[&str], data: &[u8], target: &str) -> StoppedPcp {
+    let source = c.keys.path().join("large");
+    std::fs::write(&source, data).unwrap();
+    let before = exports(c);
+    let baseline = exported_bytes(c);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_roost"))
+        .args(["pcp", "--key", &c.key_arg()])
+        .args(options)
+        .arg(&source)
+        .arg(target)
+        .env_remove("ROOST_HMAC_KEY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while exported_bytes(c) < baseline + (1 << 20) {
+        assert!(Instant::now() < deadline, "pcp wrote nothing in 30 s");
+        assert!(child.try_wait().unwrap().is_none(), "pcp ended first");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
+    let whole = baseline + (data.len() * c.servers.len()) as u64;
+    assert!(
+        exported_bytes(c) < whole,
+        "pcp was not caught mid-copy: make the source larger"
+    );
+    StoppedPcp { child, before }
+}
+
+/// Ends a stopped pcp with SIGTERM; every member must then be what it was or the whole
+/// source, and the exports must hold nothing else.
+fn interrupt_pcp(c: &Cluster, options: &[&str], data: &[u8], target: &str) {
+    let StoppedPcp { mut child, before } = stop_pcp_midway(c, options, data, target);
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+        libc::kill(child.id() as i32, libc::SIGCONT);
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGTERM)
+    );
+    settle(c, &before, data);
+}
+
+/// Waits (the servers notice connections end) until [`left_whole`] holds, at most 10 s.
+fn settle(c: &Cluster, before: &[std::collections::BTreeMap<String, Vec<u8>>], data: &[u8]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Err(why) = left_whole(&exports(c), before, data) {
+        assert!(Instant::now() < deadline, "{why}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether every export holds what it held `before`, except that each member (`copy`) may
+/// instead be the whole of `data`.
+fn left_whole(
+    now: &[std::collections::BTreeMap<String, Vec<u8>>],
+    before: &[std::collections::BTreeMap<String, Vec<u8>>],
+    data: &[u8],
+) -> Result<(), String> {
+    for (i, (after, was)) in now.iter().zip(before).enumerate() {
+        let others = |m: &std::collections::BTreeMap<String, Vec<u8>>| -> Vec<String> {
+            m.keys().filter(|n| *n != "copy").cloned().collect()
+        };
+        if others(after) != others(was) {
+            return Err(format!(
+                "server {i}: files left behind: {:?}",
+                others(after)
+            ));
+        }
+        match (after.get("copy"), was.get("copy")) {
+            (None, None) => {}
+            (None, Some(_)) => return Err(format!("server {i}: the old copy is gone")),
+            (Some(got), _) if got.as_slice() == data => {}
+            (Some(got), old) if Some(got) == old => {}
+            (Some(got), _) => {
+                return Err(format!(
+                    "server {i}: a copy of {} bytes is neither the old file nor the new",
+                    got.len()
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A source of `mib` MiB that no member holds.
+fn large_source(mib: usize) -> Vec<u8> {
+    (0..mib << 20).map(|i| (i % 253) as u8).collect()
+}
+
+#[test]
+fn an_interrupted_pcp_leaves_each_member_old_or_whole_flat_and_through_a_tree() {
+    let c = Cluster::start(5, "rwl");
+    let data = large_source(64);
+    // Members 1 and 3 hold an old copy; the others have none.
+    for i in [0, 2] {
+        std::fs::write(c.servers[i].root().join("copy"), b"old copy\n").unwrap();
+    }
+    let dir = c.link_group("/copy");
+    let dir = dir.to_str().unwrap();
+    interrupt_pcp(&c, &[], &data, dir);
+    let relay = c.authority(1);
+    interrupt_pcp(&c, &["--relay", &relay, "--fanout", "2"], &data, dir);
+}
+
+#[test]
+fn a_member_that_cannot_take_the_new_copy_keeps_what_it_has() {
+    // On node2 alice may only create files (put), never replace one: a file that appears
+    // there while pcp copies makes that member's commit fail.
+    let c = Cluster::start_with(3, |i| if i == 1 { "pl".into() } else { "rwl".into() });
+    let data = large_source(32);
+    let dir = c.link_group("/copy");
+    let StoppedPcp { child, mut before } = stop_pcp_midway(
+        &c,
+        &["--relay", &c.authority(0)],
+        &data,
+        dir.to_str().unwrap(),
+    );
+    let theirs = b"someone else's copy\n".to_vec();
+    std::fs::write(c.servers[1].root().join("copy"), &theirs).unwrap();
+    before[1].insert("copy".into(), theirs.clone());
+    unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("node2")
+            && err.contains("not replace them")
+            && err.contains("keep their old files"),
+        "{err}"
+    );
+    settle(&c, &before, &data);
+    let now = exports(&c);
+    assert_eq!(now[1]["copy"], theirs);
+    assert!(now[0]["copy"] == data && now[2]["copy"] == data);
 }
 
 /// `roost ptail` with the cluster's key and `options` on group directory `dir`, started
@@ -357,6 +539,7 @@ fn psync_sends_only_what_differs_to_each_distinct_copy() {
         |i| if i < 2 { new.clone() } else { old.clone() },
     );
     std::fs::remove_file(c.servers[5].root().join("etc.conf")).unwrap();
+    let old_file = std::fs::File::open(c.servers[2].root().join("etc.conf")).unwrap();
     let source = c.keys.path().join("etc.conf");
     std::fs::write(&source, &new).unwrap();
     let dir = c.link_group("/etc.conf");
@@ -376,9 +559,17 @@ fn psync_sends_only_what_differs_to_each_distinct_copy() {
     for s in &c.servers {
         assert_eq!(std::fs::read(s.root().join("etc.conf")).unwrap(), new);
     }
+    // A patched member is a new file renamed over the old one, which is left whole (so a
+    // full disk or a killed server never leaves a mix); no temporary stays behind.
+    let mut kept = Vec::new();
+    std::io::Read::read_to_end(&mut &old_file, &mut kept).unwrap();
+    assert_eq!(kept, old);
+    for names in exports(&c) {
+        assert_eq!(names.keys().collect::<Vec<_>>(), ["etc.conf"]);
+    }
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("6 members, 3 distinct contents, 2 already current"),
+        err.contains("6 members, 2 distinct contents, 2 already current, 1 created"),
         "{err}"
     );
     // The old copies cost a block or two plus copy instructions; the missing one all of it.
@@ -390,6 +581,47 @@ fn psync_sends_only_what_differs_to_each_distinct_copy() {
         .unwrap();
     assert!(sent < new.len() + 2048 + 4 * 200, "{err}");
     assert!(sent >= new.len(), "{err}");
+}
+
+#[test]
+fn psync_creates_members_that_have_no_file_as_pcp_does() {
+    let c = Cluster::start(3, "rwl");
+    let source = c.keys.path().join("app.conf");
+    std::fs::write(&source, b"setting = 1\n").unwrap();
+    std::fs::set_permissions(&source, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    let dir = c.link_group("/app.conf");
+    let run = || {
+        let out = roost(&[
+            "psync",
+            "--key",
+            &c.key_arg(),
+            "--relay",
+            &c.authority(0),
+            source.to_str().unwrap(),
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // No member has the file: none opens for patching, and all are created whole.
+    let err = run();
+    assert!(
+        err.contains("3 members, 0 distinct contents, 0 already current, 3 created"),
+        "{err}"
+    );
+    for s in &c.servers {
+        let path = s.root().join("app.conf");
+        assert_eq!(std::fs::read(&path).unwrap(), b"setting = 1\n");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o640);
+    }
+    let err = run();
+    assert!(
+        err.contains("3 members, 1 distinct contents, 3 already current, 0 created"),
+        "{err}"
+    );
 }
 
 /// A fake process directory: `stat` and `status` as Linux writes them.

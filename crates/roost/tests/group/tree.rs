@@ -236,6 +236,7 @@ fn forged_tokens_are_refused() {
             server: c.authority(0),
             path: "/data".into(),
         }],
+        replace: false,
     };
     let payload = req.encode();
     let result = raw.rpc_with(&format!("group_open {}", payload.len()), &payload);

@@ -194,7 +194,7 @@ impl Session<'_> {
                 let buffer = std::mem::take(&mut self.buffer);
                 let payload = &buffer[..*length as usize];
                 let answer = match request {
-                    Request::GroupOp { gid, .. } => self.groups.op(*gid, payload),
+                    Request::GroupOp { gid, .. } => self.groups.op(self.shared, *gid, payload),
                     _ => self.groups.open(self.shared, &self.subject, payload),
                 };
                 self.buffer = buffer;

@@ -71,7 +71,7 @@ impl Session<'_> {
     }
 
     pub(super) fn putfile(&mut self, path: &[u8], mode: u32, length: u64) -> Step {
-        let upload = match self.with_path(path, |e, s, p| e.begin_put(s, p, mode)) {
+        let mut upload = match self.with_path(path, |e, s, p| e.begin_put(s, p, mode)) {
             Ok(upload) => upload,
             Err(e) => return self.send_failure(&e),
         };
