@@ -423,6 +423,47 @@ static int cwd_is_plain(const char *cwd, size_t n) {
     return 1;
 }
 
+/* Rewrites a working directory the kernel names by its physical name under a mapped
+ * directory (w->path, w->len) to its logical name under the mapping, when that is one name
+ * only: one local mapping holds it, as the agent's view of the directory stands (a process
+ * that entered it by the physical name reaches the same files, so lookups and opens find
+ * what the agent would), no other mapping, mirror or trap holds it under either name, and
+ * neither root is "/". 0 otherwise. Names relative to it then map as absolute ones do. */
+static int cwd_to_logical(struct where *w) {
+    uint32_t count = table->n_entries;
+    if (count > RF_MAX_ENTRIES) return 0;
+    const struct rf_entry *hit = 0;
+    size_t ln = 0, pn = 0;
+    int physicals = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        const struct rf_entry *e = &table->entries[i];
+        size_t l, p;
+        if (!entry_lengths(e, &l, &p)) return 0;
+        if (e->kind == RF_PHYS) {
+            physicals += under(w->path, w->len, e->physical, p);
+            continue;
+        }
+        if (l == 0 || under(w->path, w->len, e->logical, l)) return 0;
+        if (e->kind == RF_LOCAL && p > 1 && under(w->path, w->len, e->physical, p)) {
+            if (hit) return 0;
+            hit = e;
+            ln = l;
+            pn = p;
+        }
+    }
+    if (!hit || physicals != 1 || !(hit->flags & RF_VIEWED) || ln <= 1) return 0;
+    size_t rest = w->len - pn;
+    if (ln + rest + 1 > PATHBUF) return 0;
+    if (ln > pn)
+        for (size_t i = rest; i-- > 0;) w->path[ln + i] = w->path[pn + i];
+    else
+        for (size_t i = 0; i < rest; i++) w->path[ln + i] = w->path[pn + i];
+    for (size_t i = 0; i < ln; i++) w->path[i] = hit->logical[i];
+    w->len = ln + rest;
+    w->path[w->len] = 0;
+    return 1;
+}
+
 /* Where (`dirfd`, `path` of `n` bytes) leads, for a call that opens (`opening`) or only
  * looks. */
 static enum how locate(int dirfd, const char *path, size_t n, int opening, struct where *w) {
@@ -444,7 +485,7 @@ static enum how locate(int dirfd, const char *path, size_t n, int opening, struc
         long r = FAST(SYS_getcwd, w->path, PATHBUF, 0, 0);
         if (r > 1 && w->path[0] == '/') {
             w->len = (size_t)r - 1;
-            if (cwd_is_plain(w->path, w->len) &&
+            if ((cwd_is_plain(w->path, w->len) || cwd_to_logical(w)) &&
                 append_components(w->path, &w->len, path, n, &w->slash, &w->dotdot))
                 how = map_absolute(w, opening);
         }
