@@ -426,9 +426,9 @@ static int cwd_is_plain(const char *cwd, size_t n) {
 /* Rewrites a working directory the kernel names by its physical name under a mapped
  * directory (w->path, w->len) to its logical name under the mapping, when that is one name
  * only: one local mapping holds it, as the agent's view of the directory stands (a process
- * that entered it by the physical name reaches the same files, so lookups and opens find
- * what the agent would), no other mapping, mirror or trap holds it under either name, and
- * neither root is "/". 0 otherwise. Names relative to it then map as absolute ones do. */
+ * that entered it by the physical name reaches the same files, so lookups find what the
+ * agent would), no other mapping, mirror or trap holds it under either name, and neither
+ * root is "/". 0 otherwise. Names relative to it then map as absolute ones do. */
 static int cwd_to_logical(struct where *w) {
     uint32_t count = table->n_entries;
     if (count > RF_MAX_ENTRIES) return 0;
@@ -485,7 +485,10 @@ static enum how locate(int dirfd, const char *path, size_t n, int opening, struc
         long r = FAST(SYS_getcwd, w->path, PATHBUF, 0, 0);
         if (r > 1 && w->path[0] == '/') {
             w->len = (size_t)r - 1;
-            if ((cwd_is_plain(w->path, w->len) || cwd_to_logical(w)) &&
+            int plain = cwd_is_plain(w->path, w->len);
+            /* Under a mapped directory, lookups only: an open there is named by the way
+             * the process entered the directory, which only the agent knows. */
+            if ((plain || (!opening && cwd_to_logical(w))) &&
                 append_components(w->path, &w->len, path, n, &w->slash, &w->dotdot))
                 how = map_absolute(w, opening);
         }
