@@ -9,6 +9,8 @@
 # rounds (seconds per stage) and ratios to native as a markdown table, then each remote
 # stage's ratio to roost-local.
 #   usage: bench/remote/andrew.sh [RUNS]      (default 3)
+#   ZSRC: a zlib source tree to use instead of fetching libz-sys with cargo (an ordinary
+#   user, who measures the in-process fast path, may have no cargo).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${1:-3}
@@ -24,7 +26,7 @@ trap cleanup EXIT
 
 # The source tree, with the test suite's Makefile in it (as run_programs.rs does), so the
 # copy-in stage copies exactly what make then builds.
-ZSRC=$(bench/agent/crate_source.sh libz-sys 1)/src/zlib
+ZSRC=${ZSRC:-$(bench/agent/crate_source.sh libz-sys 1)/src/zlib}
 cp -r "$ZSRC" "$WORK/zlib" && cp crates/roost/tests/run_support/zlib.mk "$WORK/zlib/Makefile"
 
 # The server: exports $WORK/export, whose w/ the roost-cached runs mount at /w.

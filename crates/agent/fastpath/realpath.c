@@ -21,6 +21,7 @@
 #define EXPORT __attribute__((visibility("default")))
 
 extern void *malloc(size_t);
+extern void free(void *);
 /* Weak: a program linked against no C library still loads the object. */
 extern void __chk_fail(void) __attribute__((weak, noreturn));
 
@@ -43,12 +44,19 @@ static int suffix_needs_directory(const char *rest) {
     return 0;
 }
 
-/* The canonical name of `name` into out (NAME_LIMIT bytes): 0, or -errno with out holding
- * the name as far as the walk got. */
-static long walk(const char *name, char *out) {
+/* The buffers of one walk: on the heap, as the C library's grow there, since a thread's
+ * stack may be small (PTHREAD_STACK_MIN is 16 KiB). */
+struct walk_space {
+    char out[NAME_LIMIT];
     /* The part of the name still to walk (links followed are put in front of it). */
     char rest[NAME_LIMIT];
     char link[NAME_LIMIT];
+};
+
+/* The canonical name of `name` into out (NAME_LIMIT bytes): 0, or -errno with out holding
+ * the name as far as the walk got. */
+static long walk(const char *name, struct walk_space *space) {
+    char *out = space->out, *rest = space->rest, *link = space->link;
     size_t at; /* out's length: "/" or a name without a trailing slash */
     size_t n = 0;
     out[0] = 0;
@@ -93,7 +101,7 @@ static long walk(const char *name, char *out) {
         for (size_t k = 0; k < c; k++) out[at + k] = p[k];
         at += c;
         out[at] = 0;
-        long got = fp_readlink(out, link, sizeof link - 1);
+        long got = fp_readlink(out, link, NAME_LIMIT - 1);
         if (got >= 0) {
             if (++links > LINKS_LIMIT) return -ELOOP;
             size_t tail = 0;
@@ -152,22 +160,27 @@ EXPORT char *realpath(const char *name, char *resolved) {
         fp_set_errno(-ENOENT);
         return 0;
     }
-    char out[NAME_LIMIT];
-    long r = walk(name, out);
+    struct walk_space *space = malloc(sizeof *space);
+    if (!space) {
+        fp_set_errno(-ENOMEM);
+        return 0;
+    }
+    char *out = space->out, *answer = 0;
+    long r = walk(name, space);
     if (r < 0) {
         /* The C library leaves the name as far as it got in the caller's buffer when a
          * component is missing or out of reach (and had begun), and nothing otherwise. */
         if (resolved && out[0] && (r == -ENOENT || r == -EACCES)) copied(out, resolved);
-        fp_set_errno(r);
-        return 0;
+    } else if (resolved) {
+        answer = copied(out, resolved);
+    } else {
+        answer = malloc(length(out) + 1);
+        r = answer ? 0 : -ENOMEM;
+        if (answer) copied(out, answer);
     }
-    if (resolved) return copied(out, resolved);
-    char *fresh = malloc(length(out) + 1);
-    if (!fresh) {
-        fp_set_errno(-ENOMEM);
-        return 0;
-    }
-    return copied(out, fresh);
+    free(space);
+    if (!answer) fp_set_errno(r);
+    return answer;
 }
 
 EXPORT char *canonicalize_file_name(const char *name) { return realpath(name, 0); }
