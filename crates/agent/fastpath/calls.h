@@ -1,6 +1,7 @@
 /* What roost_fastpath.c offers the object's other parts (realpath.c): the calls as the
  * object makes them, answered in the process where the fast path may and by the agent
- * where it may not. Each returns the kernel's way: a result, or -errno. */
+ * where it may not (each returns the kernel's way: a result, or -errno), and the helpers
+ * for names they share. */
 #ifndef ROOST_FASTPATH_CALLS_H
 #define ROOST_FASTPATH_CALLS_H
 
@@ -9,6 +10,11 @@
 long fp_readlink(const char *path, char *buf, size_t size);
 long fp_faccessat(const char *path, int mode, int flags);
 long fp_getcwd(char *buf, size_t size);
+/* The length of the string at `s`, at most `limit`. */
+size_t fp_length(const char *s, size_t limit);
+/* The length of the parent of the absolute normalized path at `path` (`n` bytes): what `..`
+ * leaves of it ("/" stays). */
+size_t fp_parent_length(const char *path, size_t n);
 /* A result as the C library returns it: -1 with errno set for -errno. */
 long fp_set_errno(long ret);
 

@@ -58,21 +58,16 @@ struct walk_space {
 static long walk(const char *name, struct walk_space *space) {
     char *out = space->out, *rest = space->rest, *link = space->link;
     size_t at; /* out's length: "/" or a name without a trailing slash */
-    size_t n = 0;
     out[0] = 0;
-    while (name[n]) {
-        if (++n >= NAME_LIMIT) return -ENAMETOOLONG;
-    }
+    size_t n = fp_length(name, NAME_LIMIT);
+    if (n == NAME_LIMIT) return -ENAMETOOLONG;
     for (size_t i = 0; i <= n; i++) rest[i] = name[i];
     if (name[0] == '/') {
         out[0] = '/';
         at = 1;
     } else {
         long r = fp_getcwd(out, NAME_LIMIT);
-        if (r < 0) {
-            out[0] = 0;
-            return r;
-        }
+        if (r < 0) return r;
         at = (size_t)r - 1;
     }
     out[at] = 0;
@@ -89,8 +84,7 @@ static long walk(const char *name, struct walk_space *space) {
             continue;
         }
         if (c == 2 && p[0] == '.' && p[1] == '.') {
-            while (at > 1 && out[at - 1] != '/') at--;
-            if (at > 1) at--;
+            at = fp_parent_length(out, at);
             out[at] = 0;
             p = end;
             continue;
@@ -104,8 +98,7 @@ static long walk(const char *name, struct walk_space *space) {
         long got = fp_readlink(out, link, NAME_LIMIT - 1);
         if (got >= 0) {
             if (++links > LINKS_LIMIT) return -ELOOP;
-            size_t tail = 0;
-            while (end[tail]) tail++;
+            size_t tail = fp_length(end, NAME_LIMIT);
             if ((size_t)got + tail >= NAME_LIMIT) return -ENAMETOOLONG;
             /* The link's text, then what followed it (moved within rest, either way). */
             size_t from = (size_t)(end - rest), to = (size_t)got;
@@ -115,11 +108,7 @@ static long walk(const char *name, struct walk_space *space) {
                 for (size_t k = 0; k <= tail; k++) rest[to + k] = rest[from + k];
             for (long k = 0; k < got; k++) rest[k] = link[k];
             p = rest;
-            if (link[0] == '/') {
-                at = 1;
-            } else {
-                at = parent;
-            }
+            at = link[0] == '/' ? 1 : parent;
             out[at] = 0;
             continue;
         }
@@ -139,14 +128,8 @@ static long walk(const char *name, struct walk_space *space) {
     return 0;
 }
 
-static size_t length(const char *s) {
-    size_t n = 0;
-    while (s[n]) n++;
-    return n;
-}
-
 static char *copied(const char *from, char *to) {
-    size_t n = length(from);
+    size_t n = fp_length(from, NAME_LIMIT);
     for (size_t i = 0; i <= n; i++) to[i] = from[i];
     return to;
 }
@@ -174,7 +157,7 @@ EXPORT char *realpath(const char *name, char *resolved) {
     } else if (resolved) {
         answer = copied(out, resolved);
     } else {
-        answer = malloc(length(out) + 1);
+        answer = malloc(fp_length(out, NAME_LIMIT) + 1);
         r = answer ? 0 : -ENOMEM;
         if (answer) copied(out, answer);
     }

@@ -176,7 +176,7 @@ static int ready(void) {
  * to the agent (the buffers live on the caller's stack, perhaps a small signal stack). */
 #define PATHBUF 1024
 
-static size_t length(const char *s, size_t limit) {
+size_t fp_length(const char *s, size_t limit) {
     size_t n = 0;
     while (n < limit && s[n]) n++;
     return n;
@@ -198,6 +198,11 @@ static int under(const char *path, size_t n, const char *prefix, size_t pn) {
 static int above(const char *path, size_t n, const char *prefix, size_t pn) {
     if (n == 1 && path[0] == '/') return pn > 1;
     return pn > n && same_bytes(path, prefix, n) && prefix[n] == '/';
+}
+
+size_t fp_parent_length(const char *path, size_t n) {
+    while (n > 1 && path[n - 1] != '/') n--;
+    return n > 1 ? n - 1 : n;
 }
 
 /* Whether the `n` bytes at `p` are the component `.` or `..`. */
@@ -228,8 +233,7 @@ static int append_components(char *out, size_t *len, const char *src, size_t n, 
         if (is_dot_or_dotdot(src + i, c)) {
             if (c == 2) {
                 if (!unmapped(out, at)) return 0;
-                while (at > 1 && out[at - 1] != '/') at--;
-                if (at > 1) at--;
+                at = fp_parent_length(out, at);
                 *dotdot = 1;
             }
             *slash = 1; /* a directory, until a component follows */
@@ -280,7 +284,7 @@ static long readable_length(const char *path) {
     long n = known_length(path);
     if (n >= 0) return n;
     if (FAST(SYS_faccessat, AT_FDCWD, path, F_OK, 0) == -EFAULT) return -1;
-    n = (long)length(path, PATHBUF);
+    n = (long)fp_length(path, PATHBUF);
     for (uintptr_t page = (uintptr_t)path >> 12; page <= ((uintptr_t)path + n) >> 12; page++)
         __atomic_store_n(&good_pages[page % GOOD_SLOTS], page, __ATOMIC_RELAXED);
     return n;
@@ -347,19 +351,26 @@ static int entry_lengths(const struct rf_entry *e, size_t *logical, size_t *phys
     return *logical <= RF_PATH_MAX - 1 && *physical <= RF_PATH_MAX - 1;
 }
 
-/* Whether the absolute normalized `path` (`n` bytes) lies under no mapping, where the kernel
- * finds what roost finds. */
-static int unmapped(const char *path, size_t n) {
+/* Whether the absolute normalized `path` (`n` bytes) lies under a mapping's name, or (with
+ * `physical_names`) under a physical directory a mapping names; also when the table is not
+ * one the agent wrote. */
+static int held(const char *path, size_t n, int physical_names) {
     uint32_t count = table->n_entries;
-    if (count > RF_MAX_ENTRIES) return 0;
+    if (count > RF_MAX_ENTRIES) return 1;
     for (uint32_t i = 0; i < count; i++) {
         const struct rf_entry *e = &table->entries[i];
         size_t l, p;
-        if (!entry_lengths(e, &l, &p)) return 0;
-        if (e->kind != RF_PHYS && (l == 0 || under(path, n, e->logical, l))) return 0;
+        if (!entry_lengths(e, &l, &p)) return 1;
+        if (e->kind == RF_PHYS ? physical_names && under(path, n, e->physical, p)
+                               : l == 0 || under(path, n, e->logical, l))
+            return 1;
     }
-    return 1;
+    return 0;
 }
+
+/* Whether the absolute normalized `path` (`n` bytes) lies under no mapping, where the kernel
+ * finds what roost finds. */
+static int unmapped(const char *path, size_t n) { return !held(path, n, 0); }
 
 /* Maps the absolute normalized path in w->path through the table, for a call that opens
  * (`opening`: the physical directories matter too) or only looks. */
@@ -411,18 +422,7 @@ static enum how map_absolute(struct where *w, int opening) {
 
 /* Whether the kernel's working directory names itself: not under a mapped directory's
  * physical name or a mirror, nor under a name a mapping hides. */
-static int cwd_is_plain(const char *cwd, size_t n) {
-    uint32_t count = table->n_entries;
-    if (count > RF_MAX_ENTRIES) return 0;
-    for (uint32_t i = 0; i < count; i++) {
-        const struct rf_entry *e = &table->entries[i];
-        size_t ln, pn;
-        if (!entry_lengths(e, &ln, &pn)) return 0;
-        if (e->kind == RF_PHYS ? under(cwd, n, e->physical, pn) : under(cwd, n, e->logical, ln))
-            return 0;
-    }
-    return 1;
-}
+static int cwd_is_plain(const char *cwd, size_t n) { return !held(cwd, n, 1); }
 
 /* Rewrites a working directory the kernel names by its physical name under a mapped
  * directory (w->path, w->len) to its logical name under the mapping, when that is one name
