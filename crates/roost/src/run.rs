@@ -325,11 +325,10 @@ pub fn main(args: RunArgs) -> ExitCode {
     }
     let utf8_vars = std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)));
-    for warning in colon_lists::warnings(utf8_vars)
-        .into_iter()
-        .filter(|_| !args.quiet)
-    {
-        eprintln!("{warning}");
+    if !args.quiet {
+        for warning in colon_lists::warnings(utf8_vars) {
+            eprintln!("{warning}");
+        }
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let drivers = match drivers::registry(&args) {
