@@ -1,4 +1,4 @@
-//! Builds the in-process fast path (`fastpath/roost_fastpath.c` and `fastpath/realpath.c`)
+//! Builds the in-process fast path (`fastpath/roost_fastpath.c` and the parts beside it)
 //! into a shared object that the agent carries in its own binary and writes out for each run
 //! (`src/fastpath`). It is C built without the C library's start files: it must load into
 //! any dynamically linked program and run from signal handlers.
@@ -9,7 +9,12 @@ use std::process::Command;
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let so = out.join("roost_fastpath.so");
-    let sources = ["fastpath/roost_fastpath.c", "fastpath/realpath.c"];
+    let sources = [
+        "fastpath/roost_fastpath.c",
+        "fastpath/realpath.c",
+        "fastpath/dirs.c",
+        "fastpath/streams.c",
+    ];
     for file in sources
         .iter()
         .chain(&["fastpath/table.h", "fastpath/calls.h"])

@@ -717,13 +717,15 @@ static int creates(int flags) {
     return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
 }
 
-static long open_at(int dirfd, const char *path, int flags, unsigned mode) {
+/* open(2) in-process: 1 with the kernel's result in *ret where the fast path may answer,
+ * 0 (nothing done) where only the agent may. */
+static int open_in_process(int dirfd, const char *path, int flags, unsigned mode, long *ret) {
     struct where w;
     long n;
-    if (!ready() || (flags & ~OPEN_FLAGS) || (n = readable_length(path)) <= 0) goto trap;
-    if (locate(dirfd, path, (size_t)n, 1, &w) == TRAP_IT) goto trap;
+    if (!ready() || (flags & ~OPEN_FLAGS) || (n = readable_length(path)) <= 0) return 0;
+    if (locate(dirfd, path, (size_t)n, 1, &w) == TRAP_IT) return 0;
     /* By a descriptor, only what changes nothing (as the agent lets pass). */
-    if (w.len == 0 && (creates(flags) || (flags & O_TRUNC))) goto trap;
+    if (w.len == 0 && (creates(flags) || (flags & O_TRUNC))) return 0;
     /* openat ignores what openat2 refuses: the mode without a create, most flags with
      * O_PATH; a symlink anywhere on the way (ELOOP) is the agent's to follow. */
     struct open_how how = {
@@ -734,10 +736,15 @@ static long open_at(int dirfd, const char *path, int flags, unsigned mode) {
     long r = FAST(SYS_openat2, at_dirfd(&w, dirfd), at_path(&w, path), &how, sizeof how);
     if (r == -ELOOP || r == -EXDEV || r == -EAGAIN || r == -ENOSYS || r == -E2BIG ||
         r == -EINVAL)
-        goto trap;
+        return 0;
     count(RF_CALL_OPEN);
-    return r;
-trap:
+    *ret = r;
+    return 1;
+}
+
+static long open_at(int dirfd, const char *path, int flags, unsigned mode) {
+    long r;
+    if (open_in_process(dirfd, path, flags, mode, &r)) return r;
     return TRAP(SYS_openat, dirfd, path, flags, mode);
 }
 
@@ -764,6 +771,14 @@ long fp_faccessat(const char *path, int mode, int flags) {
     return access_at(AT_FDCWD, path, mode, flags, flags ? SYS_faccessat2 : SYS_faccessat);
 }
 long fp_getcwd(char *buf, size_t size) { return cwd_into(buf, size); }
+int fp_open_in_process(const char *path, int flags, unsigned mode, long *ret) {
+    return open_in_process(AT_FDCWD, path, flags, mode, ret);
+}
+long fp_open(const char *path, int flags, unsigned mode) {
+    return open_at(AT_FDCWD, path, flags, mode);
+}
+long fp_fstat(int fd, struct stat *buf) { return stat_at(fd, "", buf, AT_EMPTY_PATH); }
+long fp_kernel(long nr, long a, long b, long c) { return trap_syscall(nr, a, b, c, 0, 0, 0); }
 
 /* The 64 forms are the same calls on x86_64 (struct stat64 is struct stat): aliases. */
 #pragma GCC diagnostic ignored "-Wattribute-alias"

@@ -5,8 +5,12 @@
  *                    anonymous r-x page starting with `syscall; ret`) and stat PATH from
  *                    it, as a hostile program would
  *   stress PATH N    stat PATH from the main thread, a second thread, a signal handler and
- *                    vfork children at once; says how many answers were wrong */
+ *                    vfork children at once; says how many answers were wrong
+ *   streams [DIR]    directory streams and fopen in DIR (by default the working directory),
+ *                    which must be writable and empty: every behaviour a program may see,
+ *                    naming files relative to DIR, to be compared with a run outside roost */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,6 +31,41 @@ static void show_stat(const char *what, const char *path, int r, const struct st
         printf("%s %s: %s\n", what, path, strerror(errno));
     else
         printf("%s %s: mode %o size %lld\n", what, path, st->st_mode, (long long)st->st_size);
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* One line: what a stream (or the failure to make one) lists, names sorted, with types;
+ * not the names of the directory $FASTPATH_SHARED_DIR, which other programs change. */
+static void show_listing(const char *what, const char *path, DIR *d) {
+    const char *shared = getenv("FASTPATH_SHARED_DIR");
+    char real[PATH_MAX];
+    if (d && shared && realpath(path, real) && !strcmp(real, shared)) {
+        printf("%s %s: the shared directory, not listed\n", what, path);
+        closedir(d);
+        return;
+    }
+    if (!d) {
+        printf("%s %s: %s\n", what, path, strerror(errno));
+        return;
+    }
+    char *names[4096];
+    size_t n = 0;
+    struct dirent *e;
+    errno = 0;
+    while (n < 4096 && (e = readdir(d)))
+        if (asprintf(&names[n], "%s:%d", e->d_name, e->d_type) >= 0) n++;
+    int error = errno;
+    qsort(names, n, sizeof *names, by_name);
+    printf("%s %s:", what, path);
+    for (size_t i = 0; i < n; i++) {
+        printf(" %s", names[i]);
+        free(names[i]);
+    }
+    printf(" (%s)\n", error ? strerror(error) : "end");
+    closedir(d);
 }
 
 static void lookups(const char *path) {
@@ -74,6 +113,22 @@ static void lookups(const char *path) {
         n = readlink(proc, target, sizeof target - 1);
         printf("fd name %s: %.*s\n", path, n < 0 ? 0 : (int)n, target);
         close(fd);
+    }
+    show_listing("opendir", path, opendir(path));
+    fd = open(path, O_RDONLY | O_DIRECTORY);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (fd >= 0 && !d) close(fd);
+    show_listing("fdopendir", path, d);
+    FILE *stream = fopen(path, "r");
+    if (!stream) {
+        printf("fopen %s: %s\n", path, strerror(errno));
+    } else {
+        char line[64] = "";
+        errno = 0;
+        char *got = fgets(line, sizeof line, stream);
+        line[strcspn(line, "\n")] = 0;
+        printf("fopen %s: %s\n", path, got ? line : strerror(errno));
+        fclose(stream);
     }
     fd = open(path, O_RDONLY | O_NOFOLLOW | O_PATH);
     printf("open-path-nofollow %s: %s\n", path, fd < 0 ? strerror(errno) : "ok");
@@ -190,6 +245,159 @@ static int stress(const char *path, long n) {
     return wrong != 0;
 }
 
+
+/* Where `streams` works ("" for the working directory), and a name there. */
+static const char *streams_dir = "";
+
+static const char *in_dir(const char *name) {
+    static char buf[4][PATH_MAX];
+    static int next;
+    char *b = buf[next++ % 4];
+    if (!*streams_dir || !*name) return name;
+    snprintf(b, PATH_MAX, "%s/%s", streams_dir, name);
+    return b;
+}
+
+/* What fopen in `mode` gives for `name`: the error, or where the stream stands, what it
+ * reads from there, and whether its descriptor closes on exec. */
+static void show_fopen(const char *name, const char *mode) {
+    errno = 0;
+    FILE *f = fopen(in_dir(name), mode);
+    if (!f) {
+        printf("fopen %s %s: %s\n", name, mode, strerror(errno));
+        return;
+    }
+    long at = ftell(f);
+    char buf[64] = "";
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    int read_error = ferror(f) ? errno : 0;
+    printf("fopen %s %s: at %ld, read %zu '%s'%s%s, cloexec %d\n", name, mode, at, got,
+           buf, read_error ? " " : "", read_error ? strerror(read_error) : "",
+           (fcntl(fileno(f), F_GETFD) & FD_CLOEXEC) != 0);
+    fclose(f);
+}
+
+/* Writes `text` through fopen in `mode` and says where the stream stood before and after. */
+static void write_through(const char *name, const char *mode, const char *text) {
+    FILE *f = fopen64(in_dir(name), mode);
+    if (!f) {
+        printf("write %s %s: %s\n", name, mode, strerror(errno));
+        return;
+    }
+    long before = ftell(f);
+    fputs(text, f);
+    long after = ftell(f);
+    printf("write %s %s: %ld -> %ld, close %d\n", name, mode, before, after, fclose(f));
+}
+
+static DIR *shared_stream;
+static long shared_seen;
+
+static void *read_shared(void *arg) {
+    (void)arg;
+    while (readdir(shared_stream)) __atomic_fetch_add(&shared_seen, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* The entries a stream gives from where it stands to its end. */
+static long count_rest(DIR *d) {
+    long n = 0;
+    while (readdir(d)) n++;
+    return n;
+}
+
+static int streams(const char *dir) {
+    streams_dir = dir;
+    /* fopen in every mode glibc reads, and in ones only its own fopen knows. */
+    write_through("f", "w", "abc\n");
+    write_through("f", "a", "def\n");
+    write_through("f", "ab", "ghi\n");
+    write_through("f", "r+", "X");
+    write_through("g", "wx", "new\n");
+    write_through("g", "wx", "again\n");
+    write_through("g", "a+", "more\n");
+    const char *modes[] = {"r", "rb", "r+", "a+", "re", "rm", "r,ccs=UTF-8", "rc", "q", "r+be"};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) show_fopen("f", modes[i]);
+    show_fopen("g", "r");
+    show_fopen("missing", "r");
+    show_fopen("missing/f", "w");
+    show_fopen(".", "r");
+    show_fopen(".", "w");
+    show_fopen("f/", "r");
+    show_fopen("", "r");
+    /* A directory of more entries than one getdents64 buffer holds. */
+    mkdir(in_dir("big"), 0755);
+    for (int i = 0; i < 1500; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "big/entry-with-a-longish-name-%04d", i);
+        close(open(in_dir(name), O_CREAT | O_WRONLY, 0644));
+    }
+    DIR *d = opendir(in_dir("big"));
+    if (!d) {
+        printf("opendir big: %s\n", strerror(errno));
+        return 1;
+    }
+    printf("dirfd is a descriptor: %d\n", fcntl(dirfd(d), F_GETFD) >= 0);
+    long all = count_rest(d);
+    rewinddir(d);
+    for (int i = 0; i < 700; i++) readdir(d);
+    long mark = telldir(d);
+    struct dirent *e = readdir(d);
+    char after_mark[256];
+    snprintf(after_mark, sizeof after_mark, "%s", e ? e->d_name : "(none)");
+    long rest = count_rest(d);
+    seekdir(d, mark);
+    e = readdir(d);
+    int found_again = e && !strcmp(e->d_name, after_mark);
+    rewinddir(d);
+    printf("big: %ld entries, %ld after the 701st, seekdir back finds it again: %d, telldir "
+           "at the start %ld\n",
+           all, rest, found_again, telldir(d));
+    struct dirent entry, *result;
+    long by_r = 0;
+    int r;
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    while ((r = readdir_r(d, &entry, &result)) == 0 && result) by_r++;
+    printf("readdir_r: %ld entries, ends with %d\n", by_r, r);
+    errno = 0;
+    printf("readdir at the end: %p, errno %d\n", (void *)readdir(d), errno);
+    rewinddir(d);
+    shared_stream = d;
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) pthread_create(&t[i], 0, read_shared, 0);
+    for (int i = 0; i < 3; i++) pthread_join(t[i], 0);
+    printf("three threads on one stream: %ld entries\n", shared_seen);
+    printf("closedir: %d\n", closedir(d));
+    /* What cannot be a stream. */
+    errno = 0;
+    printf("opendir f: %s\n", opendir(in_dir("f")) ? "a stream" : strerror(errno));
+    printf("opendir missing: %s\n", opendir(in_dir("missing")) ? "a stream" : strerror(errno));
+    printf("opendir empty name: %s\n", opendir("") ? "a stream" : strerror(errno));
+    int fd = open(in_dir("f"), O_RDONLY);
+    printf("fdopendir of a file: %s\n", fdopendir(fd) ? "a stream" : strerror(errno));
+    close(fd);
+    printf("fdopendir -1: %s\n", fdopendir(-1) ? "a stream" : strerror(errno));
+    fd = open(in_dir("big"), O_PATH | O_DIRECTORY);
+    d = fdopendir(fd);
+    errno = 0;
+    e = d ? readdir(d) : 0;
+    printf("fdopendir of an O_PATH descriptor: %s, readdir %s\n", d ? "a stream" : "none",
+           e ? "an entry" : strerror(errno));
+    if (d) closedir(d);
+    DIR *volatile none = NULL; /* glibc answers EINVAL, though the header says non-null */
+    int closed = closedir(none);
+    printf("closedir(NULL): %d %s\n", closed, strerror(errno));
+    /* A directory removed while listed ends the listing, with no error. */
+    mkdir(in_dir("gone"), 0755);
+    d = opendir(in_dir("gone"));
+    rmdir(in_dir("gone"));
+    errno = 0;
+    e = readdir(d);
+    printf("removed while open: %s, errno %d\n", e ? e->d_name : "end", errno);
+    closedir(d);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, 0, _IOLBF, 0);
     if (argc >= 2 && !strcmp(argv[1], "lookups")) {
@@ -218,6 +426,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc == 4 && !strcmp(argv[1], "stress")) return stress(argv[2], atol(argv[3]));
-    fprintf(stderr, "usage: fastpath lookups PATH... | raw PATH | stub PATH | stress PATH N\n");
+    if ((argc == 2 || argc == 3) && !strcmp(argv[1], "streams"))
+        return streams(argc == 3 ? argv[2] : "");
+    fprintf(stderr,
+            "usage: fastpath lookups PATH... | raw PATH | stub PATH | stress PATH N | streams [DIR]\n");
     return 2;
 }
