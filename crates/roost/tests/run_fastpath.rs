@@ -336,6 +336,47 @@ fn directory_streams_and_fopen_behave_as_natively() {
 }
 
 #[test]
+fn a_lookup_through_a_missing_directory_or_a_file_is_answered_in_process() {
+    // The proof that a directory is free of symlinks fails with ENOENT (or ENOTDIR) before
+    // any symlink, which is then the lookup's own answer: compilers and loaders probe many
+    // directories that do not exist.
+    let (_t, mount) = hello_tree("fastpath-missing-dir");
+    let script = "for n in 1 2 3 4 5 6 7 8; do test -e /m/nodir/f; test -e /m/f/x; \
+                  test -e /usr/nodir/x; done; stat -c %n /m/nodir/f /m/f/x /usr/nodir/x; true";
+    let run = |mode: &[&str]| {
+        let options = [mode, &["--summary", "--mount", &mount][..]].concat();
+        let o = roost_run(&options, "sh", &["-c", script]);
+        assert!(o.status.success(), "{}", text(&o));
+        (stdout(&o), stderr(&o))
+    };
+    let (fast_out, fast_summary) = run(&[]);
+    let (strict_out, strict_summary) = run(&["--strict"]);
+    let errors = |summary: &str| -> Vec<String> {
+        summary
+            .lines()
+            .filter(|l| l.starts_with("stat:"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(fast_out, strict_out);
+    assert_eq!(errors(&fast_summary), errors(&strict_summary));
+    assert_eq!(errors(&fast_summary).len(), 3, "{fast_summary}");
+    let trapped = |summary: &str, prefix: &str| {
+        summary
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(prefix))
+    };
+    // (--summary groups names by their first two components.)
+    for prefix in ["/m/nodir", "/m/f", "/usr/nodir"] {
+        assert!(
+            trapped(&strict_summary, prefix),
+            "{prefix}: {strict_summary}"
+        );
+        assert!(!trapped(&fast_summary, prefix), "{prefix}: {fast_summary}");
+    }
+}
+
+#[test]
 fn calls_the_library_does_not_see_are_still_translated() {
     let (t, mount) = hello_tree("fastpath-unseen");
     let p = probe();
