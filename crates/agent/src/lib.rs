@@ -5,9 +5,11 @@
 //!
 //! Layout: `arch` (registers, the syscall table `Sys`), `syscalls` (what each trapped call
 //! is), `call` (a trapped call decoded once), `filter` (the BPF program), `guard` (roost's
-//! own processes kept out of the program's reach), `spawn` (start and seize), `tracer` (the
-//! ptrace loop), `supervisor` (the threads answering calls delivered as seccomp
-//! notifications: rules, then the main path), `handlers` (decide: resolve paths, the
+//! own processes kept out of the program's reach), `spawn` (start and seize), `run` (one
+//! run: the filter, the program started, both backends started on the record they share,
+//! `shared`), `tracer` (the ptrace backend: the stop loop), `supervisor` (the notification
+//! backend: the threads answering calls delivered as seccomp notifications, rules then the
+//! main path), `handlers` (decide: resolve paths, the
 //! classes' rules), `decision` (what they decide), `remote` (the driver-side executor),
 //! `caller` (acting as the caller), `procinfo` (reading /proc), `programs` (each process's
 //! program), `task`, `memory`, `call_log` (--trace/--summary). docs/agent.md draws a trapped
@@ -28,6 +30,8 @@ pub mod memory;
 pub mod procinfo;
 pub mod programs;
 pub mod remote;
+pub mod run;
+pub mod shared;
 pub mod spawn;
 pub mod supervisor;
 pub mod sys;
@@ -36,5 +40,5 @@ pub mod task;
 pub mod tracer;
 pub mod vfd;
 
+pub use run::{run, Options};
 pub use spawn::SpawnError;
-pub use tracer::{run, Options};

@@ -11,85 +11,26 @@ use crate::call::Call;
 use crate::call_log::{Record, Tracer};
 use crate::copies;
 use crate::decision::{Action, Arg, Decision, Scratch};
-use crate::fastpath::FastPath;
-use crate::filter::{self, Trap, Verdict};
 use crate::guard;
-use crate::handlers::virtual_ids::{self, VirtualIds};
+use crate::handlers::virtual_ids;
 use crate::handlers::{self, procfs, socket, Ctx};
 use crate::memory;
 use crate::procinfo;
 use crate::remote;
-use crate::spawn::{self, SpawnError};
-use crate::supervisor::{self, send_back, Shared};
-use crate::syscalls::{Kind, Table, Unless};
+use crate::shared::{self, Shared};
+use crate::spawn;
+use crate::syscalls::{Kind, Table};
 use crate::task::{
     self, AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_MARK, SCRATCH_MARK_AT, SCRATCH_SIZE,
     SLOT_SIZE,
 };
-use crate::vfd::Vfds;
 use roost_vfs::Namespace;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::ffi::CString;
-use std::io::{self, Write};
+use std::io;
 use std::rc::Rc;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// How a `roost run` session is set up.
-pub struct Options {
-    /// `--trace FILE`: where JSON lines go.
-    pub trace: Option<Box<dyn Write>>,
-    /// `--summary`: print the tables at exit.
-    pub summary: bool,
-    /// `--pin`: run the agent and the program on the CPU roost starts on. A ptrace stop
-    /// costs several times more when tracer and tracee sit on different CPUs of a VM; the
-    /// price is that a parallel program gets one CPU.
-    pub pin: bool,
-    /// `--no-notify`: deliver every trapped call as a ptrace stop (no seccomp notifications).
-    pub no_notify: bool,
-    /// `--attach all`: trace every process from its fork, as without notifications, instead
-    /// of attaching to a process only for the calls that need a ptrace stop
-    /// ([`crate::attach`]).
-    pub attach_all: bool,
-    /// Called with the program's exit code as soon as the program itself exits; [`run`]
-    /// returns only when every process it left running has exited too.
-    pub on_program_exit: Option<Box<dyn FnOnce(i32)>>,
-    /// Called with the signal whenever the program stops (SIGSTOP, Ctrl-Z): a process that
-    /// stands in for the program towards the caller's shell stops too. With it, roost itself
-    /// ignores the terminal's stop signals, which it must survive to let the program stop and
-    /// then go on after SIGCONT.
-    pub on_program_stop: Option<Box<dyn FnMut(i32)>>,
-    /// `--uid/--gid/--hostname`: the identity the id queries and uname report.
-    pub ids: VirtualIds,
-    /// `--idle-poll-us`: how long a low-priority thread keeps a CPU awake after each
-    /// descriptor roost installs in the program ([`supervisor::keep_awake`]; zero: never).
-    pub idle_poll: std::time::Duration,
-    /// roost's other supervising processes (the front of `roost run`), kept out of the
-    /// program's reach with the agent itself ([`guard`]).
-    pub supervisors: Vec<i32>,
-    /// The in-process fast path ([`crate::fastpath`]), prepared with the mount table.
-    pub fast: Option<Arc<FastPath>>,
-}
-
-/// What each driver of the mount table did (remote servers, their calls and time, cache
-/// use), once per driver.
-fn driver_reports(ns: &Namespace) -> String {
-    let mut seen: Vec<*const ()> = Vec::new();
-    let mut out = String::new();
-    for m in ns.table().mounts() {
-        if let roost_vfs::Target::Driver { driver, .. } = &m.target {
-            let id = Arc::as_ptr(driver) as *const ();
-            if !seen.contains(&id) {
-                seen.push(id);
-                driver.flush(); // what is still to be written back counts
-                out.push_str(&driver.report().unwrap_or_default());
-            }
-        }
-    }
-    out
-}
 
 /// Whether process `pid` has a mapping that starts at `addr`.
 fn maps_at(pid: i32, addr: u64) -> bool {
@@ -98,31 +39,6 @@ fn maps_at(pid: i32, addr: u64) -> bool {
     };
     let start = format!("{addr:x}-");
     maps.lines().any(|l| l.starts_with(&start))
-}
-
-/// Restricts this process (and so every tracee it forks) to the CPU it is running on.
-fn pin_to_current_cpu() -> io::Result<()> {
-    // SAFETY: sched_getcpu has no arguments; the cpu set is plain data.
-    unsafe {
-        let cpu = libc::sched_getcpu();
-        if cpu < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// The agent's own peak resident set size, in KiB.
-fn peak_rss_kib() -> i64 {
-    // SAFETY: the kernel fills the plain-data struct.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    ru.ru_maxrss
 }
 
 /// The agent's state for one session.
@@ -198,7 +114,7 @@ fn event_msg(pid: i32) -> u64 {
 }
 
 /// Waits for the next stop or exit of tracee `pid` (-1: any), with `flags` besides
-/// `__WALL`; `None` when a signal interrupted the wait ([`send_back::WAKE_SIGNAL`]: a call
+/// `__WALL`; `None` when a signal interrupted the wait ([`shared::WAKE_SIGNAL`]: a call
 /// the supervisor sends back, or a request to end).
 fn wait_or_woken(pid: i32, flags: libc::c_int) -> io::Result<Option<(i32, i32)>> {
     let mut status = 0;
@@ -214,7 +130,7 @@ fn wait_or_woken(pid: i32, flags: libc::c_int) -> io::Result<Option<(i32, i32)>>
     Err(e)
 }
 
-/// Lets [`send_back::WAKE_SIGNAL`] interrupt the tracer's waits (and do nothing else).
+/// Lets [`shared::WAKE_SIGNAL`] interrupt the tracer's waits (and do nothing else).
 fn catch_wake_signal() {
     extern "C" fn nothing(_: libc::c_int) {}
     // SAFETY: a handler that does nothing, installed without SA_RESTART so waitpid returns.
@@ -222,7 +138,7 @@ fn catch_wake_signal() {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = nothing as extern "C" fn(libc::c_int) as usize;
         libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(send_back::WAKE_SIGNAL, &sa, std::ptr::null_mut());
+        libc::sigaction(shared::WAKE_SIGNAL, &sa, std::ptr::null_mut());
     }
 }
 
@@ -249,319 +165,72 @@ fn wait(pid: i32) -> io::Result<(i32, i32)> {
     }
 }
 
-/// The seccomp rules: everything in the table when paths must be seen (a mount list, or
-/// tracing), otherwise only the refusals, which the filter answers without a stop. With
-/// `notify`, the pure lookups go to the notification thread instead of a ptrace stop; with
-/// `lazy` every trapped call does, and takes a ptrace stop only when roost sent it back.
-fn rules(table: &Table, full: bool, notify: bool, ids: bool, lazy: bool) -> Vec<(u32, Verdict)> {
-    let sent_back = |sys: Sys| Verdict::NotifyUnlessIs {
-        arg: crate::syscalls::mark_arg(sys),
-        value: crate::syscalls::BY_PTRACE,
-    };
-    table
-        .entries()
-        .filter_map(|(nr, entry)| match entry.kind {
-            Kind::Refuse(e) => Some((nr, Verdict::Errno(e))),
-            // Their rules are `guard::rules`.
-            Kind::Aimed(_) | Kind::RefuseIf { .. } => None,
-            Kind::Clone if lazy => None,
-            Kind::Credentials | Kind::Identity => {
-                Some(nr).zip(id_rule((entry.sys, entry.kind), notify, ids))
-            }
-            _ if lazy && full => Some((nr, sent_back(entry.sys))),
-            Kind::Clone if full => Some((
-                nr,
-                Verdict::TraceIf {
-                    arg: 0,
-                    bits: libc::CLONE_UNTRACED as u32,
-                },
-            )),
-            Kind::Clone => None,
-            _ if notify && entry.notified.is_some() => {
-                let verdict = match entry.notified.and_then(|n| n.unless) {
-                    Some(Unless::AnyBit { arg, bits }) => Verdict::NotifyUnless { arg, bits },
-                    Some(Unless::Is { arg, value }) => Verdict::NotifyUnlessIs { arg, value },
-                    None => Verdict::Notify,
-                };
-                Some((nr, verdict))
-            }
-            _ if full => Some((nr, Verdict::Trace)),
-            _ => None,
-        })
-        .collect()
-}
-
-/// prctl's options that lower a process's capabilities: `PR_CAPBSET_DROP` (taken away at
-/// its next exec) and `PR_SET_SECUREBITS` (root keeping none across an exec, say).
-const CAPABILITY_PRCTLS: &[u32] = &[24, 28];
-
-/// The rule for a credential change or an id query (`sys`, `kind`).
-fn id_rule((sys, kind): (Sys, Kind), notify: bool, ids: bool) -> Option<Verdict> {
-    match kind {
-        // Only the notification thread cares, and only when roost is root (others
-        // cannot hand their tracees a different identity).
-        // SAFETY: a plain id query.
-        Kind::Credentials if notify && unsafe { libc::geteuid() } == 0 => Some(match sys {
-            Sys::Prctl => Verdict::NotifyIfOneOf {
-                arg: 0,
-                values: CAPABILITY_PRCTLS,
-            },
-            _ => Verdict::Notify,
-        }),
-        Kind::Identity if ids && notify => Some(Verdict::Notify),
-        Kind::Identity if ids => Some(Verdict::Trace),
-        _ => None,
-    }
-}
-
-/// The rules for the calls that tell a descriptor's identity ([`copies::CALLS`]): notified
-/// on the copies' range, or with ptrace only (no range: the kernel places those
-/// descriptors) a stop for every descriptor, when paths are seen at all.
-fn identity_rules(range: Option<(u32, u32)>, full: bool) -> Vec<(u32, Verdict)> {
-    let duplicating = copies::DUPLICATING.iter().filter(|_| range.is_some());
-    copies::CALLS
-        .iter()
-        .chain(duplicating)
-        .filter_map(|&sys| {
-            let nr = sys.nr() as u32;
-            match range {
-                Some((from, _)) => Some((nr, Verdict::NotifyIfFdFrom { args: &[0], from })),
-                None if full => Some((nr, Verdict::Trace)),
-                None => None,
-            }
-        })
-        .collect()
-}
-
-/// The soft limit on descriptors the program starts with.
-fn descriptor_limit() -> u64 {
-    // SAFETY: the kernel fills the plain-data struct.
-    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
-    // SAFETY: a query of our own limit into a valid struct.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return 1024;
-    }
-    limit.rlim_cur
-}
-
 /// The kernel's "restart this call" results (ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND,
 /// ERESTART_RESTARTBLOCK), seen only by a tracer at the exit stop.
 const RESTARTS: [i64; 4] = [512, 513, 514, 516];
 const STOP_SIGNALS: [i32; 4] = [libc::SIGSTOP, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
 
-/// Runs `argv` (exec'ing `program`, a logical path) under the agent with namespace `ns`;
-/// returns the exit code as a shell reports it (128+N for death by signal N).
-pub fn run(
-    ns: Namespace,
-    program: &[u8],
-    argv: &[Vec<u8>],
-    options: Options,
-) -> Result<i32, SpawnError> {
-    // Before the program exists: its calls aimed at roost are refused from the start.
-    if let Err(e) = guard::undumpable() {
-        eprintln!("roost: cannot make roost's own process undumpable: {e}");
-    }
-    guard::protect(&options.supervisors);
-    let table = Table::new();
-    let tracer = Tracer::new(options.trace, options.summary);
-    let full = !ns.table().is_empty() || tracer.wants_results();
-    // Traces need each call's result and duration, which only ptrace stops give.
-    let notify = full && !tracer.wants_results() && !options.no_notify;
-    let lazy = notify && !options.attach_all;
-    let foreign = if notify {
-        Verdict::Notify
-    } else {
-        Verdict::Errno(libc::ENOSYS)
-    };
-    let ids = options.ids.any();
-    // Files of direct-mode mounts, and files of cached-mode ones opened to append, are
-    // virtual descriptors served by notifications; without notifications they are used
-    // through local copies, as in cached mode.
-    let vfd_range = (notify && ns.table().any_remote()).then(|| Vfds::range(descriptor_limit()));
-    let mut first = Vec::new();
-    if let Some((from, _)) = vfd_range {
-        first.extend(
-            table
-                .descriptor_calls()
-                .map(|(nr, args)| (nr, Verdict::NotifyIfFdFrom { args, from })),
-        );
-    }
-    // Local copies of remote objects: their identity calls are answered by roost.
-    let copies_range = notify.then(|| copies::range(descriptor_limit()));
-    first.extend(identity_rules(copies_range, full));
-    // The fast path's calls from its code page pass before any rule traps them.
-    let fast = options.fast.filter(|_| full);
-    if let Some(fast) = &fast {
-        for (from, _) in vfd_range.iter().chain(copies_range.iter()) {
-            fast.set_descriptor_floor(*from);
-        }
-        fast.publish(&ns);
-        let publisher = Arc::clone(fast);
-        ns.watch(Box::new(move |ns| publisher.publish(ns)));
-        first.splice(0..0, fast.rules());
-    }
-    let own = guard::own_ids();
-    let trap = if notify { Trap::Notify } else { Trap::Trace };
-    first.extend(guard::rules(&table, trap));
-    first.extend(rules(&table, full, notify, ids, lazy));
-    let bpf = filter::build(&first, foreign, &own);
-    let cstr = |b: &[u8]| CString::new(b.to_vec()).unwrap_or_default();
-    let argv: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
-    let physical_cwd = std::env::current_dir()
-        .map(|p| p.into_os_string().into_encoded_bytes())
-        .unwrap_or_else(|_| b"/".to_vec());
-    let fs = Fs {
-        logical: ns.logical_cwd(&physical_cwd),
-        physical: physical_cwd,
-    };
-    if options.pin {
-        if let Err(e) = pin_to_current_cpu() {
-            eprintln!("roost: --pin: {e}");
-        }
-    }
-    if lazy {
-        if let Err(e) = attach::become_subreaper() {
-            eprintln!("roost: cannot become the subreaper of the program's processes: {e}");
-        }
-    }
-    let spawned = match spawn::spawn(&cstr(program), &argv, &bpf, notify, lazy) {
-        // No notifications here (kernel < 5.6, or the filter flag refused): ptrace only.
-        Err(SpawnError::Listener(_)) | Err(SpawnError::Filter(..)) if notify => {
-            let mut rules_then: Vec<_> = fast.iter().flat_map(|f| f.rules()).collect();
-            rules_then.extend(identity_rules(None, full));
-            rules_then.extend(guard::rules(&table, Trap::Trace));
-            rules_then.extend(rules(&table, full, false, ids, false));
-            let bpf = filter::build(&rules_then, Verdict::Errno(libc::ENOSYS), &own);
-            spawn::spawn(&cstr(program), &argv, &bpf, false, false)?
-        }
-        r => r?,
-    };
-    let pid = spawned.pid;
-    let notifications = spawned.listener.is_some();
-    let lazy = lazy && notifications;
-    if lazy {
-        if let Err(e) = attach::end_on_signals() {
-            eprintln!("roost: SIGTERM will not reach the program's untraced processes: {e}");
-        }
-    }
-    if notifications {
+/// What the stop loop is given to run one program ([`trace`]).
+pub(crate) struct Program {
+    pub shared: Arc<Shared>,
+    pub table: Table,
+    /// The program's first process, started under the filter.
+    pub pid: i32,
+    /// Its working directory, logical and physical.
+    pub fs: Fs,
+    pub call_log: Tracer,
+    /// Trapped calls come as notifications too.
+    pub notifications: bool,
+    /// Processes are attached to only for the calls that need a stop ([`crate::attach`]).
+    pub lazy: bool,
+    pub on_program_exit: Option<Box<dyn FnOnce(i32)>>,
+    pub on_program_stop: Option<Box<dyn FnMut(i32)>>,
+}
+
+/// Takes the program's ptrace stops until every process it started is gone: its exit code
+/// as a shell reports it (1 when it is not known), and the call log.
+pub(crate) fn trace(p: Program) -> (i32, Tracer) {
+    if p.notifications {
         catch_wake_signal();
-    }
-    let vfds = match (vfd_range, &spawned.listener) {
-        (Some((from, to)), Some(_)) => {
-            // Each open direct-mode file holds two descriptors in roost. The program,
-            // started already, keeps the limit it was given.
-            crate::sys::raise_descriptor_limit();
-            match Vfds::start(from, to) {
-                Ok(v) => Some(v),
-                Err(e) => {
-                    eprintln!("roost: direct-mode files cannot be served ({e}); they are cached");
-                    None
-                }
-            }
-        }
-        _ => None,
-    };
-    let shared = Arc::new(Shared {
-        vfds,
-        ns,
-        execs: Default::default(),
-        // SAFETY: gettid has no arguments.
-        sent_back: notifications
-            .then(|| send_back::SentBack::new(unsafe { libc::syscall(libc::SYS_gettid) } as i32)),
-        credentials_changed: AtomicBool::new(false),
-        stops: Arc::default(),
-        rerooted: Default::default(),
-        ids: options.ids,
-        copies: copies_range
-            .filter(|_| notifications)
-            .map(|(from, to)| crate::vfd::Slots::new(from, to)),
-        fast,
-    });
-    if let Some(fast) = &shared.fast {
-        let run = Arc::downgrade(&shared);
-        let ticking = FastPath::keep_fresh(move || {
-            let Some(shared) = run.upgrade() else {
-                return false;
-            };
-            if let Some(fast) = &shared.fast {
-                fast.refresh(&shared.ns);
-            }
-            true
-        });
-        if let Err(e) = ticking {
-            eprintln!("roost: no in-process fast path this run (no thread for its clock: {e})");
-            fast.turn_off(&shared.ns);
-        }
-    }
-    if let Some(vfds) = &shared.vfds {
-        let vfds = Arc::clone(vfds);
-        shared
-            .ns
-            .set_descriptor_names(Box::new(move |ino| vfds.name_of(ino)));
-    }
-    if let Some(listener) = spawned.listener {
-        supervisor::keep_awake::start(options.idle_poll);
-        supervisor::start(listener, Arc::clone(&shared));
     }
     // The tracer must not die (or stop) of the terminal's signals meant for the program.
     // SAFETY: setting dispositions of this process only (the child keeps its defaults).
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-        if options.on_program_stop.is_some() {
+        if p.on_program_stop.is_some() {
             for sig in STOP_SIGNALS.into_iter().filter(|&s| s != libc::SIGSTOP) {
                 libc::signal(sig, libc::SIG_IGN);
             }
         }
     }
     let mut agent = Agent {
-        shared,
-        table,
+        shared: p.shared,
+        table: p.table,
         tasks: HashMap::new(),
         parked: HashMap::new(),
-        main: pid,
+        main: p.pid,
         exit_code: None,
-        on_program_exit: options.on_program_exit,
-        on_program_stop: options.on_program_stop,
-        tracer,
-        notifications,
+        on_program_exit: p.on_program_exit,
+        on_program_stop: p.on_program_stop,
+        tracer: p.call_log,
+        notifications: p.notifications,
         interrupted: HashMap::new(),
-        lazy,
+        lazy: p.lazy,
         spaces: attach::Spaces::default(),
         untraceable: HashSet::new(),
     };
-    if !lazy {
+    if !p.lazy {
         agent.tasks.insert(
-            pid,
+            p.pid,
             Task::new(
-                Rc::new(RefCell::new(fs)),
+                Rc::new(RefCell::new(p.fs)),
                 Rc::new(RefCell::new(AddrSpace::new(None))),
             ),
         );
     }
     agent.run_loop();
-    if let Some(vfds) = &agent.shared.vfds {
-        vfds.finish();
-    }
-    handlers::mounts_view::cleanup();
-    let (hits, misses) = agent.shared.ns.hits_and_misses();
-    match agent.tracer.finish() {
-        Ok(Some(summary)) => eprintln!(
-            "{summary}{}{}agent: peak RSS {} KiB, path cache {hits} hits / {misses} misses",
-            agent
-                .shared
-                .fast
-                .as_ref()
-                .map(|f| f.report())
-                .unwrap_or_default(),
-            driver_reports(agent.ns()),
-            peak_rss_kib(),
-        ),
-        Ok(None) => {}
-        Err(e) => eprintln!("roost: writing the trace: {e}"),
-    }
-    Ok(agent.exit_code.unwrap_or(1))
+    (agent.exit_code.unwrap_or(1), agent.tracer)
 }
 
 impl Agent {
@@ -613,7 +282,7 @@ impl Agent {
             }
             let interrupted = ptrace(libc::PTRACE_INTERRUPT, s.tid, 0).is_ok();
             let error = if interrupted {
-                -send_back::ERESTARTNOINTR
+                -shared::ERESTARTNOINTR
             } else {
                 -libc::ENOSYS
             };
@@ -641,11 +310,11 @@ impl Agent {
     /// to restart, marks it ([`Agent::mark`]) and makes it restart, signal or not.
     fn mark_sent_back(&mut self, pid: i32, nr: i64) -> io::Result<()> {
         let mut regs = Regs::get(pid)?;
-        let restarts = [send_back::ERESTARTNOINTR, supervisor::ERESTARTSYS]
+        let restarts = [shared::ERESTARTNOINTR, shared::ERESTARTSYS]
             .iter()
             .any(|&e| regs.ret() == -(e as i64));
         if restarts && regs.nr() == nr && self.mark(pid, &mut regs)? {
-            regs.set_ret(-(send_back::ERESTARTNOINTR as i64));
+            regs.set_ret(-(shared::ERESTARTNOINTR as i64));
             regs.set(pid)?;
         }
         Ok(())
@@ -862,10 +531,10 @@ impl Agent {
     fn on_signal(&mut self, pid: i32, sig: i32) -> io::Result<()> {
         if self.notifications {
             if let Ok(mut regs) = Regs::get(pid) {
-                if regs.ret() == -(supervisor::ERESTARTSYS as i64)
+                if regs.ret() == -(shared::ERESTARTSYS as i64)
                     && self.table.restarts_when_notified(regs.nr())
                 {
-                    regs.set_ret(-(send_back::ERESTARTNOINTR as i64));
+                    regs.set_ret(-(shared::ERESTARTNOINTR as i64));
                     regs.set(pid)?;
                 }
             }

@@ -5,7 +5,6 @@
 //! served with requests to the server, their data copied between the program's buffers
 //! and the requests. A call on any other descriptor of the range is let through.
 
-use super::fifo::GroupStops;
 use super::handover::{hand_over, replace_then_continue};
 use super::locks;
 use super::{Notification, Reply, CONTINUE};
@@ -15,6 +14,7 @@ use crate::decision::RemoteCall;
 use crate::memory;
 use crate::memory::bytes_of;
 use crate::remote::{into_buffer, statfs_bytes, umask};
+use crate::shared::GroupStops;
 use crate::vfd::{VFile, Vfds};
 use roost_vfs::{Errno, Intent, OpenMode};
 use std::os::fd::OwnedFd;

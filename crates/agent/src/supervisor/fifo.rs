@@ -13,15 +13,13 @@ use super::lookup::last_errno;
 use super::{send, Notification, Reply};
 use crate::caller::as_caller;
 use crate::procinfo::{main_thread_blocked, Status};
-use std::collections::{HashMap, HashSet};
+use crate::shared::{GroupStops, ERESTARTSYS};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
-/// The kernel's "restart this call" code (never seen by programs).
-pub const ERESTARTSYS: i32 = 512;
 /// How often the caller is looked at while it waits.
 const TICK: Duration = Duration::from_millis(10);
 
@@ -55,43 +53,6 @@ pub fn names_fifo(path: &CString) -> bool {
     // SAFETY: a valid C string and stat buffer.
     let rc = unsafe { libc::stat(path.as_ptr(), &mut st) };
     rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
-}
-
-/// The processes (thread-group ids) in a group stop, with the threads that have reported
-/// it, as the ptrace thread sees them. A stop signal sent to a process is taken by one
-/// thread, which starts the stop; a thread waiting here never sees it pending, so it learns
-/// of the stop from this set and leaves its call to stop too. Only a thread that has not
-/// reported the stop is sent back: the kernel restarts the call of a thread with the stop
-/// still pending, but would hand ERESTARTSYS to one without.
-#[derive(Default)]
-pub struct GroupStops(Mutex<HashMap<i32, HashSet<i32>>>);
-
-impl GroupStops {
-    /// Thread `tid` of process `tgid` has stopped for the process's group stop.
-    pub fn stopped(&self, tgid: i32, tid: i32) {
-        let mut stops = self.0.lock().expect("group stops lock");
-        stops.entry(tgid).or_default().insert(tid);
-    }
-    /// Process `tgid` runs again (SIGCONT).
-    pub fn resumed(&self, tgid: i32) {
-        self.0.lock().expect("group stops lock").remove(&tgid);
-    }
-    /// Thread `tid` is gone (and its id may be reused): it leaves any stop it reported, and a
-    /// process it led is forgotten.
-    pub fn gone(&self, tid: i32) {
-        let mut stops = self.0.lock().expect("group stops lock");
-        stops.remove(&tid);
-        for reported in stops.values_mut() {
-            reported.remove(&tid);
-        }
-    }
-    /// Whether thread `tid` of process `tgid` has a group stop still to take.
-    fn must_stop(&self, tgid: i32, tid: i32) -> bool {
-        let stops = self.0.lock().expect("group stops lock");
-        stops
-            .get(&tgid)
-            .is_some_and(|reported| !reported.contains(&tid))
-    }
 }
 
 /// What the waiting caller is doing.

@@ -19,9 +19,10 @@
 //! Locks hold between the programs of this host only: a program on another host, through
 //! its own roost, does not see them.
 
-use super::fifo::{look_at, Caller, GroupStops, ERESTARTSYS};
+use super::fifo::{look_at, Caller};
 use super::{Notification, Reply};
 use crate::memory;
+use crate::shared::{GroupStops, ERESTARTSYS};
 use crate::vfd::VFile;
 use std::os::fd::AsRawFd;
 use std::time::Duration;

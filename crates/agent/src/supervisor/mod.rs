@@ -30,63 +30,12 @@ use crate::arch::Sys;
 use crate::call::Call;
 use crate::handlers;
 use crate::memory;
+pub use crate::shared::Shared;
 use crate::syscalls::Table;
 use crate::task::Fs;
-pub use fifo::{GroupStops, ERESTARTSYS};
 use roost_vfs::Namespace;
-use std::collections::HashSet;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-
-/// Threads whose root directory is no longer roost's (they, or a thread they share their
-/// file-system attributes with or descend from, called chroot): the mount list does not
-/// apply inside their new root, so their calls are left to the kernel.
-#[derive(Default)]
-pub struct Rerooted {
-    any: AtomicBool,
-    tids: Mutex<HashSet<i32>>,
-}
-
-impl Rerooted {
-    pub fn add(&self, tid: i32) {
-        self.tids.lock().expect("rerooted lock").insert(tid);
-        self.any.store(true, Ordering::Release);
-    }
-    pub fn remove(&self, tid: i32) {
-        if self.any.load(Ordering::Acquire) {
-            self.tids.lock().expect("rerooted lock").remove(&tid);
-        }
-    }
-    pub fn contains(&self, tid: i32) -> bool {
-        self.any.load(Ordering::Acquire) && self.tids.lock().expect("rerooted lock").contains(&tid)
-    }
-}
-
-/// State the supervisor shares with the ptrace thread.
-pub struct Shared {
-    pub ns: Namespace,
-    /// The open files of direct-mode mounts (None: no such mount, or no notifications).
-    pub vfds: Option<Arc<crate::vfd::Vfds>>,
-    /// Each process's program and exec count.
-    pub execs: crate::programs::Execs,
-    /// Calls the supervisor sends back to take a ptrace stop (None: no notifications).
-    pub sent_back: Option<send_back::SentBack>,
-    /// Set once any tracee changed its credentials: from then on, opens performed here
-    /// take on the caller's file-system identity.
-    pub credentials_changed: AtomicBool,
-    /// The processes in a group stop (kept by the ptrace thread).
-    pub stops: Arc<GroupStops>,
-    /// The threads that changed their root (kept by the ptrace thread).
-    pub rerooted: Rerooted,
-    /// The identity id queries and uname report (`--uid`, ...).
-    pub ids: crate::handlers::virtual_ids::VirtualIds,
-    /// The descriptor numbers local copies of remote objects are installed at, where their
-    /// fstat and getdents are notified (`crate::copies`; None: no notifications).
-    pub copies: Option<crate::vfd::Slots>,
-    /// The in-process fast path's table, kept current (None: no fast path this run).
-    pub fast: Option<Arc<crate::fastpath::FastPath>>,
-}
+use std::sync::Arc;
 
 /// `SECCOMP_IOCTL_NOTIF_SET_FLAGS` (Linux 6.6; newer than the libc headers).
 const SECCOMP_IOCTL_NOTIF_SET_FLAGS: libc::c_ulong = 0x4008_2104;

@@ -9,11 +9,12 @@
 //! being broken — waits on a thread of its own ([`fifo`]), as the caller would in the
 //! kernel, with its signals still delivered.
 
-use super::fifo::{self, GroupStops};
+use super::fifo;
 use super::handover::Request;
 use super::{Notification, Reply};
 use crate::call::Open;
 use crate::caller::prepare;
+use crate::shared::GroupStops;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;

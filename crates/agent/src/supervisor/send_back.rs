@@ -8,71 +8,7 @@
 //! `Verdict::NotifyUnlessIs`).
 
 use super::{Notification, Reply, Shared};
-use std::sync::{Condvar, Mutex};
-use std::time::Duration;
-
-/// The kernel's "restart this call, signal or not" result.
-pub const ERESTARTNOINTR: i32 = 513;
-
-/// A notification the tracer must answer (see the module doc).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SendBack {
-    pub tid: i32,
-    pub id: u64,
-    pub listener: i32,
-    /// The call's number: only that call is marked when the thread stops.
-    pub nr: i64,
-}
-
-/// Calls on their way from the supervisor to the tracer.
-pub struct SentBack {
-    queue: Mutex<Vec<SendBack>>,
-    taken: Condvar,
-    /// The tracer thread (woken with [`WAKE_SIGNAL`]).
-    tracer: i32,
-}
-
-/// Interrupts the tracer's wait for the next stop (its handler does nothing).
-pub const WAKE_SIGNAL: i32 = libc::SIGURG;
-
-impl SentBack {
-    /// For the tracer thread `tracer`, whose waits [`WAKE_SIGNAL`] interrupts.
-    pub fn new(tracer: i32) -> SentBack {
-        SentBack {
-            queue: Mutex::new(Vec::new()),
-            taken: Condvar::new(),
-            tracer,
-        }
-    }
-
-    /// Hands `s` to the tracer and returns once it took it. The tracer is woken again every
-    /// millisecond: a wake-up that came while it was busy leaves it asleep in its next wait.
-    fn send(&self, s: SendBack) {
-        super::pool::may_block();
-        let mut queue = self.queue.lock().expect("sent-back lock");
-        queue.push(s);
-        while queue.contains(&s) {
-            // SAFETY: a signal to a thread of this process, whose handler does nothing.
-            unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), self.tracer, WAKE_SIGNAL) };
-            queue = self
-                .taken
-                .wait_timeout(queue, Duration::from_millis(1))
-                .expect("sent-back lock")
-                .0;
-        }
-    }
-
-    /// Everything sent back since the last call (the tracer's side).
-    pub fn take(&self) -> Vec<SendBack> {
-        let mut queue = self.queue.lock().expect("sent-back lock");
-        if queue.is_empty() {
-            return Vec::new();
-        }
-        let all = std::mem::take(&mut *queue);
-        self.taken.notify_all();
-        all
-    }
-}
+use crate::shared::SendBack;
 
 /// Sends notification `n` of thread `tid` back to take a ptrace stop (ENOSYS when roost has
 /// no tracer thread for it).
@@ -80,6 +16,7 @@ pub(super) fn send_back(shared: &Shared, tid: i32, n: Notification) -> Reply {
     let Some(sent_back) = &shared.sent_back else {
         return Reply::errno(libc::ENOSYS);
     };
+    super::pool::may_block();
     sent_back.send(SendBack {
         tid,
         id: n.id,
