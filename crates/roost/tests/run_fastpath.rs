@@ -185,32 +185,12 @@ fn hello_tree(tag: &str) -> (Tree, String) {
     (t, mount)
 }
 
-/// Whether the tests run as root.
-fn root() -> bool {
-    // SAFETY: a plain id query.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// `roost run OPTIONS... -- PROGRAM ARGS...` as an ordinary user: as root, under `setpriv`
 /// as nobody (a program that may hold `CAP_SYS_PTRACE` over roost gets no fast path), with
 /// a cache it may write.
 fn roost_run(options: &[&str], program: &str, args: &[&str]) -> std::process::Output {
-    let mut c = if root() {
-        let mut c = std::process::Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
-        c.arg(roost_testkit::roost_bin());
-        c
-    } else {
-        roost()
-    };
-    let cache =
-        std::env::temp_dir().join(format!("roost-test-fastpath-cache-{}", std::process::id()));
-    std::fs::create_dir_all(&cache).unwrap();
-    std::fs::set_permissions(&cache, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    c.env("XDG_CACHE_HOME", &cache)
-        .env_remove("XDG_RUNTIME_DIR");
-    c.arg("run").args(options).arg("--").arg(program).args(args);
-    c.output().expect("run roost")
+    let args = [options, &["--", program][..], args].concat();
+    run_as_nobody(&args)
 }
 
 /// The probe program, as a string for the command line.
@@ -248,7 +228,7 @@ fn the_fast_path_takes_calls_and_summary_says_which() {
 /// A fresh empty directory the user roost runs as may write.
 fn writable_tree(tag: &str) -> Tree {
     let t = Tree::new(tag);
-    if root() {
+    if is_root() {
         give_to_nobody(&t.root);
     }
     t
@@ -269,7 +249,7 @@ fn directory_streams_and_fopen_behave_as_natively() {
     let p = probe();
     let native_tree = writable_tree("fastpath-streams-native");
     let native = {
-        let mut c = if root() {
+        let mut c = if is_root() {
             let mut c = std::process::Command::new("setpriv");
             c.args(["--reuid=65534", "--regid=65534", "--clear-groups", &p]);
             c
@@ -462,7 +442,7 @@ fn signal_handlers_threads_and_vfork_children_get_right_answers() {
 
 #[test]
 fn a_program_that_may_hold_cap_sys_ptrace_over_roost_gets_no_code_page() {
-    if !root() {
+    if !is_root() {
         println!("SKIP TEST: needs root (roost holding CAP_SYS_PTRACE)");
         return;
     }
@@ -525,7 +505,7 @@ fn everyday_programs_see_the_same_tree_with_and_without_the_fast_path() {
     let mut outputs = Vec::new();
     for mode in [&[][..], &["--strict"][..], &["--strict", "--no-notify"][..]] {
         let t = Tree::new(&format!("fastpath-everyday-{}", outputs.len()));
-        if root() {
+        if is_root() {
             give_to_nobody(&t.root);
         }
         let mount = format!("/m={}", t.s());

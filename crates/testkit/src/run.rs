@@ -162,13 +162,34 @@ pub fn text(o: &Output) -> String {
 /// Runs `ARGV` under roost (inside `timeout 20`) with the tree at /m in each delivery mode:
 /// with the in-process fast path (the default), with notifications only (`--strict`) and
 /// with ptrace only (`--strict --no-notify`); all must give the same output and exit code,
-/// which are returned.
+/// which are returned. As root, where roost has no fast path (docs/security.md), the three
+/// modes are also run as an ordinary user on the tree given to that user, and compared
+/// among themselves: so the fast path is compared with the trap in every case, whoever
+/// runs the tests.
 pub fn run_both(t: &Tree, argv: &[&str]) -> (String, i32) {
     run_both_with(t, &[], argv)
 }
 
 /// [`run_both`] with more options before the program (further mounts, say).
 pub fn run_both_with(t: &Tree, options: &[&str], argv: &[&str]) -> (String, i32) {
+    let results = in_each_mode(t, options, argv, run, "");
+    if is_root() {
+        give_to_nobody(&t.root);
+        in_each_mode(t, options, argv, run_as_nobody, " as nobody");
+        give_to(&t.root, "root:root");
+    }
+    results
+}
+
+/// The outputs and exit codes of `ARGV` in each delivery mode, made by `runner`, which must
+/// all be equal (`who` says whose runs they were): the first.
+fn in_each_mode(
+    t: &Tree,
+    options: &[&str],
+    argv: &[&str],
+    runner: fn(&[&str]) -> Output,
+    who: &str,
+) -> (String, i32) {
     let mount = format!("/m={}", t.s());
     let mut results = Vec::new();
     // The in-process fast path with notifications, notifications only, ptrace only.
@@ -178,18 +199,47 @@ pub fn run_both_with(t: &Tree, options: &[&str], argv: &[&str]) -> (String, i32)
         args.extend(options);
         args.extend(["--", "timeout", "20"]);
         args.extend(argv);
-        let o = run(&args);
+        let o = runner(&args);
         results.push((stdout(&o) + &stderr(&o), o.status.code().unwrap_or(-1)));
     }
     assert_eq!(
         results[0], results[1],
-        "fast path vs notifications for {argv:?}"
+        "fast path vs notifications{who} for {argv:?}"
     );
     assert_eq!(
         results[1], results[2],
-        "notifications vs ptrace for {argv:?}"
+        "notifications vs ptrace{who} for {argv:?}"
     );
     results.remove(0)
+}
+
+/// Whether the tests run as root.
+pub fn is_root() -> bool {
+    // SAFETY: a plain id query.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `roost run ARGS` as nobody (under `setpriv`, when the tests run as root), with a cache
+/// of its own and no runtime directory of root's.
+pub fn run_as_nobody(args: &[&str]) -> Output {
+    let mut c = if is_root() {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+        c.arg(crate::roost_bin());
+        c
+    } else {
+        roost()
+    };
+    let cache =
+        std::env::temp_dir().join(format!("roost-test-nobody-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::set_permissions(&cache, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    c.env("XDG_CACHE_HOME", &cache)
+        .env_remove("XDG_RUNTIME_DIR")
+        .arg("run")
+        .args(args)
+        .output()
+        .expect("run roost as nobody")
 }
 
 /// [`run_both`] for `sh -c SCRIPT`.
@@ -213,8 +263,13 @@ pub fn python3_writing_bytecode(program: &str) -> [&str; 6] {
 /// `chown -R nobody:nogroup PATH`, for a server that runs as nobody (cctools' `chirp_server
 /// -i nobody`, `roost serve` under `setpriv`, when the tests run as root).
 pub fn give_to_nobody(path: &Path) {
+    give_to(path, "nobody:nogroup");
+}
+
+/// `chown -R OWNER PATH`.
+pub fn give_to(path: &Path, owner: &str) {
     let st = Command::new("chown")
-        .args(["-R", "nobody:nogroup"])
+        .args(["-R", owner])
         .arg(path)
         .status()
         .unwrap();
