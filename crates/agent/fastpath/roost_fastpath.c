@@ -424,17 +424,16 @@ static enum how map_absolute(struct where *w, int opening) {
  * physical name or a mirror, nor under a name a mapping hides. */
 static int cwd_is_plain(const char *cwd, size_t n) { return !held(cwd, n, 1); }
 
-/* Rewrites a working directory the kernel names by its physical name under a mapped
- * directory (w->path, w->len) to its logical name under the mapping, when that is one name
- * only: one local mapping holds it, as the agent's view of the directory stands (a process
- * that entered it by the physical name reaches the same files, so lookups find what the
- * agent would), no other mapping, mirror or trap holds it under either name, and neither
- * root is "/". 0 otherwise. Names relative to it then map as absolute ones do. */
-static int cwd_to_logical(struct where *w) {
+/* The local mapping whose physical directory holds a working directory the kernel names
+ * by its physical name (w->path, w->len), when its name under that mapping is one name only:
+ * one local mapping holds it, as the agent's view of the directory stands (a process that
+ * entered it by the physical name reaches the same files, so lookups find what the agent
+ * would), no other mapping, mirror or trap holds it under either name, neither root is "/",
+ * and the name fits. Its lengths (logical, physical) in *ln, *pn; 0 otherwise. */
+static const struct rf_entry *cwd_mapping(const struct where *w, size_t *ln, size_t *pn) {
     uint32_t count = table->n_entries;
     if (count > RF_MAX_ENTRIES) return 0;
     const struct rf_entry *hit = 0;
-    size_t ln = 0, pn = 0;
     int physicals = 0;
     for (uint32_t i = 0; i < count; i++) {
         const struct rf_entry *e = &table->entries[i];
@@ -448,13 +447,19 @@ static int cwd_to_logical(struct where *w) {
         if (e->kind == RF_LOCAL && p > 1 && under(w->path, w->len, e->physical, p)) {
             if (hit) return 0;
             hit = e;
-            ln = l;
-            pn = p;
+            *ln = l;
+            *pn = p;
         }
     }
-    if (!hit || physicals != 1 || !(hit->flags & RF_VIEWED) || ln <= 1) return 0;
+    if (!hit || physicals != 1 || !(hit->flags & RF_VIEWED) || *ln <= 1) return 0;
+    if (*ln + (w->len - *pn) + 1 > PATHBUF) return 0;
+    return hit;
+}
+
+/* Rewrites w->path from the physical name under `hit` (`pn` bytes of it) to the name under
+ * the mapping (`ln` bytes). */
+static void cwd_rename(struct where *w, const struct rf_entry *hit, size_t ln, size_t pn) {
     size_t rest = w->len - pn;
-    if (ln + rest + 1 > PATHBUF) return 0;
     if (ln > pn)
         for (size_t i = rest; i-- > 0;) w->path[ln + i] = w->path[pn + i];
     else
@@ -462,6 +467,45 @@ static int cwd_to_logical(struct where *w) {
     for (size_t i = 0; i < ln; i++) w->path[i] = hit->logical[i];
     w->len = ln + rest;
     w->path[w->len] = 0;
+}
+
+/* Rewrites a working directory the kernel names by its physical name under a mapped
+ * directory to its name under the mapping, when cwd_mapping finds that one name: 0
+ * otherwise. Names relative to it then map as absolute ones do. */
+static int cwd_to_logical(struct where *w) {
+    size_t ln = 0, pn = 0;
+    const struct rf_entry *hit = cwd_mapping(w, &ln, &pn);
+    if (!hit) return 0;
+    cwd_rename(w, hit, ln, pn);
+    return 1;
+}
+
+/* Whether the table holds `hash` among the working directories entered by a name under
+ * a mapping (a binary search: the agent writes them in increasing order). */
+static int entered_as(uint64_t hash) {
+    uint32_t n = table->n_entered;
+    if (n > RF_MAX_ENTERED) return 0;
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        uint64_t at = table->entered[mid];
+        if (at == hash) return 1;
+        if (at < hash) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
+/* cwd_to_logical for a working directory some process entered by the very name it gives,
+ * as the agent's record says (the agent then names it so itself: relative opens there, and
+ * getcwd, are what it would make and answer); 0, with w untouched, otherwise. */
+static int cwd_as_entered(struct where *w) {
+    size_t ln = 0, pn = 0;
+    const struct rf_entry *hit = cwd_mapping(w, &ln, &pn);
+    if (!hit) return 0;
+    uint64_t h = rf_entered_hash(w->path, w->len, hit->logical, ln);
+    if (!entered_as(rf_hash_bytes(h, w->path + pn, w->len - pn))) return 0;
+    cwd_rename(w, hit, ln, pn);
     return 1;
 }
 
@@ -487,9 +531,10 @@ static enum how locate(int dirfd, const char *path, size_t n, int opening, struc
         if (r > 1 && w->path[0] == '/') {
             w->len = (size_t)r - 1;
             int plain = cwd_is_plain(w->path, w->len);
-            /* Under a mapped directory, lookups only: an open there is named by the way
-             * the process entered the directory, which only the agent knows. */
-            if ((plain || (!opening && cwd_to_logical(w))) &&
+            /* Under a mapped directory, an open is named by the way the process entered
+             * the directory: taken only where the agent's record says so (lookups find
+             * the same files by either name). */
+            if ((plain || (opening ? cwd_as_entered(w) : cwd_to_logical(w))) &&
                 append_components(w->path, &w->len, path, n, &w->slash, &w->dotdot))
                 how = map_absolute(w, opening);
         }
@@ -766,8 +811,17 @@ static long cwd_into(char *buf, size_t size) {
     uint64_t seq;
     long r = FAST(SYS_getcwd, buf, size, 0, 0);
     if (r <= 1 || buf[0] != '/' || !read_begin(&seq)) goto trap;
-    int plain = cwd_is_plain(buf, (size_t)r - 1);
-    if (!read_still(seq) || !plain) goto trap;
+    if (!cwd_is_plain(buf, (size_t)r - 1)) {
+        /* Under a mapped directory: its name under the mapping, where the agent names it so. */
+        struct where w;
+        if ((size_t)r > PATHBUF) goto trap;
+        for (long i = 0; i < r; i++) w.path[i] = buf[i];
+        w.len = (size_t)r - 1;
+        if (!cwd_as_entered(&w) || w.len + 1 > size) goto trap;
+        for (size_t i = 0; i <= w.len; i++) buf[i] = w.path[i];
+        r = (long)w.len + 1;
+    }
+    if (!read_still(seq)) goto trap;
     count(RF_CALL_GETCWD);
     return r;
 trap:

@@ -17,6 +17,7 @@
 #define RF_MAX_NAMES 32
 #define RF_PATH_MAX 252
 #define RF_NAME_MAX 60
+#define RF_MAX_ENTERED 512
 
 /* table.flags */
 #define RF_ENABLED 1u    /* answer calls in-process at all */
@@ -78,7 +79,29 @@ struct rf_table {
     /* Last names of mount points and of local mappings' directories: a name relative to a
      * directory descriptor that is one of these goes to the agent. */
     struct rf_name names[RF_MAX_NAMES];
+    uint32_t n_entered;
+    uint32_t pad2;
+    /* The working directories some process entered by a name under a mapping, as the agent
+     * names them now (its `Namespace::entered_names`): rf_entered_hash of each physical
+     * directory and that name, in increasing order. A relative open, and getcwd, in one of
+     * these is named as the agent would name it. */
+    uint64_t entered[RF_MAX_ENTERED];
 };
+
+/* FNV-1a over `n` bytes, from `h` (RF_HASH_START to begin). */
+#define RF_HASH_START 0xcbf29ce484222325ULL
+static inline uint64_t rf_hash_bytes(uint64_t h, const char *p, unsigned long n) {
+    for (unsigned long i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+/* The hash table.entered holds for a directory entered at `physical` by `logical`. */
+static inline uint64_t rf_entered_hash(const char *physical, unsigned long pn,
+                                       const char *logical, unsigned long ln) {
+    char nul = 0;
+    uint64_t h = rf_hash_bytes(RF_HASH_START, physical, pn);
+    return rf_hash_bytes(rf_hash_bytes(h, &nul, 1), logical, ln);
+}
 
 /* The counters of calls answered in-process, by enum rf_call: a page of their own, the only
  * part of the file the programs map writable. */

@@ -357,6 +357,49 @@ fn a_lookup_through_a_missing_directory_or_a_file_is_answered_in_process() {
 }
 
 #[test]
+fn opens_and_getcwd_in_a_directory_entered_through_a_mapping_are_answered_in_process() {
+    // The agent names a working directory by the name it was entered by: one entered as /m
+    // is named so in-process too (its opens, their descriptors' names, getcwd), one entered
+    // by its physical name is left to the agent.
+    let (t, mount) = hello_tree("fastpath-entered");
+    t.write("sub/g", "g\n");
+    let physical = t.s();
+    for (dir, named_in_process) in [("/m", true), (physical.as_str(), false)] {
+        let script = format!("cd {dir} && {} lookups f sub/g", probe());
+        let fast = roost_run(&["--summary", "--mount", &mount], "sh", &["-c", &script]);
+        let strict = roost_run(&["--strict", "--mount", &mount], "sh", &["-c", &script]);
+        assert!(fast.status.success(), "{}", text(&fast));
+        assert_eq!(stdout(&fast), stdout(&strict), "in {dir}");
+        let summary = stderr(&fast);
+        let trapped_getcwds: u64 = summary
+            .lines()
+            .find_map(|l| l.strip_prefix("getcwd "))
+            .map_or(0, |rest| {
+                rest.split_whitespace().next().unwrap().parse().unwrap()
+            });
+        // The probe asks twice a name.
+        if named_in_process {
+            assert_eq!(trapped_getcwds, 0, "in {dir}: {summary}");
+        } else {
+            assert!(trapped_getcwds >= 4, "in {dir}: {summary}");
+        }
+        // The opens by relative names went to the agent only where it names the directory.
+        let trapped_under_m = summary
+            .lines()
+            .take_while(|l| !l.starts_with("in-process"))
+            .any(|l| l.starts_with("/m/"));
+        assert!(!trapped_under_m, "in {dir}: {summary}");
+        if named_in_process {
+            assert!(
+                stdout(&fast).contains(&format!("fd name f: {dir}/f")),
+                "{}",
+                stdout(&fast)
+            );
+        }
+    }
+}
+
+#[test]
 fn calls_the_library_does_not_see_are_still_translated() {
     let (t, mount) = hello_tree("fastpath-unseen");
     let p = probe();

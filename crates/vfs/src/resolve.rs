@@ -293,7 +293,26 @@ impl Namespace {
         if changed {
             // Working directories' names learnt before are not kept (see `logical_cwd`).
             self.generation.fetch_add(1, Ordering::AcqRel);
+            drop((entered, dirs));
+            self.tell_watcher();
         }
+    }
+
+    /// The working directories entered by a logical name other than their physical path
+    /// that the name still leads to (physical, logical): [`Namespace::logical_cwd`]'s first
+    /// answer for each.
+    pub fn entered_names(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let entered: Vec<_> = {
+            let entered = self.entered.lock().expect("entered lock");
+            entered
+                .iter()
+                .map(|(p, l)| (p.clone(), l.clone()))
+                .collect()
+        };
+        entered
+            .into_iter()
+            .filter(|(physical, logical)| self.kernel_path(logical).as_deref() == Some(physical))
+            .collect()
     }
 
     /// The logical name of a working directory the kernel holds at `physical` (for the

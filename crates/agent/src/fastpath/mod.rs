@@ -172,6 +172,11 @@ impl FastPath {
         let mut state = self.state.lock().expect("fast path lock");
         let state = &mut *state;
         let (entries, names) = describe(ns, &mut state.canonical);
+        let entered = ns
+            .entered_names()
+            .iter()
+            .map(|(physical, logical)| table::entered_hash(physical, logical))
+            .collect();
         let contents = Contents {
             enabled: !state.off,
             count: self.count,
@@ -179,6 +184,7 @@ impl FastPath {
             fd_from: state.fd_from,
             entries,
             names,
+            entered,
         };
         state.table.write(&contents);
     }

@@ -16,6 +16,7 @@ pub const MAX_NAMES: usize = 32;
 /// The longest path an entry holds (the C side's `RF_PATH_MAX`, less its terminating NUL).
 pub const PATH_MAX: usize = 251;
 pub const NAME_MAX: usize = 60;
+pub const MAX_ENTERED: usize = 512;
 
 pub const ENABLED: u32 = 1;
 pub const COUNT: u32 = 2;
@@ -40,6 +41,8 @@ const ENTRY_SIZE: usize = 520;
 const ENTRY_PHYSICAL: usize = 268;
 const NAMES: usize = ENTRIES + MAX_ENTRIES * ENTRY_SIZE;
 const NAME_SIZE: usize = 64;
+const N_ENTERED: usize = NAMES + MAX_NAMES * NAME_SIZE;
+const ENTERED: usize = N_ENTERED + 8;
 pub const COUNTERS: usize = 40960;
 pub const FILE_SIZE: usize = COUNTERS + 4096;
 /// The calls the counters hold, in `enum rf_call`'s order.
@@ -73,6 +76,20 @@ pub struct Contents {
     pub fd_from: u32,
     pub entries: Vec<Entry>,
     pub names: Vec<Vec<u8>>,
+    /// [`entered_hash`] of each working directory entered by a name under a mapping, with
+    /// that name: more than [`MAX_ENTERED`] are written as none (the agent names them all).
+    pub entered: Vec<u64>,
+}
+
+/// `rf_entered_hash` of `table.h`: FNV-1a over the physical directory, a NUL and the
+/// logical name it was entered by.
+pub fn entered_hash(physical: &[u8], logical: &[u8]) -> u64 {
+    let fnv = |h: u64, bytes: &[u8]| {
+        bytes
+            .iter()
+            .fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    };
+    fnv(fnv(fnv(0xcbf2_9ce4_8422_2325, physical), &[0]), logical)
 }
 
 impl Contents {
@@ -183,6 +200,16 @@ impl Table {
             }
             self.put(N_ENTRIES, &(contents.entries.len() as u32).to_ne_bytes());
             self.put(N_NAMES, &(contents.names.len() as u32).to_ne_bytes());
+            let mut entered = contents.entered.clone();
+            entered.sort_unstable();
+            entered.dedup();
+            if entered.len() > MAX_ENTERED {
+                entered.clear();
+            }
+            for (i, hash) in entered.iter().enumerate() {
+                self.put(ENTERED + 8 * i, &hash.to_ne_bytes());
+            }
+            self.put(N_ENTERED, &(entered.len() as u32).to_ne_bytes());
         }
         fence(Ordering::Release);
         self.word(SEQ).store(seq + 2, Ordering::Release);
@@ -231,6 +258,9 @@ int main(void) {{
     SHOW("entry_logical", offsetof(struct rf_entry, logical));
     SHOW("names", offsetof(struct rf_table, names));
     SHOW("name_size", sizeof(struct rf_name));
+    SHOW("n_entered", offsetof(struct rf_table, n_entered));
+    SHOW("entered", offsetof(struct rf_table, entered));
+    SHOW("entered_hash", rf_entered_hash("/tmp/t/a", 8, "/m/a", 4) % 1000000007);
     SHOW("table_size", sizeof(struct rf_table));
     SHOW("counters", RF_COUNTERS_OFFSET);
     SHOW("file_size", RF_FILE_SIZE);
@@ -277,6 +307,12 @@ int main(void) {{
         assert_eq!(at("entry_physical"), ENTRY_PHYSICAL);
         assert_eq!(at("names"), NAMES);
         assert_eq!(at("name_size"), NAME_SIZE);
+        assert_eq!(at("n_entered"), N_ENTERED);
+        assert_eq!(at("entered"), ENTERED);
+        assert_eq!(
+            at("entered_hash") as u64,
+            entered_hash(b"/tmp/t/a", b"/m/a") % 1_000_000_007
+        );
         assert!(at("table_size") <= COUNTERS);
         assert_eq!(at("counters"), COUNTERS);
         assert_eq!(at("file_size"), FILE_SIZE);
