@@ -10,8 +10,9 @@
  * A DIR made here is this file's. A program only hands a DIR back to these calls; the C
  * library's own users of directory streams (scandir, glob, nftw) open theirs with its
  * internal calls and read them with its own. What a program sees follows glibc 2.36: a
- * buffer of st_blksize bytes (32 KiB to 1 MiB), ENOENT from a removed directory taken as
- * the end, telldir as the last entry's d_off, a lock per stream. */
+ * buffer of st_blksize bytes (32 KiB to 1 MiB), entries of inode 0 passed over, ENOENT from
+ * a removed directory taken as the end, telldir as the last entry's d_off, the caller's
+ * descriptor made close-on-exec by fdopendir, the stream's layout and lock. */
 
 #define _GNU_SOURCE
 #include "calls.h"
@@ -20,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
@@ -29,26 +31,39 @@ extern int *__errno_location(void);
 extern void *malloc(size_t);
 extern void free(void *);
 
-/* <dirent.h> leaves the type incomplete: this object's streams complete it. */
+/* <dirent.h> leaves the type incomplete: this object's streams complete it, laid out as
+ * glibc's own (2.36, x86_64), so that C library code handed one of these (a plugin bound
+ * to the C library's readdir with RTLD_DEEPBIND, say) reads it as its own, and the other way
+ * round. */
 struct __dirstream {
     int fd;
-    int lock;
+    int lock; /* the C library's low-level lock: 0 free, 1 taken, 2 taken with waiters */
     size_t allocation; /* bytes of `data` */
     size_t size;       /* bytes getdents64 put there */
     size_t offset;     /* the next entry's */
-    long filepos;      /* telldir's answer: the last entry's d_off */
-    char data[] __attribute__((aligned(8)));
+    off_t filepos;     /* telldir's answer: the last entry's d_off */
+    int errcode;       /* the C library's delayed error (readdir_r), kept 0 here */
+    char data[] __attribute__((aligned(__alignof__(long double))));
 };
 
 #define SMALLEST_BUFFER 32768
 #define LARGEST_BUFFER 1048576
 
+/* The C library's low-level lock, so a stream is one lock whoever takes it: a waiter marks
+ * it 2 and sleeps on a futex; the holder wakes one if it was so marked. */
 static void take(DIR *d) {
-    while (__atomic_exchange_n(&d->lock, 1, __ATOMIC_ACQUIRE))
-        fp_kernel(SYS_sched_yield, 0, 0, 0);
+    int free_now = 0;
+    if (__atomic_compare_exchange_n(&d->lock, &free_now, 1, 0, __ATOMIC_ACQUIRE,
+                                    __ATOMIC_RELAXED))
+        return;
+    while (__atomic_exchange_n(&d->lock, 2, __ATOMIC_ACQUIRE) != 0)
+        fp_kernel(SYS_futex, (long)&d->lock, FUTEX_WAIT_PRIVATE, 2);
 }
 
-static void give(DIR *d) { __atomic_store_n(&d->lock, 0, __ATOMIC_RELEASE); }
+static void give(DIR *d) {
+    if (__atomic_exchange_n(&d->lock, 0, __ATOMIC_RELEASE) == 2)
+        fp_kernel(SYS_futex, (long)&d->lock, FUTEX_WAKE_PRIVATE, 1);
+}
 
 /* A stream for the directory `fd`, whose status is `st`; 0 (errno ENOMEM) without memory. */
 static DIR *stream_of(int fd, const struct stat *st) {
@@ -57,6 +72,10 @@ static DIR *stream_of(int fd, const struct stat *st) {
         allocation = (size_t)st->st_blksize < LARGEST_BUFFER ? (size_t)st->st_blksize
                                                              : LARGEST_BUFFER;
     DIR *d = malloc(offsetof(DIR, data) + allocation);
+    if (!d && allocation > SMALLEST_BUFFER) {
+        allocation = SMALLEST_BUFFER; /* as glibc: the smallest buffer, before giving up */
+        d = malloc(offsetof(DIR, data) + allocation);
+    }
     if (!d) return 0;
     d->fd = fd;
     d->lock = 0;
@@ -64,6 +83,7 @@ static DIR *stream_of(int fd, const struct stat *st) {
     d->size = 0;
     d->offset = 0;
     d->filepos = 0;
+    d->errcode = 0;
     return d;
 }
 
@@ -99,6 +119,8 @@ EXPORT DIR *fdopendir(int fd) {
             r = flags;
         else if ((flags & O_ACCMODE) == O_WRONLY)
             r = -EINVAL;
+        else /* as glibc: the caller's descriptor closes on exec from now on */
+            r = fp_kernel(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);
     }
     if (r != 0) {
         fp_set_errno(r);
@@ -107,23 +129,26 @@ EXPORT DIR *fdopendir(int fd) {
     return stream_of(fd, &st);
 }
 
-/* The next entry, with the stream taken; 0 at the end (`*error` 0) or on an error. */
+/* The next entry, with the stream taken; 0 at the end (`*error` 0) or on an error. An
+ * entry of inode 0 is passed over, as glibc 2.36's readdir does. */
 static struct dirent64 *next_entry(DIR *d, int *error) {
     *error = 0;
-    if (d->offset >= d->size) {
-        long n = fp_kernel(SYS_getdents64, d->fd, (long)d->data, (long)d->allocation);
-        if (n <= 0) {
-            /* A directory removed while open may answer ENOENT: POSIX's end. */
-            if (n < 0 && n != -ENOENT) *error = (int)-n;
-            return 0;
+    for (;;) {
+        if (d->offset >= d->size) {
+            long n = fp_kernel(SYS_getdents64, d->fd, (long)d->data, (long)d->allocation);
+            if (n <= 0) {
+                /* A directory removed while open may answer ENOENT: POSIX's end. */
+                if (n < 0 && n != -ENOENT) *error = (int)-n;
+                return 0;
+            }
+            d->size = (size_t)n;
+            d->offset = 0;
         }
-        d->size = (size_t)n;
-        d->offset = 0;
+        struct dirent64 *e = (struct dirent64 *)(d->data + d->offset);
+        d->offset += e->d_reclen;
+        d->filepos = e->d_off;
+        if (e->d_ino != 0) return e;
     }
-    struct dirent64 *e = (struct dirent64 *)(d->data + d->offset);
-    d->offset += e->d_reclen;
-    d->filepos = e->d_off;
-    return e;
 }
 
 EXPORT struct dirent *readdir(DIR *d) {
@@ -147,6 +172,7 @@ EXPORT int readdir_r(DIR *d, struct dirent *entry, struct dirent **result) {
     }
     give(d);
     *result = e ? entry : 0;
+    if (error) *__errno_location() = error;
     return error;
 }
 
@@ -169,14 +195,17 @@ EXPORT int closedir(DIR *d) {
 
 EXPORT int dirfd(DIR *d) { return d->fd; }
 
-/* Reading goes on from `pos` (a d_off, or 0 for the start). */
+/* Reading goes on from `pos` (a d_off, or 0 for the start); a failing lseek leaves its
+ * errno, as glibc's does. */
 static void move_to(DIR *d, long pos) {
     take(d);
-    fp_kernel(SYS_lseek, d->fd, pos, SEEK_SET);
+    long r = fp_kernel(SYS_lseek, d->fd, pos, SEEK_SET);
     d->size = 0;
     d->offset = 0;
     d->filepos = pos;
+    d->errcode = 0;
     give(d);
+    if (r < 0) fp_set_errno(r);
 }
 
 EXPORT void rewinddir(DIR *d) { move_to(d, 0); }

@@ -577,10 +577,11 @@ static uint64_t hash_dir(const char *p, size_t n, uint64_t gen) {
     return h ^ (h >> 29);
 }
 
-/* Whether the first `d` bytes of w->path name a directory reached through no symlink,
- * itself none (proved now, or lately): 1 when they do; -ENOENT or -ENOTDIR when the walk to
- * them fails so, before any symlink (openat2 refuses the first symlink it meets, before it
- * looks further), where any lookup through them fails alike; 0 when it is not known. */
+/* Whether a lookup below the first `d` bytes of w->path may be made in-process: they name
+ * a directory reached through no symlink, itself none (proved now, or lately), or the walk
+ * to them fails with ENOENT or ENOTDIR before any symlink (openat2 refuses the first
+ * symlink it meets before it looks further), so the call itself fails there as the agent's
+ * would, after the kernel's own checks of its arguments (not kept: the name may appear). */
 static int proved(struct where *w, size_t d) {
     if (d <= 1) return 1; /* the root is no symlink */
     uint64_t h = hash_dir(w->path, d, w->names_gen);
@@ -594,7 +595,7 @@ static int proved(struct where *w, size_t d) {
     };
     long fd = FAST(SYS_openat2, AT_FDCWD, w->path, &how, sizeof how);
     w->path[d] = saved;
-    if (fd == -ENOENT || fd == -ENOTDIR) return (int)fd;
+    if (fd == -ENOENT || fd == -ENOTDIR) return 1;
     if (fd < 0) return 0;
     TRAP(SYS_close, fd, 0, 0, 0);
     __atomic_store_n(slot, h, __ATOMIC_RELAXED);
@@ -659,9 +660,7 @@ static int as_given_absolute(struct where *w, const char *path, size_t n) {
 }
 
 /* A lookup by name that does not open: located, and its directory proved (the whole name,
- * when it ends in a slash; the name as given, when it goes up with `..`). 1 when the call
- * may be made in-process, 0 when it is the agent's, -errno when that is its answer (a
- * directory on the way missing, or no directory). */
+ * when it ends in a slash; the name as given, when it goes up with `..`). */
 static int lookup_located(int dirfd, const char *path, size_t n, struct where *w) {
     if (locate(dirfd, path, n, 0, w) == TRAP_IT) return 0;
     if (w->len == 0) return 1;
@@ -682,11 +681,9 @@ static long stat_at(int dirfd, const char *path, struct stat *buf, int flags) {
         }
         goto trap;
     }
-    int found = lookup_located(dirfd, path, (size_t)n, &w);
-    if (found == 0) goto trap;
-    long r = found < 0 ? found
-                       : FAST(SYS_newfstatat, at_dirfd(&w, dirfd), at_path(&w, path), buf,
-                              flags | AT_SYMLINK_NOFOLLOW);
+    if (!lookup_located(dirfd, path, (size_t)n, &w)) goto trap;
+    long r = FAST(SYS_newfstatat, at_dirfd(&w, dirfd), at_path(&w, path), buf,
+                  flags | AT_SYMLINK_NOFOLLOW);
     if (r == 0 && !(flags & AT_SYMLINK_NOFOLLOW) && S_ISLNK(buf->st_mode)) goto trap;
     count(flags & AT_SYMLINK_NOFOLLOW ? RF_CALL_LSTAT : RF_CALL_STAT);
     return r;
@@ -707,12 +704,10 @@ static long statx_at(int dirfd, const char *path, int flags, unsigned mask, void
         }
         goto trap;
     }
-    int found = lookup_located(dirfd, path, (size_t)n, &w);
-    if (found == 0) goto trap;
+    if (!lookup_located(dirfd, path, (size_t)n, &w)) goto trap;
     /* The type, to see a final symlink; local file systems fill it whatever is asked. */
-    long r = found < 0 ? found
-                       : fast_syscall(SYS_statx, at_dirfd(&w, dirfd), (long)at_path(&w, path),
-                                      flags | AT_SYMLINK_NOFOLLOW, mask | STATX_TYPE, (long)buf);
+    long r = fast_syscall(SYS_statx, at_dirfd(&w, dirfd), (long)at_path(&w, path),
+                          flags | AT_SYMLINK_NOFOLLOW, mask | STATX_TYPE, (long)buf);
     if (r == 0 && !(flags & AT_SYMLINK_NOFOLLOW) &&
         S_ISLNK(((struct statx *)buf)->stx_mode))
         goto trap;
@@ -728,16 +723,17 @@ static long access_at(int dirfd, const char *path, int mode, int flags, long tra
     struct stat st;
     long n;
     if (!ready() || (flags & ~known) || (n = readable_length(path)) <= 0) goto trap;
-    int found = lookup_located(dirfd, path, (size_t)n, &w);
-    if (found == 0) goto trap;
+    if (!lookup_located(dirfd, path, (size_t)n, &w)) goto trap;
     int at = at_dirfd(&w, dirfd);
     const char *name = at_path(&w, path);
-    long r = found < 0 ? found : FAST(SYS_newfstatat, at, name, &st, AT_SYMLINK_NOFOLLOW);
+    long r = FAST(SYS_newfstatat, at, name, &st, AT_SYMLINK_NOFOLLOW);
     if (r == 0 && S_ISLNK(st.st_mode) && !(flags & AT_SYMLINK_NOFOLLOW)) goto trap;
     /* The look-up ran with the effective ids, access judges with the real ones: a refusal
      * may not be access's. */
     if (r == -EACCES) goto trap;
-    if (r == 0)
+    /* Also where the name is missing: access checks its mode first, and walks by the real
+     * ids, which may be refused where the lookup was not. */
+    if (r == 0 || r == -ENOENT || r == -ENOTDIR)
         r = flags ? FAST(SYS_faccessat2, at, name, mode, flags) : FAST(SYS_faccessat, at, name, mode, 0);
     if (r == -ENOSYS) goto trap;
     count(RF_CALL_ACCESS);
@@ -752,10 +748,8 @@ static long readlink_at(int dirfd, const char *path, char *buf, size_t size, lon
     struct where w;
     long n;
     if (!ready() || (n = readable_length(path)) <= 0) goto trap;
-    int found = lookup_located(dirfd, path, (size_t)n, &w);
-    if (found == 0) goto trap;
-    long r = found < 0 ? found
-                       : FAST(SYS_readlinkat, at_dirfd(&w, dirfd), at_path(&w, path), buf, size);
+    if (!lookup_located(dirfd, path, (size_t)n, &w)) goto trap;
+    long r = FAST(SYS_readlinkat, at_dirfd(&w, dirfd), at_path(&w, path), buf, size);
     count(RF_CALL_READLINK);
     return r;
 trap:

@@ -2,7 +2,8 @@
  * internal call the interposer never sees, so every file a linker, an assembler or make
  * reads through stdio (and every one it only tries) cost a round trip to the agent. Here,
  * where the fast path may answer the open, the object makes it and the C library's fdopen
- * builds the stream on the descriptor: the same FILE, as fopen builds it. Anything else (a
+ * builds the stream on the descriptor: the same FILE, as fopen builds it (placed at the end
+ * for `a`, and marked close-on-exec for freopen with `e`, as fopen marks it). Anything else (a
  * mode with letters only fopen knows, `m`, `c` or `,ccs=`; a name the agent must answer)
  * goes to the C library's own fopen, and so to the trap, as before. */
 
@@ -20,6 +21,13 @@
 extern int *__errno_location(void);
 /* The C library's fopen under its other name, which this object does not take. */
 extern FILE *_IO_fopen(const char *path, const char *mode);
+/* fdopen under its other name, so a program that defines an fdopen of its own sees no call
+ * to it that the C library's fopen would not make. */
+extern FILE *_IO_fdopen(int fd, const char *mode);
+
+/* What glibc's fopen notes on a stream opened with `e` (`_IO_FLAGS2_CLOEXEC`), for freopen
+ * to open the stream's next file close-on-exec too. */
+#define FLAGS2_CLOEXEC 0x40
 
 /* The open flags for fopen's `mode` and the mode fdopen is to get ("r", "w+"...); 0 when
  * the mode holds more than glibc's fopen reads as open flags (its first seven letters: the
@@ -67,7 +75,8 @@ EXPORT FILE *fopen(const char *path, const char *mode) {
     long at_end = stream_mode[0] == 'a' && !stream_mode[1]
                       ? fp_kernel(SYS_lseek, fd, 0, SEEK_END)
                       : 0;
-    FILE *stream = at_end >= 0 || at_end == -ESPIPE ? fdopen((int)fd, stream_mode) : 0;
+    FILE *stream = at_end >= 0 || at_end == -ESPIPE ? _IO_fdopen((int)fd, stream_mode) : 0;
+    if (stream && (flags & O_CLOEXEC)) stream->_flags2 |= FLAGS2_CLOEXEC;
     if (!stream) {
         int error = at_end < 0 && at_end != -ESPIPE ? (int)-at_end : *__errno_location();
         fp_kernel(SYS_close, fd, 0, 0);

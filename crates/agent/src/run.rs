@@ -294,6 +294,9 @@ pub fn run(
             eprintln!("roost: SIGTERM will not reach the program's untraced processes: {e}");
         }
     }
+    if notifications {
+        tracer::catch_wake_signal();
+    }
     let vfds = match (vfd_range, &spawned.listener) {
         (Some((from, to)), Some(_)) => {
             // Each open direct-mode file holds two descriptors in roost. The program,

@@ -130,8 +130,9 @@ fn wait_or_woken(pid: i32, flags: libc::c_int) -> io::Result<Option<(i32, i32)>>
     Err(e)
 }
 
-/// Lets [`shared::WAKE_SIGNAL`] interrupt the tracer's waits (and do nothing else).
-fn catch_wake_signal() {
+/// Lets [`shared::WAKE_SIGNAL`] interrupt the tracer's waits (and do nothing else): before
+/// the supervisor may send a call back.
+pub(crate) fn catch_wake_signal() {
     extern "C" fn nothing(_: libc::c_int) {}
     // SAFETY: a handler that does nothing, installed without SA_RESTART so waitpid returns.
     unsafe {
@@ -190,9 +191,6 @@ pub(crate) struct Program {
 /// Takes the program's ptrace stops until every process it started is gone: its exit code
 /// as a shell reports it (1 when it is not known), and the call log.
 pub(crate) fn trace(p: Program) -> (i32, Tracer) {
-    if p.notifications {
-        catch_wake_signal();
-    }
     // The tracer must not die (or stop) of the terminal's signals meant for the program.
     // SAFETY: setting dispositions of this process only (the child keeps its defaults).
     unsafe {

@@ -296,36 +296,46 @@ fn directory_streams_and_fopen_behave_as_natively() {
         let n = numbers(summary, "openat");
         n[0] - n[1]
     };
+    let mut strict_opens = 0;
+    for mode in [&["--strict"][..], &["--strict", "--no-notify"][..]] {
+        let (trapped, summary) = under_roost(mode, false);
+        assert_eq!(trapped, native, "{mode:?} vs native");
+        assert_eq!(in_process_opens(&summary), 0, "{summary}");
+        strict_opens = trapped_opens_that_opened(&summary);
+    }
     for relative in [false, true] {
         let (fast, summary) = under_roost(&[], relative);
         assert_eq!(
             fast, native,
             "fast path (relative names: {relative}) vs native"
         );
-        assert!(in_process_opens(&summary) >= 1500, "{summary}");
-        // What still opens by the trap: the loader (of sh too, with relative names), and
-        // fopen in the modes only the C library's fopen knows; with the C library's
-        // opendir and fopen, 22 more.
-        assert!(trapped_opens_that_opened(&summary) <= 14, "{summary}");
-    }
-    for mode in [&["--strict"][..], &["--strict", "--no-notify"][..]] {
-        let (trapped, summary) = under_roost(mode, false);
-        assert_eq!(trapped, native, "{mode:?} vs native");
-        assert_eq!(in_process_opens(&summary), 0, "{summary}");
+        // Beside the probe's own 1,500 creating opens, the opens of its directory streams
+        // and fopens: all but the loader's (and, with relative names, sh's), and fopen's in
+        // the modes only the C library's fopen knows.
+        assert!(in_process_opens(&summary) >= 1520, "{summary}");
+        assert!(
+            strict_opens >= trapped_opens_that_opened(&summary) + 1510,
+            "{strict_opens} trapped with --strict: {summary}"
+        );
     }
 }
 
 #[test]
 fn a_lookup_through_a_missing_directory_or_a_file_is_answered_in_process() {
     // The proof that a directory is free of symlinks fails with ENOENT (or ENOTDIR) before
-    // any symlink, which is then the lookup's own answer: compilers and loaders probe many
+    // any symlink: the call is then made in-process, and fails where the agent's would,
+    // after the kernel's own checks of its arguments. Compilers and loaders probe many
     // directories that do not exist.
     let (_t, mount) = hello_tree("fastpath-missing-dir");
-    let script = "for n in 1 2 3 4 5 6 7 8; do test -e /m/nodir/f; test -e /m/f/x; \
-                  test -e /usr/nodir/x; done; stat -c %n /m/nodir/f /m/f/x /usr/nodir/x; true";
+    let script = format!(
+        "for n in 1 2 3 4 5 6 7 8; do test -e /m/nodir/f; test -e /m/f/x; \
+         test -e /usr/nodir/x; done; stat -c %n /m/nodir/f /m/f/x /usr/nodir/x; \
+         {} edges /m/nodir/ /m/nodir/x /m/f/ /m/f/x /usr/nodir/x; true",
+        probe()
+    );
     let run = |mode: &[&str]| {
         let options = [mode, &["--summary", "--mount", &mount][..]].concat();
-        let o = roost_run(&options, "sh", &["-c", script]);
+        let o = roost_run(&options, "sh", &["-c", &script]);
         assert!(o.status.success(), "{}", text(&o));
         (stdout(&o), stderr(&o))
     };
@@ -339,20 +349,32 @@ fn a_lookup_through_a_missing_directory_or_a_file_is_answered_in_process() {
             .collect()
     };
     assert_eq!(fast_out, strict_out);
+    assert!(
+        fast_out.contains("readlink-0 /m/nodir/x: Invalid argument"),
+        "{fast_out}"
+    );
     assert_eq!(errors(&fast_summary), errors(&strict_summary));
     assert_eq!(errors(&fast_summary).len(), 3, "{fast_summary}");
-    let trapped = |summary: &str, prefix: &str| {
+    // How many calls went to the agent for names starting so (--summary groups names by
+    // their first two components).
+    let trapped = |summary: &str, prefix: &str| -> u64 {
         summary
             .lines()
-            .any(|l| l.split_whitespace().next() == Some(prefix))
+            .find(|l| l.split_whitespace().next() == Some(prefix))
+            .map_or(0, |l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
     };
-    // (--summary groups names by their first two components.)
-    for prefix in ["/m/nodir", "/m/f", "/usr/nodir"] {
+    for prefix in ["/m/nodir", "/usr/nodir"] {
         assert!(
-            trapped(&strict_summary, prefix),
+            trapped(&strict_summary, prefix) >= 9,
             "{prefix}: {strict_summary}"
         );
-        assert!(!trapped(&fast_summary, prefix), "{prefix}: {fast_summary}");
+        // The loop's eight went in-process; `edges`'s faccessat with flags it does not know
+        // goes to the agent (two names under /m/nodir), and a call made while the agent
+        // rewrites the table, once a second, is trapped.
+        assert!(
+            trapped(&fast_summary, prefix) <= 3,
+            "{prefix}: {fast_summary}"
+        );
     }
 }
 
@@ -377,18 +399,21 @@ fn opens_and_getcwd_in_a_directory_entered_through_a_mapping_are_answered_in_pro
             .map_or(0, |rest| {
                 rest.split_whitespace().next().unwrap().parse().unwrap()
             });
-        // The probe asks twice a name.
+        // The probe asks twice a name (a call made while the agent rewrites the table, once
+        // a second, is trapped).
         if named_in_process {
-            assert_eq!(trapped_getcwds, 0, "in {dir}: {summary}");
+            assert!(trapped_getcwds <= 1, "in {dir}: {summary}");
         } else {
             assert!(trapped_getcwds >= 4, "in {dir}: {summary}");
         }
-        // The opens by relative names went to the agent only where it names the directory.
+        // Nor did the opens by relative names go to the agent where it names the directory
+        // by the mapping.
         let trapped_under_m = summary
             .lines()
             .take_while(|l| !l.starts_with("in-process"))
-            .any(|l| l.starts_with("/m/"));
-        assert!(!trapped_under_m, "in {dir}: {summary}");
+            .filter(|l| l.starts_with("/m/"))
+            .count();
+        assert!(trapped_under_m <= 1, "in {dir}: {summary}");
         if named_in_process {
             assert!(
                 stdout(&fast).contains(&format!("fd name f: {dir}/f")),

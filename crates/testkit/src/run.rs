@@ -174,11 +174,36 @@ pub fn run_both(t: &Tree, argv: &[&str]) -> (String, i32) {
 pub fn run_both_with(t: &Tree, options: &[&str], argv: &[&str]) -> (String, i32) {
     let results = in_each_mode(t, options, argv, run, "");
     if is_root() {
+        // A change of owner clears set-id bits: they are put back for the tests' next runs.
+        let set_ids = set_id_modes(&t.root);
         give_to_nobody(&t.root);
         in_each_mode(t, options, argv, run_as_nobody, " as nobody");
         give_to(&t.root, "root:root");
+        for (path, mode) in set_ids {
+            std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .unwrap();
+        }
     }
     results
+}
+
+/// The files under `dir` with a set-user-id or set-group-id bit, and their modes.
+fn set_id_modes(dir: &Path) -> Vec<(PathBuf, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let Ok(meta) = entry.path().symlink_metadata() else {
+            continue;
+        };
+        let mode = meta.permissions().mode();
+        if meta.is_dir() {
+            found.extend(set_id_modes(&entry.path()));
+        }
+        if !meta.file_type().is_symlink() && mode & 0o6000 != 0 {
+            found.push((entry.path(), mode & 0o7777));
+        }
+    }
+    found
 }
 
 /// The outputs and exit codes of `ARGV` in each delivery mode, made by `runner`, which must

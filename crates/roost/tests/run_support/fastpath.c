@@ -6,6 +6,8 @@
  *                    it, as a hostile program would
  *   stress PATH N    stat PATH from the main thread, a second thread, a signal handler and
  *                    vfork children at once; says how many answers were wrong
+ *   edges PATH...    calls whose arguments the kernel refuses before it looks at the path
+ *                    (statx's mask and flags, readlink of 0 bytes, access's mode)
  *   streams [DIR]    directory streams and fopen in DIR (by default the working directory),
  *                    which must be writable and empty: every behaviour a program may see,
  *                    naming files relative to DIR, to be compared with a run outside roost */
@@ -246,6 +248,22 @@ static int stress(const char *path, long n) {
 }
 
 
+
+static void show_errno(const char *what, const char *path, long r) {
+    printf("%s %s: %s\n", what, path, r < 0 ? strerror(errno) : "ok");
+}
+
+static void edges(const char *path) {
+    struct statx sx;
+    show_errno("statx-bad-mask", path, statx(AT_FDCWD, path, 0, 0x80000000u, &sx));
+    show_errno("statx-both-syncs", path,
+               statx(AT_FDCWD, path, AT_STATX_FORCE_SYNC | AT_STATX_DONT_SYNC, STATX_BASIC_STATS, &sx));
+    char buf[8];
+    show_errno("readlink-0", path, readlink(path, buf, 0));
+    show_errno("access-bad-mode", path, access(path, 0100));
+    show_errno("faccessat-bad-flags", path, faccessat(AT_FDCWD, path, R_OK, 0x4000000));
+}
+
 /* Where `streams` works ("" for the working directory), and a name there. */
 static const char *streams_dir = "";
 
@@ -373,7 +391,17 @@ static int streams(const char *dir) {
     printf("opendir f: %s\n", opendir(in_dir("f")) ? "a stream" : strerror(errno));
     printf("opendir missing: %s\n", opendir(in_dir("missing")) ? "a stream" : strerror(errno));
     printf("opendir empty name: %s\n", opendir("") ? "a stream" : strerror(errno));
-    int fd = open(in_dir("f"), O_RDONLY);
+    int fd = open(in_dir("big"), O_RDONLY | O_DIRECTORY);
+    d = fdopendir(fd);
+    printf("fdopendir makes its descriptor close on exec: %d\n",
+           (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+    closedir(d);
+    FILE *reopened = fopen(in_dir("f"), "re");
+    reopened = reopened ? freopen(in_dir("g"), "r", reopened) : NULL;
+    printf("freopen of an fopen 're' stream closes on exec: %d\n",
+           reopened && (fcntl(fileno(reopened), F_GETFD) & FD_CLOEXEC) != 0);
+    if (reopened) fclose(reopened);
+    fd = open(in_dir("f"), O_RDONLY);
     printf("fdopendir of a file: %s\n", fdopendir(fd) ? "a stream" : strerror(errno));
     close(fd);
     printf("fdopendir -1: %s\n", fdopendir(-1) ? "a stream" : strerror(errno));
@@ -400,6 +428,10 @@ static int streams(const char *dir) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, 0, _IOLBF, 0);
+    if (argc >= 2 && !strcmp(argv[1], "edges")) {
+        for (int i = 2; i < argc; i++) edges(argv[i]);
+        return 0;
+    }
     if (argc >= 2 && !strcmp(argv[1], "lookups")) {
         for (int i = 2; i < argc; i++) lookups(argv[i]);
         return 0;
@@ -429,6 +461,6 @@ int main(int argc, char **argv) {
     if ((argc == 2 || argc == 3) && !strcmp(argv[1], "streams"))
         return streams(argc == 3 ? argv[2] : "");
     fprintf(stderr,
-            "usage: fastpath lookups PATH... | raw PATH | stub PATH | stress PATH N | streams [DIR]\n");
+            "usage: fastpath lookups PATH... | edges PATH... | raw PATH | stub PATH | stress PATH N | streams [DIR]\n");
     return 2;
 }
