@@ -22,7 +22,8 @@
 #   seccomp, if present, else proot on PATH). ROOST: the agent (default target/release/roost).
 #   FFISRC: a libffi source tree to use instead of fetching one (an ordinary user may have
 #   no cargo). BASE: another roost binary (an earlier commit's build) to add as `roost-base`, so a
-#   change is measured against its base in the same rounds.
+#   change is measured against its base in the same rounds. WORKLOADS: the ones to run, of
+#   configure (with make), git, storm-seq, storm-xargs-P4 and python-200 (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${1:-5}
@@ -35,10 +36,15 @@ ROOST=$(realpath "$ROOST")
 WORK=$(mktemp -d /tmp/roost-bench.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
+WORKLOADS=${WORKLOADS:-configure git storm-seq storm-xargs-P4 python-200}
+wants() { [[ " $WORKLOADS " == *" $1 "* ]]; }
+
 # libffi's sources from the libffi-sys crate (its bundled `libffi` directory holds a ready
 # `configure`, so no autotools are needed).
-FFISRC=${FFISRC:-$(bench/agent/crate_source.sh libffi-sys 2)/libffi}
-[ -x "$FFISRC/configure" ] || { echo "no configure in $FFISRC" >&2; exit 1; }
+if wants configure; then
+  FFISRC=${FFISRC:-$(bench/agent/crate_source.sh libffi-sys 2)/libffi}
+  [ -x "$FFISRC/configure" ] || { echo "no configure in $FFISRC" >&2; exit 1; }
+fi
 
 # The git workload, one script run inside the tree; no global or system configuration counts.
 mkdir -p "$WORK/home"
@@ -107,23 +113,28 @@ fresh() { rm -rf "$WORK/tree"; if [ -n "${1:-}" ]; then cp -a "$1" "$WORK/tree";
 T=$WORK/tree
 for run in $(seq "$RUNS"); do
   for c in $ORDER; do
+    wants configure || break
     fresh "$FFISRC"
     timed configure "$c" "$T" "./configure -q --disable-docs"
     timed make "$c" "$T" "make -s -j2"
   done
   for c in $ORDER; do
+    wants git || break
     fresh
     timed git "$c" "$T" "sh $WORK/git.sh"
   done
   for c in $ORDER; do
+    wants storm-seq || break
     fresh
     timed storm-seq "$c" "$T" 'for i in $(seq 3000); do /bin/true; done'
   done
   for c in $ORDER; do
+    wants storm-xargs-P4 || break
     fresh
     timed storm-xargs-P4 "$c" "$T" "seq 2000 | xargs -P4 -n1 /bin/true"
   done
   for c in $ORDER; do
+    wants python-200 || break
     fresh "$WORK/modules"
     timed python-200 "$c" "$T" "python3 -c 'import all200'"
   done
@@ -132,4 +143,4 @@ done
 echo "nproc: $(nproc)"
 echo "proot: $PROOT $("$PROOT" --version 2>&1 | grep -o 'v[0-9][^ ]*' | head -n1 || true)"
 echo
-python3 bench/agent/table.py "$WORK/results" "$ORDER" "configure make git storm-seq storm-xargs-P4 python-200" native
+python3 bench/agent/table.py "$WORK/results" "$ORDER" "${WORKLOADS/configure/configure make}" native
