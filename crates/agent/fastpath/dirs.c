@@ -7,9 +7,10 @@
  * are the kernel's getdents64, made as the C library makes it (so a descriptor of roost's,
  * a remote directory, is still the agent's to list).
  *
- * A DIR made here is this file's. A program only hands a DIR back to these calls; the C
- * library's own users of directory streams (scandir, glob, nftw) open theirs with its
- * internal calls and read them with its own. What a program sees follows glibc 2.36: a
+ * The C library's own users of directory streams (scandir, glob, nftw) open theirs with its
+ * internal calls and read them with its own; a DIR made here is laid out and locked as
+ * glibc's, so C library code handed one reads it as its own. What a program sees follows
+ * glibc 2.36: a
  * buffer of st_blksize bytes (32 KiB to 1 MiB), entries of inode 0 passed over, ENOENT from
  * a removed directory taken as the end, telldir as the last entry's d_off, the caller's
  * descriptor made close-on-exec by fdopendir, the stream's layout and lock. */
@@ -33,8 +34,7 @@ extern void free(void *);
 
 /* <dirent.h> leaves the type incomplete: this object's streams complete it, laid out as
  * glibc's own (2.36, x86_64), so that C library code handed one of these (a plugin bound
- * to the C library's readdir with RTLD_DEEPBIND, say) reads it as its own, and the other way
- * round. */
+ * to the C library's readdir with RTLD_DEEPBIND, say) reads it as its own. */
 struct __dirstream {
     int fd;
     int lock; /* the C library's low-level lock: 0 free, 1 taken, 2 taken with waiters */
