@@ -212,7 +212,7 @@ impl Copy {
                 let mut st = Stat::from_kernel(local);
                 if let Some(remote) = *known {
                     (st.dev, st.ino, st.nlink) = (remote.dev, remote.ino, remote.nlink);
-                    (st.uid, st.gid) = (remote.uid, remote.gid);
+                    (st.uid, st.gid, st.blksize) = (remote.uid, remote.gid, remote.blksize);
                 }
                 st
             }

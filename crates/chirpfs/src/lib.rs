@@ -485,6 +485,12 @@ pub(crate) fn statfs_of(fs: &roost_client::StatFs) -> StatFs {
     }
 }
 
+/// The smallest preferred I/O size a remote file reports (`st_blksize`): the size of a read
+/// the client makes in one request (larger ones keep several in flight). A server's own
+/// file system says 4 KiB, which sizes the buffers of stdio, Python and coreutils for a disk,
+/// not for a round trip; NFS reports its read size likewise.
+pub const REMOTE_BLKSIZE: i64 = 64 * 1024;
+
 pub(crate) fn stat_of(st: &roost_client::Stat) -> Stat {
     Stat {
         dev: st.dev as u64,
@@ -495,7 +501,7 @@ pub(crate) fn stat_of(st: &roost_client::Stat) -> Stat {
         gid: st.gid as u32,
         rdev: st.rdev as u64,
         size: st.size as u64,
-        blksize: st.blksize,
+        blksize: st.blksize.max(REMOTE_BLKSIZE),
         blocks: st.blocks,
         atime: (st.atime, 0),
         mtime: (st.mtime, 0),

@@ -295,6 +295,28 @@ fn names_descriptors_and_listings_agree_on_every_remote_name() {
     }
 }
 
+/// A remote file's preferred I/O size (`st_blksize`) is the client's, whether asked by name
+/// or by descriptor: the size of one request, not the server's disk block (the 4 KiB that
+/// had stdio read a linker's archives 4 KiB a round trip).
+#[test]
+fn remote_files_report_one_request_as_their_preferred_io_size() {
+    let r = Remote::start();
+    populate(&r.root().join("t"));
+    let (file, dir) = (r.url("/t/a.txt"), r.url("/t"));
+    let program = "import os, sys\n\
+                   print([(os.stat(p).st_blksize, os.fstat(os.open(p, os.O_RDONLY)).st_blksize)\n\
+                          for p in sys.argv[1:]])";
+    for mode in MODES {
+        let o = r.run(mode, &[], &["python3", "-c", program, &file, &dir]);
+        assert_eq!(
+            stdout(&o),
+            "[(65536, 65536), (65536, 65536)]\n",
+            "{mode:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
 /// Python's view: scandir's inodes are stat's, a descriptor's identity is its name's
 /// (`os.path.samestat`, as shutil.rmtree checks it), and `os.path.samefile` tells names
 /// of one file from names of two, with the cwd on the server.

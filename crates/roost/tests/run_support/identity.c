@@ -23,6 +23,8 @@ struct id {
     uint32_t mode;
     int64_t mtime, mtime_ns;
     int known;
+    /* The preferred I/O size: not identity, but programs size their buffers by it. */
+    uint64_t blksize;
 };
 
 static const char *base;
@@ -30,13 +32,14 @@ static int bad;
 
 static struct id of_stat(const struct stat *st) {
     struct id i = {st->st_dev, st->st_ino, st->st_size, st->st_nlink, st->st_mode,
-                   st->st_mtim.tv_sec, st->st_mtim.tv_nsec, 1};
+                   st->st_mtim.tv_sec, st->st_mtim.tv_nsec, 1, st->st_blksize};
     return i;
 }
 
 static struct id of_statx(const struct statx *sx) {
     struct id i = {makedev(sx->stx_dev_major, sx->stx_dev_minor), sx->stx_ino, sx->stx_size,
-                   sx->stx_nlink, sx->stx_mode, sx->stx_mtime.tv_sec, sx->stx_mtime.tv_nsec, 1};
+                   sx->stx_nlink, sx->stx_mode, sx->stx_mtime.tv_sec, sx->stx_mtime.tv_nsec, 1,
+                   sx->stx_blksize};
     return i;
 }
 
@@ -70,6 +73,7 @@ static void same(const char *path, const char *ref, struct id a, const char *how
     FIELD(nlink);
     FIELD(mtime);
     FIELD(mtime_ns);
+    FIELD(blksize);
 }
 
 /* d_ino of `name` in the listing of directory descriptor `dirfd` (read from its start). */
