@@ -289,6 +289,9 @@ pub fn run(
     let pid = spawned.pid;
     let notifications = spawned.listener.is_some();
     let lazy = lazy && notifications;
+    if let Some(fast) = &fast {
+        fast.name_cwds_by_record(&ns, lazy);
+    }
     if lazy {
         if let Err(e) = attach::end_on_signals() {
             eprintln!("roost: SIGTERM will not reach the program's untraced processes: {e}");

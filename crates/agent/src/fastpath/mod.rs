@@ -72,6 +72,11 @@ struct State {
     off: bool,
     /// Descriptors from here up are roost's.
     fd_from: u32,
+    /// Working directories are named by the namespace's one record of how each was entered
+    /// (calls delivered as notifications to processes attached on demand): only then does
+    /// the table carry that record (`Contents::entered`). Under ptrace stops each process's
+    /// own working directory name is kept instead, which the table cannot tell.
+    cwds_by_record: bool,
     /// Each local root's canonical name, found once.
     canonical: HashMap<Vec<u8>, Option<Vec<u8>>>,
 }
@@ -139,6 +144,7 @@ impl FastPath {
                 table,
                 off: false,
                 fd_from: u32::MAX,
+                cwds_by_record: false,
                 canonical: HashMap::new(),
             }),
         })
@@ -167,16 +173,26 @@ impl FastPath {
         state.fd_from = state.fd_from.min(from);
     }
 
+    /// Whether working directories are named by the namespace's record of how each was
+    /// entered (see `State::cwds_by_record`); the table is written again with it.
+    pub fn name_cwds_by_record(&self, ns: &Namespace, yes: bool) {
+        self.state.lock().expect("fast path lock").cwds_by_record = yes;
+        self.publish(ns);
+    }
+
     /// Writes the table for `ns` as it is now.
     pub fn publish(&self, ns: &Namespace) {
         let mut state = self.state.lock().expect("fast path lock");
         let state = &mut *state;
         let (entries, names) = describe(ns, &mut state.canonical);
-        let entered = ns
-            .entered_names()
-            .iter()
-            .map(|(physical, logical)| table::entered_hash(physical, logical))
-            .collect();
+        let entered = if state.cwds_by_record {
+            ns.entered_names()
+                .iter()
+                .map(|(physical, logical)| table::entered_hash(physical, logical))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let contents = Contents {
             enabled: !state.off,
             count: self.count,
