@@ -8,10 +8,12 @@
  * makes from its own code, where the filter traps it, and the agent answers as it answers
  * every program that does not load this object.
  *
- * Rules it lives by: no libc call but __errno_location and (for getcwd(NULL, 0) and
- * realpath, which are no signal-safe calls in the C library either) malloc and free; no
- * allocation, no locks, no thread-local state, so any call may come from a signal handler,
- * a vfork child or any thread; when in doubt, the trap. */
+ * Rules it lives by: no libc call but __errno_location, and malloc and free only where the
+ * C library's own call is no signal-safe one either (getcwd(NULL, 0), realpath, and the
+ * directory streams and fopen of dirs.c and streams.c, which also take a stream's lock and
+ * call the C library's fdopen and fopen); elsewhere no allocation, no locks, no
+ * thread-local state, so any call may come from a signal handler, a vfork child or any
+ * thread; when in doubt, the trap. */
 
 #define _GNU_SOURCE
 #include "calls.h"

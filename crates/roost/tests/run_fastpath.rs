@@ -234,7 +234,7 @@ fn writable_tree(tag: &str) -> Tree {
     t
 }
 
-/// What the probe's `streams` says, run by `program_and_args` as the user roost runs as.
+/// What the probe's `streams` said in the run `o` (`what` names it), which must succeed.
 fn streams_output(o: std::process::Output, what: &str) -> String {
     assert!(o.status.success(), "{what}: {}", text(&o));
     stdout(&o)
@@ -248,19 +248,13 @@ fn directory_streams_and_fopen_behave_as_natively() {
     // while listed.
     let p = probe();
     let native_tree = writable_tree("fastpath-streams-native");
-    let native = {
-        let mut c = if is_root() {
-            let mut c = std::process::Command::new("setpriv");
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", &p]);
-            c
-        } else {
-            std::process::Command::new(&p)
-        };
-        streams_output(
-            c.args(["streams", &native_tree.s()]).output().unwrap(),
-            "native",
-        )
-    };
+    let native = streams_output(
+        as_nobody(&p)
+            .args(["streams", &native_tree.s()])
+            .output()
+            .unwrap(),
+        "native",
+    );
     assert!(native.contains("big: 1502 entries"), "{native}");
     let under_roost = |mode: &[&str], relative: bool| {
         let tag = format!("fastpath-streams-{}{relative}", mode.join(""));
@@ -413,11 +407,8 @@ fn a_directory_entered_both_ways_is_named_as_the_agent_names_it_in_each_delivery
     // mapping. With notifications the agent names a working directory by its one record of
     // how it was last entered; under ptrace stops, by each process's own way in, which the
     // table cannot tell: there the fast path leaves getcwd to the agent.
-    let t = Tree::new("fastpath-entered-both");
+    let t = writable_tree("fastpath-entered-both");
     t.write("a/f", "f\n");
-    if is_root() {
-        give_to_nobody(&t.root);
-    }
     let mount = format!("/m={}", t.s());
     let script = format!(
         "cd {}/a && {{ (sleep 0.4; /bin/pwd) & }}; sleep 0.1; cd /m/a && /bin/pwd; wait",

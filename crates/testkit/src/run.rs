@@ -244,17 +244,23 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// `roost run ARGS` as nobody (under `setpriv`, when the tests run as root), with a cache
-/// of its own and no runtime directory of root's.
-pub fn run_as_nobody(args: &[&str]) -> Output {
-    let mut c = if is_root() {
+/// `program` to be run as nobody: under `setpriv` when the tests run as root, as itself
+/// otherwise.
+pub fn as_nobody(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    if is_root() {
         let mut c = Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
-        c.arg(crate::roost_bin());
+        c.arg(program);
         c
     } else {
-        roost()
-    };
+        Command::new(program)
+    }
+}
+
+/// `roost run ARGS` as nobody ([`as_nobody`]), with a cache of its own and no runtime
+/// directory of root's.
+pub fn run_as_nobody(args: &[&str]) -> Output {
+    let mut c = as_nobody(crate::roost_bin());
     let cache =
         std::env::temp_dir().join(format!("roost-test-nobody-cache-{}", std::process::id()));
     std::fs::create_dir_all(&cache).unwrap();

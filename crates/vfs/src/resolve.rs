@@ -311,8 +311,13 @@ impl Namespace {
         };
         entered
             .into_iter()
-            .filter(|(physical, logical)| self.kernel_path(logical).as_deref() == Some(physical))
+            .filter(|(physical, logical)| self.leads_to(logical, physical))
             .collect()
+    }
+
+    /// Whether logical name `logical` maps to the kernel's path `physical`.
+    fn leads_to(&self, logical: &[u8], physical: &[u8]) -> bool {
+        self.kernel_path(logical).as_deref() == Some(physical)
     }
 
     /// The logical name of a working directory the kernel holds at `physical` (for the
@@ -351,7 +356,7 @@ impl Namespace {
             name.extend_from_slice(DELETED);
             return name;
         }
-        let maps_to = |logical: &[u8]| self.kernel_path(logical).as_deref() == Some(physical);
+        let maps_to = |logical: &[u8]| self.leads_to(logical, physical);
         let entered = self
             .entered
             .lock()
