@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -90,6 +91,7 @@ long fp_set_errno(long ret) {
 enum { UNREADY, STARTING, READY, OFF };
 static int state;
 static const struct rf_table *table;
+static const struct rf_copies *copies;
 static uint64_t *answered;
 
 static int parse_hex(const volatile char *s, uintptr_t *out, int *used) {
@@ -152,6 +154,7 @@ static int start(void) {
     const struct rf_table *tb = (const struct rf_table *)t;
     if (tb->magic != RF_MAGIC || tb->version != RF_VERSION) return OFF;
     table = tb;
+    copies = (const struct rf_copies *)(t + RF_COPIES_OFFSET);
     answered = is_error(c) ? 0 : (uint64_t *)c;
     return READY;
 }
@@ -324,9 +327,32 @@ static int read_still(uint64_t seq) {
     return __atomic_load_n(&table->seq, __ATOMIC_RELAXED) == seq;
 }
 
+/* Whether the file of identity (`dev`, `ino`) may be a local copy of a remote object, which
+ * the agent answers for (table.h, struct rf_copies): never before the first copy is made. */
+static int may_be_copy(uint64_t dev, uint64_t ino) {
+    if (__atomic_load_n(&copies->noted, __ATOMIC_ACQUIRE) == 0) return 0;
+    uint64_t h = rf_copy_hash(dev, ino);
+    for (int k = 0; k < RF_COPY_PROBES; k++) {
+        uint64_t bit = (h >> (21 * k)) & (RF_COPY_BITS - 1);
+        if (!((__atomic_load_n(&copies->bits[bit / 64], __ATOMIC_RELAXED) >> (bit % 64)) & 1))
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether descriptor `fd` may be on such a copy: asked of the kernel (from the code page)
+ * once a copy exists; one it cannot answer for is left to the agent too. */
+static int descriptor_may_be_copy(int fd) {
+    if (__atomic_load_n(&copies->noted, __ATOMIC_ACQUIRE) == 0) return 0;
+    struct stat st;
+    if (FAST(SYS_newfstatat, fd, "", &st, AT_EMPTY_PATH) != 0) return 1;
+    return may_be_copy(st.st_dev, st.st_ino);
+}
+
 /* A name relative to a directory descriptor that the kernel resolves as the agent would
  * (the agent's `kernel_resolves_alike`): one plain name, not a number (a /proc entry), not
- * the last name of a mount point or of a mapped directory, while no remote object was met. */
+ * the last name of a mount point or of a mapped directory; the descriptor must not be a
+ * remote directory's local copy (`descriptor_may_be_copy`, asked last: it costs a call). */
 static int plain_name_alike(const char *name, size_t n) {
     if (n == 0 || n >= PATHBUF) return 0;
     if (is_dot_or_dotdot(name, n)) return 0;
@@ -540,8 +566,8 @@ static enum how locate(int dirfd, const char *path, size_t n, int opening, struc
                 append_components(w->path, &w->len, path, n, &w->slash, &w->dotdot))
                 how = map_absolute(w, opening);
         }
-    } else if (dirfd >= 0 && (uint32_t)dirfd < table->fd_from &&
-               !(table->flags & RF_REMOTE_MET) && plain_name_alike(path, n)) {
+    } else if (dirfd >= 0 && (uint32_t)dirfd < table->fd_from && plain_name_alike(path, n) &&
+               !descriptor_may_be_copy(dirfd)) {
         how = AS_GIVEN; /* w->len stays 0: the descriptor's directory is resolved */
     }
     if (how != TRAP_IT && opening && !w->opens_ok) how = TRAP_IT;
@@ -635,13 +661,14 @@ static const char *at_path(const struct where *w, const char *path) {
 
 /* ---- the calls --------------------------------------------------------------------- */
 
-/* A descriptor the kernel alone knows (not one of roost's), while none may stand for a
- * remote object's local copy. */
-static int plain_descriptor(int fd) {
+/* A descriptor below roost's own numbers (virtual descriptors, copies installed by roost):
+ * the kernel answers for it, unless its file is a remote object's local copy, which the
+ * caller checks on what the kernel said. */
+static int below_roosts_descriptors(int fd) {
     uint64_t seq;
     if (!read_begin(&seq)) return 0;
-    int plain = fd >= 0 && (uint32_t)fd < table->fd_from && !(table->flags & RF_REMOTE_MET);
-    return read_still(seq) && plain;
+    int below = fd >= 0 && (uint32_t)fd < table->fd_from;
+    return read_still(seq) && below;
 }
 
 /* Puts `path` (`n` bytes) as given, made absolute, in w->path: the walk the kernel makes,
@@ -676,8 +703,9 @@ static long stat_at(int dirfd, const char *path, struct stat *buf, int flags) {
     long n;
     if (!ready() || (flags & ~known) || (n = readable_length(path)) < 0) goto trap;
     if (n == 0) {
-        if ((flags & AT_EMPTY_PATH) && plain_descriptor(dirfd)) {
+        if ((flags & AT_EMPTY_PATH) && below_roosts_descriptors(dirfd)) {
             long r = FAST(SYS_newfstatat, dirfd, "", buf, flags);
+            if (r == 0 && may_be_copy(buf->st_dev, buf->st_ino)) goto trap;
             count(RF_CALL_FSTAT);
             return r;
         }
@@ -699,8 +727,12 @@ static long statx_at(int dirfd, const char *path, int flags, unsigned mask, void
     long n;
     if (!ready() || (flags & ~known) || (n = readable_length(path)) < 0) goto trap;
     if (n == 0) {
-        if ((flags & AT_EMPTY_PATH) && plain_descriptor(dirfd)) {
-            long r = fast_syscall(SYS_statx, dirfd, (long)"", flags, mask, (long)buf);
+        if ((flags & AT_EMPTY_PATH) && below_roosts_descriptors(dirfd)) {
+            /* The inode too, to tell a copy; local file systems fill it whatever is asked. */
+            long r = fast_syscall(SYS_statx, dirfd, (long)"", flags, mask | STATX_INO, (long)buf);
+            const struct statx *sx = buf;
+            if (r == 0 && may_be_copy(makedev(sx->stx_dev_major, sx->stx_dev_minor), sx->stx_ino))
+                goto trap;
             count(RF_CALL_FSTAT);
             return r;
         }

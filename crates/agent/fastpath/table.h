@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #define RF_MAGIC 0x31504654534f4f52ULL /* "ROOSTFP1" */
-#define RF_VERSION 1u
+#define RF_VERSION 2u
 
 #define RF_MAX_ENTRIES 64
 #define RF_MAX_NAMES 32
@@ -21,8 +21,7 @@
 
 /* table.flags */
 #define RF_ENABLED 1u    /* answer calls in-process at all */
-#define RF_COUNT 2u      /* count the calls answered (--summary) */
-#define RF_REMOTE_MET 4u /* a remote object was met: descriptors may stand for one */
+#define RF_COUNT 2u   /* count the calls answered (--summary) */
 
 /* entry.kind */
 #define RF_LOCAL 1u /* logical prefix -> physical directory */
@@ -103,9 +102,33 @@ static inline uint64_t rf_entered_hash(const char *physical, unsigned long pn,
     return rf_hash_bytes(rf_hash_bytes(h, &nul, 1), logical, ln);
 }
 
+/* The local copies of remote objects roost has made this run (crates/agent/src/copies.rs):
+ * a descriptor on one must be answered with the remote object's identity, by the agent. The
+ * agent notes each copy's (device, inode) here before any program can open it, in a Bloom
+ * filter that only ever gains bits: a descriptor whose file it may hold goes to the agent,
+ * any other is the kernel's to answer. Past the table, read-only like it. */
+#define RF_COPIES_OFFSET 40960
+#define RF_COPY_BITS (1u << 19)
+#define RF_COPY_PROBES 3
+struct rf_copies {
+    /* How many copies were noted: none, and no descriptor need be looked at. */
+    uint64_t noted;
+    uint64_t pad[511];
+    uint64_t bits[RF_COPY_BITS / 64];
+};
+
+/* The hash whose RF_COPY_PROBES 21-bit fields (each cut to RF_COPY_BITS) place a copy's
+ * (device, inode) in the filter: splitmix64's finalizer over both. */
+static inline uint64_t rf_copy_hash(uint64_t dev, uint64_t ino) {
+    uint64_t h = ino * 0x9e3779b97f4a7c15ULL ^ dev;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+    return h ^ (h >> 31);
+}
+
 /* The counters of calls answered in-process, by enum rf_call: a page of their own, the only
  * part of the file the programs map writable. */
-#define RF_COUNTERS_OFFSET 40960
+#define RF_COUNTERS_OFFSET (RF_COPIES_OFFSET + sizeof(struct rf_copies))
 #define RF_FILE_SIZE (RF_COUNTERS_OFFSET + 4096)
 
 #endif

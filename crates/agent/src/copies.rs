@@ -96,6 +96,15 @@ fn copies() -> &'static Copies {
     })
 }
 
+/// Told of each copy's local (device, inode) as it is noted: the in-process fast path,
+/// which must leave descriptors of copies to roost.
+static WATCHER: OnceLock<Box<dyn Fn(u64, u64) + Send + Sync>> = OnceLock::new();
+
+/// Has `watcher` told of every copy noted from now on (one watcher a run).
+pub fn watch(watcher: impl Fn(u64, u64) + Send + Sync + 'static) {
+    let _ = WATCHER.set(Box::new(watcher));
+}
+
 /// The most copies remembered; past it the oldest-made are no more told apart from
 /// local files (a run that opened this many remote objects is rare).
 const MOST: usize = 1 << 18;
@@ -126,6 +135,9 @@ pub fn note(driver: &Arc<dyn Driver>, path: &[u8], local: &[u8], writing: bool) 
         path: path.to_vec(),
         kind,
     });
+    if let Some(watcher) = WATCHER.get() {
+        watcher(meta.dev(), meta.ino());
+    }
     let c = copies();
     let mut by_inode = c.by_inode.lock().expect("copies lock");
     if by_inode.len() >= MOST {

@@ -248,6 +248,8 @@ pub fn run(
         fast.publish(&ns);
         let publisher = Arc::clone(fast);
         ns.watch(Box::new(move |ns| publisher.publish(ns)));
+        let noter = Arc::clone(fast);
+        copies::watch(move |dev, ino| noter.note_copy(dev, ino));
         first.splice(0..0, fast.rules());
     }
     let own = guard::own_ids();

@@ -5,7 +5,7 @@
 //! local one. Every check compares with the same program run natively on a local copy.
 
 use roost_testkit::peer::have;
-use roost_testkit::remote::{Remote, MODES};
+use roost_testkit::remote::{Remote, CACHED, MODES};
 use roost_testkit::run::*;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -247,6 +247,19 @@ fn cp_install_mv_tar_rsync_and_shutil_copy_remote_trees_as_local_ones() {
 /// roost on the same tree on the server it must too, in every mode.
 #[test]
 fn names_descriptors_and_listings_agree_on_every_remote_name() {
+    identities_agree(|r, mode, argv| r.run(mode, &[], argv));
+}
+
+/// The same as an ordinary user, where roost run has its in-process fast path (none as
+/// root): a descriptor of a local copy, wherever the program puts it, is still answered
+/// with the remote identity, though descriptors of local files are answered in-process.
+#[test]
+fn with_the_fast_path_descriptors_of_copies_keep_the_remote_identity() {
+    identities_agree(|r, mode, argv| r.run_as_nobody(mode, &[], argv));
+}
+
+/// [`names_descriptors_and_listings_agree_on_every_remote_name`], running roost by `run`.
+fn identities_agree(run: impl Fn(&Remote, &[&str], &[&str]) -> std::process::Output) {
     let r = Remote::start();
     let root = r.root();
     populate(&root.join("t"));
@@ -288,11 +301,40 @@ fn names_descriptors_and_listings_agree_on_every_remote_name() {
         for round in 0..2 {
             let mut argv = vec![checker, &rbase];
             argv.extend(rnames.iter().map(String::as_str));
-            let o = r.run(mode, &[], &argv);
+            let o = run(&r, mode, &argv);
             let seen = stdout(&o) + &stderr(&o);
             assert_eq!(native, seen, "{mode:?}, round {round}");
         }
     }
+}
+
+/// Only the copies' descriptors are roost's: once a remote file was opened and read (its
+/// copy made), a program's fstat of a local file is still answered in-process, as
+/// `--summary` counts, and the remote one's still tells the remote identity.
+#[test]
+fn descriptors_of_local_files_stay_in_process_once_copies_exist() {
+    let r = Remote::start();
+    r.write("t/a.txt", b"remote\n");
+    let file = r.url("/t/a.txt");
+    let program = "import os, sys\n\
+                   f = os.open(sys.argv[1], os.O_RDONLY)\n\
+                   os.read(f, 6)\n\
+                   local = os.open('/etc/passwd', os.O_RDONLY)\n\
+                   for _ in range(500): os.fstat(local)\n\
+                   print(os.fstat(f).st_ino == os.stat(sys.argv[1]).st_ino)";
+    let o = r.run_as_nobody(CACHED, &["--summary"], &["python3", "-c", program, &file]);
+    assert_eq!(stdout(&o), "True\n", "{}", stderr(&o));
+    let summary = stderr(&o);
+    let in_process = summary
+        .split_once("in-process (fast path)")
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("no fast path in the summary: {summary}"));
+    let fstats: u64 = in_process
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("fstat "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(fstats >= 500, "{fstats} fstats in-process: {summary}");
 }
 
 /// A remote file's preferred I/O size (`st_blksize`) is the client's, whether asked by name

@@ -1,8 +1,9 @@
 //! A remote tree for `roost run` over Chirp: a real `roost serve` on 127.0.0.1 exporting a
 //! fresh directory, reached as `/chirp/127.0.0.1:PORT/...`, with a private cache.
 
-use crate::run::run_with_cache;
+use crate::run::{as_nobody, run_with_cache, with_cache};
 use crate::serve::TestServer;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -25,13 +26,18 @@ pub fn open_server() -> TestServer {
 pub struct Remote {
     pub server: TestServer,
     pub cache: tempfile::TempDir,
+    /// The cache of runs as nobody ([`Remote::run_as_nobody`]): open to everyone.
+    nobody_cache: tempfile::TempDir,
 }
 
 impl Remote {
     pub fn start() -> Remote {
+        let nobody_cache = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(nobody_cache.path(), PermissionsExt::from_mode(0o777)).unwrap();
         Remote {
             server: open_server(),
             cache: tempfile::tempdir().unwrap(),
+            nobody_cache,
         }
     }
 
@@ -63,6 +69,16 @@ impl Remote {
     /// [`Remote::command`], run.
     pub fn run(&self, mode: &[&str], options: &[&str], argv: &[&str]) -> Output {
         self.command(mode, options, argv).output().unwrap()
+    }
+
+    /// [`Remote::run`] as nobody ([`as_nobody`]), where roost run has its in-process fast
+    /// path (none as root), with a cache of its own.
+    pub fn run_as_nobody(&self, mode: &[&str], options: &[&str], argv: &[&str]) -> Output {
+        let mut roost = as_nobody(crate::roost_bin());
+        roost.env_remove("XDG_RUNTIME_DIR");
+        with_cache(roost, self.nobody_cache.path(), mode, options, argv)
+            .output()
+            .unwrap()
     }
 }
 

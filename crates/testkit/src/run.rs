@@ -129,7 +129,17 @@ pub fn compiled(name: &str) -> PathBuf {
 
 /// `roost run --cache CACHE MODE... OPTIONS... -- timeout 60 ARGV...`, to be run.
 pub fn run_with_cache(cache: &Path, mode: &[&str], options: &[&str], argv: &[&str]) -> Command {
-    let mut c = roost();
+    with_cache(roost(), cache, mode, options, argv)
+}
+
+/// [`run_with_cache`]'s arguments given to `c`, a command that runs roost.
+pub fn with_cache(
+    mut c: Command,
+    cache: &Path,
+    mode: &[&str],
+    options: &[&str],
+    argv: &[&str],
+) -> Command {
     c.arg("run")
         .arg("--cache")
         .arg(cache)

@@ -173,6 +173,16 @@ impl FastPath {
         state.fd_from = state.fd_from.min(from);
     }
 
+    /// Notes the file of identity (`dev`, `ino`) as a remote object's local copy, whose
+    /// descriptors the agent answers for ([`crate::copies`]): before any program opens it.
+    pub fn note_copy(&self, dev: u64, ino: u64) {
+        self.state
+            .lock()
+            .expect("fast path lock")
+            .table
+            .note_copy(dev, ino);
+    }
+
     /// Whether working directories are named by the namespace's record of how each was
     /// entered (see `State::cwds_by_record`); the table is written again with it.
     pub fn name_cwds_by_record(&self, ns: &Namespace, yes: bool) {
@@ -196,7 +206,6 @@ impl FastPath {
         let contents = Contents {
             enabled: !state.off,
             count: self.count,
-            remote_met: ns.remote_met(),
             fd_from: state.fd_from,
             entries,
             names,

@@ -10,7 +10,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 pub const MAGIC: u64 = 0x3150_4654_534f_4f52; // "ROOSTFP1"
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 pub const MAX_ENTRIES: usize = 64;
 pub const MAX_NAMES: usize = 32;
 /// The longest path an entry holds (the C side's `RF_PATH_MAX`, less its terminating NUL).
@@ -20,7 +20,6 @@ pub const MAX_ENTERED: usize = 512;
 
 pub const ENABLED: u32 = 1;
 pub const COUNT: u32 = 2;
-pub const REMOTE_MET: u32 = 4;
 
 /// An entry's kind (`RF_LOCAL`, `RF_TRAP`, `RF_PHYS`).
 const KIND_LOCAL: u32 = 1;
@@ -43,7 +42,13 @@ const NAMES: usize = ENTRIES + MAX_ENTRIES * ENTRY_SIZE;
 const NAME_SIZE: usize = 64;
 const N_ENTERED: usize = NAMES + MAX_NAMES * NAME_SIZE;
 const ENTERED: usize = N_ENTERED + 8;
-pub const COUNTERS: usize = 40960;
+/// `struct rf_copies`: how many copies were noted, then the Bloom filter's bits.
+const COPIES: usize = 40960;
+const COPIES_NOTED: usize = COPIES;
+const COPY_BITS_AT: usize = COPIES + 4096;
+const COPY_BITS: u64 = 1 << 19;
+const COPY_PROBES: u32 = 3;
+pub const COUNTERS: usize = COPY_BITS_AT + COPY_BITS as usize / 8;
 pub const FILE_SIZE: usize = COUNTERS + 4096;
 /// The calls the counters hold, in `enum rf_call`'s order.
 pub const CALLS: [&str; 8] = [
@@ -72,7 +77,6 @@ pub enum Entry {
 pub struct Contents {
     pub enabled: bool,
     pub count: bool,
-    pub remote_met: bool,
     pub fd_from: u32,
     pub entries: Vec<Entry>,
     pub names: Vec<Vec<u8>>,
@@ -90,6 +94,14 @@ pub fn entered_hash(physical: &[u8], logical: &[u8]) -> u64 {
             .fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
     };
     fnv(fnv(fnv(0xcbf2_9ce4_8422_2325, physical), &[0]), logical)
+}
+
+/// `rf_copy_hash` of `table.h`: splitmix64's finalizer over a file's device and inode.
+pub fn copy_hash(dev: u64, ino: u64) -> u64 {
+    let mut h = ino.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ dev;
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
 }
 
 impl Contents {
@@ -165,8 +177,7 @@ impl Table {
         fence(Ordering::Release);
         let fits = contents.fits();
         let flags = (if contents.enabled && fits { ENABLED } else { 0 })
-            | (if contents.count { COUNT } else { 0 })
-            | (if contents.remote_met { REMOTE_MET } else { 0 });
+            | (if contents.count { COUNT } else { 0 });
         self.names_gen += 1;
         self.put(FLAGS, &flags.to_ne_bytes());
         self.put(NAMES_GEN, &self.names_gen.to_ne_bytes());
@@ -215,6 +226,19 @@ impl Table {
         self.word(SEQ).store(seq + 2, Ordering::Release);
     }
 
+    /// Notes the file of identity (`dev`, `ino`) as a remote object's local copy: from now
+    /// on no program answers a call on a descriptor of it in-process. Bits are only ever
+    /// added, so no lock is taken against readers.
+    pub fn note_copy(&self, dev: u64, ino: u64) {
+        let h = copy_hash(dev, ino);
+        for k in 0..COPY_PROBES {
+            let bit = (h >> (21 * k)) & (COPY_BITS - 1);
+            self.word(COPY_BITS_AT + 8 * (bit / 64) as usize)
+                .fetch_or(1 << (bit % 64), Ordering::Release);
+        }
+        self.word(COPIES_NOTED).fetch_add(1, Ordering::Release);
+    }
+
     /// The calls the programs answered in-process so far, by [`CALLS`].
     pub fn answered(&self) -> Vec<u64> {
         (0..CALLS.len())
@@ -261,6 +285,12 @@ int main(void) {{
     SHOW("n_entered", offsetof(struct rf_table, n_entered));
     SHOW("entered", offsetof(struct rf_table, entered));
     SHOW("entered_hash", rf_entered_hash("/tmp/t/a", 8, "/m/a", 4) % 1000000007);
+    SHOW("copies", RF_COPIES_OFFSET);
+    SHOW("copies_noted", offsetof(struct rf_copies, noted));
+    SHOW("copy_bits_at", offsetof(struct rf_copies, bits));
+    SHOW("copy_bits", RF_COPY_BITS);
+    SHOW("copy_probes", RF_COPY_PROBES);
+    SHOW("copy_hash", rf_copy_hash(0x803, 5332994) % 1000000007);
     SHOW("table_size", sizeof(struct rf_table));
     SHOW("counters", RF_COUNTERS_OFFSET);
     SHOW("file_size", RF_FILE_SIZE);
@@ -313,7 +343,16 @@ int main(void) {{
             at("entered_hash") as u64,
             entered_hash(b"/tmp/t/a", b"/m/a") % 1_000_000_007
         );
-        assert!(at("table_size") <= COUNTERS);
+        assert!(at("table_size") <= COPIES);
+        assert_eq!(at("copies"), COPIES);
+        assert_eq!(at("copies") + at("copies_noted"), COPIES_NOTED);
+        assert_eq!(at("copies") + at("copy_bits_at"), COPY_BITS_AT);
+        assert_eq!(at("copy_bits") as u64, COPY_BITS);
+        assert_eq!(at("copy_probes") as u32, COPY_PROBES);
+        assert_eq!(
+            at("copy_hash") as u64,
+            copy_hash(0x803, 5_332_994) % 1_000_000_007
+        );
         assert_eq!(at("counters"), COUNTERS);
         assert_eq!(at("file_size"), FILE_SIZE);
         assert_eq!(at("calls"), CALLS.len());

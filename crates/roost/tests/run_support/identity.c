@@ -2,7 +2,8 @@
  * disagree: stat and lstat by name, statx by name, fstatat relative to the parent's
  * descriptor, the parent's listing (d_ino from getdents64), and on a descriptor opened
  * from the name (fstat as the raw syscall, newfstatat and statx with AT_EMPTY_PATH, and
- * an O_PATH descriptor's). A directory's own listing is checked entry by entry too. A
+ * an O_PATH descriptor's; and through the C library on a duplicate at a low number). A
+ * directory's own listing is checked entry by entry too, and by name on both descriptors. A
  * path agreeing everywhere prints "NAME ok"; each disagreement prints one line. Names are
  * printed relative to the first argument, so a native run and one under roost compare. */
 #define _GNU_SOURCE
@@ -26,6 +27,9 @@ struct id {
     /* The preferred I/O size: not identity, but programs size their buffers by it. */
     uint64_t blksize;
 };
+
+/* Below the numbers roost keeps for its own descriptors. */
+#define LOW_FD 100
 
 static const char *base;
 static int bad;
@@ -139,6 +143,22 @@ static void check(const char *path) {
     same(path, "stat", by_stat, "fstat of an O_PATH descriptor", opath, 0);
     close(o);
 
+    /* The same descriptor at a low number of the program's choosing (as a shell's
+     * redirection puts one), asked through the C library: an in-process answer there must
+     * still be the name's. */
+    struct id low = {0}, low_empty = {0}, low_x = {0};
+    if (fd >= 0 && dup2(fd, LOW_FD) == LOW_FD) {
+        if (fstat(LOW_FD, &st) == 0)
+            low = of_stat(&st);
+        if (fstatat(LOW_FD, "", &st, AT_EMPTY_PATH) == 0)
+            low_empty = of_stat(&st);
+        if (statx(LOW_FD, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &sx) == 0)
+            low_x = of_statx(&sx);
+    }
+    same(path, "stat", by_stat, "fstat at a low number", low, 0);
+    same(path, "stat", by_stat, "fstatat(low, \"\", AT_EMPTY_PATH)", low_empty, 0);
+    same(path, "stat", by_stat, "statx(low, \"\", AT_EMPTY_PATH)", low_x, 0);
+
     if (S_ISDIR(by_stat.mode) && fd >= 0) {
         /* Every entry of its listing, against fstatat on the same descriptor. */
         char buf[4096];
@@ -153,10 +173,16 @@ static void check(const char *path) {
                 char label[600];
                 snprintf(label, sizeof label, "%s/%s", path, d->d_name);
                 same(label, "fstatat on the directory's descriptor", entry, "d_ino", dino, 1);
+                struct id low_entry = {0};
+                if (fstatat(LOW_FD, d->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                    low_entry = of_stat(&st);
+                same(label, "fstatat on the directory's descriptor", entry,
+                     "fstatat at a low number", low_entry, 0);
                 off += d->d_reclen;
             }
         }
     }
+    close(LOW_FD);
     close(fd);
     if (bad == before)
         printf("%s ok\n", rel(path));
