@@ -570,7 +570,8 @@ static enum how locate(int dirfd, const char *path, size_t n, int opening, struc
                !descriptor_may_be_copy(dirfd)) {
         how = AS_GIVEN; /* w->len stays 0: the descriptor's directory is resolved */
     }
-    if (how != TRAP_IT && opening && !w->opens_ok) how = TRAP_IT;
+    if (how != TRAP_IT && opening && (!w->opens_ok || (table->flags & RF_NO_OPENS)))
+        how = TRAP_IT;
     if (w->dotdot && how != AS_GIVEN) how = TRAP_IT;
     w->how = read_still(seq) ? how : TRAP_IT;
     return w->how;
@@ -610,11 +611,14 @@ static uint64_t hash_dir(const char *p, size_t n, uint64_t gen) {
  * to them fails with ENOENT or ENOTDIR before any symlink (openat2 refuses the first
  * symlink it meets before it looks further), so the call itself fails there as the agent's
  * would, after the kernel's own checks of its arguments (not kept: the name may appear). */
+static int proved_by_lookups(struct where *w, size_t d);
+
 static int proved(struct where *w, size_t d) {
     if (d <= 1) return 1; /* the root is no symlink */
     uint64_t h = hash_dir(w->path, d, w->names_gen);
     uint64_t *slot = &proofs[h % PROOF_SLOTS];
     if (__atomic_load_n(slot, __ATOMIC_RELAXED) == h) return 1;
+    if (table->flags & RF_NO_OPENS) return proved_by_lookups(w, d);
     char saved = w->path[d];
     w->path[d] = 0;
     struct open_how how = {
@@ -627,6 +631,27 @@ static int proved(struct where *w, size_t d) {
     if (fd < 0) return 0;
     TRAP(SYS_close, fd, 0, 0, 0);
     __atomic_store_n(slot, h, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* `proved` where the page may not open (roost run as root): each component in turn, looked
+ * at without following it, with each directory proved on the way kept. */
+static int proved_by_lookups(struct where *w, size_t d) {
+    for (size_t end = 2; end <= d; end++) {
+        if (end < d && w->path[end] != '/') continue;
+        uint64_t h = hash_dir(w->path, end, w->names_gen);
+        uint64_t *slot = &proofs[h % PROOF_SLOTS];
+        if (__atomic_load_n(slot, __ATOMIC_RELAXED) == h) continue;
+        char saved = w->path[end];
+        w->path[end] = 0;
+        struct stat st;
+        long r = FAST(SYS_newfstatat, AT_FDCWD, w->path, &st, AT_SYMLINK_NOFOLLOW);
+        w->path[end] = saved;
+        if (r == -ENOENT || r == -ENOTDIR) return 1;
+        if (r < 0 || S_ISLNK(st.st_mode)) return 0;
+        if (!S_ISDIR(st.st_mode)) return 1; /* the walk fails with ENOTDIR past it */
+        __atomic_store_n(slot, h, __ATOMIC_RELAXED);
+    }
     return 1;
 }
 

@@ -21,7 +21,8 @@
 
 /* table.flags */
 #define RF_ENABLED 1u    /* answer calls in-process at all */
-#define RF_COUNT 2u   /* count the calls answered (--summary) */
+#define RF_COUNT 2u    /* count the calls answered (--summary) */
+#define RF_NO_OPENS 4u /* the page may not open (roost run as root): lookups only */
 
 /* entry.kind */
 #define RF_LOCAL 1u /* logical prefix -> physical directory */

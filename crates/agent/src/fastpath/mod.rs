@@ -32,7 +32,7 @@ const CONFIG_ROOM: usize = 512 - CONFIG_PAYLOAD;
 const PRELOAD_LIST: &[u8] = b"/etc/ld.so.preload";
 
 /// The calls the fast path makes from its code page: the only ones the filter lets through
-/// from there.
+/// from there (all but [`OPENS`] for a program that may hold `CAP_SYS_PTRACE` over roost).
 pub const CALLS: &[Sys] = &[
     Sys::Newfstatat,
     Sys::Statx,
@@ -43,16 +43,15 @@ pub const CALLS: &[Sys] = &[
     Sys::Getcwd,
 ];
 
+/// The calls of [`CALLS`] that open.
+const OPENS: &[Sys] = &[Sys::Openat2];
+
 /// Why a run has no fast path, though asked for one (`--strict` and `--trace` never ask).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Off {
     /// The mount list hides names (`DENY`, `ENOENT`): a program could reach them from the
     /// code page the filter lets through, so no call is answered in-process.
     Hiding,
-    /// The program may hold `CAP_SYS_PTRACE` over roost (roost runs as root): from the code
-    /// page it could open roost's own `/proc/PID/mem`, which only the agent's check of
-    /// paths keeps from such a program (docs/security.md).
-    Privileged,
 }
 
 /// A run's fast path: its files, and the table the programs read.
@@ -63,6 +62,11 @@ pub struct FastPath {
     /// Where the code page goes in every process of the run.
     stub: u64,
     count: bool,
+    /// Whether the page may open files. Not for a program that may hold `CAP_SYS_PTRACE`
+    /// over roost (roost run as root): from the page it could open roost's own
+    /// `/proc/PID/mem`, which only the agent's check of paths keeps from such a program
+    /// (docs/security.md); it answers lookups only, which change nothing.
+    opens: bool,
     state: Mutex<State>,
 }
 
@@ -88,12 +92,10 @@ impl FastPath {
         if mounts.hides_any() {
             return Ok(Err(Off::Hiding));
         }
-        if crate::guard::may_hold_ptrace_capability() {
-            return Ok(Err(Off::Privileged));
-        }
+        let opens = !crate::guard::may_hold_ptrace_capability();
         let dir = make_run_dir()?;
         let stub = random_page()?;
-        match Self::write_files(&dir, stub, mounts, count) {
+        match Self::write_files(&dir, stub, mounts, count, opens) {
             Ok(fast) => Ok(Ok(fast)),
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -107,6 +109,7 @@ impl FastPath {
         stub: u64,
         mounts: &mut MountTable,
         count: bool,
+        opens: bool,
     ) -> io::Result<FastPath> {
         let table_path = dir.join("table");
         let file = std::fs::OpenOptions::new()
@@ -140,6 +143,7 @@ impl FastPath {
             dir: dir.to_path_buf(),
             stub,
             count,
+            opens,
             state: Mutex::new(State {
                 table,
                 off: false,
@@ -163,6 +167,7 @@ impl FastPath {
         let ip = self.stub + 2;
         CALLS
             .iter()
+            .filter(|sys| self.opens || !OPENS.contains(sys))
             .map(|sys| (sys.nr() as u32, Verdict::AllowFrom { ip }))
             .collect()
     }
@@ -206,6 +211,7 @@ impl FastPath {
         let contents = Contents {
             enabled: !state.off,
             count: self.count,
+            opens: self.opens,
             fd_from: state.fd_from,
             entries,
             names,

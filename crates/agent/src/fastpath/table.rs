@@ -20,6 +20,7 @@ pub const MAX_ENTERED: usize = 512;
 
 pub const ENABLED: u32 = 1;
 pub const COUNT: u32 = 2;
+pub const NO_OPENS: u32 = 4;
 
 /// An entry's kind (`RF_LOCAL`, `RF_TRAP`, `RF_PHYS`).
 const KIND_LOCAL: u32 = 1;
@@ -77,6 +78,8 @@ pub enum Entry {
 pub struct Contents {
     pub enabled: bool,
     pub count: bool,
+    /// Whether the page may open (see `FastPath::opens`).
+    pub opens: bool,
     pub fd_from: u32,
     pub entries: Vec<Entry>,
     pub names: Vec<Vec<u8>>,
@@ -177,7 +180,8 @@ impl Table {
         fence(Ordering::Release);
         let fits = contents.fits();
         let flags = (if contents.enabled && fits { ENABLED } else { 0 })
-            | (if contents.count { COUNT } else { 0 });
+            | (if contents.count { COUNT } else { 0 })
+            | (if contents.opens { 0 } else { NO_OPENS });
         self.names_gen += 1;
         self.put(FLAGS, &flags.to_ne_bytes());
         self.put(NAMES_GEN, &self.names_gen.to_ne_bytes());

@@ -1,9 +1,10 @@
 /* Probes of roost's in-process fast path (run_fastpath.rs). Modes:
  *   lookups PATH...  each way of looking a name up, one line per path and call
  *   raw PATH         stat by a `syscall` instruction of this program's own
- *   stub PATH        make one call the fast path answers, then find roost's code page (an
+ *   stub PATH [mem]  make one call the fast path answers, then find roost's code page (an
  *                    anonymous r-x page starting with `syscall; ret`) and stat PATH from
- *                    it, as a hostile program would
+ *                    it, as a hostile program would; with `mem`, also open roost's own
+ *                    memory (/proc/PARENT/mem) from it
  *   stress PATH N    stat PATH from the main thread, a second thread, a signal handler and
  *                    vfork children at once; says how many answers were wrong
  *   edges PATH...    calls whose arguments the kernel refuses before it looks at the path
@@ -16,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -185,6 +187,19 @@ static long stat_from(uintptr_t page, const char *path, struct stat *st) {
     __asm__ volatile("call *%[page]"
                      : "=a"(ret)
                      : "0"((long)SYS_newfstatat), "D"((long)AT_FDCWD), "S"(path), "d"(st),
+                       "r"(r10), [page] "r"(page)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+
+/* openat2 of PATH for reading and writing, made from roost's code page. */
+static long open_from(uintptr_t page, const char *path) {
+    struct open_how how = {.flags = O_RDWR | O_CLOEXEC};
+    long ret;
+    register long r10 __asm__("r10") = sizeof how;
+    __asm__ volatile("call *%[page]"
+                     : "=a"(ret)
+                     : "0"((long)SYS_openat2), "D"((long)AT_FDCWD), "S"(path), "d"(&how),
                        "r"(r10), [page] "r"(page)
                      : "rcx", "r11", "memory");
     return ret;
@@ -443,7 +458,7 @@ int main(int argc, char **argv) {
         else printf("raw %s: size %lld\n", argv[2], (long long)st.st_size);
         return 0;
     }
-    if (argc == 3 && !strcmp(argv[1], "stub")) {
+    if ((argc == 3 || (argc == 4 && !strcmp(argv[3], "mem"))) && !strcmp(argv[1], "stub")) {
         struct stat any;
         stat("/", &any); /* the fast path starts on its first call */
         uintptr_t page = find_code_page();
@@ -455,12 +470,19 @@ int main(int argc, char **argv) {
         long r = stat_from(page, argv[2], &st);
         if (r < 0) printf("from the code page %s: %s\n", argv[2], strerror((int)-r));
         else printf("from the code page %s: size %lld\n", argv[2], (long long)st.st_size);
+        if (argc == 4) {
+            char mem[64];
+            snprintf(mem, sizeof mem, "/proc/%d/mem", (int)getppid());
+            long fd = open_from(page, mem);
+            if (fd < 0) printf("roost's memory from the code page: %s\n", strerror((int)-fd));
+            else printf("roost's memory from the code page: opened\n");
+        }
         return 0;
     }
     if (argc == 4 && !strcmp(argv[1], "stress")) return stress(argv[2], atol(argv[3]));
     if ((argc == 2 || argc == 3) && !strcmp(argv[1], "streams"))
         return streams(argc == 3 ? argv[2] : "");
     fprintf(stderr,
-            "usage: fastpath lookups PATH... | edges PATH... | raw PATH | stub PATH | stress PATH N | streams [DIR]\n");
+            "usage: fastpath lookups PATH... | edges PATH... | raw PATH | stub PATH [mem] | stress PATH N | streams [DIR]\n");
     return 2;
 }
