@@ -16,8 +16,8 @@
 #   python-200       python3 start-up importing 200 small modules (bytecode compiled) from
 #                    the tree
 #   usage: bench/agent/process_heavy.sh [RUNS]      (default 5)
-#   As root, roost run has no in-process fast path (docs/security.md): run this as an
-#   ordinary user to measure it.
+#   As root, roost run's in-process fast path makes lookups only (docs/security.md): run
+#   this as an ordinary user to measure the whole of it.
 #   PROOT: the proot to compare with (default: /opt/proot-upstream/proot, upstream with
 #   seccomp, if present, else proot on PATH). ROOST: the agent (default target/release/roost).
 #   FFISRC: a libffi source tree to use instead of fetching one (an ordinary user may have
