@@ -133,7 +133,8 @@ static int start(void) {
     code[1] = 0x05;
     code[2] = 0xc3; /* ret */
     if (TRAP(SYS_mprotect, at, 4096, PROT_READ | PROT_EXEC, 0) != 0) return OFF;
-    /* From the page already: one trapped call fewer for every program started. */
+    /* From the page already: one trapped call fewer for every program started (trapped
+     * there too where the page may not open: RF_NO_OPENS). */
     stub = at;
     /* Writable for the counters; a process that became another user reads it only, and
      * counts nothing. */
@@ -340,19 +341,11 @@ static int may_be_copy(uint64_t dev, uint64_t ino) {
     return 1;
 }
 
-/* Whether descriptor `fd` may be on such a copy: asked of the kernel (from the code page)
- * once a copy exists; one it cannot answer for is left to the agent too. */
-static int descriptor_may_be_copy(int fd) {
-    if (__atomic_load_n(&copies->noted, __ATOMIC_ACQUIRE) == 0) return 0;
-    struct stat st;
-    if (FAST(SYS_newfstatat, fd, "", &st, AT_EMPTY_PATH) != 0) return 1;
-    return may_be_copy(st.st_dev, st.st_ino);
-}
-
 /* A name relative to a directory descriptor that the kernel resolves as the agent would
  * (the agent's `kernel_resolves_alike`): one plain name, not a number (a /proc entry), not
- * the last name of a mount point or of a mapped directory; the descriptor must not be a
- * remote directory's local copy (`descriptor_may_be_copy`, asked last: it costs a call). */
+ * the last name of a mount point or of a mapped directory, while no remote object was met
+ * (the agent names a directory in a mirror through its mount, however it was opened, and
+ * not every mirror directory is a noted copy). */
 static int plain_name_alike(const char *name, size_t n) {
     if (n == 0 || n >= PATHBUF) return 0;
     if (is_dot_or_dotdot(name, n)) return 0;
@@ -566,8 +559,8 @@ static enum how locate(int dirfd, const char *path, size_t n, int opening, struc
                 append_components(w->path, &w->len, path, n, &w->slash, &w->dotdot))
                 how = map_absolute(w, opening);
         }
-    } else if (dirfd >= 0 && (uint32_t)dirfd < table->fd_from && plain_name_alike(path, n) &&
-               !descriptor_may_be_copy(dirfd)) {
+    } else if (dirfd >= 0 && (uint32_t)dirfd < table->fd_from &&
+               !(table->flags & RF_REMOTE_MET) && plain_name_alike(path, n)) {
         how = AS_GIVEN; /* w->len stays 0: the descriptor's directory is resolved */
     }
     if (how != TRAP_IT && opening && (!w->opens_ok || (table->flags & RF_NO_OPENS)))
@@ -635,7 +628,10 @@ static int proved(struct where *w, size_t d) {
 }
 
 /* `proved` where the page may not open (roost run as root): each component in turn, looked
- * at without following it, with each directory proved on the way kept. */
+ * at without following it, with each directory proved on the way kept. Unlike one openat2
+ * the walk is not atomic: a directory renamed away and replaced by a symlink between two of
+ * its steps goes unseen, as one changed by a process roost does not trace after a proof goes
+ * unseen until the proof ends (within a second); nothing is hidden while a page exists. */
 static int proved_by_lookups(struct where *w, size_t d) {
     for (size_t end = 2; end <= d; end++) {
         if (end < d && w->path[end] != '/') continue;

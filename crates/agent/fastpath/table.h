@@ -23,6 +23,7 @@
 #define RF_ENABLED 1u    /* answer calls in-process at all */
 #define RF_COUNT 2u    /* count the calls answered (--summary) */
 #define RF_NO_OPENS 4u /* the page may not open (roost run as root): lookups only */
+#define RF_REMOTE_MET 8u /* a remote object was met: a directory descriptor may be a mirror's */
 
 /* entry.kind */
 #define RF_LOCAL 1u /* logical prefix -> physical directory */

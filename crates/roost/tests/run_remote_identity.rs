@@ -250,8 +250,8 @@ fn names_descriptors_and_listings_agree_on_every_remote_name() {
     identities_agree(|r, mode, argv| r.run(mode, &[], argv));
 }
 
-/// The same as an ordinary user, where roost run has its in-process fast path (none as
-/// root): a descriptor of a local copy, wherever the program puts it, is still answered
+/// The same as an ordinary user, where roost run has its whole in-process fast path (as
+/// root it makes lookups only): a descriptor of a local copy, wherever the program puts it, is still answered
 /// with the remote identity, though descriptors of local files are answered in-process.
 #[test]
 fn with_the_fast_path_descriptors_of_copies_keep_the_remote_identity() {

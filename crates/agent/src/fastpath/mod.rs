@@ -19,7 +19,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use table::{Contents, Entry, Table};
+use table::{Contents, CopyFilter, Entry, Table};
 
 /// The shared object, built by `build.rs`.
 static INTERPOSER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/roost_fastpath.so"));
@@ -67,6 +67,8 @@ pub struct FastPath {
     /// `/proc/PID/mem`, which only the agent's check of paths keeps from such a program
     /// (docs/security.md); it answers lookups only, which change nothing.
     opens: bool,
+    /// The table's filter of local copies, written without the lock.
+    copies: CopyFilter,
     state: Mutex<State>,
 }
 
@@ -144,6 +146,7 @@ impl FastPath {
             stub,
             count,
             opens,
+            copies: table.copies(),
             state: Mutex::new(State {
                 table,
                 off: false,
@@ -181,11 +184,7 @@ impl FastPath {
     /// Notes the file of identity (`dev`, `ino`) as a remote object's local copy, whose
     /// descriptors the agent answers for ([`crate::copies`]): before any program opens it.
     pub fn note_copy(&self, dev: u64, ino: u64) {
-        self.state
-            .lock()
-            .expect("fast path lock")
-            .table
-            .note_copy(dev, ino);
+        self.copies.note(dev, ino);
     }
 
     /// Whether working directories are named by the namespace's record of how each was
@@ -212,6 +211,7 @@ impl FastPath {
             enabled: !state.off,
             count: self.count,
             opens: self.opens,
+            remote_met: ns.remote_met(),
             fd_from: state.fd_from,
             entries,
             names,

@@ -21,6 +21,7 @@ pub const MAX_ENTERED: usize = 512;
 pub const ENABLED: u32 = 1;
 pub const COUNT: u32 = 2;
 pub const NO_OPENS: u32 = 4;
+pub const REMOTE_MET: u32 = 8;
 
 /// An entry's kind (`RF_LOCAL`, `RF_TRAP`, `RF_PHYS`).
 const KIND_LOCAL: u32 = 1;
@@ -80,6 +81,8 @@ pub struct Contents {
     pub count: bool,
     /// Whether the page may open (see `FastPath::opens`).
     pub opens: bool,
+    /// A remote object was met: a directory descriptor may be a mirror's.
+    pub remote_met: bool,
     pub fd_from: u32,
     pub entries: Vec<Entry>,
     pub names: Vec<Vec<u8>>,
@@ -181,7 +184,8 @@ impl Table {
         let fits = contents.fits();
         let flags = (if contents.enabled && fits { ENABLED } else { 0 })
             | (if contents.count { COUNT } else { 0 })
-            | (if contents.opens { 0 } else { NO_OPENS });
+            | (if contents.opens { 0 } else { NO_OPENS })
+            | (if contents.remote_met { REMOTE_MET } else { 0 });
         self.names_gen += 1;
         self.put(FLAGS, &flags.to_ne_bytes());
         self.put(NAMES_GEN, &self.names_gen.to_ne_bytes());
@@ -230,17 +234,9 @@ impl Table {
         self.word(SEQ).store(seq + 2, Ordering::Release);
     }
 
-    /// Notes the file of identity (`dev`, `ino`) as a remote object's local copy: from now
-    /// on no program answers a call on a descriptor of it in-process. Bits are only ever
-    /// added, so no lock is taken against readers.
-    pub fn note_copy(&self, dev: u64, ino: u64) {
-        let h = copy_hash(dev, ino);
-        for k in 0..COPY_PROBES {
-            let bit = (h >> (21 * k)) & (COPY_BITS - 1);
-            self.word(COPY_BITS_AT + 8 * (bit / 64) as usize)
-                .fetch_or(1 << (bit % 64), Ordering::Release);
-        }
-        self.word(COPIES_NOTED).fetch_add(1, Ordering::Release);
+    /// The table's filter of copies, to be written without the owner's lock.
+    pub fn copies(&self) -> CopyFilter {
+        CopyFilter { base: self.base }
     }
 
     /// The calls the programs answered in-process so far, by [`CALLS`].
@@ -248,6 +244,39 @@ impl Table {
         (0..CALLS.len())
             .map(|i| self.word(COUNTERS + 8 * i).load(Ordering::Relaxed))
             .collect()
+    }
+}
+
+/// The table's Bloom filter of remote objects' local copies (`struct rf_copies`): written
+/// with atomic operations only, so by any thread without the lock that serializes rewrites.
+/// Valid while the [`Table`] it came from is mapped.
+pub struct CopyFilter {
+    base: *mut u8,
+}
+
+// SAFETY: only atomic operations on the shared mapping, which outlives every user (both
+// belong to one `FastPath`).
+unsafe impl Send for CopyFilter {}
+unsafe impl Sync for CopyFilter {}
+
+impl CopyFilter {
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        assert!(offset + 8 <= FILE_SIZE);
+        // SAFETY: an aligned u64 inside the mapping, which outlives `self`.
+        unsafe { &*(self.base.add(offset) as *const AtomicU64) }
+    }
+
+    /// Notes the file of identity (`dev`, `ino`) as a remote object's local copy: from now
+    /// on no program answers a call on a descriptor of it in-process. Bits are only ever
+    /// added, before the count readers look at first, so no lock is taken against them.
+    pub fn note(&self, dev: u64, ino: u64) {
+        let h = copy_hash(dev, ino);
+        for k in 0..COPY_PROBES {
+            let bit = (h >> (21 * k)) & (COPY_BITS - 1);
+            self.word(COPY_BITS_AT + 8 * (bit / 64) as usize)
+                .fetch_or(1 << (bit % 64), Ordering::Release);
+        }
+        self.word(COPIES_NOTED).fetch_add(1, Ordering::Release);
     }
 }
 
@@ -289,6 +318,10 @@ int main(void) {{
     SHOW("n_entered", offsetof(struct rf_table, n_entered));
     SHOW("entered", offsetof(struct rf_table, entered));
     SHOW("entered_hash", rf_entered_hash("/tmp/t/a", 8, "/m/a", 4) % 1000000007);
+    SHOW("enabled", RF_ENABLED);
+    SHOW("count", RF_COUNT);
+    SHOW("no_opens", RF_NO_OPENS);
+    SHOW("remote_met", RF_REMOTE_MET);
     SHOW("copies", RF_COPIES_OFFSET);
     SHOW("copies_noted", offsetof(struct rf_copies, noted));
     SHOW("copy_bits_at", offsetof(struct rf_copies, bits));
@@ -347,6 +380,10 @@ int main(void) {{
             at("entered_hash") as u64,
             entered_hash(b"/tmp/t/a", b"/m/a") % 1_000_000_007
         );
+        assert_eq!(at("enabled") as u32, ENABLED);
+        assert_eq!(at("count") as u32, COUNT);
+        assert_eq!(at("no_opens") as u32, NO_OPENS);
+        assert_eq!(at("remote_met") as u32, REMOTE_MET);
         assert!(at("table_size") <= COPIES);
         assert_eq!(at("copies"), COPIES);
         assert_eq!(at("copies") + at("copies_noted"), COPIES_NOTED);
