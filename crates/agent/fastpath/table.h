@@ -133,13 +133,4 @@ static inline uint64_t rf_copy_hash(uint64_t dev, uint64_t ino) {
 #define RF_COUNTERS_OFFSET (RF_COPIES_OFFSET + sizeof(struct rf_copies))
 #define RF_FILE_SIZE (RF_COUNTERS_OFFSET + 4096)
 
-/* In the same page, per program (its executable's device and inode, placed by
- * rf_copy_hash), how many of its processes answered RF_PAYS_AT calls in-process: the agent
- * stops offering the object to a program whose processes mostly do not, since loading it
- * costs each process about as much as that many trapped calls
- * (crates/agent/src/fastpath/offers.rs). Indexes of 64-bit words from the page's start. */
-#define RF_PAID_AT 64
-#define RF_PAID_SLOTS 256
-#define RF_PAYS_AT 8
-
 #endif

@@ -583,56 +583,6 @@ fn a_program_that_may_hold_cap_sys_ptrace_over_roost_gets_a_code_page_that_canno
     assert!(!in_process.contains("  open "), "{summary}");
 }
 
-/// The trapped `access` calls in a `--summary`, and how many failed: in these runs, the
-/// loaders' looks at `/etc/ld.so.preload`, failed where roost's list was not offered (the
-/// host's file, absent here).
-fn access_calls(summary: &str) -> (u64, u64) {
-    let row = summary
-        .lines()
-        .find(|l| l.starts_with("access "))
-        .unwrap_or_else(|| panic!("no access row: {summary}"));
-    let n: Vec<u64> = row
-        .split_whitespace()
-        .skip(1)
-        .take(2)
-        .map(|v| v.parse().unwrap())
-        .collect();
-    (n[0], n[1])
-}
-
-/// Loading the object costs each process about four trapped calls, so a program none of
-/// whose first processes answered enough calls in-process stops being offered it (one
-/// process in sixteen still is), while one whose processes do keeps it.
-#[test]
-fn programs_whose_processes_answer_few_calls_stop_loading_the_object() {
-    let (_t, mount) = hello_tree("fastpath-offers");
-    // No host list here (a machine's own list would be found by the declined too).
-    if std::path::Path::new("/etc/ld.so.preload").exists() {
-        println!("SKIP TEST: this machine has its own /etc/ld.so.preload");
-        return;
-    }
-    let idle = roost_run(
-        &["--summary", "--mount", &mount],
-        "sh",
-        &["-c", "for i in $(seq 40); do /bin/true; done"],
-    );
-    assert!(idle.status.success(), "{}", stderr(&idle));
-    let (_, declined) = access_calls(&stderr(&idle));
-    // 40 `true`s: three offered, then those of the 16th and 32nd start only.
-    assert_eq!(declined, 35, "{}", stderr(&idle));
-    let stats = "/m/f ".repeat(10);
-    let busy = roost_run(
-        &["--summary", "--mount", &mount],
-        "sh",
-        &[
-            "-c",
-            &format!("for i in $(seq 20); do stat -c %s {stats} >/dev/null; done"),
-        ],
-    );
-    assert!(busy.status.success(), "{}", stderr(&busy));
-    assert_eq!(access_calls(&stderr(&busy)).1, 0, "{}", stderr(&busy));
-}
-
 #[test]
 fn procfs_reached_through_a_mapping_and_mappings_behind_host_symlinks_stay_the_agents() {
     let t = Tree::new("fastpath-procfs");

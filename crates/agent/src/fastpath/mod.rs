@@ -7,7 +7,6 @@
 //! everything else is trapped as before. This module writes the run's files, keeps the table
 //! current as the namespace changes, and turns it off where the agent alone can answer.
 
-mod offers;
 pub mod table;
 
 use crate::arch::Sys;
@@ -20,7 +19,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use table::{Atomics, Contents, Entry, Table};
+use table::{Contents, CopyFilter, Entry, Table};
 
 /// The shared object, built by `build.rs`.
 static INTERPOSER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/roost_fastpath.so"));
@@ -68,10 +67,8 @@ pub struct FastPath {
     /// `/proc/PID/mem`, which only the agent's check of paths keeps from such a program
     /// (docs/security.md); it answers lookups only, which change nothing.
     opens: bool,
-    /// The table's parts used without the lock.
-    atomics: Atomics,
-    /// Which programs are offered the object.
-    offers: offers::Offers,
+    /// The table's filter of local copies, written without the lock.
+    copies: CopyFilter,
     state: Mutex<State>,
 }
 
@@ -149,8 +146,7 @@ impl FastPath {
             stub,
             count,
             opens,
-            atomics: table.atomics(),
-            offers: offers::Offers::default(),
+            copies: table.copies(),
             state: Mutex::new(State {
                 table,
                 off: false,
@@ -159,13 +155,6 @@ impl FastPath {
                 canonical: HashMap::new(),
             }),
         })
-    }
-
-    /// Whether thread `tid`'s call on `path` (`opening` it, or not) is one on the loader's
-    /// preload list that is to find the host's file, not roost's list: the program is not
-    /// offered the object this time ([`offers`]).
-    pub fn declines_list(&self, tid: i32, path: &[u8], opening: bool) -> bool {
-        path == PRELOAD_LIST && !self.offers.offered(tid, opening, &self.atomics)
     }
 
     /// Whether `physical` is the run's preload list, which the loader of every program
@@ -195,7 +184,7 @@ impl FastPath {
     /// Notes the file of identity (`dev`, `ino`) as a remote object's local copy, whose
     /// descriptors the agent answers for ([`crate::copies`]): before any program opens it.
     pub fn note_copy(&self, dev: u64, ino: u64) {
-        self.atomics.note_copy(dev, ino);
+        self.copies.note(dev, ino);
     }
 
     /// Whether working directories are named by the namespace's record of how each was

@@ -52,14 +52,6 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             Ok(p) => p,
             Err(e) => return Decision::fail(e),
         };
-        let opening = matches!(ctx.call, crate::call::Call::Open(_));
-        if ctx
-            .fast
-            .is_some_and(|f| f.declines_list(ctx.pid, &path, opening))
-        {
-            // The host's file, as if roost had no list: this program loads no object.
-            continue;
-        }
         if path.is_empty() {
             // AT_EMPTY_PATH names the dirfd itself; otherwise the kernel answers ENOENT.
             // A stat of a remote object's local copy answers with the remote identity.
