@@ -667,9 +667,24 @@ static int slashed_proved(struct where *w) {
     return proved(w, d);
 }
 
+/* How many calls this process answered in-process, up to RF_PAYS_AT. */
+static unsigned answered_here;
+
+/* Counts this process's program as one whose processes the object pays for (table.h). */
+static void note_paid(void) {
+    struct stat st;
+    if (FAST(SYS_newfstatat, AT_FDCWD, "/proc/self/exe", &st, 0) != 0) return;
+    uint64_t h = rf_copy_hash(st.st_dev, st.st_ino);
+    __atomic_fetch_add(&answered[RF_PAID_AT + (uint32_t)h % RF_PAID_SLOTS], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&answered[RF_PAID_AT + (h >> 32) % RF_PAID_SLOTS], 1, __ATOMIC_RELAXED);
+}
+
 static void count(enum rf_call call) {
-    if (answered && (table->flags & RF_COUNT))
-        __atomic_fetch_add(&answered[call], 1, __ATOMIC_RELAXED);
+    if (!answered) return; /* a process that became another user: the page is not its */
+    if (table->flags & RF_COUNT) __atomic_fetch_add(&answered[call], 1, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&answered_here, __ATOMIC_RELAXED) < RF_PAYS_AT &&
+        __atomic_add_fetch(&answered_here, 1, __ATOMIC_RELAXED) == RF_PAYS_AT)
+        note_paid();
 }
 
 /* The directory and path a call is made on: the caller's, or the physical name. */

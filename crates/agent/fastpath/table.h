@@ -133,4 +133,15 @@ static inline uint64_t rf_copy_hash(uint64_t dev, uint64_t ino) {
 #define RF_COUNTERS_OFFSET (RF_COPIES_OFFSET + sizeof(struct rf_copies))
 #define RF_FILE_SIZE (RF_COUNTERS_OFFSET + 4096)
 
+/* In the same page, per program (its executable's device and inode), how many of its
+ * processes answered RF_PAYS_AT calls in-process, counted in two slots (the low and high
+ * halves of rf_copy_hash, each cut to RF_PAID_SLOTS; the agent reads the smaller, so two
+ * programs share a count only where both slots collide): the agent stops offering the
+ * object to a program whose processes mostly do not, since loading it costs each process
+ * about as much as that many trapped calls (crates/agent/src/fastpath/offers.rs). Indexes
+ * of 64-bit words from the page's start. */
+#define RF_PAID_AT 64
+#define RF_PAID_SLOTS 448
+#define RF_PAYS_AT 8
+
 #endif

@@ -828,6 +828,7 @@ impl Agent {
         let fs = task.fs.borrow().clone();
         let exe = task.mm.borrow().exe.clone();
         let mut ctx = Ctx::new(pid, (sys, call, regs), ns, &fs, exe.as_deref());
+        ctx.fast = self.shared.fast.as_deref();
         handlers::decide(&mut ctx, kind)
     }
 

@@ -583,6 +583,62 @@ fn a_program_that_may_hold_cap_sys_ptrace_over_roost_gets_a_code_page_that_canno
     assert!(!in_process.contains("  open "), "{summary}");
 }
 
+/// How many times the loaders of a `--summary`'s run opened the fast path's object (the
+/// row of the run's own directory, where nothing else is opened in these runs).
+fn object_loads(summary: &str) -> u64 {
+    summary
+        .lines()
+        .find(|l| l.starts_with("/tmp/roost-fastpath-"))
+        .and_then(|row| row.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Loading the object costs each process about four trapped calls, so a program none of
+/// whose first processes answered enough calls in-process stops being offered it (one
+/// process in sixteen still is), while one whose processes do keeps it; and what programs
+/// see of `/etc/ld.so.preload` is the same whether or not they were offered it.
+#[test]
+fn programs_whose_processes_answer_few_calls_stop_loading_the_object() {
+    let (_t, mount) = hello_tree("fastpath-offers");
+    let summary = |script: &str| {
+        let o = roost_run(&["--summary", "--mount", &mount], "sh", &["-c", script]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        (stdout(&o), stderr(&o))
+    };
+    // sh, seq and 40 `true`s: the `true`s are offered it three times, then at their 16th
+    // and 32nd start only.
+    let (_, idle) = summary("for i in $(seq 40); do /bin/true; done");
+    assert_eq!(object_loads(&idle), 2 + 3 + 2, "{idle}");
+    let stats = "/m/f ".repeat(10);
+    let (_, busy) = summary(&format!(
+        "for i in $(seq 20); do stat -c %s {stats} >/dev/null; done"
+    ));
+    assert_eq!(object_loads(&busy), 2 + 20, "{busy}");
+    // The same with calls delivered as notifications (`--summary` takes ptrace stops), by
+    // the object's mapping in each process: 20 `grep`s, offered it 3 times and at the 16th.
+    for runner in runners() {
+        let o = runner(
+            &["--mount", &mount],
+            "sh",
+            &[
+                "-c",
+                "for i in $(seq 20); do grep -c roost_fastpath /proc/self/maps; done",
+            ],
+        );
+        let loaded: Vec<bool> = stdout(&o).lines().map(|l| l != "0").collect();
+        let expected: Vec<bool> = (1..=20).map(|i| i <= 3 || i == 16).collect();
+        assert_eq!(loaded, expected, "{}{}", stdout(&o), stderr(&o));
+    }
+    // Thirty `cat`s, most of them declined: each reads roost's list, offered or not.
+    let (thirty, log) = summary(
+        "for i in $(seq 30); do test -r /etc/ld.so.preload && cat /etc/ld.so.preload; done",
+    );
+    assert!(object_loads(&log) < 30, "{log}");
+    let one = &thirty[..thirty.len() / 30];
+    assert!(one.contains("roost_fastpath.so"), "{thirty}");
+    assert_eq!(thirty, one.repeat(30));
+}
+
 #[test]
 fn procfs_reached_through_a_mapping_and_mappings_behind_host_symlinks_stay_the_agents() {
     let t = Tree::new("fastpath-procfs");

@@ -7,6 +7,7 @@
 //! everything else is trapped as before. This module writes the run's files, keeps the table
 //! current as the namespace changes, and turns it off where the agent alone can answer.
 
+pub mod offers;
 pub mod table;
 
 use crate::arch::Sys;
@@ -19,7 +20,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use table::{Contents, CopyFilter, Entry, Table};
+use table::{Atomics, Contents, Entry, Table};
 
 /// The shared object, built by `build.rs`.
 static INTERPOSER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/roost_fastpath.so"));
@@ -67,8 +68,10 @@ pub struct FastPath {
     /// `/proc/PID/mem`, which only the agent's check of paths keeps from such a program
     /// (docs/security.md); it answers lookups only, which change nothing.
     opens: bool,
-    /// The table's filter of local copies, written without the lock.
-    copies: CopyFilter,
+    /// The table's parts used without the lock.
+    atomics: Atomics,
+    /// Which programs are offered the object.
+    offers: offers::Offers,
     state: Mutex<State>,
 }
 
@@ -146,7 +149,8 @@ impl FastPath {
             stub,
             count,
             opens,
-            copies: table.copies(),
+            atomics: table.atomics(),
+            offers: offers::Offers::default(),
             state: Mutex::new(State {
                 table,
                 off: false,
@@ -155,6 +159,19 @@ impl FastPath {
                 canonical: HashMap::new(),
             }),
         })
+    }
+
+    /// Thread `tid` exec'd a dynamically linked program, whose loader will look at the
+    /// preload list ([`offers`]).
+    pub fn loader_comes(&self, tid: i32) {
+        self.offers.loader_comes(tid);
+    }
+
+    /// Whether thread `tid`'s call `call` on `path` is the open of the preload list by a
+    /// loader whose program is not offered the object this time ([`offers`]): the host's
+    /// own file is to be opened, as if roost had no list.
+    pub fn declines_list(&self, tid: i32, path: &[u8], call: offers::ListCall) -> bool {
+        path == PRELOAD_LIST && self.offers.declined_open(tid, call, &self.atomics)
     }
 
     /// Whether `physical` is the run's preload list, which the loader of every program
@@ -184,7 +201,7 @@ impl FastPath {
     /// Notes the file of identity (`dev`, `ino`) as a remote object's local copy, whose
     /// descriptors the agent answers for ([`crate::copies`]): before any program opens it.
     pub fn note_copy(&self, dev: u64, ino: u64) {
-        self.copies.note(dev, ino);
+        self.atomics.note_copy(dev, ino);
     }
 
     /// Whether working directories are named by the namespace's record of how each was

@@ -52,6 +52,11 @@ const COPY_BITS: u64 = 1 << 19;
 const COPY_PROBES: u32 = 3;
 pub const COUNTERS: usize = COPY_BITS_AT + COPY_BITS as usize / 8;
 pub const FILE_SIZE: usize = COUNTERS + 4096;
+/// In the counters page, the programs' counts of processes that answered [`PAYS_AT`] calls
+/// in-process (`RF_PAID_AT`, `RF_PAID_SLOTS`, in 64-bit words).
+const PAID_AT: usize = 64;
+const PAID_SLOTS: usize = 448;
+pub const PAYS_AT: u64 = 8;
 /// The calls the counters hold, in `enum rf_call`'s order.
 pub const CALLS: [&str; 8] = [
     "stat", "lstat", "fstat", "statx", "access", "readlink", "open", "getcwd",
@@ -234,9 +239,9 @@ impl Table {
         self.word(SEQ).store(seq + 2, Ordering::Release);
     }
 
-    /// The table's filter of copies, to be written without the owner's lock.
-    pub fn copies(&self) -> CopyFilter {
-        CopyFilter { base: self.base }
+    /// The table's parts used with atomic operations alone, without the owner's lock.
+    pub fn atomics(&self) -> Atomics {
+        Atomics { base: self.base }
     }
 
     /// The calls the programs answered in-process so far, by [`CALLS`].
@@ -247,19 +252,20 @@ impl Table {
     }
 }
 
-/// The table's Bloom filter of remote objects' local copies (`struct rf_copies`): written
-/// with atomic operations only, so by any thread without the lock that serializes rewrites.
-/// Valid while the [`Table`] it came from is mapped.
-pub struct CopyFilter {
+/// The table's parts used with atomic operations alone, so by any thread without the lock
+/// that serializes rewrites: the Bloom filter of remote objects' local copies (`struct
+/// rf_copies`) and the programs' counts of processes the object paid for. Valid while the
+/// [`Table`] it came from is mapped.
+pub struct Atomics {
     base: *mut u8,
 }
 
 // SAFETY: only atomic operations on the shared mapping, which outlives every user (both
 // belong to one `FastPath`).
-unsafe impl Send for CopyFilter {}
-unsafe impl Sync for CopyFilter {}
+unsafe impl Send for Atomics {}
+unsafe impl Sync for Atomics {}
 
-impl CopyFilter {
+impl Atomics {
     fn word(&self, offset: usize) -> &AtomicU64 {
         assert!(offset + 8 <= FILE_SIZE);
         // SAFETY: an aligned u64 inside the mapping, which outlives `self`.
@@ -269,7 +275,7 @@ impl CopyFilter {
     /// Notes the file of identity (`dev`, `ino`) as a remote object's local copy: from now
     /// on no program answers a call on a descriptor of it in-process. Bits are only ever
     /// added, before the count readers look at first, so no lock is taken against them.
-    pub fn note(&self, dev: u64, ino: u64) {
+    pub fn note_copy(&self, dev: u64, ino: u64) {
         let h = copy_hash(dev, ino);
         for k in 0..COPY_PROBES {
             let bit = (h >> (21 * k)) & (COPY_BITS - 1);
@@ -277,6 +283,17 @@ impl CopyFilter {
                 .fetch_or(1 << (bit % 64), Ordering::Release);
         }
         self.word(COPIES_NOTED).fetch_add(1, Ordering::Release);
+    }
+
+    /// How many processes of the program whose executable is (`dev`, `ino`) answered
+    /// [`PAYS_AT`] calls in-process (or of another whose two slots both collide with its).
+    pub fn paid(&self, dev: u64, ino: u64) -> u64 {
+        let h = copy_hash(dev, ino);
+        let count = |slot: u64| {
+            let at = PAID_AT + (slot % PAID_SLOTS as u64) as usize;
+            self.word(COUNTERS + 8 * at).load(Ordering::Relaxed)
+        };
+        count(h & 0xffff_ffff).min(count(h >> 32))
     }
 }
 
@@ -322,6 +339,9 @@ int main(void) {{
     SHOW("count", RF_COUNT);
     SHOW("no_opens", RF_NO_OPENS);
     SHOW("remote_met", RF_REMOTE_MET);
+    SHOW("paid_at", RF_PAID_AT);
+    SHOW("paid_slots", RF_PAID_SLOTS);
+    SHOW("pays_at", RF_PAYS_AT);
     SHOW("copies", RF_COPIES_OFFSET);
     SHOW("copies_noted", offsetof(struct rf_copies, noted));
     SHOW("copy_bits_at", offsetof(struct rf_copies, bits));
@@ -380,6 +400,10 @@ int main(void) {{
             at("entered_hash") as u64,
             entered_hash(b"/tmp/t/a", b"/m/a") % 1_000_000_007
         );
+        assert_eq!(at("paid_at"), PAID_AT);
+        assert_eq!(at("paid_slots"), PAID_SLOTS);
+        assert_eq!(at("pays_at") as u64, PAYS_AT);
+        assert!(CALLS.len() <= PAID_AT && (PAID_AT + PAID_SLOTS) * 8 <= 4096);
         assert_eq!(at("enabled") as u32, ENABLED);
         assert_eq!(at("count") as u32, COUNT);
         assert_eq!(at("no_opens") as u32, NO_OPENS);

@@ -230,6 +230,7 @@ pub fn handle(
     let mut argv0: Option<Vec<u8>> = None;
     let mut name = as_passed;
     let mut loader: Option<(Vec<u8>, Vec<u8>)> = None;
+    let mut dynamic = false;
     for depth in 0..=MAX_INTERPRETERS {
         // Failures are the kernel's to report (EACCES, ENOENT, ...) when it runs the exec.
         let Some(head) = head_of(&physical) else {
@@ -260,6 +261,7 @@ pub fn handle(
             continue;
         }
         if let Head::Binary(Some(interp)) = head {
+            dynamic = true;
             match locate(ctx, &join(b"/", &interp), true) {
                 // The kernel will exec the loader, not the program: check what it would.
                 Ok((l, p, true)) => match check_executable(ctx.pid, &physical) {
@@ -271,6 +273,10 @@ pub fn handle(
             }
         }
         break;
+    }
+    if let Some(fast) = ctx.fast.filter(|_| dynamic) {
+        // Its dynamic loader's first look at the preload list is to come.
+        fast.loader_comes(ctx.pid);
     }
     let mut d = Decision::pass();
     d.logical = Some(logical.clone());

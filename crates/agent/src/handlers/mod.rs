@@ -44,6 +44,8 @@ pub struct Ctx<'a> {
     /// `--trace` and `--summary`); without, a name the kernel resolves alike is let through
     /// unnamed ([`path::kernel_resolves_alike`]).
     pub names_recorded: bool,
+    /// The run's in-process fast path, which decides which programs load it.
+    pub fast: Option<&'a crate::fastpath::FastPath>,
 }
 
 impl<'a> Ctx<'a> {
@@ -66,6 +68,7 @@ impl<'a> Ctx<'a> {
             exe,
             known_paths: &[],
             names_recorded: true,
+            fast: None,
         }
     }
 

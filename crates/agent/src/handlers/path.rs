@@ -52,6 +52,13 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
             Ok(p) => p,
             Err(e) => return Decision::fail(e),
         };
+        if ctx
+            .fast
+            .is_some_and(|f| f.declines_list(ctx.pid, &path, list_call(ctx)))
+        {
+            // A loader not offered the fast path's object opens the host's own list.
+            continue;
+        }
         if path.is_empty() {
             // AT_EMPTY_PATH names the dirfd itself; otherwise the kernel answers ENOENT.
             // A stat of a remote object's local copy answers with the remote identity.
@@ -166,6 +173,17 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
 /// the name is where the kernel finds it; outside, the namespace is the host's. `find`,
 /// `du` and `fts` in general make most of their calls so (`openat(fd, name, O_NOFOLLOW)`,
 /// `fstatat(fd, name, AT_SYMLINK_NOFOLLOW)`).
+/// What call `ctx` is, as the fast path's offer of its object tells calls on the preload list
+/// apart ([`crate::fastpath::offers`]): the loader asks `access(R_OK)`, then opens it.
+fn list_call(ctx: &Ctx<'_>) -> crate::fastpath::offers::ListCall {
+    use crate::fastpath::offers::ListCall;
+    match ctx.call {
+        crate::call::Call::Open(_) => ListCall::Open,
+        _ if ctx.sys == Sys::Access && ctx.regs.arg(1) == libc::R_OK as u64 => ListCall::Access,
+        _ => ListCall::Other,
+    }
+}
+
 pub(crate) fn kernel_resolves_alike(ctx: &Ctx<'_>, dirfd: Option<i64>, path: &[u8]) -> bool {
     dirfd.is_some_and(|fd| fd >= 0)
         && !path.is_empty()

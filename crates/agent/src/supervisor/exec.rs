@@ -56,6 +56,7 @@ pub fn answer(
     let known = [(regs.arg(path), given)];
     let mut ctx = Ctx::decoding(tid, (sys, regs), ns, &fs, exe.as_deref());
     ctx.known_paths = &known;
+    ctx.fast = shared.fast.as_deref();
     let d = exec::handle(&mut ctx, dirfd, path, argv, flags);
     match d.action {
         Action::Pass => {

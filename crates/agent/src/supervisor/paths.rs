@@ -127,6 +127,7 @@ fn decide(c: &Trapped<'_>, paths: &[(u64, Vec<u8>)]) -> Decision {
     let mut ctx = Ctx::new(tid, at, &shared.ns, &fs, exe.as_deref());
     ctx.known_paths = paths;
     ctx.names_recorded = false;
+    ctx.fast = shared.fast.as_deref();
     handlers::decide(&mut ctx, kind)
 }
 

@@ -39,6 +39,7 @@ pub(super) fn answer(
     };
     let decision = {
         let mut ctx = Ctx::decoding(tid, (sys, regs), ns, &fs, exe.as_deref());
+        ctx.fast = shared.fast.as_deref();
         handlers::decide(&mut ctx, kind)
     };
     match (decision.action, decision.after) {

@@ -1,0 +1,118 @@
+//! Which programs' loaders get the fast path's object. Loading it costs each process started
+//! about four trapped calls (the loader's open and fstat of the preload list and of the
+//! object, made before any library is there to answer them) and the loading itself: about
+//! what the object saves on [`PAYS_AT`](super::table::PAYS_AT) calls. Many programs a build
+//! or a script starts make fewer (`true`, `rm`, `mv`). So the agent offers the object per
+//! program (its executable's device and inode): to its first few processes, and afterwards
+//! while at least a quarter of the processes offered it answered that many calls in-process
+//! (the object counts them in the table, `RF_PAID_AT`), else to one process in sixteen, so
+//! that a change is seen.
+//!
+//! Only a dynamic loader is ever declined, and nothing the program sees changes: after an
+//! exec of a dynamically linked program (the exec handler says one is coming), the first
+//! `access(R_OK)` of `/etc/ld.so.preload` is its loader's, and is answered as always (roost's
+//! list is there); when the program is declined, the loader's open of the list that follows
+//! is made on the host's own file (the machine's own preloads, which roost's list names
+//! after its object; absent, the open fails and the loader loads nothing), whose descriptor
+//! the loader closes before the program runs. Every other call on the name finds roost's
+//! list.
+
+use super::table::Atomics;
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::sync::Mutex;
+
+/// Offers made to a program before its counts are looked at.
+const FIRST_OFFERS: u64 = 3;
+/// Of a declined program's processes, one in this many is offered the object all the same.
+const RETRY_EVERY: u64 = 16;
+/// Threads remembered between an exec and its loader's calls, at most (then forgotten:
+/// their loaders get roost's list).
+const MOST_WAITING: usize = 4096;
+
+#[derive(Default)]
+pub struct Offers {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// By executable (device, inode).
+    programs: HashMap<(u64, u64), Program>,
+    /// Threads that exec'd a dynamically linked program whose loader has not looked yet.
+    loaders: HashSet<i32>,
+    /// Threads whose loader was declined: their next open of the list is the host's file's.
+    declined: HashSet<i32>,
+}
+
+#[derive(Default)]
+struct Program {
+    /// Processes started, and of them those offered the object.
+    started: u64,
+    offered: u64,
+}
+
+/// A call on the preload list, as far as the offer goes.
+pub enum ListCall {
+    /// `access` with `R_OK`, as the loader makes it.
+    Access,
+    Open,
+    Other,
+}
+
+impl Offers {
+    /// Thread `tid` exec'd a dynamically linked program: its loader's look is to come.
+    pub fn loader_comes(&self, tid: i32) {
+        let mut state = self.state.lock().expect("offers lock");
+        if state.loaders.len() >= MOST_WAITING {
+            state.loaders.clear();
+        }
+        state.declined.remove(&tid);
+        state.loaders.insert(tid);
+    }
+
+    /// Whether thread `tid`'s call on the preload list is the open of a loader that was
+    /// declined at its `access` (which is where the offer is decided).
+    pub fn declined_open(&self, tid: i32, call: ListCall, atomics: &Atomics) -> bool {
+        let mut state = self.state.lock().expect("offers lock");
+        match call {
+            ListCall::Open => state.declined.remove(&tid),
+            ListCall::Other => false,
+            ListCall::Access => {
+                if !state.loaders.remove(&tid) {
+                    return false;
+                }
+                if !state.offer(tid, atomics) {
+                    if state.declined.len() >= MOST_WAITING {
+                        state.declined.clear();
+                    }
+                    state.declined.insert(tid);
+                }
+                false
+            }
+        }
+    }
+}
+
+impl State {
+    /// Whether thread `tid`'s new program is offered the object, counted as one started.
+    fn offer(&mut self, tid: i32, atomics: &Atomics) -> bool {
+        let Some((dev, ino)) = program_of(tid) else {
+            return true;
+        };
+        let paid = atomics.paid(dev, ino);
+        let program = self.programs.entry((dev, ino)).or_default();
+        program.started += 1;
+        let offered = program.offered < FIRST_OFFERS
+            || paid.saturating_mul(4) >= program.offered
+            || program.started % RETRY_EVERY == 0;
+        program.offered += u64::from(offered);
+        offered
+    }
+}
+
+/// The device and inode of thread `tid`'s executable.
+fn program_of(tid: i32) -> Option<(u64, u64)> {
+    let meta = std::fs::metadata(format!("/proc/{tid}/exe")).ok()?;
+    Some((meta.dev(), meta.ino()))
+}
