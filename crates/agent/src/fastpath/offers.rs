@@ -56,7 +56,9 @@ struct Program {
 pub enum ListCall {
     /// `access` with `R_OK`, as the loader makes it.
     Access,
+    /// An open to read, creating and truncating nothing.
     Open,
+    /// Any other call: the thread's loader, if it was to come, has not come that way.
     Other,
 }
 
@@ -76,8 +78,15 @@ impl Offers {
     pub fn declined_open(&self, tid: i32, call: ListCall, atomics: &Atomics) -> bool {
         let mut state = self.state.lock().expect("offers lock");
         match call {
-            ListCall::Open => state.declined.remove(&tid),
-            ListCall::Other => false,
+            ListCall::Open => {
+                state.loaders.remove(&tid);
+                state.declined.remove(&tid)
+            }
+            ListCall::Other => {
+                state.loaders.remove(&tid);
+                state.declined.remove(&tid);
+                false
+            }
             ListCall::Access => {
                 if !state.loaders.remove(&tid) {
                     return false;

@@ -174,11 +174,15 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
 /// `du` and `fts` in general make most of their calls so (`openat(fd, name, O_NOFOLLOW)`,
 /// `fstatat(fd, name, AT_SYMLINK_NOFOLLOW)`).
 /// What call `ctx` is, as the fast path's offer of its object tells calls on the preload list
-/// apart ([`crate::fastpath::offers`]): the loader asks `access(R_OK)`, then opens it.
+/// apart ([`crate::fastpath::offers`]): the loader asks `access(R_OK)`, then opens it to read
+/// (`O_RDONLY`, creating and truncating nothing: a `creat` is no loader's).
 fn list_call(ctx: &Ctx<'_>) -> crate::fastpath::offers::ListCall {
     use crate::fastpath::offers::ListCall;
+    let changes = libc::O_ACCMODE | libc::O_CREAT | libc::O_TRUNC;
     match ctx.call {
-        crate::call::Call::Open(_) => ListCall::Open,
+        crate::call::Call::Open(open) if open.flags & changes == 0 && ctx.sys != Sys::Creat => {
+            ListCall::Open
+        }
         _ if ctx.sys == Sys::Access && ctx.regs.arg(1) == libc::R_OK as u64 => ListCall::Access,
         _ => ListCall::Other,
     }
