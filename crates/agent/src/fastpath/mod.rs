@@ -170,8 +170,14 @@ impl FastPath {
     /// Whether thread `tid`'s call `call` on `path` is the open of the preload list by a
     /// loader whose program is not offered the object this time ([`offers`]): the host's
     /// own file is to be opened, as if roost had no list.
-    pub fn declines_list(&self, tid: i32, path: &[u8], call: offers::ListCall) -> bool {
-        path == PRELOAD_LIST && self.offers.declined_open(tid, call, &self.atomics)
+    /// `call` tells what the call is; it is asked only for calls on that name.
+    pub fn declines_list(
+        &self,
+        tid: i32,
+        path: &[u8],
+        call: impl FnOnce() -> offers::ListCall,
+    ) -> bool {
+        path == PRELOAD_LIST && self.offers.declined_open(tid, call(), &self.atomics)
     }
 
     /// Whether `physical` is the run's preload list, which the loader of every program

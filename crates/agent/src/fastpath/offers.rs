@@ -18,8 +18,8 @@
 //! list.
 
 use super::table::Atomics;
+use roost_vfs::resolve::file_id;
 use std::collections::{HashMap, HashSet};
-use std::os::unix::fs::MetadataExt;
 use std::sync::Mutex;
 
 /// Offers made to a program before its counts are looked at.
@@ -78,14 +78,10 @@ impl Offers {
     pub fn declined_open(&self, tid: i32, call: ListCall, atomics: &Atomics) -> bool {
         let mut state = self.state.lock().expect("offers lock");
         match call {
-            ListCall::Open => {
+            // The loader's look, if one was to come, is past: no mark outlives it.
+            ListCall::Open | ListCall::Other => {
                 state.loaders.remove(&tid);
-                state.declined.remove(&tid)
-            }
-            ListCall::Other => {
-                state.loaders.remove(&tid);
-                state.declined.remove(&tid);
-                false
+                state.declined.remove(&tid) && matches!(call, ListCall::Open)
             }
             ListCall::Access => {
                 if !state.loaders.remove(&tid) {
@@ -106,7 +102,7 @@ impl Offers {
 impl State {
     /// Whether thread `tid`'s new program is offered the object, counted as one started.
     fn offer(&mut self, tid: i32, atomics: &Atomics) -> bool {
-        let Some((dev, ino)) = program_of(tid) else {
+        let Some((dev, ino)) = file_id(format!("/proc/{tid}/exe").as_bytes()) else {
             return true;
         };
         let paid = atomics.paid(dev, ino);
@@ -118,10 +114,4 @@ impl State {
         program.offered += u64::from(offered);
         offered
     }
-}
-
-/// The device and inode of thread `tid`'s executable.
-fn program_of(tid: i32) -> Option<(u64, u64)> {
-    let meta = std::fs::metadata(format!("/proc/{tid}/exe")).ok()?;
-    Some((meta.dev(), meta.ino()))
 }

@@ -54,7 +54,7 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
         };
         if ctx
             .fast
-            .is_some_and(|f| f.declines_list(ctx.pid, &path, list_call(ctx)))
+            .is_some_and(|f| f.declines_list(ctx.pid, &path, || list_call(ctx)))
         {
             // A loader not offered the fast path's object opens the host's own list.
             continue;
@@ -163,16 +163,6 @@ pub fn handle(ctx: &mut Ctx<'_>, args: &[PathArg], mutates: bool, cross: bool) -
     d
 }
 
-/// Whether the kernel, resolving `path` from directory descriptor `dirfd` as given, finds
-/// what the namespace would, so that a call that changes nothing and follows no final
-/// symlink passes with no look at the descriptor (a `/proc` read) or the namespace: one
-/// name (no `/`, no `..`), not the last name of a mount point (nor of a `DENY`/`ENOENT`
-/// mapping, nor of a local mapping's physical directory, whose opens name descriptors: see
-/// `Namespace::note_reached`), nor a number (a `/proc` entry, perhaps roost's own), while no
-/// remote object has been met (a descriptor may then be on a local copy). Inside a mapping
-/// the name is where the kernel finds it; outside, the namespace is the host's. `find`,
-/// `du` and `fts` in general make most of their calls so (`openat(fd, name, O_NOFOLLOW)`,
-/// `fstatat(fd, name, AT_SYMLINK_NOFOLLOW)`).
 /// What call `ctx` is, as the fast path's offer of its object tells calls on the preload list
 /// apart ([`crate::fastpath::offers`]): the loader asks `access(R_OK)`, then opens it to read
 /// (`O_RDONLY`, creating and truncating nothing: a `creat` is no loader's).
@@ -188,6 +178,16 @@ fn list_call(ctx: &Ctx<'_>) -> crate::fastpath::offers::ListCall {
     }
 }
 
+/// Whether the kernel, resolving `path` from directory descriptor `dirfd` as given, finds
+/// what the namespace would, so that a call that changes nothing and follows no final
+/// symlink passes with no look at the descriptor (a `/proc` read) or the namespace: one
+/// name (no `/`, no `..`), not the last name of a mount point (nor of a `DENY`/`ENOENT`
+/// mapping, nor of a local mapping's physical directory, whose opens name descriptors: see
+/// `Namespace::note_reached`), nor a number (a `/proc` entry, perhaps roost's own), while no
+/// remote object has been met (a descriptor may then be on a local copy). Inside a mapping
+/// the name is where the kernel finds it; outside, the namespace is the host's. `find`,
+/// `du` and `fts` in general make most of their calls so (`openat(fd, name, O_NOFOLLOW)`,
+/// `fstatat(fd, name, AT_SYMLINK_NOFOLLOW)`).
 pub(crate) fn kernel_resolves_alike(ctx: &Ctx<'_>, dirfd: Option<i64>, path: &[u8]) -> bool {
     dirfd.is_some_and(|fd| fd >= 0)
         && !path.is_empty()
