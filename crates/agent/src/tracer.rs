@@ -638,6 +638,9 @@ impl Agent {
                 self.shared.rerooted.remove(pid);
             }
             self.shared.rerooted.remove(former);
+            if let Some(fast) = &self.shared.fast {
+                fast.exec_took_id(former, pid);
+            }
         }
         if self.notifications {
             // Exec events were asked for this exec only.

@@ -167,6 +167,12 @@ impl FastPath {
         self.offers.loader_comes(tid);
     }
 
+    /// Thread `former`, not its process's leader, exec'd and took the leader's id
+    /// `leader` ([`offers`]).
+    pub fn exec_took_id(&self, former: i32, leader: i32) {
+        self.offers.exec_took_id(former, leader);
+    }
+
     /// Whether thread `tid`'s call `call` on `path` is the open of the preload list by a
     /// loader whose program is not offered the object this time ([`offers`]): the host's
     /// own file is to be opened, as if roost had no list.

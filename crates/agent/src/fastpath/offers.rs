@@ -16,6 +16,12 @@
 //! after its object; absent, the open fails and the loader loads nothing), whose descriptor
 //! the loader closes before the program runs. Every other call on the name finds roost's
 //! list.
+//!
+//! A thread that is not its process's leader takes the leader's id as it execs, and its
+//! mark moves with it ([`Offers::exec_took_id`]). A mark that a failed exec leaves is dropped
+//! by the thread's next call on the list; were that call the program's own `access(R_OK)`,
+//! and its next an open to read, the open would find the host's file: what the program sees
+//! without roost, nothing of another's.
 
 use super::table::Atomics;
 use roost_vfs::resolve::file_id;
@@ -73,6 +79,20 @@ impl Offers {
         state.loaders.insert(tid);
     }
 
+    /// A thread that was not its process's leader exec'd, and took the leader's id
+    /// `leader` (the id `former` is gone): its loader's look, if one is to come, comes
+    /// from `leader`, and whatever was noted of the old leader is past.
+    pub fn exec_took_id(&self, former: i32, leader: i32) {
+        let mut state = self.state.lock().expect("offers lock");
+        let waiting = state.loaders.remove(&former);
+        state.declined.remove(&former);
+        state.declined.remove(&leader);
+        state.loaders.remove(&leader);
+        if waiting {
+            state.loaders.insert(leader);
+        }
+    }
+
     /// Whether thread `tid`'s call on the preload list is the open of a loader that was
     /// declined at its `access` (which is where the offer is decided).
     pub fn declined_open(&self, tid: i32, call: ListCall, atomics: &Atomics) -> bool {
@@ -113,5 +133,27 @@ impl State {
             || program.started % RETRY_EVERY == 0;
         program.offered += u64::from(offered);
         offered
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(offers: &Offers, tid: i32) -> bool {
+        offers.state.lock().unwrap().loaders.contains(&tid)
+    }
+
+    #[test]
+    fn an_exec_from_a_thread_moves_its_mark_to_the_leaders_id() {
+        let offers = Offers::default();
+        offers.loader_comes(41);
+        offers.loader_comes(40); // the old leader's own, never looked at
+        offers.exec_took_id(41, 40);
+        assert!(waiting(&offers, 40));
+        assert!(!waiting(&offers, 41));
+        // A thread that exec'd nothing leaves no mark at the leader's id.
+        offers.exec_took_id(43, 42);
+        assert!(!waiting(&offers, 42));
     }
 }
