@@ -88,6 +88,9 @@ struct State {
     cwds_by_record: bool,
     /// Each local root's canonical name, found once.
     canonical: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Every mount point of procfs (`/proc` among them): read with the canonical names,
+    /// not at each change of names (a read of mountinfo costs more than the change).
+    procfs: Vec<Vec<u8>>,
 }
 
 impl FastPath {
@@ -157,6 +160,7 @@ impl FastPath {
                 fd_from: u32::MAX,
                 cwds_by_record: false,
                 canonical: HashMap::new(),
+                procfs: crate::guard::proc_mounts(),
             }),
         })
     }
@@ -227,7 +231,7 @@ impl FastPath {
     pub fn publish(&self, ns: &Namespace) {
         let mut state = self.state.lock().expect("fast path lock");
         let state = &mut *state;
-        let (entries, names) = describe(ns, &mut state.canonical);
+        let (entries, names) = describe(ns, &mut state.canonical, &state.procfs);
         let entered = if state.cwds_by_record {
             ns.entered_names()
                 .iter()
@@ -267,10 +271,15 @@ impl FastPath {
             .map(drop)
     }
 
-    /// [`FastPath::publish`], with every local root's canonical name found afresh (an
-    /// untraced process may have renamed an ancestor of one): once a second.
+    /// [`FastPath::publish`], with every local root's canonical name (an untraced process
+    /// may have renamed an ancestor of one) and procfs's mount points found afresh: once a
+    /// second.
     pub fn refresh(&self, ns: &Namespace) {
-        self.state.lock().expect("fast path lock").canonical.clear();
+        let procfs = crate::guard::proc_mounts();
+        let mut state = self.state.lock().expect("fast path lock");
+        state.canonical.clear();
+        state.procfs = procfs;
+        drop(state);
         self.publish(ns);
     }
 
@@ -305,10 +314,10 @@ impl Drop for FastPath {
 fn describe(
     ns: &Namespace,
     canonical: &mut HashMap<Vec<u8>, Option<Vec<u8>>>,
+    procfs: &[Vec<u8>],
 ) -> (Vec<Entry>, Vec<Vec<u8>>) {
     let mounts = ns.table().mounts();
     // Every procfs mount point is the agent's: roost's own `/proc/PID` is refused there.
-    let procfs = crate::guard::proc_mounts();
     let mut by_name: Vec<Entry> = procfs
         .iter()
         .map(|m| Entry::Trap { logical: m.clone() })

@@ -136,6 +136,8 @@ impl Contents {
 pub struct Table {
     base: *mut u8,
     names_gen: u64,
+    /// What was last written: the same again only bumps the names generation.
+    written: Option<Contents>,
 }
 
 // SAFETY: the mapping is process-wide memory; writes are serialized by the owner's lock
@@ -163,6 +165,7 @@ impl Table {
         let mut table = Table {
             base: base.cast(),
             names_gen: 0,
+            written: None,
         };
         table.put(0, &MAGIC.to_ne_bytes());
         table.put(8, &VERSION.to_ne_bytes());
@@ -181,19 +184,30 @@ impl Table {
     }
 
     /// Writes `contents` (which must fit) under the sequence lock; the proofs programs keep
-    /// of symlink-free directories are dropped with it.
+    /// of symlink-free directories are dropped with it (names may have changed: a table
+    /// the same as the last one written is not written again, but its generation moves).
     pub fn write(&mut self, contents: &Contents) {
         let seq = self.word(SEQ).load(Ordering::Relaxed);
         self.word(SEQ).store(seq + 1, Ordering::Relaxed);
         fence(Ordering::Release);
+        self.names_gen += 1;
+        self.put(NAMES_GEN, &self.names_gen.to_ne_bytes());
+        if self.written.as_ref() != Some(contents) {
+            self.write_contents(contents);
+            self.written = Some(contents.clone());
+        }
+        fence(Ordering::Release);
+        self.word(SEQ).store(seq + 2, Ordering::Release);
+    }
+
+    /// The body of [`Table::write`]: every part but the names generation.
+    fn write_contents(&mut self, contents: &Contents) {
         let fits = contents.fits();
         let flags = (if contents.enabled && fits { ENABLED } else { 0 })
             | (if contents.count { COUNT } else { 0 })
             | (if contents.opens { 0 } else { NO_OPENS })
             | (if contents.remote_met { REMOTE_MET } else { 0 });
-        self.names_gen += 1;
         self.put(FLAGS, &flags.to_ne_bytes());
-        self.put(NAMES_GEN, &self.names_gen.to_ne_bytes());
         self.put(FD_FROM, &contents.fd_from.to_ne_bytes());
         if fits {
             for (i, e) in contents.entries.iter().enumerate() {
@@ -235,8 +249,6 @@ impl Table {
             }
             self.put(N_ENTERED, &(entered.len() as u32).to_ne_bytes());
         }
-        fence(Ordering::Release);
-        self.word(SEQ).store(seq + 2, Ordering::Release);
     }
 
     /// The table's parts used with atomic operations alone, without the owner's lock.
@@ -454,6 +466,47 @@ int main(void) {{
         let bytes = std::fs::read(&path).unwrap();
         let flags = u32::from_ne_bytes(bytes[FLAGS..FLAGS + 4].try_into().unwrap());
         assert_eq!(flags & ENABLED, ENABLED);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn the_same_contents_again_move_the_names_generation_alone() {
+        let path =
+            std::env::temp_dir().join(format!("roost-fastpath-again-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        let mut table = Table::create(&file).unwrap();
+        let word =
+            |bytes: &[u8], at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
+        let one = Contents {
+            enabled: true,
+            entries: vec![Entry::Trap {
+                logical: b"/m".to_vec(),
+            }],
+            ..Contents::default()
+        };
+        table.write(&one);
+        let first = std::fs::read(&path).unwrap();
+        table.write(&one);
+        let again = std::fs::read(&path).unwrap();
+        assert_eq!(word(&again, NAMES_GEN), word(&first, NAMES_GEN) + 1);
+        assert_eq!(word(&again, SEQ), word(&first, SEQ) + 2);
+        assert_eq!(again[NAMES_GEN + 8..], first[NAMES_GEN + 8..]);
+        // Different contents are written whole.
+        table.write(&Contents::default());
+        let other = std::fs::read(&path).unwrap();
+        let n_entries =
+            |b: &[u8]| u32::from_ne_bytes(b[N_ENTRIES..N_ENTRIES + 4].try_into().unwrap());
+        assert_eq!((n_entries(&again), n_entries(&other)), (1, 0));
+        assert_eq!(
+            u32::from_ne_bytes(other[FLAGS..FLAGS + 4].try_into().unwrap()) & ENABLED,
+            0
+        );
         std::fs::remove_file(&path).unwrap();
     }
 }
