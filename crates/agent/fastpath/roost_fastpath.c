@@ -838,12 +838,32 @@ static int creates(int flags) {
     return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
 }
 
+/* Where the page may not open (RF_NO_OPENS): an open that creates nothing, of a name a
+ * lookup finds missing (no entry at all, not even a symlink; or a file on the way), fails
+ * as the kernel's would, with that lookup's error. Compilers and loaders probe many names
+ * that do not exist. The flags passed the kernel's checks of them first: all known, none
+ * of O_TMPFILE's. */
+static int open_fails_by_lookup(int dirfd, const char *path, size_t n, int flags, long *ret) {
+    struct where w;
+    struct stat st;
+    if (creates(flags) || (flags & (O_TMPFILE & ~O_DIRECTORY))) return 0;
+    if (!lookup_located(dirfd, path, n, &w)) return 0;
+    long r = FAST(SYS_newfstatat, at_dirfd(&w, dirfd), at_path(&w, path), &st,
+                  AT_SYMLINK_NOFOLLOW);
+    if (r != -ENOENT && r != -ENOTDIR) return 0;
+    count(RF_CALL_OPEN);
+    *ret = r;
+    return 1;
+}
+
 /* open(2) in-process: 1 with the kernel's result in *ret where the fast path may answer,
  * 0 (nothing done) where only the agent may. */
 static int open_in_process(int dirfd, const char *path, int flags, unsigned mode, long *ret) {
     struct where w;
     long n;
     if (!ready() || (flags & ~OPEN_FLAGS) || (n = readable_length(path)) <= 0) return 0;
+    if (table->flags & RF_NO_OPENS)
+        return open_fails_by_lookup(dirfd, path, (size_t)n, flags, ret);
     if (locate(dirfd, path, (size_t)n, 1, &w) == TRAP_IT) return 0;
     /* By a descriptor, only what changes nothing (as the agent lets pass). */
     if (w.len == 0 && (creates(flags) || (flags & O_TRUNC))) return 0;
