@@ -94,8 +94,9 @@ pub struct RunArgs {
     /// Answer every call in roost's supervisor: no in-process fast path. By default a
     /// dynamically linked program answers its own hot lookups (stat, access, readlink,
     /// open, getcwd) where the mount list leaves them to the kernel; it is off anyway with
-    /// --trace and when a mapping is DENY or ENOENT, and answers lookups only (no opens)
-    /// when roost runs as root (with CAP_SYS_PTRACE) (docs/agent.md, docs/security.md).
+    /// --trace and when a mapping is DENY or ENOENT, and answers lookups only (an open of
+    /// an existing file goes to roost) when roost runs as root (with CAP_SYS_PTRACE)
+    /// (docs/agent.md, docs/security.md).
     #[arg(long)]
     pub strict: bool,
     /// When roost traces a process with ptrace. `lazy` (the default): only for the calls
