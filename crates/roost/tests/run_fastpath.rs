@@ -712,3 +712,63 @@ fn everyday_programs_see_the_same_tree_with_and_without_the_fast_path() {
     assert_eq!(outputs[0], outputs[1], "fast path vs notifications");
     assert_eq!(outputs[1], outputs[2], "notifications vs ptrace");
 }
+
+/// The run directories (`roost-fastpath-PID-*`) of the roost whose process id is `pid`.
+fn run_dirs_of(pid: u32) -> Vec<std::path::PathBuf> {
+    let prefix = format!("roost-fastpath-{pid}-");
+    let bases = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(std::path::PathBuf::from)
+        .into_iter()
+        .chain([std::env::temp_dir()]);
+    bases
+        .filter_map(|base| std::fs::read_dir(base).ok())
+        .flat_map(|entries| entries.flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+#[test]
+fn the_files_of_a_killed_run_are_removed_by_a_later_one() {
+    // A roost killed with SIGKILL cannot remove its object, table and preload list; the
+    // next run finds the directory's lock free (the kernel dropped it with the killed
+    // run's descriptors) and removes it, once it is a minute old.
+    let mut killed = roost()
+        .args(["run", "--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    let mut dirs = Vec::new();
+    for _ in 0..100 {
+        dirs = run_dirs_of(killed.id());
+        if !dirs.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(dirs.len(), 1, "the run's directory: {dirs:?}");
+    // A live run's directory, however old, stays.
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let age = |dir: &std::path::Path| {
+        std::fs::File::open(dir)
+            .unwrap()
+            .set_modified(an_hour_ago)
+            .unwrap()
+    };
+    age(&dirs[0]);
+    let o = run(&["--", "sleep", "0.5"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(dirs[0].exists(), "a live run's directory was removed");
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert!(dirs[0].exists(), "SIGKILL gave the run a chance to clean up");
+    // The killed run's agent and program die with it, a moment later (their parent-death
+    // signal): until then they hold the lock.
+    for _ in 0..5 {
+        let o = run(&["--", "sleep", "0.5"]);
+        assert!(o.status.success(), "{}", text(&o));
+        if !dirs[0].exists() {
+            return;
+        }
+    }
+    panic!("the killed run's directory stayed: {}", dirs[0].display());
+}

@@ -8,6 +8,7 @@
 //! current as the namespace changes, and turns it off where the agent alone can answer.
 
 pub mod offers;
+mod rundir;
 pub mod table;
 
 use crate::arch::Sys;
@@ -18,7 +19,7 @@ use std::ffi::OsStr;
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use table::{Atomics, Contents, Entry, Table};
 
@@ -57,7 +58,7 @@ pub enum Off {
 
 /// A run's fast path: its files, and the table the programs read.
 pub struct FastPath {
-    dir: PathBuf,
+    dir: rundir::RunDir,
     /// The loader's preload list (physical).
     list: Vec<u8>,
     /// Where the code page goes in every process of the run.
@@ -101,24 +102,26 @@ impl FastPath {
             return Ok(Err(Off::Hiding));
         }
         let opens = !crate::guard::may_hold_ptrace_capability();
-        let dir = make_run_dir()?;
+        let dir = rundir::RunDir::make(random_u64()? as u32)?;
+        let path = dir.path.clone();
         let stub = random_page()?;
-        match Self::write_files(&dir, stub, mounts, count, opens) {
+        match Self::write_files(dir, stub, mounts, count, opens) {
             Ok(fast) => Ok(Ok(fast)),
             Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
+                let _ = std::fs::remove_dir_all(&path);
                 Err(e)
             }
         }
     }
 
     fn write_files(
-        dir: &Path,
+        run_dir: rundir::RunDir,
         stub: u64,
         mounts: &mut MountTable,
         count: bool,
         opens: bool,
     ) -> io::Result<FastPath> {
+        let dir = run_dir.path.clone();
         let table_path = dir.join("table");
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -148,7 +151,7 @@ impl FastPath {
         mounts.add(PRELOAD_LIST, Target::local(list_path.clone()));
         Ok(FastPath {
             list: list_path,
-            dir: dir.to_path_buf(),
+            dir: run_dir,
             stub,
             count,
             opens,
@@ -262,10 +265,14 @@ impl FastPath {
     pub fn keep_fresh(republish: impl Fn() -> bool + Send + 'static) -> io::Result<()> {
         std::thread::Builder::new()
             .name("roost-fastpath-clock".into())
-            .spawn(move || loop {
-                std::thread::sleep(roost_vfs::resolve::TTL);
-                if !republish() {
-                    return;
+            .spawn(move || {
+                // Runs killed before they could remove their files leave them: gone now.
+                rundir::sweep();
+                loop {
+                    std::thread::sleep(roost_vfs::resolve::TTL);
+                    if !republish() {
+                        return;
+                    }
                 }
             })
             .map(drop)
@@ -306,7 +313,7 @@ impl FastPath {
 
 impl Drop for FastPath {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.dir.path);
     }
 }
 
@@ -456,35 +463,6 @@ fn write_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     // The umask may have taken bits the programs need (any user the program becomes must
     // load the object).
     f.set_permissions(std::fs::Permissions::from_mode(mode))
-}
-
-/// A directory of the run's own, readable by whatever user a program becomes: in
-/// `$XDG_RUNTIME_DIR`, or the temporary directory when that is unset or not ours to write.
-fn make_run_dir() -> io::Result<PathBuf> {
-    let name = format!(
-        "roost-fastpath-{}-{:08x}",
-        std::process::id(),
-        random_u64()? as u32
-    );
-    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
-    let mut last = io::Error::other("no directory for the run's files");
-    for base in runtime.into_iter().chain([std::env::temp_dir()]) {
-        let dir = match std::fs::canonicalize(&base) {
-            Ok(base) => base.join(&name),
-            Err(e) => {
-                last = e;
-                continue;
-            }
-        };
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {
-                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
-                return Ok(dir);
-            }
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
 }
 
 /// A page address for the code page, picked at random in a part of the address space that
