@@ -563,8 +563,7 @@ static enum how locate(int dirfd, const char *path, size_t n, int opening, struc
                !(table->flags & RF_REMOTE_MET) && plain_name_alike(path, n)) {
         how = AS_GIVEN; /* w->len stays 0: the descriptor's directory is resolved */
     }
-    if (how != TRAP_IT && opening && (!w->opens_ok || (table->flags & RF_NO_OPENS)))
-        how = TRAP_IT;
+    if (how != TRAP_IT && opening && !w->opens_ok) how = TRAP_IT;
     if (w->dotdot && how != AS_GIVEN) how = TRAP_IT;
     w->how = read_still(seq) ? how : TRAP_IT;
     return w->how;
@@ -724,10 +723,11 @@ static int as_given_absolute(struct where *w, const char *path, size_t n) {
     return 1;
 }
 
-/* A lookup by name that does not open: located, and its directory proved (the whole name,
- * when it ends in a slash; the name as given, when it goes up with `..`). */
-static int lookup_located(int dirfd, const char *path, size_t n, struct where *w) {
-    if (locate(dirfd, path, n, 0, w) == TRAP_IT) return 0;
+/* A lookup by name: located (as for an open when `opening`: the agent records by which name
+ * an open, even a failed one, reached a mapped directory), and its directory proved (the
+ * whole name, when it ends in a slash; the name as given, when it goes up with `..`). */
+static int lookup_located(int dirfd, const char *path, size_t n, int opening, struct where *w) {
+    if (locate(dirfd, path, n, opening, w) == TRAP_IT) return 0;
     if (w->len == 0) return 1;
     if (w->dotdot && !as_given_absolute(w, path, n)) return 0;
     return w->slash ? slashed_proved(w) : dir_proved(w);
@@ -747,7 +747,7 @@ static long stat_at(int dirfd, const char *path, struct stat *buf, int flags) {
         }
         goto trap;
     }
-    if (!lookup_located(dirfd, path, (size_t)n, &w)) goto trap;
+    if (!lookup_located(dirfd, path, (size_t)n, 0, &w)) goto trap;
     long r = FAST(SYS_newfstatat, at_dirfd(&w, dirfd), at_path(&w, path), buf,
                   flags | AT_SYMLINK_NOFOLLOW);
     if (r == 0 && !(flags & AT_SYMLINK_NOFOLLOW) && S_ISLNK(buf->st_mode)) goto trap;
@@ -774,7 +774,7 @@ static long statx_at(int dirfd, const char *path, int flags, unsigned mask, void
         }
         goto trap;
     }
-    if (!lookup_located(dirfd, path, (size_t)n, &w)) goto trap;
+    if (!lookup_located(dirfd, path, (size_t)n, 0, &w)) goto trap;
     /* The type, to see a final symlink; local file systems fill it whatever is asked. */
     long r = fast_syscall(SYS_statx, at_dirfd(&w, dirfd), (long)at_path(&w, path),
                           flags | AT_SYMLINK_NOFOLLOW, mask | STATX_TYPE, (long)buf);
@@ -793,7 +793,7 @@ static long access_at(int dirfd, const char *path, int mode, int flags, long tra
     struct stat st;
     long n;
     if (!ready() || (flags & ~known) || (n = readable_length(path)) <= 0) goto trap;
-    if (!lookup_located(dirfd, path, (size_t)n, &w)) goto trap;
+    if (!lookup_located(dirfd, path, (size_t)n, 0, &w)) goto trap;
     int at = at_dirfd(&w, dirfd);
     const char *name = at_path(&w, path);
     long r = FAST(SYS_newfstatat, at, name, &st, AT_SYMLINK_NOFOLLOW);
@@ -818,7 +818,7 @@ static long readlink_at(int dirfd, const char *path, char *buf, size_t size, lon
     struct where w;
     long n;
     if (!ready() || (n = readable_length(path)) <= 0) goto trap;
-    if (!lookup_located(dirfd, path, (size_t)n, &w)) goto trap;
+    if (!lookup_located(dirfd, path, (size_t)n, 0, &w)) goto trap;
     long r = FAST(SYS_readlinkat, at_dirfd(&w, dirfd), at_path(&w, path), buf, size);
     count(RF_CALL_READLINK);
     return r;
@@ -841,16 +841,21 @@ static int creates(int flags) {
 /* Where the page may not open (RF_NO_OPENS): an open that creates nothing, of a name a
  * lookup finds missing (no entry at all, not even a symlink; or a file on the way), fails
  * as the kernel's would, with that lookup's error. Compilers and loaders probe many names
- * that do not exist. The flags passed the kernel's checks of them first: all known, none
- * of O_TMPFILE's. */
+ * that do not exist. The kernel checks the flags, then takes a descriptor and a file, and
+ * only then looks the name up: the flags must all be known and none of O_TMPFILE's, and a
+ * descriptor must be free (an eventfd made and closed at once, as the kernel's open takes
+ * and gives back one), else the call is trapped and its EMFILE or ENFILE is the kernel's. */
 static int open_fails_by_lookup(int dirfd, const char *path, size_t n, int flags, long *ret) {
     struct where w;
     struct stat st;
     if (creates(flags) || (flags & (O_TMPFILE & ~O_DIRECTORY))) return 0;
-    if (!lookup_located(dirfd, path, n, &w)) return 0;
+    if (!lookup_located(dirfd, path, n, 1, &w)) return 0;
     long r = FAST(SYS_newfstatat, at_dirfd(&w, dirfd), at_path(&w, path), &st,
                   AT_SYMLINK_NOFOLLOW);
     if (r != -ENOENT && r != -ENOTDIR) return 0;
+    long free_fd = TRAP(SYS_eventfd2, 0, O_CLOEXEC /* EFD_CLOEXEC */, 0, 0);
+    if (free_fd < 0) return 0;
+    TRAP(SYS_close, free_fd, 0, 0, 0);
     count(RF_CALL_OPEN);
     *ret = r;
     return 1;

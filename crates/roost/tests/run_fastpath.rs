@@ -733,10 +733,7 @@ fn the_files_of_a_killed_run_are_removed_by_a_later_one() {
     // A roost killed with SIGKILL cannot remove its object, table and preload list; the
     // next run finds the directory's lock free (the kernel dropped it with the killed
     // run's descriptors) and removes it, once it is a minute old.
-    let mut killed = roost()
-        .args(["run", "--", "sleep", "30"])
-        .spawn()
-        .unwrap();
+    let mut killed = roost().args(["run", "--", "sleep", "30"]).spawn().unwrap();
     let mut dirs = Vec::new();
     for _ in 0..100 {
         dirs = run_dirs_of(killed.id());
@@ -760,7 +757,10 @@ fn the_files_of_a_killed_run_are_removed_by_a_later_one() {
     assert!(dirs[0].exists(), "a live run's directory was removed");
     killed.kill().unwrap();
     killed.wait().unwrap();
-    assert!(dirs[0].exists(), "SIGKILL gave the run a chance to clean up");
+    assert!(
+        dirs[0].exists(),
+        "SIGKILL gave the run a chance to clean up"
+    );
     // The killed run's agent and program die with it, a moment later (their parent-death
     // signal): until then they hold the lock.
     for _ in 0..5 {
@@ -771,4 +771,53 @@ fn the_files_of_a_killed_run_are_removed_by_a_later_one() {
         }
     }
     panic!("the killed run's directory stayed: {}", dirs[0].display());
+}
+
+#[test]
+fn opens_of_missing_names_fail_as_the_agents_would_and_keep_its_record() {
+    // An open, even one that fails, tells the agent by which name a mapped directory was
+    // reached (the name its descriptors then show); and the kernel takes a descriptor
+    // before it looks a name up, so with none free an open of a missing name is EMFILE
+    // (roost's own walk of a mapped name answers ENOENT or ENOTDIR first: docs/agent.md).
+    let (t, mount) = hello_tree("fastpath-missing-opens");
+    let phys = t.s();
+    let views = format!(
+        "exec 3</m/f; cat {phys}/nope 2>/dev/null; readlink /proc/self/fd/3; \
+         exec 4<{phys}/f; cat /m/nope 2>/dev/null; readlink /proc/self/fd/4"
+    );
+    let full = "import os, resource\n\
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n\
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))\n\
+        held = []\n\
+        try:\n    while True: held.append(os.open('/dev/null', os.O_RDONLY))\n\
+        except OSError as e: print('filled:', e.strerror)\n\
+        for name in ['/usr/nonexistent/x', '/usr/bin/nonexistent', '/usr/bin/true/x']:\n\
+        \x20   try: os.open(name, os.O_RDONLY)\n\
+        \x20   except OSError as e: print(name, e.strerror)\n\
+        os.close(held.pop())\n\
+        for name in ['/m/nope', '/m/f/x']:\n\
+        \x20   try: os.open(name, os.O_RDONLY)\n\
+        \x20   except OSError as e: print(name, e.strerror)\n";
+    for runner in runners() {
+        let outputs: Vec<String> = [&[][..], &["--strict"][..]]
+            .iter()
+            .map(|mode| {
+                let options = [*mode, &["--mount", &mount][..]].concat();
+                let a = runner(&options, "sh", &["-c", &views]);
+                let b = runner(&options, "python3", &["-c", full]);
+                stdout(&a) + &stdout(&b) + &stderr(&b)
+            })
+            .collect();
+        assert_eq!(outputs[0], outputs[1], "fast path vs notifications");
+        assert!(
+            outputs[0].contains(
+                "/usr/nonexistent/x Too many open files\n\
+                 /usr/bin/nonexistent Too many open files\n\
+                 /usr/bin/true/x Too many open files\n\
+                 /m/nope No such file or directory\n/m/f/x Not a directory\n"
+            ),
+            "{}",
+            outputs[0]
+        );
+    }
 }

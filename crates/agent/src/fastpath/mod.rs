@@ -286,6 +286,7 @@ impl FastPath {
         let mut state = self.state.lock().expect("fast path lock");
         state.canonical.clear();
         state.procfs = procfs;
+        state.table.forget_written();
         drop(state);
         self.publish(ns);
     }

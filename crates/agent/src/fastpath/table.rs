@@ -187,17 +187,27 @@ impl Table {
     /// of symlink-free directories are dropped with it (names may have changed: a table
     /// the same as the last one written is not written again, but its generation moves).
     pub fn write(&mut self, contents: &Contents) {
+        let changed = self.written.as_ref() != Some(contents);
         let seq = self.word(SEQ).load(Ordering::Relaxed);
         self.word(SEQ).store(seq + 1, Ordering::Relaxed);
         fence(Ordering::Release);
         self.names_gen += 1;
         self.put(NAMES_GEN, &self.names_gen.to_ne_bytes());
-        if self.written.as_ref() != Some(contents) {
+        if changed {
             self.write_contents(contents);
-            self.written = Some(contents.clone());
         }
         fence(Ordering::Release);
         self.word(SEQ).store(seq + 2, Ordering::Release);
+        if changed {
+            self.written = Some(contents.clone());
+        }
+    }
+
+    /// The next [`Table::write`] writes everything, whatever was written before: a program
+    /// may write the table's file (docs/security.md), and the once-a-second rewrite undoes
+    /// what it wrote.
+    pub fn forget_written(&mut self) {
+        self.written = None;
     }
 
     /// The body of [`Table::write`]: every part but the names generation.
