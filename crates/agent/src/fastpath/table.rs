@@ -445,9 +445,9 @@ int main(void) {{
         assert_eq!(at("calls"), CALLS.len());
     }
 
-    #[test]
-    fn a_table_that_does_not_fit_is_written_disabled() {
-        let path = std::env::temp_dir().join(format!("roost-fastpath-fit-{}", std::process::id()));
+    /// A table in a file of its own (`tag` names it), and the file's path.
+    fn scratch_table(tag: &str) -> (std::path::PathBuf, Table) {
+        let path = std::env::temp_dir().join(format!("roost-table-{tag}-{}", std::process::id()));
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -455,7 +455,12 @@ int main(void) {{
             .truncate(true)
             .open(&path)
             .unwrap();
-        let mut table = Table::create(&file).unwrap();
+        (path, Table::create(&file).unwrap())
+    }
+
+    #[test]
+    fn a_table_that_does_not_fit_is_written_disabled() {
+        let (path, mut table) = scratch_table("fit");
         let long = Contents {
             enabled: true,
             entries: vec![Entry::Trap {
@@ -481,16 +486,7 @@ int main(void) {{
 
     #[test]
     fn the_same_contents_again_move_the_names_generation_alone() {
-        let path =
-            std::env::temp_dir().join(format!("roost-fastpath-again-{}", std::process::id()));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .unwrap();
-        let mut table = Table::create(&file).unwrap();
+        let (path, mut table) = scratch_table("again");
         let word =
             |bytes: &[u8], at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
         let one = Contents {
