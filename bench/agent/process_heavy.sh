@@ -13,8 +13,11 @@
 #                    log | wc -l, status, gc, in a fresh tree
 #   storm-seq        3000 sequential fork/execs of /bin/true from sh
 #   storm-xargs-P4   2000 execs of /bin/true from xargs -P4 -n1
-#   python-200       python3 start-up importing 200 small modules (bytecode compiled) from
-#                    the tree
+#   python-200       20 python3 start-ups one after another, each importing 200 small modules
+#                    (bytecode compiled) from the tree (one start-up is ~30 ms natively: 20
+#                    keep `roost run`'s own start and the clock's granularity out of the ratio).
+#                    PYTHON: the python3 to run (default /usr/bin/python3: a pyenv shim on
+#                    PATH would time its bash wrapper)
 #   usage: bench/agent/process_heavy.sh [RUNS]      (default 5)
 #   As root, roost run's in-process fast path makes lookups only (docs/security.md): run
 #   this as an ordinary user to measure the whole of it.
@@ -37,6 +40,7 @@ WORK=$(mktemp -d /tmp/roost-bench.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
 WORKLOADS=${WORKLOADS:-configure git storm-seq storm-xargs-P4 python-200}
+PYTHON=${PYTHON:-/usr/bin/python3}
 wants() { [[ " $WORKLOADS " == *" $1 "* ]]; }
 
 # libffi's sources from the libffi-sys crate (its bundled `libffi` directory holds a ready
@@ -136,7 +140,7 @@ for run in $(seq "$RUNS"); do
   for c in $ORDER; do
     wants python-200 || break
     fresh "$WORK/modules"
-    timed python-200 "$c" "$T" "python3 -c 'import all200'"
+    timed python-200 "$c" "$T" "for i in \$(seq 20); do $PYTHON -c 'import all200'; done"
   done
 done
 
