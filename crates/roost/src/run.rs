@@ -418,9 +418,13 @@ pub fn main(args: RunArgs) -> ExitCode {
     };
     match background::split(!whole_run) {
         Ok(background::Side::Front(code)) => {
-            // The agent, still running, uses the identity files: they are its to remove.
+            // The agent, still running, uses the identity files and the fast path's: they
+            // are its to remove.
             if let Some(files) = identity_files {
                 files.leave();
+            }
+            if let Some(fast) = options.fast.take() {
+                fast.leave();
             }
             return exit_code(code);
         }

@@ -821,3 +821,34 @@ fn opens_of_missing_names_fail_as_the_agents_would_and_keep_its_record() {
         );
     }
 }
+
+#[test]
+fn processes_left_running_keep_the_runs_files_after_roost_returns() {
+    // roost returns when the program exits; a process it left running is still traced by
+    // the agent, and its later execs still find the fast path's list and object (the
+    // agent removes them at its own end, not the front as it returns).
+    let t = Tree::new("fastpath-left-running");
+    let out = t.path("out");
+    let script = format!(
+        "(sleep 1; cat /etc/ld.so.preload >{o} 2>&1; /bin/true 2>>{o}; echo done >>{o}) &",
+        o = out.display()
+    );
+    let o = run(&["--", "sh", "-c", &script]);
+    assert!(o.status.success(), "{}", text(&o));
+    let mut seen = String::new();
+    for _ in 0..100 {
+        seen = std::fs::read_to_string(&out).unwrap_or_default();
+        if seen.ends_with("done\n") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let lines: Vec<&str> = seen.lines().collect();
+    assert!(
+        lines.len() >= 2
+            && lines[0].ends_with("/roost_fastpath.so")
+            && lines.last() == Some(&"done"),
+        "{seen}"
+    );
+    assert!(!seen.contains("cannot be preloaded"), "{seen}");
+}

@@ -266,8 +266,12 @@ impl FastPath {
         std::thread::Builder::new()
             .name("roost-fastpath-clock".into())
             .spawn(move || {
-                // Runs killed before they could remove their files leave them: gone now.
-                rundir::sweep();
+                // Runs killed before they could remove their files leave them: gone now,
+                // on a thread of its own (a slow temporary directory must not hold the
+                // table's refresh back).
+                let _ = std::thread::Builder::new()
+                    .name("roost-sweep".into())
+                    .spawn(rundir::sweep);
                 loop {
                     std::thread::sleep(roost_vfs::resolve::TTL);
                     if !republish() {
@@ -312,8 +316,19 @@ impl FastPath {
     }
 }
 
+impl FastPath {
+    /// Leaves the run's files to another process of the run (the agent, when the front
+    /// returns before it), which removes them at its end.
+    pub fn leave(self: std::sync::Arc<Self>) {
+        std::mem::forget(self);
+    }
+}
+
 impl Drop for FastPath {
     fn drop(&mut self) {
+        // The list first: a loader that still comes finds none, and loads nothing, rather
+        // than a list naming an object already gone (which it would say on stderr).
+        let _ = std::fs::remove_file(OsStr::from_bytes(&self.list));
         let _ = std::fs::remove_dir_all(&self.dir.path);
     }
 }

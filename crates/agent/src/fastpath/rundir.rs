@@ -8,7 +8,7 @@
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -66,14 +66,22 @@ fn bases() -> Vec<PathBuf> {
 }
 
 /// Sets `dir`'s mode (the umask may have taken bits the programs need) and makes and locks
-/// its `lock` file.
+/// its `lock` file. A sweep that found the directory unlocked and old (the clock moved, or
+/// this process stopped between the two steps) may have removed it meanwhile: then the lock
+/// is on a file no longer linked, and the run has no directory.
 fn lock(dir: &Path) -> io::Result<std::fs::File> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(0o644)
         .open(dir.join(LOCK))?;
     flock(&file, libc::LOCK_EX)?;
+    if file.metadata()?.nlink() == 0 {
+        return Err(io::Error::other(
+            "the run's directory was removed as it was made",
+        ));
+    }
     Ok(file)
 }
 
@@ -102,33 +110,40 @@ pub fn sweep() -> usize {
                 continue;
             }
             let dir = base.join(&name);
-            if is_abandoned(&dir, me, now) && std::fs::remove_dir_all(&dir).is_ok() {
-                removed += 1;
+            if let Some(_held) = abandoned(&dir, me, now) {
+                // Removed while its lock is held, so no other sweep takes it meanwhile.
+                if std::fs::remove_dir_all(&dir).is_ok() {
+                    removed += 1;
+                }
             }
         }
     }
     removed
 }
 
-/// Whether run directory `dir` is `me`'s, old enough, and its lock free (then taken: the
-/// caller removes the directory while no other sweep can).
-fn is_abandoned(dir: &Path, me: u32, now: SystemTime) -> bool {
-    let Ok(meta) = std::fs::symlink_metadata(dir) else {
-        return false;
-    };
+/// The lock of run directory `dir`, taken, when the directory is `me`'s, old enough, and
+/// its lock free: the caller removes the directory while it holds the lock.
+fn abandoned(dir: &Path, me: u32, now: SystemTime) -> Option<std::fs::File> {
+    let meta = std::fs::symlink_metadata(dir).ok()?;
     let old = meta
         .modified()
         .ok()
         .and_then(|m| now.duration_since(m).ok())
         .is_some_and(|age| age >= YOUNGEST_SWEPT);
     if !meta.is_dir() || meta.uid() != me || !old {
-        return false;
+        return None;
     }
-    let lock = dir.join(OsStr::new(LOCK));
-    let Ok(file) = std::fs::File::open(lock) else {
-        return false;
-    };
-    flock(&file, libc::LOCK_EX | libc::LOCK_NB).is_ok()
+    // Not through a symlink, and never waiting on a FIFO put there.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(dir.join(OsStr::new(LOCK)))
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    flock(&file, libc::LOCK_EX | libc::LOCK_NB).ok()?;
+    Some(file)
 }
 
 #[cfg(test)]
