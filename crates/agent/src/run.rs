@@ -373,6 +373,9 @@ pub fn run(
     if let Some(vfds) = &shared.vfds {
         vfds.finish();
     }
+    if let Some(fast) = &shared.fast {
+        fast.remove_files();
+    }
     handlers::mounts_view::cleanup();
     let (hits, misses) = shared.ns.hits_and_misses();
     match call_log.finish() {

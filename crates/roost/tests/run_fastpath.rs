@@ -851,4 +851,41 @@ fn processes_left_running_keep_the_runs_files_after_roost_returns() {
         "{seen}"
     );
     assert!(!seen.contains("cannot be preloaded"), "{seen}");
+    // Once the last of them ends, so does the agent, which removes the files.
+    let dir = std::path::Path::new(lines[0])
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    for _ in 0..100 {
+        if !dir.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("the run's files outlived it: {}", dir.display());
+}
+
+#[test]
+fn a_run_leaves_no_files_behind() {
+    // With `--summary` roost is one process; without, the program's exit is reported by a
+    // front while the agent ends the run.
+    for summary in [&["--summary"][..], &[]] {
+        let mut child = roost()
+            .arg("run")
+            .args(summary)
+            .args(["--", "sh", "-c", "cat /etc/ld.so.preload >/dev/null"])
+            .spawn()
+            .unwrap();
+        let front = child.id();
+        assert!(child.wait().unwrap().success());
+        let mut left = run_dirs_of(front);
+        for _ in 0..100 {
+            if left.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            left = run_dirs_of(front);
+        }
+        assert!(left.is_empty(), "{summary:?}: {left:?}");
+    }
 }

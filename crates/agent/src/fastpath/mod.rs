@@ -324,12 +324,20 @@ impl FastPath {
     }
 }
 
-impl Drop for FastPath {
-    fn drop(&mut self) {
+impl FastPath {
+    /// Removes the run's files, at the end of the run (the process that removes them may
+    /// end without dropping this value: threads of its own may still hold it).
+    pub fn remove_files(&self) {
         // The list first: a loader that still comes finds none, and loads nothing, rather
         // than a list naming an object already gone (which it would say on stderr).
         let _ = std::fs::remove_file(OsStr::from_bytes(&self.list));
         let _ = std::fs::remove_dir_all(&self.dir.path);
+    }
+}
+
+impl Drop for FastPath {
+    fn drop(&mut self) {
+        self.remove_files();
     }
 }
 
