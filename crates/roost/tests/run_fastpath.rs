@@ -3,7 +3,9 @@
 //! not see must still be translated, and no code page may exist for a hostile program to
 //! use while a mapping hides names.
 
+use roost_testkit::pool::wait_for;
 use roost_testkit::run::*;
+use std::time::Duration;
 
 /// A tree for /m with the cases that decide between the fast path and the trap: plain files
 /// and directories, symlinks inside the mapping (relative, absolute into the mapping,
@@ -734,14 +736,10 @@ fn the_files_of_a_killed_run_are_removed_by_a_later_one() {
     // next run finds the directory's lock free (the kernel dropped it with the killed
     // run's descriptors) and removes it, once it is a minute old.
     let mut killed = roost().args(["run", "--", "sleep", "30"]).spawn().unwrap();
-    let mut dirs = Vec::new();
-    for _ in 0..100 {
-        dirs = run_dirs_of(killed.id());
-        if !dirs.is_empty() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for("the run's directory", Duration::from_secs(2), || {
+        !run_dirs_of(killed.id()).is_empty()
+    });
+    let dirs = run_dirs_of(killed.id());
     assert_eq!(dirs.len(), 1, "the run's directory: {dirs:?}");
     // A live run's directory, however old, stays.
     let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
@@ -856,13 +854,11 @@ fn processes_left_running_keep_the_runs_files_after_roost_returns() {
         .parent()
         .unwrap()
         .to_path_buf();
-    for _ in 0..100 {
-        if !dir.exists() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("the run's files outlived it: {}", dir.display());
+    wait_for(
+        &format!("the run's files {} to go", dir.display()),
+        Duration::from_secs(5),
+        || !dir.exists(),
+    );
 }
 
 #[test]
@@ -878,14 +874,10 @@ fn a_run_leaves_no_files_behind() {
             .unwrap();
         let front = child.id();
         assert!(child.wait().unwrap().success());
-        let mut left = run_dirs_of(front);
-        for _ in 0..100 {
-            if left.is_empty() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            left = run_dirs_of(front);
-        }
-        assert!(left.is_empty(), "{summary:?}: {left:?}");
+        wait_for(
+            &format!("{summary:?}: {:?} to go", run_dirs_of(front)),
+            Duration::from_secs(2),
+            || run_dirs_of(front).is_empty(),
+        );
     }
 }

@@ -302,6 +302,21 @@ impl FastPath {
         self.publish(ns);
     }
 
+    /// Leaves the run's files to another process of the run (the agent, when the front
+    /// returns before it), which removes them at its end.
+    pub fn leave(self: std::sync::Arc<Self>) {
+        std::mem::forget(self);
+    }
+
+    /// Removes the run's files, at the end of the run (the process that removes them may
+    /// end without dropping this value: threads of its own may still hold it).
+    pub fn remove_files(&self) {
+        // The list first: a loader that still comes finds none, and loads nothing, rather
+        // than a list naming an object already gone (which it would say on stderr).
+        let _ = std::fs::remove_file(OsStr::from_bytes(&self.list));
+        let _ = std::fs::remove_dir_all(&self.dir.path);
+    }
+
     /// What the programs answered in-process, for `--summary`: one line per call.
     pub fn report(&self) -> String {
         let answered = self.state.lock().expect("fast path lock").table.answered();
@@ -313,25 +328,6 @@ impl FastPath {
             }
         }
         out
-    }
-}
-
-impl FastPath {
-    /// Leaves the run's files to another process of the run (the agent, when the front
-    /// returns before it), which removes them at its end.
-    pub fn leave(self: std::sync::Arc<Self>) {
-        std::mem::forget(self);
-    }
-}
-
-impl FastPath {
-    /// Removes the run's files, at the end of the run (the process that removes them may
-    /// end without dropping this value: threads of its own may still hold it).
-    pub fn remove_files(&self) {
-        // The list first: a loader that still comes finds none, and loads nothing, rather
-        // than a list naming an object already gone (which it would say on stderr).
-        let _ = std::fs::remove_file(OsStr::from_bytes(&self.list));
-        let _ = std::fs::remove_dir_all(&self.dir.path);
     }
 }
 

@@ -84,12 +84,12 @@ impl Offers {
     /// from `leader`, and whatever was noted of the old leader is past.
     pub fn exec_took_id(&self, former: i32, leader: i32) {
         let mut state = self.state.lock().expect("offers lock");
-        let waiting = state.loaders.remove(&former);
         state.declined.remove(&former);
         state.declined.remove(&leader);
-        state.loaders.remove(&leader);
-        if waiting {
+        if state.loaders.remove(&former) {
             state.loaders.insert(leader);
+        } else {
+            state.loaders.remove(&leader);
         }
     }
 

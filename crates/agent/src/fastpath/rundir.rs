@@ -94,12 +94,11 @@ fn flock(file: &std::fs::File, how: libc::c_int) -> io::Result<()> {
 }
 
 /// Removes the run directories of this user's runs that were killed: a minute old or more,
-/// their `lock` file there and held by no one. Returns how many went.
-pub fn sweep() -> usize {
+/// their `lock` file there and held by no one.
+pub fn sweep() {
     let now = SystemTime::now();
     // SAFETY: a plain id query.
     let me = unsafe { libc::geteuid() };
-    let mut removed = 0;
     for base in bases() {
         let Ok(entries) = std::fs::read_dir(&base) else {
             continue;
@@ -112,13 +111,10 @@ pub fn sweep() -> usize {
             let dir = base.join(&name);
             if let Some(_held) = abandoned(&dir, me, now) {
                 // Removed while its lock is held, so no other sweep takes it meanwhile.
-                if std::fs::remove_dir_all(&dir).is_ok() {
-                    removed += 1;
-                }
+                let _ = std::fs::remove_dir_all(&dir);
             }
         }
     }
-    removed
 }
 
 /// The lock of run directory `dir`, taken, when the directory is `me`'s, old enough, and
