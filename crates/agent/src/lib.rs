@@ -5,7 +5,8 @@
 //!
 //! Layout: `arch` (registers, the syscall table `Sys`), `syscalls` (what each trapped call
 //! is), `call` (a trapped call decoded once), `filter` (the BPF program), `guard` (roost's
-//! own processes kept out of the program's reach), `spawn` (start and seize), `run` (one
+//! own processes kept out of the program's reach), `fence` (the Landlock domain a root
+//! program starts in), `spawn` (start and seize), `run` (one
 //! run: the filter, the program started, both backends started on the record they share,
 //! `shared`), `tracer` (the ptrace backend: the stop loop), `supervisor` (the notification
 //! backend: the threads answering calls delivered as seccomp notifications, rules then the
@@ -23,6 +24,7 @@ pub mod caller;
 pub mod copies;
 pub mod decision;
 pub mod fastpath;
+pub mod fence;
 pub mod filter;
 pub mod guard;
 pub mod handlers;

@@ -13,7 +13,7 @@ use crate::filter::{self, Trap, Verdict};
 use crate::guard;
 use crate::handlers::{self, virtual_ids::VirtualIds};
 use crate::shared::{SentBack, Shared};
-use crate::spawn::{self, SpawnError};
+use crate::spawn::{self, SpawnError, Start};
 use crate::supervisor;
 use crate::syscalls::{Kind, Table, Unless};
 use crate::task::Fs;
@@ -59,6 +59,9 @@ pub struct Options {
     pub supervisors: Vec<i32>,
     /// The in-process fast path ([`crate::fastpath`]), prepared with the mount table.
     pub fast: Option<Arc<FastPath>>,
+    /// Start the program in a Landlock domain of its own ([`crate::fence`], decided by
+    /// [`crate::fence::applies`] before the fast path is prepared).
+    pub fence: bool,
 }
 
 /// What each driver of the mount table did (remote servers, their calls and time, cache
@@ -276,7 +279,12 @@ pub fn run(
             eprintln!("roost: cannot become the subreaper of the program's processes: {e}");
         }
     }
-    let spawned = match spawn::spawn(&cstr(program), &argv, &bpf, notify, lazy) {
+    let start = Start {
+        listener: notify,
+        untraced: lazy,
+        fence: options.fence,
+    };
+    let spawned = match spawn::spawn(&cstr(program), &argv, &bpf, start) {
         // No notifications here (kernel < 5.6, or the filter flag refused): ptrace only.
         Err(SpawnError::Listener(_)) | Err(SpawnError::Filter(..)) if notify => {
             let mut rules_then: Vec<_> = fast.iter().flat_map(|f| f.rules()).collect();
@@ -284,7 +292,12 @@ pub fn run(
             rules_then.extend(guard::rules(&table, Trap::Trace));
             rules_then.extend(rules(&table, full, false, ids, false));
             let bpf = filter::build(&rules_then, Verdict::Errno(libc::ENOSYS), &own);
-            spawn::spawn(&cstr(program), &argv, &bpf, false, false)?
+            let start = Start {
+                listener: false,
+                untraced: false,
+                ..start
+            };
+            spawn::spawn(&cstr(program), &argv, &bpf, start)?
         }
         r => r?,
     };

@@ -16,6 +16,8 @@ pub enum SpawnError {
     Fork(io::Error),
     /// The child could not set up the filter: the step and errno.
     Filter(&'static str, i32),
+    /// The child could not enter its Landlock domain ([`crate::fence`]): the step and errno.
+    Fence(&'static str, i32),
     /// PTRACE_SEIZE failed with this errno.
     Ptrace(i32),
     /// The seccomp notification listener could not be obtained (old kernel, restricted
@@ -42,6 +44,13 @@ impl fmt::Display for SpawnError {
                 f,
                 "cannot install the seccomp filter ({step}: {}); roost run needs seccomp-bpf \
                  (Linux >= 3.5 with CONFIG_SECCOMP_FILTER, not disabled by a container profile)",
+                io::Error::from_raw_os_error(*errno)
+            ),
+            SpawnError::Fence(step, errno) => write!(
+                f,
+                "cannot put the program in a Landlock domain of its own ({step}: {}); run roost \
+                 with --no-landlock to go without it (a program run by root then answers \
+                 lookups only in-process, docs/security.md)",
                 io::Error::from_raw_os_error(*errno)
             ),
             SpawnError::Ptrace(errno) => write!(
@@ -86,22 +95,30 @@ unsafe fn child(
     program: &CString,
     argv: &[*const libc::c_char],
     bpf: &[libc::sock_filter],
-    listener: bool,
-    untraced: bool,
+    start: Start,
 ) -> ! {
     // roost is not dumpable (`crate::guard`); its forked copy must be, for roost to seize
     // it and take the listener (its exec keeps it so).
     let _ = crate::guard::dumpable();
-    if untraced {
+    if start.untraced {
         // Exit-kill will not take it with roost: it dies with the agent all the same.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
     }
-    // [failed, errno or listener fd]
+    // [failed (1: the filter, 2 + step: the fence), errno or listener fd]
     let mut report = [0u8; 8];
-    match filter::install(bpf, listener) {
+    let fenced = if start.fence {
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        crate::fence::enter()
+    } else {
+        Ok(())
+    };
+    let outcome = fenced
+        .map_err(|(step, errno)| (FENCE_FAILED + step as u32, errno))
+        .and_then(|()| filter::install(bpf, start.listener).map_err(|(_, errno)| (1, errno)));
+    match outcome {
         Ok(fd) => report[4..].copy_from_slice(&(fd as u32).to_ne_bytes()),
-        Err((_, errno)) => {
-            report[..4].copy_from_slice(&1u32.to_ne_bytes());
+        Err((failed, errno)) => {
+            report[..4].copy_from_slice(&failed.to_ne_bytes());
             report[4..].copy_from_slice(&(errno as u32).to_ne_bytes());
         }
     }
@@ -110,7 +127,7 @@ unsafe fn child(
     if libc::read(go_r, go.as_mut_ptr().cast(), 1) != 1 {
         libc::_exit(127);
     }
-    if listener && report[..4] == [0; 4] {
+    if start.listener && report[..4] == [0; 4] {
         // roost holds its own copy now; the program must not inherit the listener.
         libc::close(u32::from_ne_bytes([report[4], report[5], report[6], report[7]]) as i32);
     }
@@ -143,6 +160,20 @@ fn exec_failure(errno: libc::c_int) -> &'static [u8] {
     }
 }
 
+/// How [`spawn`] starts the program.
+#[derive(Clone, Copy)]
+pub struct Start {
+    /// Take the filter's notification listener.
+    pub listener: bool,
+    /// Let go of the program before it execs (attaching on demand).
+    pub untraced: bool,
+    /// Start it in a Landlock domain of its own ([`crate::fence`]).
+    pub fence: bool,
+}
+
+/// A child's report of a failed fence: this plus the step's index in [`crate::fence::STEPS`].
+const FENCE_FAILED: u32 = 2;
+
 /// A started program: its pid and, when asked for, the seccomp notification listener.
 pub struct Spawned {
     pub pid: i32,
@@ -152,14 +183,17 @@ pub struct Spawned {
 /// Forks, filters and seizes `program` (run with `argv`); returns once it is traced and
 /// released to exec. With `listener`, the filter's notification fd comes back too, and
 /// exec events are left off ([`OPTIONS`]). With `untraced` (attaching on demand,
-/// `crate::attach`), roost lets go of it again before it execs.
+/// `crate::attach`), roost lets go of it again before it execs. With `fence`, the program
+/// starts in a Landlock domain of its own ([`crate::fence`]).
 pub fn spawn(
     program: &CString,
     argv: &[CString],
     bpf: &[libc::sock_filter],
-    listener: bool,
-    untraced: bool,
+    start: Start,
 ) -> Result<Spawned, SpawnError> {
+    let Start {
+        listener, untraced, ..
+    } = start;
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
     let [status_r, status_w] = pipe().map_err(SpawnError::Fork)?;
@@ -171,7 +205,7 @@ pub fn spawn(
     }
     if pid == 0 {
         // SAFETY: see `child`.
-        unsafe { child(status_w, go_r, program, &ptrs, bpf, listener, untraced) }
+        unsafe { child(status_w, go_r, program, &ptrs, bpf, start) }
     }
     let close = |fd| {
         // SAFETY: closing descriptors this function opened.
@@ -194,6 +228,13 @@ pub fn spawn(
         kill();
         close(go_w);
         let errno = u32::from_ne_bytes(report[4..].try_into().expect("4")) as i32;
+        let failed = u32::from_ne_bytes(report[..4].try_into().expect("4"));
+        if let Some(step) = failed.checked_sub(FENCE_FAILED) {
+            return Err(SpawnError::Fence(
+                crate::fence::STEPS[step as usize % crate::fence::STEPS.len()],
+                errno,
+            ));
+        }
         if listener && errno == libc::EBUSY {
             return Err(SpawnError::Nested);
         }

@@ -96,9 +96,17 @@ pub struct RunArgs {
     /// open, getcwd) where the mount list leaves them to the kernel; it is off anyway with
     /// --trace and when a mapping is DENY or ENOENT, and answers lookups only (an open of
     /// an existing file goes to roost) when roost runs as root (with CAP_SYS_PTRACE)
-    /// (docs/agent.md, docs/security.md).
+    /// outside a Landlock domain (--no-landlock) (docs/agent.md, docs/security.md).
     #[arg(long)]
     pub strict: bool,
+    /// When roost runs as root, do not start the program in a Landlock domain of its own.
+    /// By default (Linux 6.12 and later) it starts in one: the kernel then refuses it
+    /// ptrace, /proc/PID/mem and the like on any process outside the run, roost's
+    /// included, and connecting to abstract unix sockets made outside the run; which lets
+    /// its fast path open files as an ordinary user's does. Without it such a program may
+    /// trace processes outside the run, and its fast path answers lookups only.
+    #[arg(long)]
+    pub no_landlock: bool,
     /// When roost traces a process with ptrace. `lazy` (the default): only for the calls
     /// that need a ptrace stop (an exec or chdir roost rewrites, a connect to a mapped
     /// socket), detaching after each, so a process that makes none is never stopped (no stop
@@ -362,10 +370,11 @@ pub fn main(args: RunArgs) -> ExitCode {
     if let Some(files) = &identity_files {
         files.map_into(&mut table);
     }
+    let fence = roost_agent::fence::applies(args.no_landlock);
     let fast = if args.strict || args.trace.is_some() {
         None
     } else {
-        match roost_agent::fastpath::FastPath::prepare(&mut table, args.summary) {
+        match roost_agent::fastpath::FastPath::prepare(&mut table, args.summary, fence) {
             Ok(Ok(fast)) => Some(Arc::new(fast)),
             Ok(Err(_off)) => None,
             Err(e) => {
@@ -415,6 +424,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         idle_poll: std::time::Duration::from_micros(args.idle_poll_us),
         supervisors: Vec::new(),
         fast,
+        fence,
     };
     match background::split(!whole_run) {
         Ok(background::Side::Front(code)) => {

@@ -210,11 +210,27 @@ fn roost_run_as_self(options: &[&str], program: &str, args: &[&str]) -> std::pro
 /// How a test runs roost.
 type Runner = fn(&[&str], &str, &[&str]) -> std::process::Output;
 
+/// [`roost_run_as_self`] with `--no-landlock`: as root, a fast path that makes lookups only.
+fn roost_run_outside_a_domain(
+    options: &[&str],
+    program: &str,
+    args: &[&str],
+) -> std::process::Output {
+    roost_run_as_self(&[&["--no-landlock"], options].concat(), program, args)
+}
+
 /// Each way the fast path differs by who runs roost: as an ordinary user, and, when the
-/// tests run as root, as root (lookups only, no opens from the page).
+/// tests run as root, as root in the program's Landlock domain (opens from the page, as an
+/// ordinary user's) and as root with `--no-landlock` (lookups only, no opens from the page).
 fn runners() -> impl Iterator<Item = Runner> {
-    let as_root: Option<Runner> = is_root().then_some(roost_run_as_self);
-    [roost_run as Runner].into_iter().chain(as_root)
+    let as_root: &[Runner] = if is_root() {
+        &[roost_run_as_self, roost_run_outside_a_domain]
+    } else {
+        &[]
+    };
+    [roost_run as Runner]
+        .into_iter()
+        .chain(as_root.iter().copied())
 }
 
 /// The probe program, as a string for the command line.
@@ -538,62 +554,129 @@ fn signal_handlers_threads_and_vfork_children_get_right_answers() {
     assert!(o.status.success());
 }
 
+/// The fast path's page when the tests run as root: in the program's Landlock domain (the
+/// default) it opens as an ordinary user's does, and the kernel keeps the program off
+/// roost's memory and descriptors whatever it calls the page with; with `--no-landlock`
+/// it makes lookups only and an open made from it is trapped and refused by the agent.
+/// Either way the program's own lookups are answered in-process, and so are opens of
+/// names a lookup finds missing.
 #[test]
-fn a_program_that_may_hold_cap_sys_ptrace_over_roost_gets_a_code_page_that_cannot_open() {
+fn a_program_that_may_hold_cap_sys_ptrace_over_roost_gets_a_page_that_cannot_reach_it() {
     if !is_root() {
         println!("SKIP TEST: needs root (roost holding CAP_SYS_PTRACE)");
         return;
     }
     let (_t, mount) = hello_tree("fastpath-root");
-    // From the page, openat2 of roost's own /proc/PID/mem would pass the agent's check of
-    // paths, the only barrier for such a program: the page makes lookups only (the kernel's,
-    // untranslated: /m does not exist outside roost), and an open made from it is trapped
-    // and refused. The program's own lookups are answered in-process, its opens trapped,
-    // but for those of names a lookup finds missing, which fail in-process.
-    let o = run(&[
-        "--summary",
-        "--mount",
-        &mount,
-        "--",
-        &probe(),
-        "stub",
-        "/m/f",
-        "mem",
-    ]);
-    assert_eq!(
-        stdout(&o),
-        "from the code page /m/f: No such file or directory\n\
-         roost's memory from the code page: Permission denied\n",
-        "{}",
-        stderr(&o)
+    // (options, how roost's descriptor 0 reads from the page, in-process opens of `cat`s)
+    let cases: [(&[&str], &str, u64); 2] = [
+        (&[], "Permission denied", 4),
+        // Outside a domain the page looks names up as the kernel lets root: roost's
+        // links too, but it opens none of them (nor anything else).
+        (&["--no-landlock"], "read", 2),
+    ];
+    for (options, descriptor, opens) in cases {
+        let with = |extra: &[&str]| {
+            let mut args: Vec<String> = [options, &["--summary", "--mount", &mount]]
+                .concat()
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+            args.extend(extra.iter().map(|a| a.to_string()));
+            run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        };
+        let o = with(&["--", &probe(), "stub", "/m/f", "mem"]);
+        assert_eq!(
+            stdout(&o),
+            format!(
+                "from the code page /m/f: No such file or directory\n\
+                 roost's memory from the code page: Permission denied\n\
+                 roost's descriptor 0 from the code page: {descriptor}\n"
+            ),
+            "{options:?}: {}",
+            stderr(&o)
+        );
+        let script = "cat /m/f; stat -c %s /m/f; cat /m/missing /m/f/x /m/f 2>&1; cat /m/f";
+        let o = with(&["--", "sh", "-c", script]);
+        assert_eq!(
+            stdout(&o),
+            "hello\n6\ncat: /m/missing: No such file or directory\n\
+             cat: /m/f/x: Not a directory\nhello\nhello\n",
+            "{options:?}: {}",
+            stderr(&o)
+        );
+        let summary = stderr(&o);
+        let (_, in_process) = summary
+            .split_once("in-process (fast path): ")
+            .unwrap_or_else(|| panic!("no fast path: {summary}"));
+        assert!(in_process.contains("  statx "), "{summary}");
+        let opened = in_process
+            .lines()
+            .find_map(|l| l.strip_prefix("  open "))
+            .map(|n| n.trim().parse::<u64>().unwrap());
+        assert_eq!(opened, Some(opens), "{options:?}: {summary}");
+    }
+}
+
+/// What the Landlock domain changes for a program run by root, against `--no-landlock`
+/// (as natively): the kernel refuses it a ptrace-checked access to a process outside the
+/// run and a connection to an abstract unix socket made outside it; its own processes it
+/// reaches as before. A link in `/proc` (an outside process's `exe`) it still reads:
+/// roost reads those for the program (it names them as the program's namespace does).
+#[test]
+fn a_program_run_by_root_cannot_reach_processes_outside_its_run() {
+    if !is_root() {
+        println!("SKIP TEST: needs root (the domain is for programs holding CAP_SYS_PTRACE)");
+        return;
+    }
+    let mut outside = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let name = format!("roost-fence-test-{}", std::process::id());
+    let addr =
+        <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
+            &name,
+        )
+        .unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    let script = format!(
+        r#"
+import os, socket, subprocess
+def attempt(what, f):
+    try:
+        f()
+        print(what, "ok")
+    except OSError as e:
+        print(what, os.strerror(e.errno))
+attempt("outside's memory", lambda: os.close(os.open("/proc/{pid}/mem", os.O_RDONLY)))
+attempt("outside's executable", lambda: os.readlink("/proc/{pid}/exe"))
+attempt("outside's socket", lambda: socket.socket(socket.AF_UNIX).connect("\0{name}"))
+child = subprocess.Popen(["sleep", "5"])
+attempt("own child's memory", lambda: os.close(os.open("/proc/%d/mem" % child.pid, os.O_RDONLY)))
+child.kill()
+"#,
+        pid = outside.id()
     );
-    let o = run(&[
-        "--summary",
-        "--mount",
-        &mount,
-        "--",
-        "sh",
-        "-c",
-        "cat /m/f; stat -c %s /m/f; cat /m/missing /m/f/x /m/f 2>&1",
-    ]);
+    let reach = |options: &[&str]| {
+        let o = run(&[options, &["--", "python3", "-c", &script]].concat());
+        assert!(o.status.success(), "{options:?}: {}", text(&o));
+        stdout(&o)
+    };
     assert_eq!(
-        stdout(&o),
-        "hello\n6\ncat: /m/missing: No such file or directory\n\
-         cat: /m/f/x: Not a directory\nhello\n",
-        "{}",
-        stderr(&o)
+        reach(&[]),
+        "outside's memory Permission denied\n\
+         outside's executable ok\n\
+         outside's socket Operation not permitted\n\
+         own child's memory ok\n"
     );
-    let summary = stderr(&o);
-    let (_, in_process) = summary
-        .split_once("in-process (fast path): ")
-        .unwrap_or_else(|| panic!("no fast path: {summary}"));
-    assert!(!in_process.starts_with("0 calls"), "{summary}");
-    assert!(in_process.contains("  statx "), "{summary}");
-    let opens = in_process
-        .lines()
-        .find_map(|l| l.strip_prefix("  open "))
-        .map(|n| n.trim().parse::<u64>().unwrap());
-    assert_eq!(opens, Some(2), "{summary}");
+    assert_eq!(
+        reach(&["--no-landlock"]),
+        "outside's memory ok\noutside's executable ok\noutside's socket ok\n\
+         own child's memory ok\n"
+    );
+    drop(listener);
+    outside.kill().unwrap();
+    outside.wait().unwrap();
 }
 
 /// How many times the loaders of a `--summary`'s run opened the fast path's object (the

@@ -71,8 +71,8 @@ impl Remote {
         self.command(mode, options, argv).output().unwrap()
     }
 
-    /// [`Remote::run`] as nobody ([`as_nobody`]), where roost run has its whole in-process
-    /// fast path (as root it makes lookups only), with a cache of its own.
+    /// [`Remote::run`] as nobody ([`as_nobody`]), an ordinary user, with a cache of its
+    /// own.
     pub fn run_as_nobody(&self, mode: &[&str], options: &[&str], argv: &[&str]) -> Output {
         let mut roost = as_nobody(crate::roost_bin());
         roost.env_remove("XDG_RUNTIME_DIR");

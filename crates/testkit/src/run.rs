@@ -172,10 +172,10 @@ pub fn text(o: &Output) -> String {
 /// Runs `ARGV` under roost (inside `timeout 20`) with the tree at /m in each delivery mode:
 /// with the in-process fast path (the default), with notifications only (`--strict`) and
 /// with ptrace only (`--strict --no-notify`); all must give the same output and exit code,
-/// which are returned. As root, where roost's fast path makes lookups only
-/// (docs/security.md), the three modes are also run as an ordinary user on the tree given to
-/// that user, and compared among themselves: so the whole fast path is compared with the
-/// trap in every case, whoever runs the tests.
+/// which are returned. As root the three modes are also run as an ordinary user on the tree
+/// given to that user, and compared among themselves: so the fast path is compared with the
+/// trap in every case as both users (as root its program starts in a Landlock domain,
+/// docs/security.md).
 pub fn run_both(t: &Tree, argv: &[&str]) -> (String, i32) {
     run_both_with(t, &[], argv)
 }

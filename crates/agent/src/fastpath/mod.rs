@@ -96,12 +96,19 @@ struct State {
 
 impl FastPath {
     /// Writes the run's fast-path files and adds the mappings they need to `mounts`: the
-    /// loader's preload list, and, when a mapping would hide it, the directory holding them. `count`: the programs count what they answer (`--summary`).
-    pub fn prepare(mounts: &mut MountTable, count: bool) -> io::Result<Result<FastPath, Off>> {
+    /// loader's preload list, and, when a mapping would hide it, the directory holding them.
+    /// `count`: the programs count what they answer (`--summary`). `fenced`: the program
+    /// starts in a Landlock domain of its own ([`crate::fence`]); a program that may hold
+    /// `CAP_SYS_PTRACE` over roost gets a page that may open only then.
+    pub fn prepare(
+        mounts: &mut MountTable,
+        count: bool,
+        fenced: bool,
+    ) -> io::Result<Result<FastPath, Off>> {
         if mounts.hides_any() {
             return Ok(Err(Off::Hiding));
         }
-        let opens = !crate::guard::may_hold_ptrace_capability();
+        let opens = fenced || !crate::guard::may_hold_ptrace_capability();
         let dir = rundir::RunDir::make(random_u64()? as u32)?;
         let path = dir.path.clone();
         let stub = random_page()?;
@@ -534,7 +541,7 @@ mod tests {
         let mut mounts = MountTable::new();
         mounts.add(b"/secret", Target::Deny);
         assert_eq!(
-            FastPath::prepare(&mut mounts, false).unwrap().err(),
+            FastPath::prepare(&mut mounts, false, false).unwrap().err(),
             Some(Off::Hiding)
         );
     }

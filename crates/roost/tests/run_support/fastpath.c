@@ -4,7 +4,8 @@
  *   stub PATH [mem]  make one call the fast path answers, then find roost's code page (an
  *                    anonymous r-x page starting with `syscall; ret`) and stat PATH from
  *                    it, as a hostile program would; with `mem`, also open roost's own
- *                    memory (/proc/PARENT/mem) from it
+ *                    memory (/proc/PARENT/mem) and read the link of its descriptor 0
+ *                    (/proc/PARENT/fd/0) from it
  *   stress PATH N    stat PATH from the main thread, a second thread, a signal handler and
  *                    vfork children at once; says how many answers were wrong
  *   edges PATH...    calls whose arguments the kernel refuses before it looks at the path
@@ -200,6 +201,18 @@ static long open_from(uintptr_t page, const char *path) {
     __asm__ volatile("call *%[page]"
                      : "=a"(ret)
                      : "0"((long)SYS_openat2), "D"((long)AT_FDCWD), "S"(path), "d"(&how),
+                       "r"(r10), [page] "r"(page)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+
+/* readlinkat of PATH into BUF, made from roost's code page. */
+static long readlink_from(uintptr_t page, const char *path, char *buf, size_t size) {
+    long ret;
+    register long r10 __asm__("r10") = (long)size;
+    __asm__ volatile("call *%[page]"
+                     : "=a"(ret)
+                     : "0"((long)SYS_readlinkat), "D"((long)AT_FDCWD), "S"(path), "d"(buf),
                        "r"(r10), [page] "r"(page)
                      : "rcx", "r11", "memory");
     return ret;
@@ -476,6 +489,11 @@ int main(int argc, char **argv) {
             long fd = open_from(page, mem);
             if (fd < 0) printf("roost's memory from the code page: %s\n", strerror((int)-fd));
             else printf("roost's memory from the code page: opened\n");
+            char link[64], target[256];
+            snprintf(link, sizeof link, "/proc/%d/fd/0", (int)getppid());
+            long n = readlink_from(page, link, target, sizeof target);
+            if (n < 0) printf("roost's descriptor 0 from the code page: %s\n", strerror((int)-n));
+            else printf("roost's descriptor 0 from the code page: read\n");
         }
         return 0;
     }
