@@ -19,8 +19,9 @@
 #                    PYTHON: the python3 to run (default /usr/bin/python3: a pyenv shim on
 #                    PATH would time its bash wrapper)
 #   usage: bench/agent/process_heavy.sh [RUNS]      (default 5)
-#   As root, roost run's in-process fast path makes lookups only (docs/security.md): run
-#   this as an ordinary user to measure the whole of it.
+#   As root the program starts in a Landlock domain and has the whole in-process fast path;
+#   with --no-landlock (BASE=a wrapper adding it) its fast path makes lookups only
+#   (docs/security.md).
 #   PROOT: the proot to compare with (default: /opt/proot-upstream/proot, upstream with
 #   seccomp, if present, else proot on PATH). ROOST: the agent (default target/release/roost).
 #   FFISRC: a libffi source tree to use instead of fetching one (an ordinary user may have
