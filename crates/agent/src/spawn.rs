@@ -106,13 +106,15 @@ unsafe fn child(
     }
     // [failed (1: the filter, 2 + step: the fence), errno or listener fd]
     let mut report = [0u8; 8];
-    let fenced = if start.fence {
+    let entered = if start.fence {
+        // Landlock's condition, for a roost holding CAP_SYS_PTRACE but not CAP_SYS_ADMIN
+        // (the filter sets it again).
         libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
         crate::fence::enter()
     } else {
         Ok(())
     };
-    let outcome = fenced
+    let outcome = entered
         .map_err(|(step, errno)| (FENCE_FAILED + step as u32, errno))
         .and_then(|()| filter::install(bpf, start.listener).map_err(|(_, errno)| (1, errno)));
     match outcome {
@@ -231,7 +233,10 @@ pub fn spawn(
         let failed = u32::from_ne_bytes(report[..4].try_into().expect("4"));
         if let Some(step) = failed.checked_sub(FENCE_FAILED) {
             return Err(SpawnError::Fence(
-                crate::fence::STEPS[step as usize % crate::fence::STEPS.len()],
+                crate::fence::STEPS
+                    .get(step as usize)
+                    .copied()
+                    .unwrap_or("landlock"),
                 errno,
             ));
         }

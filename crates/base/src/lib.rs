@@ -1,12 +1,14 @@
 //! Small helpers several roost crates need, kept below all of them (they depend on libc
 //! only): the errno of a failed call ([`errno`]), the process's descriptor limit
-//! ([`raise_descriptor_limit`]) and calendar dates of Unix times ([`date`]).
+//! ([`raise_descriptor_limit`]), calendar dates of Unix times ([`date`]) and the Landlock
+//! system calls ([`landlock`]).
 
 // Every unsafe block says why it is sound.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod date;
 pub mod errno;
+pub mod landlock;
 
 pub use errno::{errno_of, last_errno};
 

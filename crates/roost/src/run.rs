@@ -96,15 +96,17 @@ pub struct RunArgs {
     /// open, getcwd) where the mount list leaves them to the kernel; it is off anyway with
     /// --trace and when a mapping is DENY or ENOENT, and answers lookups only (an open of
     /// an existing file goes to roost) when roost runs as root (with CAP_SYS_PTRACE)
-    /// outside a Landlock domain (--no-landlock) (docs/agent.md, docs/security.md).
+    /// outside a Landlock domain (--no-landlock, or Linux before 6.12) (docs/agent.md,
+    /// docs/security.md).
     #[arg(long)]
     pub strict: bool,
     /// When roost runs as root, do not start the program in a Landlock domain of its own.
-    /// By default (Linux 6.12 and later) it starts in one: the kernel then refuses it
-    /// ptrace, /proc/PID/mem and the like on any process outside the run, roost's
-    /// included, and connecting to abstract unix sockets made outside the run; which lets
-    /// its fast path open files as an ordinary user's does. Without it such a program may
-    /// trace processes outside the run, and its fast path answers lookups only.
+    /// By default (Linux 6.12 and later) it starts in one: the kernel then refuses its
+    /// processes ptrace, /proc/PID/mem and the like on any process outside the run,
+    /// roost's included, and connecting to abstract unix sockets made outside the run;
+    /// which lets its fast path open files as an ordinary user's does. Without it such a
+    /// program may trace processes outside the run, as natively, and its fast path answers
+    /// lookups only.
     #[arg(long)]
     pub no_landlock: bool,
     /// When roost traces a process with ptrace. `lazy` (the default): only for the calls

@@ -642,17 +642,18 @@ fn a_program_run_by_root_cannot_reach_processes_outside_its_run() {
     let script = format!(
         r#"
 import os, socket, subprocess
-def attempt(what, f):
+child = subprocess.Popen(["sleep", "5"])
+for what, reach in [
+    ("outside's memory", lambda: os.close(os.open("/proc/{pid}/mem", os.O_RDONLY))),
+    ("outside's executable", lambda: os.readlink("/proc/{pid}/exe")),
+    ("outside's socket", lambda: socket.socket(socket.AF_UNIX).connect("\0{name}")),
+    ("own child's memory", lambda: os.close(os.open("/proc/%d/mem" % child.pid, os.O_RDONLY))),
+]:
     try:
-        f()
+        reach()
         print(what, "ok")
     except OSError as e:
         print(what, os.strerror(e.errno))
-attempt("outside's memory", lambda: os.close(os.open("/proc/{pid}/mem", os.O_RDONLY)))
-attempt("outside's executable", lambda: os.readlink("/proc/{pid}/exe"))
-attempt("outside's socket", lambda: socket.socket(socket.AF_UNIX).connect("\0{name}"))
-child = subprocess.Popen(["sleep", "5"])
-attempt("own child's memory", lambda: os.close(os.open("/proc/%d/mem" % child.pid, os.O_RDONLY)))
 child.kill()
 "#,
         pid = outside.id()

@@ -182,40 +182,30 @@ static uintptr_t find_code_page(void) {
     return found;
 }
 
-static long stat_from(uintptr_t page, const char *path, struct stat *st) {
+/* System call NR with four arguments, made from roost's code page. */
+static long page_call(uintptr_t page, long nr, long a, long b, long c, long d) {
     long ret;
-    register long r10 __asm__("r10") = 0;
+    register long r10 __asm__("r10") = d;
     __asm__ volatile("call *%[page]"
                      : "=a"(ret)
-                     : "0"((long)SYS_newfstatat), "D"((long)AT_FDCWD), "S"(path), "d"(st),
-                       "r"(r10), [page] "r"(page)
+                     : "0"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), [page] "r"(page)
                      : "rcx", "r11", "memory");
     return ret;
+}
+
+static long stat_from(uintptr_t page, const char *path, struct stat *st) {
+    return page_call(page, SYS_newfstatat, AT_FDCWD, (long)path, (long)st, 0);
 }
 
 /* openat2 of PATH for reading and writing, made from roost's code page. */
 static long open_from(uintptr_t page, const char *path) {
     struct open_how how = {.flags = O_RDWR | O_CLOEXEC};
-    long ret;
-    register long r10 __asm__("r10") = sizeof how;
-    __asm__ volatile("call *%[page]"
-                     : "=a"(ret)
-                     : "0"((long)SYS_openat2), "D"((long)AT_FDCWD), "S"(path), "d"(&how),
-                       "r"(r10), [page] "r"(page)
-                     : "rcx", "r11", "memory");
-    return ret;
+    return page_call(page, SYS_openat2, AT_FDCWD, (long)path, (long)&how, sizeof how);
 }
 
 /* readlinkat of PATH into BUF, made from roost's code page. */
 static long readlink_from(uintptr_t page, const char *path, char *buf, size_t size) {
-    long ret;
-    register long r10 __asm__("r10") = (long)size;
-    __asm__ volatile("call *%[page]"
-                     : "=a"(ret)
-                     : "0"((long)SYS_readlinkat), "D"((long)AT_FDCWD), "S"(path), "d"(buf),
-                       "r"(r10), [page] "r"(page)
-                     : "rcx", "r11", "memory");
-    return ret;
+    return page_call(page, SYS_readlinkat, AT_FDCWD, (long)path, (long)buf, (long)size);
 }
 
 static const char *stress_path;

@@ -34,40 +34,15 @@ pub mod net {
     pub const CONNECT_TCP: u64 = 1 << 1;
 }
 
-/// What a domain's processes may not reach outside it (ABI 6).
-pub mod scope {
-    pub const ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
-    pub const SIGNAL: u64 = 1 << 1;
-}
+pub use roost_base::landlock::{abi, restrict_self, scope};
+use roost_base::landlock::{create_ruleset, RulesetAttr};
 
-const CREATE_RULESET_VERSION: u32 = 1;
 const RULE_PATH_BENEATH: libc::c_int = 1;
-
-#[repr(C)]
-struct RulesetAttr {
-    handled_access_fs: u64,
-    handled_access_net: u64,
-    scoped: u64,
-}
 
 #[repr(C, packed)]
 struct PathBeneathAttr {
     allowed_access: u64,
     parent_fd: i32,
-}
-
-/// The Landlock ABI version the kernel offers, `None` without Landlock.
-pub fn abi() -> Option<i64> {
-    // SAFETY: the version query takes no pointer.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<RulesetAttr>(),
-            0usize,
-            CREATE_RULESET_VERSION,
-        )
-    };
-    (v > 0).then_some(v)
 }
 
 /// Every file right ABI `abi` knows.
@@ -111,26 +86,7 @@ impl Ruleset {
                 0
             },
         };
-        // Older kernels know only the members they had; what they lack is 0 for them.
-        let size = match abi {
-            ..=3 => std::mem::size_of::<u64>(),
-            4 | 5 => 2 * std::mem::size_of::<u64>(),
-            _ => std::mem::size_of::<RulesetAttr>(),
-        };
-        // SAFETY: attr outlives the call, size is at most its size.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                &attr as *const RulesetAttr,
-                size,
-                0u32,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a descriptor the kernel just made for us.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        let fd = create_ruleset(&attr, abi)?;
         Ok(Ruleset { fd, handled })
     }
 
@@ -191,17 +147,6 @@ pub fn add_rule(ruleset: RawFd, target: RawFd, access: u64) -> io::Result<()> {
             0u32,
         )
     };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Applies the ruleset open as `ruleset` to the calling process and everything it starts.
-/// The caller must have set `PR_SET_NO_NEW_PRIVS`.
-pub fn restrict_self(ruleset: RawFd) -> io::Result<()> {
-    // SAFETY: a plain system call on a descriptor number.
-    let r = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
