@@ -271,14 +271,15 @@ static int page_good(uintptr_t page) {
 /* The length of the string at `p` (at most PATHBUF) when every page it spans was read
  * before; -1 when one was not. */
 static long known_length(const char *p) {
-    uintptr_t page = (uintptr_t)p >> 12;
-    if (!page_good(page)) return -1;
-    for (long n = 0; n < PATHBUF; n++) {
-        if (((uintptr_t)(p + n) >> 12) != page) {
-            page = (uintptr_t)(p + n) >> 12;
-            if (!page_good(page)) return -1;
-        }
-        if (!p[n]) return n;
+    long n = 0;
+    while (n < PATHBUF) {
+        uintptr_t page = ((uintptr_t)p + (uintptr_t)n) >> 12;
+        if (!page_good(page)) return -1;
+        /* The page's bytes, up to the next page or PATHBUF. */
+        long end = (long)(((page + 1) << 12) - (uintptr_t)p);
+        if (end > PATHBUF) end = PATHBUF;
+        for (; n < end; n++)
+            if (!p[n]) return n;
     }
     return PATHBUF;
 }
@@ -401,10 +402,16 @@ static enum how map_absolute(struct where *w, int opening) {
     const struct rf_entry *hit = 0;
     size_t ln = 0, pn = 0; /* the hit's lengths, as checked (the table may change under us) */
     w->opens_ok = 1;
+    /* A name under or above an entry's (other than "/") shares its first byte after the
+     * slash: most entries end there. */
+    char first = w->len > 1 ? w->path[1] : 0;
     for (uint32_t i = 0; i < count; i++) {
         const struct rf_entry *e = &table->entries[i];
         size_t l, p;
         if (!entry_lengths(e, &l, &p)) return TRAP_IT;
+        if (first && (e->kind == RF_PHYS ? !opening || (p > 1 && e->physical[1] != first)
+                                          : l > 1 && e->logical[1] != first))
+            continue;
         if (e->kind == RF_PHYS) {
             if (opening && (e->flags & RF_VIEWED) && under(w->path, w->len, e->physical, p))
                 w->opens_ok = 0;
