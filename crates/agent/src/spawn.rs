@@ -16,6 +16,8 @@ pub enum SpawnError {
     Fork(io::Error),
     /// The child could not set up the filter: the step and errno.
     Filter(&'static str, i32),
+    /// The child ended before it reported how its set-up went (killed from outside).
+    Vanished,
     /// The child could not enter its Landlock domain ([`crate::fence`]): the step and errno.
     Fence(&'static str, i32),
     /// PTRACE_SEIZE failed with this errno.
@@ -33,6 +35,10 @@ impl fmt::Display for SpawnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SpawnError::Fork(e) => write!(f, "cannot fork: {e}"),
+            SpawnError::Vanished => write!(
+                f,
+                "the program's process ended before roost had set it up (killed from outside?)"
+            ),
             SpawnError::Listener(e) => write!(f, "cannot take the seccomp listener: {e}"),
             SpawnError::Nested => write!(
                 f,
@@ -226,7 +232,12 @@ pub fn spawn(
             libc::waitpid(pid, std::ptr::null_mut(), 0);
         }
     };
-    if n != 8 || report[..4] != [0; 4] {
+    if n != 8 {
+        kill();
+        close(go_w);
+        return Err(SpawnError::Vanished);
+    }
+    if report[..4] != [0; 4] {
         kill();
         close(go_w);
         let errno = u32::from_ne_bytes(report[4..].try_into().expect("4")) as i32;

@@ -65,9 +65,10 @@ pub struct FastPath {
     stub: u64,
     count: bool,
     /// Whether the page may open files. Not for a program that may hold `CAP_SYS_PTRACE`
-    /// over roost (roost run as root): from the page it could open roost's own
-    /// `/proc/PID/mem`, which only the agent's check of paths keeps from such a program
-    /// (docs/security.md); it answers lookups only, which change nothing.
+    /// over roost (roost run as root) outside a Landlock domain ([`crate::fence`]): from
+    /// the page it could open roost's own `/proc/PID/mem`, which then only the agent's check
+    /// of paths keeps from such a program (docs/security.md); it answers lookups only, which
+    /// change nothing.
     opens: bool,
     /// The table's parts used without the lock.
     atomics: Atomics,
