@@ -19,7 +19,8 @@
 #                    PYTHON: the python3 to run (default /usr/bin/python3: a pyenv shim on
 #                    PATH would time its bash wrapper)
 #   usage: bench/agent/process_heavy.sh [RUNS]      (default 5)
-#   As root the program starts in a Landlock domain and has the whole in-process fast path;
+#   As root (Linux 6.12 and later) the program starts in a Landlock domain and has the whole
+#   in-process fast path;
 #   with --no-landlock (BASE=a wrapper adding it) its fast path makes lookups only
 #   (docs/security.md).
 #   PROOT: the proot to compare with (default: /opt/proot-upstream/proot, upstream with

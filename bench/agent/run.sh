@@ -6,7 +6,8 @@
 # path) natively and under roost, strace -f and proot. Prints medians of RUNS runs
 # (microseconds per call, MB/s) and ratios to native, as a markdown table.
 #   usage: bench/agent/run.sh [RUNS] [ITERATIONS]      (defaults 5, 20000)
-#   As root the program starts in a Landlock domain and has the whole in-process fast path
+#   As root (Linux 6.12 and later) the program starts in a Landlock domain and has the whole
+#   in-process fast path
 #   (docs/security.md; with --no-landlock it makes lookups only).
 #   with ZLIB=1: also the zlib make build, a CPU-bound job, and the agent's peak RSS.
 #   PROOT: the proot to compare with (default: proot on PATH; upstream with seccomp is the

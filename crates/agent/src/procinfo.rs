@@ -20,9 +20,20 @@ pub fn threads_of(tgid: i32) -> Vec<i32> {
 /// the command name, which may hold spaces and parentheses: the state first, then the
 /// parent's pid, and so on (field 3 of proc(5) is the first here).
 pub fn stat_fields(path: &str) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(path).ok()?;
+    let stat = read(path)?;
     let after_name = &stat[stat.rfind(')')? + 1..];
     Some(after_name.split_whitespace().map(str::to_owned).collect())
+}
+
+/// The text of the /proc file `path`, read with one buffer of a page or two: procfs says
+/// its files are empty, so `std::fs::read_to_string` would stat the file, then read it 32
+/// bytes first and in doubling pieces (eight reads for a `status`).
+fn read(path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut text = Vec::with_capacity(8192);
+    file.read_to_end(&mut text).ok()?;
+    String::from_utf8(text).ok()
 }
 
 /// A thread's `/proc/TID/status`, read once.
@@ -30,9 +41,7 @@ pub struct Status(String);
 
 impl Status {
     pub fn read(tid: i32) -> Option<Status> {
-        std::fs::read_to_string(format!("/proc/{tid}/status"))
-            .ok()
-            .map(Status)
+        read(&format!("/proc/{tid}/status")).map(Status)
     }
 
     /// The status whose text is `text`.

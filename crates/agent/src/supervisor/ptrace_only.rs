@@ -31,11 +31,13 @@ pub(super) fn answer(
         _ => {}
     }
     let fs = super::caller_fs(ns, tid, true);
-    // The executable (for a path through `/proc/self/exe`) costs two /proc reads; getcwd,
-    // the commonest of these calls, reads no path.
+    // The executable, for a path through `/proc/self/exe`, costs three /proc reads: only a
+    // path argument (an O_PATH open, linkat) may name it. A socket's address, a working
+    // directory or a bpf object cannot be that file (without it such a name is still read
+    // from the kernel's link).
     let exe = match kind {
-        Kind::Getcwd => None,
-        _ => crate::procinfo::tgid(tid).and_then(|g| shared.execs.exe(g, tid)),
+        Kind::Path { .. } => crate::procinfo::tgid(tid).and_then(|g| shared.execs.exe(g, tid)),
+        _ => None,
     };
     let decision = {
         let mut ctx = Ctx::decoding(tid, (sys, regs), ns, &fs, exe.as_deref());
