@@ -106,15 +106,16 @@ pub fn own_ids() -> Vec<u32> {
 /// Whether the program roost starts may hold `CAP_SYS_PTRACE` over roost: whether roost's
 /// own permitted set has it (the program inherits roost's credentials, and with
 /// `PR_SET_NO_NEW_PRIVS` no exec gives it more; a user namespace it makes gives it
-/// capabilities only inside).
+/// capabilities only inside). Found once: roost never changes its permitted set.
 pub fn may_hold_ptrace_capability() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapPrm:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        // Unreadable: assume the stronger program.
-        .map_or(true, |caps| caps & (1 << CAP_SYS_PTRACE) != 0)
+    static HOLDS: OnceLock<bool> = OnceLock::new();
+    *HOLDS.get_or_init(|| {
+        // SAFETY: a plain id query.
+        crate::procinfo::Status::read(unsafe { libc::getpid() })
+            .and_then(|status| status.hex("CapPrm:"))
+            // Unreadable: assume the stronger program.
+            .map_or(true, |caps| caps & (1 << CAP_SYS_PTRACE) != 0)
+    })
 }
 
 /// The filter's rules for the table's calls aimed at processes and its conditional
@@ -225,8 +226,8 @@ fn pidfd_target(tid: i32, fd: i32) -> Option<i32> {
 /// The process a descriptor of roost's stands for: a pidfd's, or a `/proc/PID`
 /// directory's (pidfd_send_signal takes both).
 pub fn process_of(fd: &OwnedFd) -> Option<i32> {
-    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()));
-    if let Some(pid) = info.ok().and_then(|i| {
+    let info = crate::procinfo::read_file(&format!("/proc/self/fdinfo/{}", fd.as_raw_fd()));
+    if let Some(pid) = info.and_then(|i| {
         i.lines()
             .find_map(|l| l.strip_prefix("Pid:"))?
             .trim()

@@ -20,7 +20,7 @@ pub fn threads_of(tgid: i32) -> Vec<i32> {
 /// the command name, which may hold spaces and parentheses: the state first, then the
 /// parent's pid, and so on (field 3 of proc(5) is the first here).
 pub fn stat_fields(path: &str) -> Option<Vec<String>> {
-    let stat = read(path)?;
+    let stat = read_file(path)?;
     let after_name = &stat[stat.rfind(')')? + 1..];
     Some(after_name.split_whitespace().map(str::to_owned).collect())
 }
@@ -28,7 +28,7 @@ pub fn stat_fields(path: &str) -> Option<Vec<String>> {
 /// The text of the /proc file `path`, read with one buffer of a page or two: procfs says
 /// its files are empty, so `std::fs::read_to_string` would stat the file, then read it 32
 /// bytes first and in doubling pieces (eight reads for a `status`).
-fn read(path: &str) -> Option<String> {
+pub fn read_file(path: &str) -> Option<String> {
     use std::io::Read;
     let mut file = std::fs::File::open(path).ok()?;
     let mut text = Vec::with_capacity(8192);
@@ -41,7 +41,7 @@ pub struct Status(String);
 
 impl Status {
     pub fn read(tid: i32) -> Option<Status> {
-        read(&format!("/proc/{tid}/status")).map(Status)
+        read_file(&format!("/proc/{tid}/status")).map(Status)
     }
 
     /// The status whose text is `text`.

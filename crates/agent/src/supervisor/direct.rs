@@ -577,8 +577,7 @@ fn mmap(vf: &VFile, fd: i32, (tid, regs): (i32, &Regs), n: Notification) -> Repl
         Err(e) => return Reply::errno(e),
     };
     drop(state);
-    let cloexec = std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}"))
-        .ok()
+    let cloexec = crate::procinfo::read_file(&format!("/proc/{tid}/fdinfo/{fd}"))
         .and_then(|info| {
             let flags = info.lines().find_map(|l| l.strip_prefix("flags:"))?;
             i64::from_str_radix(flags.trim(), 8).ok()
