@@ -1,6 +1,6 @@
 //! The seccomp-bpf program, built from the agent's syscall table: check the architecture
-//! first, refuse x32 and numbers newer than the reviewed table, then one comparison per
-//! listed syscall number (returning TRACE for the
+//! first, refuse x32 and numbers newer than the reviewed table, then a search tree on the
+//! syscall number leads to that number's rules (returning TRACE or a notification for the
 //! trapped ones and ERRNO for the refused ones), and ALLOW for everything else. Arguments
 //! are looked at only after a rule's number matched, so for every number no rule looks
 //! into, the program depends only on the architecture and the number, and the kernel's
@@ -317,8 +317,32 @@ fn ret(v: Verdict) -> libc::sock_filter {
 /// processes ([`Verdict::Aimed`]). A number may have several rules: a call one of them
 /// allows goes on to the next. Syscalls of another ABI (i386, x32) get `foreign`: refused,
 /// or sent to the notification thread, which refuses them too but can say so.
+///
+/// After the checks of the architecture and the number's range, a search tree on the number
+/// ([`dispatch`]) leads to that number's rules, kept in their order: a call meets a dozen
+/// comparisons or so, where a chain of every rule made a call of a number listed late
+/// (fcntl, getdents64) meet over a hundred, on every call the kernel's action cache cannot
+/// answer (any number some rule looks into the arguments of).
 pub fn build(rules: &[(u32, Verdict)], foreign: Verdict, own: &[u32]) -> Vec<libc::sock_filter> {
-    let mut p = vec![
+    let mut p = preamble(foreign);
+    let mut groups: Vec<(u32, Vec<libc::sock_filter>)> = Vec::new();
+    for (i, &(nr, verdict)) in rules.iter().enumerate() {
+        let last = !rules[i + 1..].iter().any(|&(n, _)| n == nr);
+        let code = rule(nr, verdict, last, own);
+        match groups.iter_mut().find(|(n, _)| *n == nr) {
+            Some((_, group)) => group.extend(code),
+            None => groups.push((nr, code)),
+        }
+    }
+    groups.sort_by_key(|&(nr, _)| nr);
+    dispatch(&mut p, &groups);
+    p
+}
+
+/// The checks every call meets first: the architecture (another ABI gets `foreign`), then
+/// the number's range; leaves the number loaded.
+fn preamble(foreign: Verdict) -> Vec<libc::sock_filter> {
+    vec![
         stmt(BPF_LD_W_ABS, OFFSET_ARCH),
         jump(BPF_JEQ_K, arch::AUDIT_ARCH, 1, 0),
         ret(foreign),
@@ -332,94 +356,153 @@ pub fn build(rules: &[(u32, Verdict)], foreign: Verdict, own: &[u32]) -> Vec<lib
             Verdict::Notify => Verdict::Notify,
             _ => Verdict::Trace,
         }),
-    ];
-    for (i, &(nr, verdict)) in rules.iter().enumerate() {
-        let last = !rules[i + 1..].iter().any(|&(n, _)| n == nr);
-        // Allowed: ALLOW, or on to this number's next rule, with the number loaded again
-        // (an argument was loaded in its place).
-        let pass = if last {
-            stmt(BPF_RET_K, RET_ALLOW)
-        } else {
-            stmt(BPF_LD_W_ABS, OFFSET_NR)
-        };
-        match verdict {
-            Verdict::Aimed { ids, only, others } => {
-                p.extend(aimed(nr, ids, only, others, own).finish(last));
-                continue;
-            }
-            Verdict::ErrnoIf { args, errno } => {
-                p.extend(errno_if(nr, args, errno).finish(last));
-                continue;
-            }
-            Verdict::AllowFrom { ip } => {
-                p.extend(allow_from(nr, ip).finish(last));
-                continue;
-            }
-            _ => {}
+    ]
+}
+
+/// Numbers a leaf of the search tree compares one by one.
+const LEAF: usize = 3;
+
+/// Appends to `p` (the number loaded) a search tree on the syscall number over `groups`
+/// (sorted by number), then the groups: each number's rules, reached by a `JA` from its
+/// leaf (whose offset has 32 bits: a group may lie further than a conditional jump's 255);
+/// a number with none is allowed at its leaf.
+fn dispatch(p: &mut Vec<libc::sock_filter>, groups: &[(u32, Vec<libc::sock_filter>)]) {
+    let base = p.len();
+    let (code, to_group) = tree(groups, 0, groups.len());
+    p.extend(code);
+    let mut starts = Vec::with_capacity(groups.len());
+    for (_, code) in groups {
+        starts.push(p.len());
+        p.extend_from_slice(code);
+    }
+    // Where a rule's jump for a call of another number would go (none comes this far): the
+    // kernel refuses a program with a jump past its end.
+    p.push(stmt(BPF_RET_K, RET_ALLOW));
+    for (ja, group) in to_group {
+        let at = base + ja;
+        p[at].k = (starts[group] - at - 1) as u32;
+    }
+}
+
+/// The search tree over `groups[lo..hi]`, and the `JA`s in it that are to go to a group
+/// (index in the tree's code, the group's).
+fn tree(
+    groups: &[(u32, Vec<libc::sock_filter>)],
+    lo: usize,
+    hi: usize,
+) -> (Vec<libc::sock_filter>, Vec<(usize, usize)>) {
+    let mut code = Vec::new();
+    let mut to_group = Vec::new();
+    if hi - lo <= LEAF {
+        for (g, &(nr, _)) in groups.iter().enumerate().take(hi).skip(lo) {
+            code.push(jump(BPF_JEQ_K, nr, 0, 1));
+            to_group.push((code.len(), g));
+            code.push(stmt(BPF_JA, 0));
         }
-        // Only these syscalls' branches look at an argument: every other number stays
-        // answerable from the syscall number alone.
-        let by_arg = match verdict {
-            Verdict::NotifyUnless { arg, bits } => Some((
-                offset_arg_low(arg),
-                BPF_JSET_K,
-                bits,
-                RET_TRACE,
-                libc::SECCOMP_RET_USER_NOTIF,
-            )),
-            Verdict::NotifyUnlessIs { arg, value } => Some((
-                offset_arg_high(arg),
-                BPF_JEQ_K,
-                value,
-                RET_TRACE,
-                libc::SECCOMP_RET_USER_NOTIF,
-            )),
-            Verdict::TraceIf { arg, bits } => {
-                Some((offset_arg_low(arg), BPF_JSET_K, bits, RET_TRACE, RET_ALLOW))
-            }
-            _ => None,
-        };
-        if let Verdict::NotifyIfOneOf { arg, values } = verdict {
-            // Past the comparisons: allow, then notify (each match jumps there).
-            let n = values.len() as u8;
-            p.push(jump(BPF_JEQ_K, nr, 0, n + 3));
-            p.push(stmt(BPF_LD_W_ABS, offset_arg_low(arg)));
-            for (i, &v) in values.iter().enumerate() {
-                p.push(jump(BPF_JEQ_K, v, n - i as u8, 0));
-            }
-            p.push(if last { pass } else { stmt(BPF_JA, 1) });
-            p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF));
-            if !last {
-                // Allowed: over the notification, to the number loaded again (where a
-                // call of another number lands too).
-                p.push(pass);
-            }
-        } else if let Verdict::NotifyIfFdFrom { args, from } = verdict {
-            // Per argument: below the range, or negative, goes on to the next argument.
-            p.push(jump(BPF_JEQ_K, nr, 0, 4 * args.len() as u8 + 1));
-            for &arg in args {
-                p.push(stmt(BPF_LD_W_ABS, offset_arg_low(arg)));
-                p.push(jump(BPF_JGE_K, from, 0, 2));
-                p.push(jump(BPF_JGE_K, 0x8000_0000, 1, 0));
-                p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF));
-            }
-            p.push(pass);
-        } else if let Some((offset, test, k, if_set, otherwise)) = by_arg {
-            p.push(jump(BPF_JEQ_K, nr, 0, 4));
-            p.push(stmt(BPF_LD_W_ABS, offset));
-            p.push(jump(test, k, 0, 1));
-            p.push(stmt(BPF_RET_K, if_set));
-            p.push(if otherwise == RET_ALLOW {
-                pass
-            } else {
-                stmt(BPF_RET_K, otherwise)
-            });
-        } else {
-            p.push(jump(BPF_JEQ_K, nr, 0, 1));
-            p.push(ret(verdict));
+        code.push(stmt(BPF_RET_K, RET_ALLOW));
+        return (code, to_group);
+    }
+    let mid = lo + (hi - lo) / 2;
+    let (lower, lower_jumps) = tree(groups, lo, mid);
+    let (upper, upper_jumps) = tree(groups, mid, hi);
+    // From `mid`'s number up: over the lower half, by the comparison itself where it
+    // reaches.
+    match u8::try_from(lower.len()) {
+        Ok(over) => code.push(jump(BPF_JGE_K, groups[mid].0, over, 0)),
+        Err(_) => {
+            code.push(jump(BPF_JGE_K, groups[mid].0, 0, 1));
+            code.push(stmt(BPF_JA, lower.len() as u32));
         }
     }
-    p.push(stmt(BPF_RET_K, RET_ALLOW));
+    for (jumps, part) in [(lower_jumps, lower), (upper_jumps, upper)] {
+        let at = code.len();
+        to_group.extend(jumps.into_iter().map(|(i, g)| (at + i, g)));
+        code.extend(part);
+    }
+    (code, to_group)
+}
+
+/// The instructions of one rule of syscall `nr`, entered with the number loaded: its
+/// verdict, or, for a call it allows, ALLOW when it is the number's `last` rule, else the
+/// number loaded again for the next (an argument was loaded in its place).
+fn rule(nr: u32, verdict: Verdict, last: bool, own: &[u32]) -> Vec<libc::sock_filter> {
+    // Allowed: ALLOW, or on to this number's next rule, with the number loaded again
+    // (an argument was loaded in its place).
+    let pass = if last {
+        stmt(BPF_RET_K, RET_ALLOW)
+    } else {
+        stmt(BPF_LD_W_ABS, OFFSET_NR)
+    };
+    match verdict {
+        Verdict::Aimed { ids, only, others } => {
+            return aimed(nr, ids, only, others, own).finish(last)
+        }
+        Verdict::ErrnoIf { args, errno } => return errno_if(nr, args, errno).finish(last),
+        Verdict::AllowFrom { ip } => return allow_from(nr, ip).finish(last),
+        _ => {}
+    }
+    let mut p = Vec::new();
+    // Only these syscalls' branches look at an argument: every other number stays
+    // answerable from the syscall number alone.
+    let by_arg = match verdict {
+        Verdict::NotifyUnless { arg, bits } => Some((
+            offset_arg_low(arg),
+            BPF_JSET_K,
+            bits,
+            RET_TRACE,
+            libc::SECCOMP_RET_USER_NOTIF,
+        )),
+        Verdict::NotifyUnlessIs { arg, value } => Some((
+            offset_arg_high(arg),
+            BPF_JEQ_K,
+            value,
+            RET_TRACE,
+            libc::SECCOMP_RET_USER_NOTIF,
+        )),
+        Verdict::TraceIf { arg, bits } => {
+            Some((offset_arg_low(arg), BPF_JSET_K, bits, RET_TRACE, RET_ALLOW))
+        }
+        _ => None,
+    };
+    if let Verdict::NotifyIfOneOf { arg, values } = verdict {
+        // Past the comparisons: allow, then notify (each match jumps there).
+        let n = values.len() as u8;
+        p.push(jump(BPF_JEQ_K, nr, 0, n + 3));
+        p.push(stmt(BPF_LD_W_ABS, offset_arg_low(arg)));
+        for (i, &v) in values.iter().enumerate() {
+            p.push(jump(BPF_JEQ_K, v, n - i as u8, 0));
+        }
+        p.push(if last { pass } else { stmt(BPF_JA, 1) });
+        p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF));
+        if !last {
+            // Allowed: over the notification, to the number loaded again (where a
+            // call of another number lands too).
+            p.push(pass);
+        }
+    } else if let Verdict::NotifyIfFdFrom { args, from } = verdict {
+        // Per argument: below the range, or negative, goes on to the next argument.
+        p.push(jump(BPF_JEQ_K, nr, 0, 4 * args.len() as u8 + 1));
+        for &arg in args {
+            p.push(stmt(BPF_LD_W_ABS, offset_arg_low(arg)));
+            p.push(jump(BPF_JGE_K, from, 0, 2));
+            p.push(jump(BPF_JGE_K, 0x8000_0000, 1, 0));
+            p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF));
+        }
+        p.push(pass);
+    } else if let Some((offset, test, k, if_set, otherwise)) = by_arg {
+        p.push(jump(BPF_JEQ_K, nr, 0, 4));
+        p.push(stmt(BPF_LD_W_ABS, offset));
+        p.push(jump(test, k, 0, 1));
+        p.push(stmt(BPF_RET_K, if_set));
+        p.push(if otherwise == RET_ALLOW {
+            pass
+        } else {
+            stmt(BPF_RET_K, otherwise)
+        });
+    } else {
+        p.push(jump(BPF_JEQ_K, nr, 0, 1));
+        p.push(ret(verdict));
+    }
     p
 }
 
@@ -551,11 +634,26 @@ mod tests {
         args: [u64; 6],
         ip: u64,
     ) -> (u32, bool) {
+        let (ret, read, _) = execute(p, arch, nr, args, ip);
+        (ret, read)
+    }
+
+    /// The program's answer, whether it loaded an argument, and how many instructions it
+    /// ran.
+    fn execute(
+        p: &[libc::sock_filter],
+        arch: u32,
+        nr: u32,
+        args: [u64; 6],
+        ip: u64,
+    ) -> (u32, bool, usize) {
         let mut acc = 0u32;
         let mut pc = 0usize;
         let mut read = false;
+        let mut steps = 0;
         loop {
             let i = p[pc];
+            steps += 1;
             match i.code {
                 BPF_LD_W_ABS => {
                     acc = match i.k {
@@ -583,7 +681,7 @@ mod tests {
                     pc += usize::from(if taken { i.jt } else { i.jf });
                 }
                 BPF_JA => pc += i.k as usize,
-                BPF_RET_K => return (i.k, read),
+                BPF_RET_K => return (i.k, read, steps),
                 c => panic!("unexpected opcode {c:#x}"),
             }
             pc += 1;
@@ -922,5 +1020,99 @@ mod tests {
         assert_eq!(run_args(&p, 55, &[3, 1, 77]), refused);
         assert_eq!(run_args(&p, 55, &[3, 1, 17]), RET_ALLOW);
         assert_eq!(run_args(&p, 55, &[3, 6, 77]), RET_ALLOW);
+    }
+
+    #[test]
+    fn the_search_tree_answers_as_the_chain_of_every_rule_and_soon() {
+        // Rules of every kind on numbers spread over the table, some numbers with several.
+        let ip = 0x7000_0000_1000;
+        let from = 768;
+        let kinds = |i: u32| -> Verdict {
+            match i % 9 {
+                0 => Verdict::Notify,
+                1 => Verdict::Trace,
+                2 => Verdict::NotifyIfFdFrom {
+                    args: &[0, 2],
+                    from,
+                },
+                3 => Verdict::NotifyUnless {
+                    arg: 2,
+                    bits: 0o10000000,
+                },
+                4 => Verdict::AllowFrom { ip },
+                5 => Verdict::ErrnoIf {
+                    args: &[(1, 7)],
+                    errno: libc::EPERM,
+                },
+                6 => Verdict::NotifyIfOneOf {
+                    arg: 0,
+                    values: &[24, 28],
+                },
+                7 => Verdict::Aimed {
+                    ids: &[0],
+                    only: None,
+                    others: Others::TrapIds(Trap::Notify),
+                },
+                _ => Verdict::Errno(libc::ENOSYS),
+            }
+        };
+        let mut rules: Vec<(u32, Verdict)> = (0..arch::REVIEWED_MAX)
+            .step_by(3)
+            .enumerate()
+            .map(|(i, nr)| (nr, kinds(i as u32)))
+            .collect();
+        // Second and third rules for some numbers, after others.
+        rules.extend(
+            (0..arch::REVIEWED_MAX)
+                .step_by(21)
+                .map(|nr| (nr, kinds(nr / 21 + 1))),
+        );
+        rules.extend(
+            (0..arch::REVIEWED_MAX)
+                .step_by(42)
+                .map(|nr| (nr, kinds(nr / 42 + 5))),
+        );
+        let own = [100];
+        let tree = build(&rules, Verdict::Notify, &own);
+        // The same rules as one chain in the order given.
+        let mut chain = preamble(Verdict::Notify);
+        for (i, &(nr, verdict)) in rules.iter().enumerate() {
+            let last = !rules[i + 1..].iter().any(|&(n, _)| n == nr);
+            chain.extend(rule(nr, verdict, last, &own));
+        }
+        chain.push(stmt(BPF_RET_K, RET_ALLOW));
+        let argsets: [[u64; 6]; 5] = [
+            [0; 6],
+            [100, 7, 0o10000000, 0, 0, 0],
+            [900, 1, 900, 0, 0, 0],
+            [24, 7, 3, 0, 0, 0],
+            [u64::MAX, 0, 5, 0, 0, 0],
+        ];
+        let mut longest = 0;
+        for nr in 0..=arch::REVIEWED_MAX + 1 {
+            for args in argsets {
+                for at in [0, ip] {
+                    let (want, want_read, _) = execute(&chain, arch::AUDIT_ARCH, nr, args, at);
+                    let (got, got_read, steps) = execute(&tree, arch::AUDIT_ARCH, nr, args, at);
+                    assert_eq!(
+                        (got, got_read),
+                        (want, want_read),
+                        "nr {nr} {args:?} {at:#x}"
+                    );
+                    // Against a program with this number's rules only: the tree's cost.
+                    let own_rules: Vec<_> = rules.iter().filter(|r| r.0 == nr).copied().collect();
+                    let alone = build(&own_rules, Verdict::Notify, &own);
+                    let (_, _, direct) = execute(&alone, arch::AUDIT_ARCH, nr, args, at);
+                    longest = longest.max(steps - direct);
+                }
+            }
+        }
+        // A comparison per level of the tree (~log2(n / LEAF)) and a leaf's, where a chain
+        // of the rules before a number's own made it run hundreds.
+        assert!(
+            longest <= 12,
+            "{longest} instructions more to reach a number's rules"
+        );
+        assert!(tree.len() < 4096, "within the kernel's BPF_MAXINSNS");
     }
 }
