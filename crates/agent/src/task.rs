@@ -3,6 +3,7 @@
 //! shared under CLONE_VM, replaced at exec).
 
 use crate::arch::Sys;
+use roost_vfs::Namespace;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -26,6 +27,46 @@ pub const SCRATCH_MARK_AT: u64 = SCRATCH_SIZE - SCRATCH_MARK.len() as u64;
 pub struct Fs {
     pub logical: Vec<u8>,
     pub physical: Vec<u8>,
+}
+
+/// A caller's working directory as the handlers see it: known already (the tracer keeps
+/// each thread's), or read from `/proc` the first time a handler asks for it (the caller of
+/// a notification), so that a call on absolute names costs no `/proc` read.
+pub struct CallerFs<'a> {
+    fs: std::cell::OnceCell<Fs>,
+    /// Whose, to read it: the namespace that names it, and the thread.
+    of: Option<(&'a Namespace, i32)>,
+}
+
+impl<'a> CallerFs<'a> {
+    pub fn known(fs: Fs) -> CallerFs<'a> {
+        CallerFs {
+            fs: std::cell::OnceCell::from(fs),
+            of: None,
+        }
+    }
+
+    /// Thread `tid`'s, read when first asked for.
+    pub fn of(ns: &'a Namespace, tid: i32) -> CallerFs<'a> {
+        CallerFs {
+            fs: std::cell::OnceCell::new(),
+            of: Some((ns, tid)),
+        }
+    }
+
+    pub fn get(&self) -> &Fs {
+        self.fs.get_or_init(|| {
+            let (ns, tid) = self.of.expect("a working directory known or to read");
+            // A thread gone meanwhile: its call is answered to nobody.
+            let physical = std::fs::read_link(format!("/proc/{tid}/cwd"))
+                .map(|p| p.into_os_string().into_encoded_bytes())
+                .unwrap_or_else(|_| b"/".to_vec());
+            Fs {
+                logical: ns.logical_cwd(&physical),
+                physical,
+            }
+        })
+    }
 }
 
 /// One address space.

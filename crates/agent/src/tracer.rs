@@ -21,8 +21,8 @@ use crate::shared::{self, Shared};
 use crate::spawn;
 use crate::syscalls::{Kind, Table};
 use crate::task::{
-    self, AddrSpace, AfterExit, Fs, InFlight, Task, SCRATCH_MARK, SCRATCH_MARK_AT, SCRATCH_SIZE,
-    SLOT_SIZE,
+    self, AddrSpace, AfterExit, CallerFs, Fs, InFlight, Task, SCRATCH_MARK, SCRATCH_MARK_AT,
+    SCRATCH_SIZE, SLOT_SIZE,
 };
 use roost_vfs::Namespace;
 use std::cell::RefCell;
@@ -828,7 +828,7 @@ impl Agent {
         if let Some(fresh) = stale {
             *task.fs.borrow_mut() = fresh;
         }
-        let fs = task.fs.borrow().clone();
+        let fs = CallerFs::known(task.fs.borrow().clone());
         let exe = task.mm.borrow().exe.clone();
         let mut ctx = Ctx::new(pid, (sys, call, regs), ns, &fs, exe.as_deref());
         ctx.fast = self.shared.fast.as_deref();

@@ -249,7 +249,7 @@ pub fn handle(
             prefix.append(&mut front);
             front = prefix;
             argv0 = Some(interp.clone());
-            let interp_logical = join(&ctx.fs.logical, &interp);
+            let interp_logical = join(&ctx.fs.get().logical, &interp);
             match locate(ctx, &interp_logical, true) {
                 Ok((l, p, via)) => {
                     (logical, physical) = (l, p);

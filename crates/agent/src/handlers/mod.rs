@@ -19,7 +19,7 @@ use crate::arch::Sys;
 use crate::call::Call;
 use crate::memory;
 use crate::syscalls::{Kind, CHROOT_PATH};
-use crate::task::{AfterExit, Fs};
+use crate::task::{AfterExit, CallerFs};
 use roost_vfs::path::{has_dotdot, join};
 use roost_vfs::Namespace;
 
@@ -35,7 +35,8 @@ pub struct Ctx<'a> {
     pub call: Call,
     pub regs: &'a Regs,
     pub ns: &'a Namespace,
-    pub fs: &'a Fs,
+    /// The caller's working directory (read when first used).
+    pub fs: &'a CallerFs<'a>,
     /// The logical executable of the thread's process, when known.
     pub exe: Option<&'a [u8]>,
     /// Path arguments already read: (address, bytes), saving a second read of them.
@@ -55,7 +56,7 @@ impl<'a> Ctx<'a> {
         pid: i32,
         (sys, call, regs): (Sys, Call, &'a Regs),
         ns: &'a Namespace,
-        fs: &'a Fs,
+        fs: &'a CallerFs<'a>,
         exe: Option<&'a [u8]>,
     ) -> Ctx<'a> {
         Ctx {
@@ -78,7 +79,7 @@ impl<'a> Ctx<'a> {
         pid: i32,
         (sys, regs): (Sys, &'a Regs),
         ns: &'a Namespace,
-        fs: &'a Fs,
+        fs: &'a CallerFs<'a>,
         exe: Option<&'a [u8]>,
     ) -> Ctx<'a> {
         Ctx::new(pid, (sys, Call::decode(sys, regs, pid), regs), ns, fs, exe)
@@ -248,7 +249,8 @@ pub fn logical_of_physical(ns: &Namespace, physical: &[u8]) -> Vec<u8> {
 /// has no path (a pipe, a memfd, a deleted file).
 pub(crate) fn relative_start(ctx: &Ctx<'_>, dirfd: i64) -> Option<(Vec<u8>, Vec<u8>)> {
     if dirfd == AT_FDCWD {
-        return Some((ctx.fs.logical.clone(), ctx.fs.physical.clone()));
+        let fs = ctx.fs.get();
+        return Some((fs.logical.clone(), fs.physical.clone()));
     }
     let physical = fd_path(ctx.pid, dirfd)?;
     Some((logical_of_physical(ctx.ns, &physical), physical))

@@ -282,7 +282,7 @@ mod tests {
         }
     }
     use crate::syscalls::{spec, Kind};
-    use crate::task::Fs;
+    use crate::task::{CallerFs, Fs};
     use roost_vfs::{Driver, MountTable, Namespace, Target};
     use std::ffi::CString;
     use std::sync::Arc;
@@ -306,10 +306,10 @@ mod tests {
         let mut regs = Regs::zeroed();
         regs.set_arg(0, AT_FDCWD as u64);
         regs.set_arg(1, c.as_ptr() as u64);
-        let fs = Fs {
+        let fs = CallerFs::known(Fs {
             logical: cwd.as_bytes().to_vec(),
             physical: table_physical(cwd),
-        };
+        });
         let pid = std::process::id() as i32;
         let call = crate::call::Call::decode(Sys::Openat, &regs, pid);
         let mut ctx = Ctx::new(pid, (Sys::Openat, call, &regs), &ns, &fs, None);
@@ -368,10 +368,10 @@ mod tests {
         table.add(b"/secret/inner", Target::Deny);
         let ns = Namespace::new(table);
         let regs = Regs::zeroed();
-        let fs = Fs {
+        let fs = CallerFs::known(Fs {
             logical: Vec::new(),
             physical: Vec::new(),
-        };
+        });
         let call = crate::call::Call::decode(Sys::Openat, &regs, 1);
         let ctx = Ctx::new(1, (Sys::Openat, call, &regs), &ns, &fs, None);
         let alike = |fd: i64, name: &str| kernel_resolves_alike(&ctx, Some(fd), name.as_bytes());

@@ -8,7 +8,7 @@ use super::{
     Resolution,
 };
 use crate::syscalls::PathArg;
-use crate::task::{AfterExit, Fs};
+use crate::task::{AfterExit, CallerFs, Fs};
 use roost_vfs::path::strip_prefix;
 use roost_vfs::LinkTarget;
 
@@ -75,7 +75,7 @@ fn magic_target(ctx: &Ctx<'_>, magic: Magic, only_paths: bool) -> Option<Vec<u8>
     let me = ctx.pid;
     let physical = match magic {
         Magic::Exe(None) if ctx.exe.is_some() => return ctx.exe.map(<[u8]>::to_vec),
-        Magic::Cwd(None) => return Some(ctx.fs.logical.clone()),
+        Magic::Cwd(None) => return Some(ctx.fs.get().logical.clone()),
         // Programs are run by their logical names: the name through the mapping.
         Magic::Exe(p) => {
             return Some(
@@ -116,7 +116,7 @@ fn magic_target(ctx: &Ctx<'_>, magic: Magic, only_paths: bool) -> Option<Vec<u8>
 /// not a path at all), unless it is a remote object's copy being read, and so is `exe`.
 pub struct CallerProc<'a> {
     pub pid: i32,
-    pub fs: &'a Fs,
+    pub fs: &'a CallerFs<'a>,
 }
 
 impl roost_vfs::ProcLinks for CallerProc<'_> {
@@ -134,13 +134,8 @@ impl roost_vfs::ProcLinks for CallerProc<'_> {
                 root => Some(LinkTarget::Physical(root)),
             },
             // A deleted cwd has no name: the kernel's own `/proc` link still reaches it.
-            Magic::Cwd(p) if own(p) && self.fs.physical.ends_with(b" (deleted)") => None,
-            // The notification thread reads the cwd only for paths that start in /proc;
-            // one that reaches it through a symlink finds it unknown here.
-            Magic::Cwd(p) if own(p) && self.fs.logical.is_empty() => {
-                kernel_link(self.pid, "cwd").map(LinkTarget::Physical)
-            }
-            Magic::Cwd(p) if own(p) => Some(LinkTarget::Logical(self.fs.logical.clone())),
+            Magic::Cwd(p) if own(p) && self.fs.get().physical.ends_with(b" (deleted)") => None,
+            Magic::Cwd(p) if own(p) => Some(LinkTarget::Logical(self.fs.get().logical.clone())),
             Magic::Cwd(Some(p)) => kernel_link(p, "cwd")
                 .filter(|cwd| !cwd.ends_with(b" (deleted)"))
                 .map(LinkTarget::Physical),
@@ -241,10 +236,11 @@ fn absolute_name(ctx: &Ctx<'_>, dirfd: Option<usize>, path: &[u8]) -> Vec<u8> {
 /// getcwd: the logical cwd when it differs from the kernel's. A deleted one has no name
 /// (the kernel answers ENOENT).
 pub fn getcwd(ctx: &mut Ctx<'_>) -> Decision {
-    if ctx.fs.logical == ctx.fs.physical || ctx.fs.physical.ends_with(b" (deleted)") {
+    let fs = ctx.fs.get();
+    if fs.logical == fs.physical || fs.physical.ends_with(b" (deleted)") {
         return Decision::pass();
     }
-    let mut bytes = ctx.fs.logical.clone();
+    let mut bytes = fs.logical.clone();
     bytes.push(0);
     if (ctx.regs.arg(1) as usize) < bytes.len() {
         return Decision::fail(libc::ERANGE);
@@ -253,7 +249,7 @@ pub fn getcwd(ctx: &mut Ctx<'_>) -> Decision {
         ret: bytes.len() as i64,
         writes: vec![(ctx.regs.arg(0), bytes)],
     });
-    d.logical = Some(ctx.fs.logical.clone());
+    d.logical = Some(fs.logical.clone());
     d
 }
 

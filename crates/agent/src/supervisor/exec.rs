@@ -15,6 +15,7 @@ use crate::arch::Regs;
 use crate::arch::Sys;
 use crate::handlers::{exec, Action, Ctx};
 use crate::memory;
+use crate::task::CallerFs;
 
 /// Whether `tid` leads its thread group (a signal-0 check, no /proc read).
 fn is_leader(tid: i32) -> bool {
@@ -48,11 +49,12 @@ pub fn answer(
         Ok(p) => p,
         Err(e) => return Reply::errno(memory::errno(e)),
     };
-    let needs_cwd =
+    // The executable, for a name through `/proc/self/exe`, costs three /proc reads.
+    let may_name_exe =
         given.first() != Some(&b'/') || given.starts_with(b"/proc") || given.starts_with(b"/dev");
     let ns = &shared.ns;
-    let fs = super::caller_fs(ns, tid, needs_cwd);
-    let exe = needs_cwd.then(|| shared.execs.exe(tid, tid)).flatten();
+    let fs = CallerFs::of(ns, tid);
+    let exe = may_name_exe.then(|| shared.execs.exe(tid, tid)).flatten();
     let known = [(regs.arg(path), given)];
     let mut ctx = Ctx::decoding(tid, (sys, regs), ns, &fs, exe.as_deref());
     ctx.known_paths = &known;

@@ -32,8 +32,6 @@ use crate::handlers;
 use crate::memory;
 pub use crate::shared::Shared;
 use crate::syscalls::Table;
-use crate::task::Fs;
-use roost_vfs::Namespace;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
@@ -199,23 +197,5 @@ fn emulated(tid: i32, n: Option<Notification>, ret: i64, writes: Vec<(u64, Vec<u
     match memory::write_all(tid, &writes) {
         Ok(()) => Reply::value(ret),
         Err(_) => Reply::errno(libc::EFAULT),
-    }
-}
-
-/// The caller's working directory, physical (what the kernel holds) and logical, when
-/// `needed` (a /proc read); empty otherwise.
-fn caller_fs(ns: &Namespace, tid: i32, needed: bool) -> Fs {
-    if !needed {
-        return Fs {
-            logical: Vec::new(),
-            physical: Vec::new(),
-        };
-    }
-    let physical = std::fs::read_link(format!("/proc/{tid}/cwd"))
-        .map(|p| p.into_os_string().into_encoded_bytes())
-        .unwrap_or_else(|_| b"/".to_vec());
-    Fs {
-        logical: ns.logical_cwd(&physical),
-        physical,
     }
 }

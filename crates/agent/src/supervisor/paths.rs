@@ -4,15 +4,14 @@
 //! path by the executor of the call's family ([`super::open`], [`super::lookup`],
 //! [`super::attrs`], [`super::change`]), or let through (`CONTINUE`).
 
-use super::{
-    attrs, caller_fs, change, direct, emulated, failed, lookup, open, Reply, Trapped, CONTINUE,
-};
+use super::{attrs, change, direct, emulated, failed, lookup, open, Reply, Trapped, CONTINUE};
 use crate::arch::Regs;
 use crate::call::Call;
 use crate::decision::{Action, Decision};
 use crate::handlers::{self, Ctx};
 use crate::memory;
 use crate::syscalls::{Kind, PathArg, Performed};
+use crate::task::CallerFs;
 use std::sync::atomic::Ordering;
 
 /// The main path of a call on paths: its paths read and resolved, the handler's decision,
@@ -106,16 +105,9 @@ fn decide(c: &Trapped<'_>, paths: &[(u64, Vec<u8>)]) -> Decision {
     if !matches!(kind, Kind::Path { .. } | Kind::Readlink { .. }) {
         return Decision::pass();
     }
-    // The cwd costs a /proc lookup: only relative paths and /proc magic links need it (an
-    // empty one, as `fstat` gives with AT_EMPTY_PATH, names its dirfd).
     let names_proc = paths.is_empty() || paths.iter().any(|(_, p)| p.starts_with(b"/proc"));
     let regs = &c.trap.regs;
-    let needs_cwd = names_proc
-        || matches!(kind, Kind::Path { args, .. } if args.len() > paths.len())
-        || paths
-            .iter()
-            .any(|&(at, ref p)| p.first().is_some_and(|&c| c != b'/') && from_cwd(&kind, regs, at));
-    let fs = caller_fs(&shared.ns, tid, needs_cwd);
+    let fs = CallerFs::of(&shared.ns, tid);
     // Only `/proc/.../exe` needs the logical executable (a /proc read to find it).
     let exe = match kind {
         Kind::Readlink { .. } if names_proc => {
@@ -129,17 +121,6 @@ fn decide(c: &Trapped<'_>, paths: &[(u64, Vec<u8>)]) -> Decision {
     ctx.names_recorded = false;
     ctx.fast = shared.fast.as_deref();
     handlers::decide(&mut ctx, kind)
-}
-
-/// Whether the path argument at address `at` is relative to the cwd (not to a descriptor).
-fn from_cwd(kind: &Kind, regs: &Regs, at: u64) -> bool {
-    let Kind::Path { args, .. } = kind else {
-        return true;
-    };
-    args.iter().filter(|a| regs.arg(a.path) == at).any(|a| {
-        a.dirfd
-            .map_or(true, |i| regs.arg(i) as i32 == libc::AT_FDCWD)
-    })
 }
 
 /// Reads the path arguments of a call: (address, bytes) of each one that could be read.

@@ -12,7 +12,7 @@ use crate::arch::Regs;
 use crate::arch::Sys;
 use crate::handlers::{self, Action, Ctx};
 use crate::syscalls::Kind;
-use crate::task::AfterExit;
+use crate::task::{AfterExit, CallerFs};
 
 /// Answers a notified call of `kind` that only a ptrace stop could handle before.
 pub(super) fn answer(
@@ -30,7 +30,7 @@ pub(super) fn answer(
         Kind::Fchdir | Kind::Chroot => return send_back(shared, tid, n),
         _ => {}
     }
-    let fs = super::caller_fs(ns, tid, true);
+    let fs = CallerFs::of(ns, tid);
     // The executable, for a path through `/proc/self/exe`, costs three /proc reads: only a
     // path argument (an O_PATH open, linkat) may name it. A socket's address, a working
     // directory or a bpf object cannot be that file (without it such a name is still read
