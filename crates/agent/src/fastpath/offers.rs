@@ -24,7 +24,6 @@
 //! without roost, nothing of another's.
 
 use super::table::Atomics;
-use roost_vfs::resolve::file_id;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
@@ -45,8 +44,9 @@ pub struct Offers {
 struct State {
     /// By executable (device, inode).
     programs: HashMap<(u64, u64), Program>,
-    /// Threads that exec'd a dynamically linked program whose loader has not looked yet.
-    loaders: HashSet<i32>,
+    /// Threads that exec'd a dynamically linked program whose loader has not looked yet,
+    /// and that program.
+    loaders: HashMap<i32, (u64, u64)>,
     /// Threads whose loader was declined: their next open of the list is the host's file's.
     declined: HashSet<i32>,
 }
@@ -69,14 +69,15 @@ pub enum ListCall {
 }
 
 impl Offers {
-    /// Thread `tid` exec'd a dynamically linked program: its loader's look is to come.
-    pub fn loader_comes(&self, tid: i32) {
+    /// Thread `tid` exec'd dynamically linked `program` (its executable's device and
+    /// inode, as the exec found it): its loader's look is to come.
+    pub fn loader_comes(&self, tid: i32, program: (u64, u64)) {
         let mut state = self.state.lock().expect("offers lock");
         if state.loaders.len() >= MOST_WAITING {
             state.loaders.clear();
         }
         state.declined.remove(&tid);
-        state.loaders.insert(tid);
+        state.loaders.insert(tid, program);
     }
 
     /// A thread that was not its process's leader exec'd, and took the leader's id
@@ -86,11 +87,10 @@ impl Offers {
         let mut state = self.state.lock().expect("offers lock");
         state.declined.remove(&former);
         state.declined.remove(&leader);
-        if state.loaders.remove(&former) {
-            state.loaders.insert(leader);
-        } else {
-            state.loaders.remove(&leader);
-        }
+        match state.loaders.remove(&former) {
+            Some(program) => state.loaders.insert(leader, program),
+            None => state.loaders.remove(&leader),
+        };
     }
 
     /// Whether thread `tid`'s call on the preload list is the open of a loader that was
@@ -104,10 +104,10 @@ impl Offers {
                 state.declined.remove(&tid) && matches!(call, ListCall::Open)
             }
             ListCall::Access => {
-                if !state.loaders.remove(&tid) {
+                let Some(program) = state.loaders.remove(&tid) else {
                     return false;
-                }
-                if !state.offer(tid, atomics) {
+                };
+                if !state.offer(program, atomics) {
                     if state.declined.len() >= MOST_WAITING {
                         state.declined.clear();
                     }
@@ -120,11 +120,8 @@ impl Offers {
 }
 
 impl State {
-    /// Whether thread `tid`'s new program is offered the object, counted as one started.
-    fn offer(&mut self, tid: i32, atomics: &Atomics) -> bool {
-        let Some((dev, ino)) = file_id(format!("/proc/{tid}/exe").as_bytes()) else {
-            return true;
-        };
+    /// Whether a new process of `(dev, ino)` is offered the object, counted as one started.
+    fn offer(&mut self, (dev, ino): (u64, u64), atomics: &Atomics) -> bool {
         let paid = atomics.paid(dev, ino);
         let program = self.programs.entry((dev, ino)).or_default();
         program.started += 1;
@@ -140,20 +137,20 @@ impl State {
 mod tests {
     use super::*;
 
-    fn waiting(offers: &Offers, tid: i32) -> bool {
-        offers.state.lock().unwrap().loaders.contains(&tid)
+    fn waiting(offers: &Offers, tid: i32) -> Option<(u64, u64)> {
+        offers.state.lock().unwrap().loaders.get(&tid).copied()
     }
 
     #[test]
     fn an_exec_from_a_thread_moves_its_mark_to_the_leaders_id() {
         let offers = Offers::default();
-        offers.loader_comes(41);
-        offers.loader_comes(40); // the old leader's own, never looked at
+        offers.loader_comes(41, (8, 41));
+        offers.loader_comes(40, (8, 40)); // the old leader's own, never looked at
         offers.exec_took_id(41, 40);
-        assert!(waiting(&offers, 40));
-        assert!(!waiting(&offers, 41));
+        assert_eq!(waiting(&offers, 40), Some((8, 41)), "the thread's program");
+        assert_eq!(waiting(&offers, 41), None);
         // A thread that exec'd nothing leaves no mark at the leader's id.
         offers.exec_took_id(43, 42);
-        assert!(!waiting(&offers, 42));
+        assert_eq!(waiting(&offers, 42), None);
     }
 }

@@ -92,11 +92,11 @@ type FileVersion = (u64, u64, u64, i64, i64, i64, i64);
 const HEADS_KEPT: usize = 4096;
 
 /// The head of the regular file at `physical` (`None` for anything else, or one roost cannot
-/// read: the kernel then decides), read once per version of the file. A program exec'd
-/// again and again (every `sed` and `cc1` of a build) then costs a stat, not an open and
-/// three reads. Each thread deciding execs (the tracer, the notification threads) keeps its
-/// own cache, with no lock to take.
-fn head_of(physical: &[u8]) -> Option<Head> {
+/// read: the kernel then decides), read once per version of the file, and the file's device
+/// and inode. A program exec'd again and again (every `sed` and `cc1` of a build) then
+/// costs a stat, not an open and three reads. Each thread deciding execs (the tracer, the
+/// notification threads) keeps its own cache, with no lock to take.
+fn head_of(physical: &[u8]) -> Option<(Head, (u64, u64))> {
     use std::os::unix::{ffi::OsStrExt, fs::MetadataExt};
     thread_local! {
         static HEADS: std::cell::RefCell<std::collections::HashMap<FileVersion, Head>> =
@@ -115,8 +115,9 @@ fn head_of(physical: &[u8]) -> Option<Head> {
         meta.ctime(),
         meta.ctime_nsec(),
     );
+    let id = (meta.dev(), meta.ino());
     if let Some(head) = HEADS.with(|h| h.borrow().get(&version).cloned()) {
-        return Some(head);
+        return Some((head, id));
     }
     let file = LocalDriver.open_read(physical).ok()?;
     let first = file.read_at(0, 1024).ok()?;
@@ -131,7 +132,7 @@ fn head_of(physical: &[u8]) -> Option<Head> {
         }
         heads.insert(version, head.clone());
     });
-    Some(head)
+    Some((head, id))
 }
 
 /// What exec demands of a file it runs, for a file roost has another program run: execute
@@ -230,10 +231,11 @@ pub fn handle(
     let mut argv0: Option<Vec<u8>> = None;
     let mut name = as_passed;
     let mut loader: Option<(Vec<u8>, Vec<u8>)> = None;
-    let mut dynamic = false;
+    // The dynamically linked program the kernel will run (device, inode).
+    let mut dynamic = None;
     for depth in 0..=MAX_INTERPRETERS {
         // Failures are the kernel's to report (EACCES, ENOENT, ...) when it runs the exec.
-        let Some(head) = head_of(&physical) else {
+        let Some((head, id)) = head_of(&physical) else {
             break;
         };
         if let Head::Script(interp, opt) = head {
@@ -261,7 +263,7 @@ pub fn handle(
             continue;
         }
         if let Head::Binary(Some(interp)) = head {
-            dynamic = true;
+            dynamic = Some(id);
             match locate(ctx, &join(b"/", &interp), true) {
                 // The kernel will exec the loader, not the program: check what it would.
                 Ok((l, p, true)) => match check_executable(ctx.pid, &physical) {
@@ -274,9 +276,9 @@ pub fn handle(
         }
         break;
     }
-    if let Some(fast) = ctx.fast.filter(|_| dynamic) {
+    if let (Some(fast), Some(program)) = (ctx.fast, dynamic) {
         // Its dynamic loader's first look at the preload list is to come.
-        fast.loader_comes(ctx.pid);
+        fast.loader_comes(ctx.pid, program);
     }
     let mut d = Decision::pass();
     d.logical = Some(logical.clone());
@@ -400,19 +402,26 @@ mod tests {
         std::fs::write(&script, "#!/bin/sh -e\n").unwrap();
         let path = script.as_os_str().as_encoded_bytes().to_vec();
         let sh = Head::Script(b"/bin/sh".to_vec(), Some(b"-e".to_vec()));
-        assert_eq!(head_of(&path), Some(sh.clone()));
-        assert_eq!(head_of(&path), Some(sh), "from the cache");
+        let head = |p: &[u8]| head_of(p).map(|(head, _)| head);
+        assert_eq!(head(&path), Some(sh.clone()));
+        assert_eq!(head(&path), Some(sh), "from the cache");
+        let meta = std::fs::metadata(&script).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            head_of(&path).map(|(_, id)| id),
+            Some((meta.dev(), meta.ino()))
+        );
         // A new version (another size, another mtime) is read again.
         std::fs::write(&script, "#!/usr/bin/env python3\n").unwrap();
         let env = Head::Script(b"/usr/bin/env".to_vec(), Some(b"python3".to_vec()));
-        assert_eq!(head_of(&path), Some(env));
-        assert_eq!(head_of(b"/nonexistent"), None);
+        assert_eq!(head(&path), Some(env));
+        assert_eq!(head(b"/nonexistent"), None);
         assert_eq!(
-            head_of(dir.as_os_str().as_encoded_bytes()),
+            head(dir.as_os_str().as_encoded_bytes()),
             None,
             "a directory"
         );
-        assert!(matches!(head_of(b"/bin/sh"), Some(Head::Binary(Some(_)))));
+        assert!(matches!(head(b"/bin/sh"), Some(Head::Binary(Some(_)))));
         std::fs::remove_dir_all(dir).unwrap();
     }
 
