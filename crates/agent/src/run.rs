@@ -250,7 +250,10 @@ pub fn run(
         }
         fast.publish(&ns);
         let publisher = Arc::clone(fast);
-        ns.watch(Box::new(move |ns| publisher.publish(ns)));
+        ns.watch(Box::new(move |ns, names_under| match names_under {
+            Some(under) => publisher.names_changed(ns, under),
+            None => publisher.publish(ns),
+        }));
         let noter = Arc::clone(fast);
         copies::watch(move |dev, ino| noter.note_copy(dev, ino));
         first.splice(0..0, fast.rules());

@@ -197,8 +197,9 @@ pub struct Namespace {
     watcher: std::sync::OnceLock<Box<Watcher>>,
 }
 
-/// What [`Namespace::watch`] calls.
-pub type Watcher = dyn Fn(&Namespace) + Send + Sync;
+/// What [`Namespace::watch`] calls: with the logical name at and under which names changed
+/// (a file made, removed or renamed), or `None` for any other change.
+pub type Watcher = dyn Fn(&Namespace, Option<&[u8]>) + Send + Sync;
 
 /// The logical name of a descriptor the kernel shows as `socket:[INODE]`, by that inode.
 pub type DescriptorNames = dyn Fn(u64) -> Option<Vec<u8>> + Send + Sync;
@@ -227,9 +228,9 @@ impl Namespace {
         let _ = self.watcher.set(watcher);
     }
 
-    fn tell_watcher(&self) {
+    fn tell_watcher(&self, names_under: Option<&[u8]>) {
         if let Some(watcher) = self.watcher.get() {
-            watcher(self);
+            watcher(self, names_under);
         }
     }
 
@@ -294,7 +295,7 @@ impl Namespace {
             // Working directories' names learnt before are not kept (see `logical_cwd`).
             self.generation.fetch_add(1, Ordering::AcqRel);
             drop((entered, dirs));
-            self.tell_watcher();
+            self.tell_watcher(None);
         }
     }
 
@@ -432,7 +433,7 @@ impl Namespace {
                     views.insert(root, i) != Some(i)
                 };
                 if changed {
-                    self.tell_watcher();
+                    self.tell_watcher(None);
                 }
             }
             None => {
@@ -447,7 +448,7 @@ impl Namespace {
                         .fold(false, |any, (root, _)| views.remove(root).is_some() || any)
                 };
                 if changed {
-                    self.tell_watcher();
+                    self.tell_watcher(None);
                 }
             }
         }
@@ -474,7 +475,7 @@ impl Namespace {
     pub fn invalidate(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
         self.cache.lock().expect("cache lock").clear();
-        self.tell_watcher();
+        self.tell_watcher(None);
     }
 
     /// Forgets the cached answers for `logical` and every name below it (after a call that
@@ -494,7 +495,7 @@ impl Namespace {
                 cache.retain(|k, _| crate::path::strip_prefix(k, logical).is_none());
             }
         }
-        self.tell_watcher();
+        self.tell_watcher(Some(logical));
     }
 
     /// Whether `logical` is a symlink (with its target), from the cache while fresh.
@@ -701,7 +702,7 @@ impl Namespace {
                     .ok_or(libc::ENOSYS)?;
                 let direct = mount.is_some_and(|i| self.table.is_direct(i));
                 if !self.remote_met.swap(true, Ordering::Relaxed) {
-                    self.tell_watcher();
+                    self.tell_watcher(None);
                 }
                 (
                     physical,

@@ -176,10 +176,10 @@ impl FastPath {
         })
     }
 
-    /// Thread `tid` exec'd a dynamically linked program, whose loader will look at the
-    /// preload list ([`offers`]).
-    pub fn loader_comes(&self, tid: i32) {
-        self.offers.loader_comes(tid);
+    /// Thread `tid` exec'd a dynamically linked program (its executable's device and
+    /// inode), whose loader will look at the preload list ([`offers`]).
+    pub fn loader_comes(&self, tid: i32, program: (u64, u64)) {
+        self.offers.loader_comes(tid, program);
     }
 
     /// Thread `former`, not its process's leader, exec'd and took the leader's id
@@ -262,6 +262,34 @@ impl FastPath {
             entered,
         };
         state.table.write(&contents);
+    }
+
+    /// Names changed at and under logical name `under` (a file made, removed or renamed).
+    /// The programs' proofs of symlink-free directories go with the names generation; the
+    /// mappings are described again only when `under`, or where the kernel finds it, is a
+    /// name the table holds (a mapping's, a mapped directory, a procfs mount point, a
+    /// mirror) or lies above one. Describing them costs a stat and a canonical name per
+    /// mapping: a file made or removed in a mapped directory costs only the generation.
+    pub fn names_changed(&self, ns: &Namespace, under: &[u8]) {
+        use roost_vfs::path::strip_prefix;
+        let physical = ns.kernel_path(under);
+        let holds = |name: &[u8]| {
+            strip_prefix(name, under).is_some()
+                || physical
+                    .as_deref()
+                    .is_some_and(|p| strip_prefix(name, p).is_some())
+        };
+        let mut state = self.state.lock().expect("fast path lock");
+        let same = state
+            .table
+            .written()
+            .is_some_and(|c| !c.entries.iter().flat_map(Entry::paths).any(holds));
+        if same {
+            state.table.names_changed();
+            return;
+        }
+        drop(state);
+        self.publish(ns);
     }
 
     /// Republishes the table once a second while `republish` says the run goes on (it
@@ -545,5 +573,42 @@ mod tests {
             FastPath::prepare(&mut mounts, false, false).unwrap().err(),
             Some(Off::Hiding)
         );
+    }
+
+    #[test]
+    fn a_change_of_names_describes_the_mappings_again_only_at_or_above_a_name_they_hold() {
+        let base = std::env::temp_dir().join(format!("roost-fp-names-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("x")).unwrap();
+        std::fs::create_dir_all(base.join("d")).unwrap();
+        let bytes = |p: std::path::PathBuf| p.into_os_string().into_encoded_bytes();
+        let logical = bytes(base.join("x/m"));
+        let mut mounts = MountTable::new();
+        mounts.add(&logical, Target::local(bytes(base.join("d"))));
+        let fast = FastPath::prepare(&mut mounts, false, true)
+            .unwrap()
+            .unwrap();
+        let ns = Namespace::new(mounts);
+        fast.publish(&ns);
+        let local = |fast: &FastPath| {
+            let state = fast.state.lock().unwrap();
+            let entries = &state.table.written().unwrap().entries;
+            entries
+                .iter()
+                .any(|e| matches!(e, Entry::Local { logical: l, .. } if *l == logical))
+        };
+        assert!(local(&fast), "reached plainly: answered in-process");
+        // The mapping's parent becomes a symlink: the kernel would reach another directory
+        // by that name, so the mapping must be the agent's.
+        std::fs::rename(base.join("x"), base.join("y")).unwrap();
+        std::os::unix::fs::symlink(base.join("y"), base.join("x")).unwrap();
+        // A change elsewhere moves the names generation only (the table says what it said).
+        fast.names_changed(&ns, &bytes(base.join("d/file")));
+        fast.names_changed(&ns, &bytes(base.join("elsewhere")));
+        assert!(local(&fast));
+        // At the mapping's parent, the mappings are described again.
+        fast.names_changed(&ns, &bytes(base.join("x")));
+        assert!(!local(&fast), "now the agent's");
+        std::fs::remove_dir_all(base).unwrap();
     }
 }

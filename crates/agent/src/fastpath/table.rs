@@ -96,6 +96,20 @@ pub struct Contents {
     pub entered: Vec<u64>,
 }
 
+impl Entry {
+    /// The names an entry holds: its logical name, its physical directory, or both.
+    pub fn paths(&self) -> impl Iterator<Item = &[u8]> {
+        let (logical, physical): (Option<&[u8]>, Option<&[u8]>) = match self {
+            Entry::Local {
+                logical, physical, ..
+            } => (Some(logical), Some(physical)),
+            Entry::Trap { logical } => (Some(logical), None),
+            Entry::Physical { physical, .. } => (None, Some(physical)),
+        };
+        logical.into_iter().chain(physical)
+    }
+}
+
 /// `rf_entered_hash` of `table.h`: FNV-1a over the physical directory, a NUL and the
 /// logical name it was entered by.
 pub fn entered_hash(physical: &[u8], logical: &[u8]) -> u64 {
@@ -188,19 +202,38 @@ impl Table {
     /// the same as the last one written is not written again, but its generation moves).
     pub fn write(&mut self, contents: &Contents) {
         let changed = self.written.as_ref() != Some(contents);
+        self.move_names_generation(|table| {
+            if changed {
+                table.write_contents(contents);
+            }
+        });
+        if changed {
+            self.written = Some(contents.clone());
+        }
+    }
+
+    /// Names changed, and nothing else the table says: only the names generation moves
+    /// (what [`Table::write`] does with the same contents again, without making them).
+    pub fn names_changed(&mut self) {
+        self.move_names_generation(|_| {});
+    }
+
+    /// Moves the names generation under the sequence lock, `also` writing the rest in the
+    /// same turn.
+    fn move_names_generation(&mut self, also: impl FnOnce(&mut Table)) {
         let seq = self.word(SEQ).load(Ordering::Relaxed);
         self.word(SEQ).store(seq + 1, Ordering::Relaxed);
         fence(Ordering::Release);
         self.names_gen += 1;
         self.put(NAMES_GEN, &self.names_gen.to_ne_bytes());
-        if changed {
-            self.write_contents(contents);
-        }
+        also(self);
         fence(Ordering::Release);
         self.word(SEQ).store(seq + 2, Ordering::Release);
-        if changed {
-            self.written = Some(contents.clone());
-        }
+    }
+
+    /// What was last written, unless [`Table::forget_written`] forgot it since.
+    pub fn written(&self) -> Option<&Contents> {
+        self.written.as_ref()
     }
 
     /// The next [`Table::write`] writes everything, whatever was written before: a program
@@ -503,6 +536,12 @@ int main(void) {{
         assert_eq!(word(&again, NAMES_GEN), word(&first, NAMES_GEN) + 1);
         assert_eq!(word(&again, SEQ), word(&first, SEQ) + 2);
         assert_eq!(again[NAMES_GEN + 8..], first[NAMES_GEN + 8..]);
+        // So does a change of names alone.
+        table.names_changed();
+        let moved = std::fs::read(&path).unwrap();
+        assert_eq!(word(&moved, NAMES_GEN), word(&again, NAMES_GEN) + 1);
+        assert_eq!(word(&moved, SEQ), word(&again, SEQ) + 2);
+        assert_eq!(moved[NAMES_GEN + 8..], first[NAMES_GEN + 8..]);
         // Different contents are written whole.
         table.write(&Contents::default());
         let other = std::fs::read(&path).unwrap();
