@@ -769,6 +769,24 @@ fn procfs_reached_through_a_mapping_and_mappings_behind_host_symlinks_stay_the_a
     assert_eq!(outputs[0], outputs[1], "fast path vs notifications");
 }
 
+/// A program run through a mapped dynamic loader (the kernel's executable is the loader) is
+/// counted by the executable the kernel shows, as the object counts what it answered: one
+/// whose processes answer many calls in-process keeps being offered the object.
+#[test]
+fn a_program_run_through_a_mapped_loader_keeps_its_object() {
+    let (_t, mount) = hello_tree("fastpath-loader");
+    let busy = "import os; [os.stat('/m/f') for _ in range(20)]; \
+                print(int('roost_fastpath' in open('/proc/self/maps').read()))";
+    let script = format!("for i in $(seq 8); do python3 -c \"{busy}\"; done");
+    let o = roost_run_as_self(
+        &["--mount", &mount, "--mount", "/lib64=/lib64"],
+        "sh",
+        &["-c", &script],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(stdout(&o), "1\n".repeat(8), "{}", stderr(&o));
+}
+
 /// What a shell session of everyday programs shows of a mapped tree it builds.
 const EVERYDAY: &str = r#"
 set -e

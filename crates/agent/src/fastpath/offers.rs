@@ -10,12 +10,13 @@
 //!
 //! Only a dynamic loader is ever declined, and nothing the program sees changes: after an
 //! exec of a dynamically linked program (the exec handler says one is coming), the first
-//! `access(R_OK)` of `/etc/ld.so.preload` is its loader's, and is answered as always (roost's
-//! list is there); when the program is declined, the loader's open of the list that follows
-//! is made on the host's own file (the machine's own preloads, which roost's list names
-//! after its object; absent, the open fails and the loader loads nothing), whose descriptor
-//! the loader closes before the program runs. Every other call on the name finds roost's
-//! list.
+//! `access(R_OK)` of `/etc/ld.so.preload` is its loader's. When the program is offered the
+//! object, it finds roost's list. When it is declined, that access, and the loader's open of
+//! the list that follows, are made on the host's own file: the machine's own preloads
+//! (which roost's list names after its object), whose descriptor the loader closes before
+//! the program runs; or, on most machines, none, so that the access fails and the loader
+//! makes no open at all: a declined program's start costs the one trapped call it costs
+//! under `--strict`. Every other call on the name finds roost's list.
 //!
 //! A thread that is not its process's leader takes the leader's id as it execs, and its
 //! mark moves with it ([`Offers::exec_took_id`]). A mark that a failed exec leaves is dropped
@@ -27,6 +28,8 @@ use super::table::Atomics;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
+/// The host's own preload list, which a declined loader looks at.
+const HOST_LIST: &str = "/etc/ld.so.preload";
 /// Offers made to a program before its counts are looked at.
 const FIRST_OFFERS: u64 = 3;
 /// Of a declined program's processes, one in this many is offered the object all the same.
@@ -69,14 +72,20 @@ pub enum ListCall {
 }
 
 impl Offers {
-    /// Thread `tid` exec'd dynamically linked `program` (its executable's device and
-    /// inode, as the exec found it): its loader's look is to come.
-    pub fn loader_comes(&self, tid: i32, program: (u64, u64)) {
+    /// Thread `tid` execs dynamically linked `program` (its executable's device and inode,
+    /// as the exec found it): its loader's look is to come. `None`: a program whose loader
+    /// roost does not know of (statically linked, or unreadable to roost); a mark an earlier
+    /// exec left, which failed, goes.
+    pub fn loader_comes(&self, tid: i32, program: Option<(u64, u64)>) {
         let mut state = self.state.lock().expect("offers lock");
+        state.declined.remove(&tid);
+        let Some(program) = program else {
+            state.loaders.remove(&tid);
+            return;
+        };
         if state.loaders.len() >= MOST_WAITING {
             state.loaders.clear();
         }
-        state.declined.remove(&tid);
         state.loaders.insert(tid, program);
     }
 
@@ -93,9 +102,9 @@ impl Offers {
         };
     }
 
-    /// Whether thread `tid`'s call on the preload list is the open of a loader that was
-    /// declined at its `access` (which is where the offer is decided).
-    pub fn declined_open(&self, tid: i32, call: ListCall, atomics: &Atomics) -> bool {
+    /// Whether thread `tid`'s call on the preload list is its loader's, declined: the
+    /// `access` where the offer is decided, and the open that follows it.
+    pub fn declined(&self, tid: i32, call: ListCall, atomics: &Atomics) -> bool {
         let mut state = self.state.lock().expect("offers lock");
         match call {
             // The loader's look, if one was to come, is past: no mark outlives it.
@@ -107,13 +116,18 @@ impl Offers {
                 let Some(program) = state.loaders.remove(&tid) else {
                     return false;
                 };
-                if !state.offer(program, atomics) {
+                if state.offer(program, atomics) {
+                    return false;
+                }
+                // The loader opens the host's list only if there is one: a mark left for
+                // an open that never comes would send the program's own open there.
+                if std::path::Path::new(HOST_LIST).exists() {
                     if state.declined.len() >= MOST_WAITING {
                         state.declined.clear();
                     }
                     state.declined.insert(tid);
                 }
-                false
+                true
             }
         }
     }
@@ -144,13 +158,17 @@ mod tests {
     #[test]
     fn an_exec_from_a_thread_moves_its_mark_to_the_leaders_id() {
         let offers = Offers::default();
-        offers.loader_comes(41, (8, 41));
-        offers.loader_comes(40, (8, 40)); // the old leader's own, never looked at
+        offers.loader_comes(41, Some((8, 41)));
+        offers.loader_comes(40, Some((8, 40))); // the old leader's own, never looked at
         offers.exec_took_id(41, 40);
         assert_eq!(waiting(&offers, 40), Some((8, 41)), "the thread's program");
         assert_eq!(waiting(&offers, 41), None);
         // A thread that exec'd nothing leaves no mark at the leader's id.
         offers.exec_took_id(43, 42);
         assert_eq!(waiting(&offers, 42), None);
+        // A failed exec's mark goes with the next exec, of a program with no loader known.
+        offers.loader_comes(50, Some((8, 50)));
+        offers.loader_comes(50, None);
+        assert_eq!(waiting(&offers, 50), None);
     }
 }

@@ -231,7 +231,8 @@ pub fn handle(
     let mut argv0: Option<Vec<u8>> = None;
     let mut name = as_passed;
     let mut loader: Option<(Vec<u8>, Vec<u8>)> = None;
-    // The dynamically linked program the kernel will run (device, inode).
+    // The executable of a dynamically linked program (device, inode), as the kernel will
+    // show it (`/proc/PID/exe`, by which the fast path's object counts what it answered).
     let mut dynamic = None;
     for depth in 0..=MAX_INTERPRETERS {
         // Failures are the kernel's to report (EACCES, ENOENT, ...) when it runs the exec.
@@ -267,7 +268,11 @@ pub fn handle(
             match locate(ctx, &join(b"/", &interp), true) {
                 // The kernel will exec the loader, not the program: check what it would.
                 Ok((l, p, true)) => match check_executable(ctx.pid, &physical) {
-                    Ok(()) => loader = Some((l, p)),
+                    Ok(()) => {
+                        // Run as the loader's argument: the loader is the executable.
+                        dynamic = roost_vfs::resolve::file_id(&p);
+                        loader = Some((l, p));
+                    }
                     Err(e) => return Decision::fail(e),
                 },
                 Ok(_) => {}
@@ -276,9 +281,9 @@ pub fn handle(
         }
         break;
     }
-    if let (Some(fast), Some(program)) = (ctx.fast, dynamic) {
-        // Its dynamic loader's first look at the preload list is to come.
-        fast.loader_comes(ctx.pid, program);
+    if let Some(fast) = ctx.fast {
+        // Its dynamic loader's first look at the preload list is to come (or none is).
+        fast.loader_comes(ctx.pid, dynamic);
     }
     let mut d = Decision::pass();
     d.logical = Some(logical.clone());
