@@ -769,6 +769,37 @@ fn procfs_reached_through_a_mapping_and_mappings_behind_host_symlinks_stay_the_a
     assert_eq!(outputs[0], outputs[1], "fast path vs notifications");
 }
 
+/// A mapping the namespace reaches otherwise than the host's names say stays the agent's:
+/// one whose parent is a dangling symlink (the agent follows it and finds nothing), and one
+/// inside another mapping whose directory on the way is a symlink. The fast path answers as
+/// `--strict` does.
+#[test]
+fn mappings_behind_dangling_symlinks_or_another_mappings_symlinks_stay_the_agents() {
+    let t = Tree::new("fastpath-behind");
+    t.write("p/f", "mapped\n");
+    t.write("r/elsewhere/keep", "");
+    std::fs::create_dir_all(t.path("x")).unwrap();
+    std::os::unix::fs::symlink(t.path("t"), t.path("x/y")).unwrap();
+    std::os::unix::fs::symlink(t.path("r/elsewhere"), t.path("r/z")).unwrap();
+    let (root, p, r) = (t.s(), t.path("p"), t.path("r"));
+    let dangling = format!("{root}/x/y/m={}", p.display());
+    let outer = format!("{root}/a={}", r.display());
+    let inner = format!("{root}/a/z/m={}", p.display());
+    let script = format!(
+        "stat -c %s {root}/x/y/m/f; cat {root}/x/y/m/f; test -r {root}/a/z/m/f && echo readable; \
+         cat {root}/a/z/m/f; ls {root}/a/z; true"
+    );
+    let mut outputs = Vec::new();
+    for mode in [&[][..], &["--strict"][..]] {
+        let mounts = ["--mount", &dangling, "--mount", &outer, "--mount", &inner];
+        let o = roost_run_as_self(&[mode, &mounts[..]].concat(), "sh", &["-c", &script]);
+        outputs.push(text(&o));
+    }
+    assert!(outputs[1].contains("keep"), "{}", outputs[1]);
+    assert!(!outputs[1].contains("mapped"), "{}", outputs[1]);
+    assert_eq!(outputs[0], outputs[1], "fast path vs notifications");
+}
+
 /// A program run through a mapped dynamic loader (the kernel's executable is the loader) is
 /// counted by the executable the kernel shows, as the object counts what it answered: one
 /// whose processes answer many calls in-process keeps being offered the object.

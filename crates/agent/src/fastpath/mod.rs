@@ -423,9 +423,14 @@ fn describe(
             continue;
         };
         // A mapping whose name the namespace reaches through a symlink of the host's (the
-        // agent follows it, and may never reach the mapping), or that holds procfs or lies
-        // in it, is the agent's.
-        if !reached_plainly(&m.logical) || in_procfs(&root) {
+        // agent follows it, and may never reach the mapping), or through another mapping
+        // (whose directories, not the host's, hold the way there), or that holds procfs or
+        // lies in it, is the agent's.
+        let inside_another = mounts.iter().any(|o| {
+            o.logical != m.logical
+                && roost_vfs::path::strip_prefix(&m.logical, &o.logical).is_some()
+        });
+        if inside_another || !reached_plainly(&m.logical) || in_procfs(&root) {
             by_name.push(trap);
             continue;
         }
@@ -465,11 +470,13 @@ fn describe(
 }
 
 /// Whether the kernel reaches the parent of logical name `logical` by that name, with no
-/// symlink on the way: the nearest ancestor that exists is its own canonical name.
+/// symlink on the way: the nearest ancestor there is (a dangling symlink is one) is its own
+/// canonical name. It depends on names at and above `logical` only, which is what
+/// [`FastPath::names_changed`] looks at.
 fn reached_plainly(logical: &[u8]) -> bool {
     let mut at = std::path::Path::new(OsStr::from_bytes(logical));
     while let Some(parent) = at.parent() {
-        if parent.exists() {
+        if parent.symlink_metadata().is_ok() {
             return std::fs::canonicalize(parent).is_ok_and(|real| real == parent);
         }
         at = parent;
