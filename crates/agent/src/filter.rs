@@ -1056,63 +1056,70 @@ mod tests {
                 _ => Verdict::Errno(libc::ENOSYS),
             }
         };
-        let mut rules: Vec<(u32, Verdict)> = (0..arch::REVIEWED_MAX)
-            .step_by(3)
-            .enumerate()
-            .map(|(i, nr)| (nr, kinds(i as u32)))
-            .collect();
-        // Second and third rules for some numbers, after others.
-        rules.extend(
-            (0..arch::REVIEWED_MAX)
-                .step_by(21)
-                .map(|nr| (nr, kinds(nr / 21 + 1))),
-        );
-        rules.extend(
-            (0..arch::REVIEWED_MAX)
-                .step_by(42)
-                .map(|nr| (nr, kinds(nr / 42 + 5))),
-        );
-        let own = [100];
-        let tree = build(&rules, Verdict::Notify, &own);
-        // The same rules as one chain in the order given.
-        let mut chain = preamble(Verdict::Notify);
-        for (i, &(nr, verdict)) in rules.iter().enumerate() {
-            let last = !rules[i + 1..].iter().any(|&(n, _)| n == nr);
-            chain.extend(rule(nr, verdict, last, &own));
-        }
-        chain.push(stmt(BPF_RET_K, RET_ALLOW));
-        let argsets: [[u64; 6]; 5] = [
-            [0; 6],
-            [100, 7, 0o10000000, 0, 0, 0],
-            [900, 1, 900, 0, 0, 0],
-            [24, 7, 3, 0, 0, 0],
-            [u64::MAX, 0, 5, 0, 0, 0],
-        ];
-        let mut longest = 0;
-        for nr in 0..=arch::REVIEWED_MAX + 1 {
-            for args in argsets {
-                for at in [0, ip] {
-                    let (want, want_read, _) = execute(&chain, arch::AUDIT_ARCH, nr, args, at);
-                    let (got, got_read, steps) = execute(&tree, arch::AUDIT_ARCH, nr, args, at);
-                    assert_eq!(
-                        (got, got_read),
-                        (want, want_read),
-                        "nr {nr} {args:?} {at:#x}"
-                    );
-                    // Against a program with this number's rules only: the tree's cost.
-                    let own_rules: Vec<_> = rules.iter().filter(|r| r.0 == nr).copied().collect();
-                    let alone = build(&own_rules, Verdict::Notify, &own);
-                    let (_, _, direct) = execute(&alone, arch::AUDIT_ARCH, nr, args, at);
-                    longest = longest.max(steps - direct);
+        // Every third number with rules of every kind, then every number with the small
+        // ones (within BPF_MAXINSNS): there the tree's upper halves lie past a conditional
+        // jump's reach.
+        for step in [3, 1] {
+            let kind = |i: u32| if step == 1 { kinds(i % 3) } else { kinds(i) };
+            let mut rules: Vec<(u32, Verdict)> = (0..arch::REVIEWED_MAX)
+                .step_by(step)
+                .enumerate()
+                .map(|(i, nr)| (nr, kind(i as u32)))
+                .collect();
+            // Second and third rules for some numbers, after others.
+            rules.extend(
+                (0..arch::REVIEWED_MAX)
+                    .step_by(21)
+                    .map(|nr| (nr, kinds(nr / 21 + 1))),
+            );
+            rules.extend(
+                (0..arch::REVIEWED_MAX)
+                    .step_by(42)
+                    .map(|nr| (nr, kinds(nr / 42 + 5))),
+            );
+            let own = [100];
+            let tree = build(&rules, Verdict::Notify, &own);
+            // The same rules as one chain in the order given.
+            let mut chain = preamble(Verdict::Notify);
+            for (i, &(nr, verdict)) in rules.iter().enumerate() {
+                let last = !rules[i + 1..].iter().any(|&(n, _)| n == nr);
+                chain.extend(rule(nr, verdict, last, &own));
+            }
+            chain.push(stmt(BPF_RET_K, RET_ALLOW));
+            let argsets: [[u64; 6]; 5] = [
+                [0; 6],
+                [100, 7, 0o10000000, 0, 0, 0],
+                [900, 1, 900, 0, 0, 0],
+                [24, 7, 3, 0, 0, 0],
+                [u64::MAX, 0, 5, 0, 0, 0],
+            ];
+            let mut longest = 0;
+            for nr in 0..=arch::REVIEWED_MAX + 1 {
+                for args in argsets {
+                    for at in [0, ip] {
+                        let (want, want_read, _) = execute(&chain, arch::AUDIT_ARCH, nr, args, at);
+                        let (got, got_read, steps) = execute(&tree, arch::AUDIT_ARCH, nr, args, at);
+                        assert_eq!(
+                            (got, got_read),
+                            (want, want_read),
+                            "nr {nr} {args:?} {at:#x}"
+                        );
+                        // Against a program with this number's rules only: the tree's cost.
+                        let own_rules: Vec<_> =
+                            rules.iter().filter(|r| r.0 == nr).copied().collect();
+                        let alone = build(&own_rules, Verdict::Notify, &own);
+                        let (_, _, direct) = execute(&alone, arch::AUDIT_ARCH, nr, args, at);
+                        longest = longest.max(steps - direct);
+                    }
                 }
             }
+            // A comparison per level of the tree (~log2(n / LEAF)) and a leaf's, where a chain
+            // of the rules before a number's own made it run hundreds.
+            assert!(
+                longest <= 12,
+                "{longest} instructions more to reach a number's rules"
+            );
+            assert!(tree.len() < 4096, "within the kernel's BPF_MAXINSNS");
         }
-        // A comparison per level of the tree (~log2(n / LEAF)) and a leaf's, where a chain
-        // of the rules before a number's own made it run hundreds.
-        assert!(
-            longest <= 12,
-            "{longest} instructions more to reach a number's rules"
-        );
-        assert!(tree.len() < 4096, "within the kernel's BPF_MAXINSNS");
     }
 }
