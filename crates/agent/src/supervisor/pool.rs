@@ -51,6 +51,19 @@ pub fn may_block() {
     });
 }
 
+/// Whether no process is left with the filter of listener `fd` (the kernel says `POLLHUP`
+/// and has no notification waiting).
+fn orphaned(fd: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, no wait.
+    let ready = unsafe { libc::poll(&mut p, 1, 0) };
+    ready == 1 && p.revents & libc::POLLHUP != 0 && p.revents & libc::POLLIN == 0
+}
+
 impl Pool {
     /// Starts answering the notifications of `listener` with one thread.
     pub fn start(listener: OwnedFd, shared: Arc<Shared>) {
@@ -133,7 +146,10 @@ impl Pool {
                     break Some(req);
                 }
                 match std::io::Error::last_os_error().raw_os_error() {
-                    Some(libc::EINTR) | Some(libc::ENOENT) => continue,
+                    Some(libc::EINTR) => continue,
+                    // A caller gone before its call was taken, or no process left with the
+                    // filter: then every receive fails at once, and none will succeed again.
+                    Some(libc::ENOENT) if !orphaned(fd) => continue,
                     _ => break None, // the last traced process is gone
                 }
             };
