@@ -613,7 +613,7 @@ mod tests {
 
     /// The answer for call `nr` made from instruction address `ip`.
     fn run_from(p: &[libc::sock_filter], nr: u32, args: [u64; 6], ip: u64) -> u32 {
-        run_reading_from(p, arch::AUDIT_ARCH, nr, args, ip).0
+        execute(p, arch::AUDIT_ARCH, nr, args, ip).0
     }
 
     /// Whether the program looks at an argument of call `nr` (if not, the kernel's action
@@ -624,17 +624,7 @@ mod tests {
 
     /// The program's answer, and whether it loaded an argument on the way.
     fn run_reading(p: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> (u32, bool) {
-        run_reading_from(p, arch, nr, args, 0)
-    }
-
-    fn run_reading_from(
-        p: &[libc::sock_filter],
-        arch: u32,
-        nr: u32,
-        args: [u64; 6],
-        ip: u64,
-    ) -> (u32, bool) {
-        let (ret, read, _) = execute(p, arch, nr, args, ip);
+        let (ret, read, _) = execute(p, arch, nr, args, 0);
         (ret, read)
     }
 
