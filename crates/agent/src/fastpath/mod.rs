@@ -188,9 +188,9 @@ impl FastPath {
         self.offers.exec_took_id(former, leader);
     }
 
-    /// Whether thread `tid`'s call `call` on `path` is a call on the preload list by a
+    /// Whether thread `tid`'s call `call` on `path` is the open of the preload list by a
     /// loader whose program is not offered the object this time ([`offers`]): the host's
-    /// own file is to be looked at, as if roost had no list.
+    /// own file is to be opened, as if roost had no list.
     /// `call` tells what the call is; it is asked only for calls on that name.
     pub fn declines_list(
         &self,
@@ -198,7 +198,7 @@ impl FastPath {
         path: &[u8],
         call: impl FnOnce() -> offers::ListCall,
     ) -> bool {
-        path == PRELOAD_LIST && self.offers.declined(tid, call(), &self.atomics)
+        path == PRELOAD_LIST && self.offers.declined_open(tid, call(), &self.atomics)
     }
 
     /// Whether `physical` is the run's preload list, which the loader of every program

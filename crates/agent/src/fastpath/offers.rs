@@ -10,13 +10,15 @@
 //!
 //! Only a dynamic loader is ever declined, and nothing the program sees changes: after an
 //! exec of a dynamically linked program (the exec handler says one is coming), the first
-//! `access(R_OK)` of `/etc/ld.so.preload` is its loader's. When the program is offered the
-//! object, it finds roost's list. When it is declined, that access, and the loader's open of
-//! the list that follows, are made on the host's own file: the machine's own preloads
-//! (which roost's list names after its object), whose descriptor the loader closes before
-//! the program runs; or, on most machines, none, so that the access fails and the loader
-//! makes no open at all: a declined program's start costs the one trapped call it costs
-//! under `--strict`. Every other call on the name finds roost's list.
+//! `access(R_OK)` of `/etc/ld.so.preload` is its loader's, and is answered as always (roost's
+//! list is there); when the program is declined, the loader's open of the list that follows
+//! is made on the host's own file (the machine's own preloads, which roost's list names
+//! after its object; absent, the open fails and the loader loads nothing), whose descriptor
+//! the loader closes before the program runs. Every other call on the name finds roost's
+//! list. (The access itself is not made on the host's file, though where there is none the
+//! loader would then make no open: the kernel judges an access by the caller's credentials
+//! and namespace, and a host's list it may not read would leave the mark for an open that
+//! never comes, sending the program's own open of the list there.)
 //!
 //! A thread that is not its process's leader takes the leader's id as it execs, and its
 //! mark moves with it ([`Offers::exec_took_id`]). A mark that a failed exec leaves is dropped
@@ -28,8 +30,6 @@ use super::table::Atomics;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-/// The host's own preload list, which a declined loader looks at.
-const HOST_LIST: &str = "/etc/ld.so.preload";
 /// Offers made to a program before its counts are looked at.
 const FIRST_OFFERS: u64 = 3;
 /// Of a declined program's processes, one in this many is offered the object all the same.
@@ -102,9 +102,9 @@ impl Offers {
         };
     }
 
-    /// Whether thread `tid`'s call on the preload list is its loader's, declined: the
-    /// `access` where the offer is decided, and the open that follows it.
-    pub fn declined(&self, tid: i32, call: ListCall, atomics: &Atomics) -> bool {
+    /// Whether thread `tid`'s call on the preload list is the open of a loader that was
+    /// declined at its `access` (which is where the offer is decided).
+    pub fn declined_open(&self, tid: i32, call: ListCall, atomics: &Atomics) -> bool {
         let mut state = self.state.lock().expect("offers lock");
         match call {
             // The loader's look, if one was to come, is past: no mark outlives it.
@@ -116,18 +116,13 @@ impl Offers {
                 let Some(program) = state.loaders.remove(&tid) else {
                     return false;
                 };
-                if state.offer(program, atomics) {
-                    return false;
-                }
-                // The loader opens the host's list only if there is one: a mark left for
-                // an open that never comes would send the program's own open there.
-                if std::path::Path::new(HOST_LIST).exists() {
+                if !state.offer(program, atomics) {
                     if state.declined.len() >= MOST_WAITING {
                         state.declined.clear();
                     }
                     state.declined.insert(tid);
                 }
-                true
+                false
             }
         }
     }
