@@ -29,6 +29,20 @@ pub struct Fs {
     pub physical: Vec<u8>,
 }
 
+impl Fs {
+    /// Thread `tid`'s as the kernel holds it, named by `ns` (`/` for a thread gone
+    /// meanwhile, whose call is answered to nobody).
+    pub fn of_thread(ns: &Namespace, tid: i32) -> Fs {
+        let physical = std::fs::read_link(format!("/proc/{tid}/cwd"))
+            .map(|p| p.into_os_string().into_encoded_bytes())
+            .unwrap_or_else(|_| b"/".to_vec());
+        Fs {
+            logical: ns.logical_cwd(&physical),
+            physical,
+        }
+    }
+}
+
 /// A caller's working directory as the handlers see it: known already (the tracer keeps
 /// each thread's), or read from `/proc` the first time a handler asks for it (the caller of
 /// a notification), so that a call on absolute names costs no `/proc` read.
@@ -57,14 +71,7 @@ impl<'a> CallerFs<'a> {
     pub fn get(&self) -> &Fs {
         self.fs.get_or_init(|| {
             let (ns, tid) = self.of.expect("a working directory known or to read");
-            // A thread gone meanwhile: its call is answered to nobody.
-            let physical = std::fs::read_link(format!("/proc/{tid}/cwd"))
-                .map(|p| p.into_os_string().into_encoded_bytes())
-                .unwrap_or_else(|_| b"/".to_vec());
-            Fs {
-                logical: ns.logical_cwd(&physical),
-                physical,
-            }
+            Fs::of_thread(ns, tid)
         })
     }
 }

@@ -476,13 +476,7 @@ impl Agent {
 
     /// State for a thread roost has no record of, from what the kernel knows.
     fn task_from_proc(&self, pid: i32) -> Task {
-        let physical = std::fs::read_link(format!("/proc/{pid}/cwd"))
-            .map(|p| p.into_os_string().into_encoded_bytes())
-            .unwrap_or_else(|_| b"/".to_vec());
-        let fs = Fs {
-            logical: self.ns().logical_cwd(&physical),
-            physical,
-        };
+        let fs = Fs::of_thread(self.ns(), pid);
         Task::new(
             Rc::new(RefCell::new(fs)),
             Rc::new(RefCell::new(AddrSpace::new(None))),
